@@ -1,0 +1,42 @@
+import { type Db, writing } from "./client.ts";
+import { num, text } from "./row_values.ts";
+
+export interface StoredConfig {
+  /** The parsed JSON, or the raw text when it is not JSON (safe mode shows it for repair). */
+  body: unknown;
+  updatedAt: number;
+}
+
+export async function loadStoredConfig(db: Db): Promise<StoredConfig | null> {
+  const result = await db.client.execute("SELECT body, updated_at FROM config WHERE id = 1");
+  const row = result.rows[0];
+  if (row === undefined) return null;
+  return { body: parseOrRaw(text(row, "body")), updatedAt: num(row, "updated_at") };
+}
+
+const UPSERT_CONFIG = `INSERT INTO config (id, body, updated_at) VALUES (1, ?, ?)
+  ON CONFLICT (id) DO UPDATE SET body = excluded.body, updated_at = excluded.updated_at`;
+
+/**
+ * Stores the config that runs. A string body is stored verbatim (the operator's text, even when
+ * it is not valid JSON); anything else is stored as JSON.
+ */
+export async function storeConfig(db: Db, body: unknown, opts: { now: number }): Promise<void> {
+  const args = [serialise(body), opts.now];
+  await writing(db, (client) => client.execute({ sql: UPSERT_CONFIG, args }));
+}
+
+function serialise(body: unknown): string {
+  if (typeof body === "string") return body;
+  const json = JSON.stringify(body);
+  if (json === undefined) throw new TypeError(`config of type ${typeof body} cannot be stored`);
+  return json;
+}
+
+function parseOrRaw(stored: string): unknown {
+  try {
+    return JSON.parse(stored);
+  } catch {
+    return stored; // not JSON: hand the text to safe mode as it is
+  }
+}

@@ -1,0 +1,180 @@
+import type { InStatement, Row } from "@libsql/client";
+import type { AttemptOutcome, AttemptRecord, FailureSource, RequestRecord } from "./records.ts";
+import { bind, flag, memberOrNull, num, numOrNull, text, textOrNull } from "./row_values.ts";
+
+// Typed as Record<keyof ...> so adding a record field fails to compile until it has a column.
+const REQUEST_COLUMNS: Record<keyof RequestRecord, string> = {
+  id: "id",
+  instanceId: "instance_id",
+  state: "state",
+  startedAt: "started_at",
+  endedAt: "ended_at",
+  clientFormat: "client_format",
+  route: "route",
+  stream: "stream",
+  keyId: "key_id",
+  sessionId: "session_id",
+  status: "status",
+  outcome: "outcome",
+  failureSource: "failure_source",
+  errorCode: "error_code",
+  errorMessage: "error_message",
+  upstream: "upstream",
+  upstreamModel: "upstream_model",
+  firstContentMs: "first_content_ms",
+  durationMs: "duration_ms",
+  inputTokens: "input_tokens",
+  outputTokens: "output_tokens",
+  cachedTokens: "cached_tokens",
+  reasoningTokens: "reasoning_tokens",
+};
+
+const ATTEMPT_COLUMNS: Record<keyof AttemptRecord, string> = {
+  requestId: "request_id",
+  hop: "hop",
+  upstream: "upstream",
+  model: "model",
+  outcome: "outcome",
+  status: "status",
+  errorCode: "error_code",
+  errorMessage: "error_message",
+  startedAt: "started_at",
+  headersMs: "headers_ms",
+  firstContentMs: "first_content_ms",
+  durationMs: "duration_ms",
+  inputTokens: "input_tokens",
+  outputTokens: "output_tokens",
+};
+
+const REQUEST_STATES: Record<RequestRecord["state"], true> = {
+  open: true,
+  closed: true,
+  interrupted: true,
+};
+const REQUEST_OUTCOMES: Record<NonNullable<RequestRecord["outcome"]>, true> = {
+  success: true,
+  error: true,
+};
+const FAILURE_SOURCES: Record<FailureSource, true> = {
+  upstream: true,
+  timeout: true,
+  aborted: true,
+  client: true,
+  gateway: true,
+  config: true,
+};
+const ATTEMPT_OUTCOMES: Record<AttemptOutcome, true> = {
+  success: true,
+  error: true,
+  idle_timeout: true,
+  aborted: true,
+  client_disconnected: true,
+};
+
+type Field = string | number | boolean | null;
+
+interface Table<T> {
+  readonly name: string;
+  readonly fields: readonly (keyof T)[];
+  readonly columns: readonly string[];
+  readonly keys: readonly string[];
+  readonly rowsPerStatement: number;
+}
+
+// Rows per statement are bounded by bound parameters; 999 is the oldest SQLite default limit,
+// safe on any server. Many rows per statement matter: the client costs ~60 µs per statement.
+const MAX_PARAMS = 999;
+
+function table<T>(name: string, opts: { columns: Record<keyof T, string>; keys: string[] }) {
+  const fields = Object.keys(opts.columns) as (keyof T)[];
+  const columns = fields.map((field) => opts.columns[field]);
+  const rowsPerStatement = Math.max(1, Math.floor(MAX_PARAMS / columns.length));
+  return { name, fields, columns, keys: opts.keys, rowsPerStatement } satisfies Table<T>;
+}
+
+const REQUESTS = table<RequestRecord>("requests", { columns: REQUEST_COLUMNS, keys: ["id"] });
+const ATTEMPTS = table<AttemptRecord>("attempts", {
+  columns: ATTEMPT_COLUMNS,
+  keys: ["request_id", "hop"],
+});
+
+function upsertSql<T>(into: Table<T>, rowCount: number): string {
+  const updates = into.columns
+    .filter((column) => !into.keys.includes(column))
+    .map((column) => `${column} = excluded.${column}`);
+  const tuple = `(${into.columns.map(() => "?").join(", ")})`;
+  return `INSERT INTO ${into.name} (${into.columns.join(", ")}) ` +
+    `VALUES ${Array.from({ length: rowCount }, () => tuple).join(", ")} ` +
+    `ON CONFLICT (${into.keys.join(", ")}) DO UPDATE SET ${updates.join(", ")}`;
+}
+
+/** Upserts in as few statements as the parameter limit allows. Keys must be unique. */
+function upsertMany<T extends { [K in keyof T]: Field }>(
+  into: Table<T>,
+  records: readonly T[],
+): InStatement[] {
+  const statements: InStatement[] = [];
+  for (let start = 0; start < records.length; start += into.rowsPerStatement) {
+    const chunk = records.slice(start, start + into.rowsPerStatement);
+    statements.push({
+      sql: upsertSql(into, chunk.length),
+      args: chunk.flatMap((record) => into.fields.map((field) => bind(record[field]))),
+    });
+  }
+  return statements;
+}
+
+export function upsertRequests(records: readonly RequestRecord[]): InStatement[] {
+  return upsertMany(REQUESTS, records);
+}
+
+export function upsertAttempts(records: readonly AttemptRecord[]): InStatement[] {
+  return upsertMany(ATTEMPTS, records);
+}
+
+export function requestFromRow(row: Row): RequestRecord {
+  return {
+    id: text(row, "id"),
+    instanceId: text(row, "instance_id"),
+    state: memberOrNull(row, { column: "state", members: REQUEST_STATES }) ?? "closed",
+    startedAt: num(row, "started_at"),
+    endedAt: numOrNull(row, "ended_at"),
+    clientFormat: text(row, "client_format"),
+    route: textOrNull(row, "route"),
+    stream: flag(row, "stream"),
+    keyId: textOrNull(row, "key_id"),
+    sessionId: textOrNull(row, "session_id"),
+    status: numOrNull(row, "status"),
+    outcome: memberOrNull(row, { column: "outcome", members: REQUEST_OUTCOMES }),
+    failureSource: memberOrNull(row, { column: "failure_source", members: FAILURE_SOURCES }),
+    errorCode: textOrNull(row, "error_code"),
+    errorMessage: textOrNull(row, "error_message"),
+    upstream: textOrNull(row, "upstream"),
+    upstreamModel: textOrNull(row, "upstream_model"),
+    firstContentMs: numOrNull(row, "first_content_ms"),
+    durationMs: numOrNull(row, "duration_ms"),
+    inputTokens: numOrNull(row, "input_tokens"),
+    outputTokens: numOrNull(row, "output_tokens"),
+    cachedTokens: numOrNull(row, "cached_tokens"),
+    reasoningTokens: numOrNull(row, "reasoning_tokens"),
+  };
+}
+
+export function attemptFromRow(row: Row): AttemptRecord {
+  return {
+    requestId: text(row, "request_id"),
+    hop: num(row, "hop"),
+    upstream: text(row, "upstream"),
+    model: text(row, "model"),
+    outcome: memberOrNull(row, { column: "outcome", members: ATTEMPT_OUTCOMES }),
+    status: numOrNull(row, "status"),
+    errorCode: textOrNull(row, "error_code"),
+    errorMessage: textOrNull(row, "error_message"),
+    startedAt: num(row, "started_at"),
+    headersMs: numOrNull(row, "headers_ms"),
+    firstContentMs: numOrNull(row, "first_content_ms"),
+    durationMs: numOrNull(row, "duration_ms"),
+    inputTokens: numOrNull(row, "input_tokens"),
+    outputTokens: numOrNull(row, "output_tokens"),
+  };
+}

@@ -1,0 +1,282 @@
+import type { InStatement } from "@libsql/client";
+import { type Db, writing } from "./client.ts";
+import { upsertAttempts, upsertRequests } from "./history_rows.ts";
+import type { AttemptRecord, RequestRecord } from "./records.ts";
+
+export interface HistoryWriterOptions {
+  /** Delay between the first queued row and its write, batching the rows that follow. */
+  flushEveryMs?: number;
+  /** Bound on queued rows while the database is away; the oldest are dropped beyond it. */
+  maxPending?: number;
+  /** Rows per write transaction. */
+  batchSize?: number;
+  /** Timer hooks, so the gateway's (scaled) clock drives the loop. Default setTimeout. */
+  schedule?: (fn: () => void, ms: number) => number;
+  cancel?: (id: number) => void;
+  /** Alternative to schedule/cancel in the shape of `Clock.after`; wins when both are given. */
+  after?: (ms: number, fn: () => void) => () => void;
+  /** Told about every failed write; the writer itself never throws to its callers. */
+  onError?: (err: unknown) => void;
+}
+
+export interface HistoryWriterStats {
+  /** Rows queued and not yet written. */
+  pending: number;
+  /** Rows pushed out by `maxPending` before they could be written. */
+  dropped: number;
+  /** Rows the database accepted (a row updated twice and written twice counts twice). */
+  written: number;
+  /** Failed write attempts; each one is retried later. */
+  failures: number;
+  /** Rows the database refused on their own (a constraint, not an outage); never retried. */
+  rejected: number;
+  lastError: string | null;
+}
+
+type Pending =
+  | { readonly kind: "request"; readonly row: RequestRecord }
+  | { readonly kind: "attempt"; readonly row: AttemptRecord };
+
+type Entry = readonly [key: string, pending: Pending];
+
+const RETRY_CAP_MS = 2_000;
+const RETRY_FLOOR_MS = 25;
+
+/**
+ * Queues request and attempt rows in memory and writes them in batches off the request path.
+ *
+ * Rows are keyed (request id; request id + hop), so a later version of a row replaces a queued
+ * earlier one and a request opened and closed within one batch is written once. When the
+ * database is locked or unreachable the rows stay queued and are retried with backoff; only the
+ * `maxPending` bound ever discards them.
+ */
+export class HistoryWriter {
+  readonly #db: Db;
+  readonly #flushEveryMs: number;
+  readonly #maxPending: number;
+  readonly #batchSize: number;
+  readonly #after: (ms: number, fn: () => void) => () => void;
+  readonly #onError: (err: unknown) => void;
+  // Insertion order is age order: re-queuing a row moves it to the young end.
+  readonly #pending = new Map<string, Pending>();
+  #disarmTimer: (() => void) | null = null;
+  #draining: Promise<boolean> | null = null;
+  #failStreak = 0;
+  #closed = false;
+  #dropped = 0;
+  #written = 0;
+  #failures = 0;
+  #rejected = 0;
+  #lastError: string | null = null;
+
+  constructor(db: Db, opts: HistoryWriterOptions = {}) {
+    this.#db = db;
+    this.#flushEveryMs = Math.max(0, opts.flushEveryMs ?? 50);
+    this.#maxPending = Math.max(1, opts.maxPending ?? 100_000);
+    this.#batchSize = Math.max(1, opts.batchSize ?? 500);
+    this.#after = opts.after ?? timerFrom(opts);
+    this.#onError = opts.onError ?? (() => {});
+  }
+
+  writeRequest(record: RequestRecord): void {
+    this.#enqueue(`r\u0000${record.id}`, { kind: "request", row: { ...record } });
+  }
+
+  writeAttempt(record: AttemptRecord): void {
+    const key = `a\u0000${record.requestId}\u0000${record.hop}`;
+    this.#enqueue(key, { kind: "attempt", row: { ...record } });
+  }
+
+  /**
+   * Writes everything queued now, ignoring any retry backoff. Never rejects: resolves true once
+   * nothing is left queued, false when the database refused (rows stay queued, the background
+   * loop keeps retrying). Tests loop on it to wait until rows land.
+   */
+  async flush(): Promise<boolean> {
+    while (this.#draining !== null) await this.#draining;
+    this.#disarm();
+    return await this.#drain();
+  }
+
+  /**
+   * Stops the background loop after one last flush, with the same result as `flush`. Rows
+   * written afterwards are queued but only a later explicit `flush` writes them.
+   */
+  async close(): Promise<boolean> {
+    this.#closed = true;
+    const landed = await this.flush();
+    this.#disarm();
+    return landed;
+  }
+
+  stats(): HistoryWriterStats {
+    return {
+      pending: this.#pending.size,
+      dropped: this.#dropped,
+      written: this.#written,
+      failures: this.#failures,
+      rejected: this.#rejected,
+      lastError: this.#lastError,
+    };
+  }
+
+  #enqueue(key: string, pending: Pending): void {
+    this.#pending.delete(key);
+    this.#pending.set(key, pending);
+    while (this.#pending.size > this.#maxPending) this.#dropOldest();
+    if (this.#disarmTimer === null && this.#draining === null) this.#arm(this.#flushEveryMs);
+  }
+
+  #dropOldest(): void {
+    const oldest = this.#pending.keys().next();
+    if (oldest.done) return;
+    this.#pending.delete(oldest.value);
+    this.#dropped++;
+  }
+
+  #arm(ms: number): void {
+    if (this.#closed) return;
+    try {
+      this.#disarmTimer = this.#after(ms, () => {
+        this.#disarmTimer = null;
+        void this.#drain();
+      });
+    } catch (err) {
+      // A broken timer hook must not reach a request; rows wait for an explicit flush.
+      this.#report(err);
+    }
+  }
+
+  #disarm(): void {
+    const disarm = this.#disarmTimer;
+    this.#disarmTimer = null;
+    disarm?.();
+  }
+
+  #drain(): Promise<boolean> {
+    this.#draining ??= this.#drainAll().finally(() => {
+      this.#draining = null;
+      this.#rearm();
+    });
+    return this.#draining;
+  }
+
+  /** Rows queued while the last batch was in flight still need a timer. */
+  #rearm(): void {
+    if (this.#disarmTimer !== null || this.#pending.size === 0) return;
+    const backoff = Math.min(
+      RETRY_CAP_MS,
+      Math.max(this.#flushEveryMs, RETRY_FLOOR_MS) * 2 ** this.#failStreak,
+    );
+    this.#arm(this.#failStreak > 0 ? backoff : this.#flushEveryMs);
+  }
+
+  async #drainAll(): Promise<boolean> {
+    while (this.#pending.size > 0) {
+      if (!await this.#writeBatch(this.#oldest(this.#batchSize))) return false;
+    }
+    return true;
+  }
+
+  #oldest(count: number): Entry[] {
+    const batch: Entry[] = [];
+    for (const entry of this.#pending) {
+      if (batch.length >= count) break;
+      batch.push(entry);
+    }
+    return batch;
+  }
+
+  async #writeBatch(batch: Entry[]): Promise<boolean> {
+    try {
+      const statements = statementsFor(batch);
+      await writing(this.#db, (client) => client.batch(statements, "write"));
+    } catch (err) {
+      if (!isRowProblem(err)) return this.#fail(err);
+      return batch.length > 1 ? await this.#writeEach(batch) : this.#reject(batch, err);
+    }
+    this.#settle(batch);
+    return true;
+  }
+
+  /** One bad row must not hold back the rest forever: find it by writing rows one at a time. */
+  async #writeEach(batch: Entry[]): Promise<boolean> {
+    for (const entry of batch) {
+      if (!await this.#writeBatch([entry])) return false;
+    }
+    return true;
+  }
+
+  #settle(batch: Entry[]): void {
+    this.#forget(batch);
+    this.#written += batch.length;
+    this.#failStreak = 0;
+  }
+
+  #reject(batch: Entry[], err: unknown): boolean {
+    this.#forget(batch);
+    this.#rejected += batch.length;
+    this.#noteError(err);
+    return true;
+  }
+
+  /** Only the versions that were sent: newer ones queued meanwhile stay to be written next. */
+  #forget(batch: Entry[]): void {
+    for (const [key, pending] of batch) {
+      if (this.#pending.get(key) === pending) this.#pending.delete(key);
+    }
+  }
+
+  #fail(err: unknown): boolean {
+    this.#failures++;
+    this.#failStreak++;
+    this.#noteError(err);
+    return false;
+  }
+
+  #noteError(err: unknown): void {
+    this.#lastError = err instanceof Error ? err.message : String(err);
+    this.#report(err);
+  }
+
+  #report(err: unknown): void {
+    try {
+      this.#onError(err);
+    } catch {
+      // The reporter is for logging; its failure has nowhere better to go.
+    }
+  }
+}
+
+function timerFrom(opts: HistoryWriterOptions): (ms: number, fn: () => void) => () => void {
+  const { schedule, cancel } = opts;
+  if (schedule === undefined) {
+    return (ms, fn) => {
+      const id = setTimeout(fn, ms);
+      return () => clearTimeout(id);
+    };
+  }
+  return (ms, fn) => {
+    const id = schedule(fn, ms);
+    return () => cancel?.(id);
+  };
+}
+
+function statementsFor(batch: readonly Entry[]): InStatement[] {
+  const requests: RequestRecord[] = [];
+  const attempts: AttemptRecord[] = [];
+  for (const [, pending] of batch) {
+    if (pending.kind === "request") requests.push(pending.row);
+    else attempts.push(pending.row);
+  }
+  return [...upsertRequests(requests), ...upsertAttempts(attempts)];
+}
+
+/**
+ * Errors that belong to the rows rather than to the database being away, so retrying the same
+ * rows would fail forever. Outages (busy, locked, read-only, network) are never in this set.
+ */
+function isRowProblem(err: unknown): boolean {
+  const code = err instanceof Error && "code" in err ? err.code : undefined;
+  return typeof code === "string" && /^SQLITE_(CONSTRAINT|MISMATCH|TOOBIG|RANGE)/.test(code);
+}

@@ -1,0 +1,98 @@
+/**
+ * Schema history. Embedded in code so a compiled binary and Deno Deploy need no files.
+ *
+ * Rules for adding one: append with the next version, never edit a shipped migration, and
+ * never drop or rewrite history tables or rows (SPEC §9) — only add tables, columns and indexes.
+ * Columns carry no CHECK constraints so a later release can add states and outcomes without
+ * rebuilding a million-row table.
+ */
+export interface Migration {
+  readonly version: number;
+  readonly name: string;
+  readonly sql: readonly string[];
+}
+
+const REQUESTS = `CREATE TABLE requests (
+  id TEXT PRIMARY KEY NOT NULL,
+  instance_id TEXT NOT NULL,
+  state TEXT NOT NULL,
+  started_at INTEGER NOT NULL,
+  ended_at INTEGER,
+  client_format TEXT NOT NULL,
+  route TEXT,
+  stream INTEGER NOT NULL,
+  key_id TEXT,
+  session_id TEXT,
+  status INTEGER,
+  outcome TEXT,
+  failure_source TEXT,
+  error_code TEXT,
+  error_message TEXT,
+  upstream TEXT,
+  upstream_model TEXT,
+  first_content_ms INTEGER,
+  duration_ms INTEGER,
+  input_tokens INTEGER,
+  output_tokens INTEGER,
+  cached_tokens INTEGER,
+  reasoning_tokens INTEGER
+)`;
+
+const ATTEMPTS = `CREATE TABLE attempts (
+  request_id TEXT NOT NULL,
+  hop INTEGER NOT NULL,
+  upstream TEXT NOT NULL,
+  model TEXT NOT NULL,
+  outcome TEXT,
+  status INTEGER,
+  error_code TEXT,
+  error_message TEXT,
+  started_at INTEGER NOT NULL,
+  headers_ms INTEGER,
+  first_content_ms INTEGER,
+  duration_ms INTEGER,
+  input_tokens INTEGER,
+  output_tokens INTEGER,
+  PRIMARY KEY (request_id, hop)
+)`;
+
+const CONFIG = `CREATE TABLE config (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  body TEXT NOT NULL,
+  updated_at INTEGER NOT NULL
+)`;
+
+const COOLDOWNS = `CREATE TABLE cooldowns (
+  upstream TEXT PRIMARY KEY NOT NULL,
+  consecutive_failures INTEGER NOT NULL DEFAULT 0,
+  pause_count INTEGER NOT NULL DEFAULT 0,
+  paused_until INTEGER,
+  updated_at INTEGER NOT NULL
+)`;
+
+const INSTANCES = `CREATE TABLE instances (
+  id TEXT PRIMARY KEY NOT NULL,
+  started_at INTEGER NOT NULL,
+  heartbeat_at INTEGER NOT NULL
+)`;
+
+// History pages are keyset-paged on (started_at, id) newest first, optionally narrowed by one
+// filter: each index ends in that pair so the page is an index range scan with no sort step.
+const HISTORY_INDEXES = [
+  "CREATE INDEX requests_started ON requests (started_at DESC, id DESC)",
+  "CREATE INDEX requests_route_started ON requests (route, started_at, id)",
+  "CREATE INDEX requests_upstream_started ON requests (upstream, started_at, id)",
+  "CREATE INDEX requests_outcome_started ON requests (outcome, started_at, id)",
+  "CREATE INDEX requests_session_started ON requests (session_id, started_at, id)",
+  // Partial: only live rows are ever looked up by state, and they are a handful among millions.
+  "CREATE INDEX requests_open ON requests (instance_id) WHERE state = 'open'",
+  "CREATE INDEX attempts_upstream_started ON attempts (upstream, started_at)",
+];
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: "initial_schema",
+    sql: [REQUESTS, ATTEMPTS, CONFIG, COOLDOWNS, INSTANCES, ...HISTORY_INDEXES],
+  },
+];

@@ -1,0 +1,54 @@
+/** Who a failure belongs to; the same words travel in `x-pulsegate-error`. */
+export type FailureSource = "upstream" | "timeout" | "aborted" | "client" | "gateway" | "config";
+
+export type AttemptOutcome =
+  | "success"
+  | "error"
+  | "idle_timeout"
+  | "aborted"
+  | "client_disconnected";
+
+/** A request row. `state` is `open` from the first write until the request ends. */
+export interface RequestRecord {
+  id: string;
+  instanceId: string;
+  state: "open" | "closed" | "interrupted";
+  startedAt: number; // epoch ms
+  endedAt: number | null;
+  clientFormat: string;
+  route: string | null; // the model name the client asked for
+  stream: boolean;
+  keyId: string | null;
+  sessionId: string | null;
+  status: number | null; // HTTP status sent (or that would have been sent) to the client
+  outcome: "success" | "error" | null;
+  failureSource: FailureSource | null;
+  errorCode: string | null;
+  errorMessage: string | null;
+  upstream: string | null; // last upstream picked, null when none was
+  upstreamModel: string | null;
+  firstContentMs: number | null; // from start to first content sent to the client
+  durationMs: number | null;
+  inputTokens: number | null;
+  outputTokens: number | null;
+  cachedTokens: number | null;
+  reasoningTokens: number | null;
+}
+
+/** One hop: one call to one upstream. */
+export interface AttemptRecord {
+  requestId: string;
+  hop: number; // 1-based, in order of sending
+  upstream: string;
+  model: string;
+  outcome: AttemptOutcome | null; // null while in progress
+  status: number | null; // upstream HTTP status, null when none came
+  errorCode: string | null;
+  errorMessage: string | null;
+  startedAt: number; // epoch ms, when the request was sent
+  headersMs: number | null;
+  firstContentMs: number | null;
+  durationMs: number | null;
+  inputTokens: number | null;
+  outputTokens: number | null;
+}

@@ -1,0 +1,52 @@
+import type { Candidate, ForwardDeps } from "./hop.ts";
+import type { Route } from "./config/schema.ts";
+
+/**
+ * Orders a route's candidates for one request (SPEC §6): enabled ones only;
+ * the session's upstream first while it is healthy; upstreams in cooldown
+ * skipped, unless all are paused (then the one freed soonest goes first);
+ * a single candidate ignores cooldown.
+ */
+export function planCandidates(
+  route: Route,
+  opts: { deps: ForwardDeps; sessionId: string | null },
+): Candidate[] {
+  const { deps } = opts;
+  const byId = new Map(deps.config.upstreams.map((u) => [u.id, u]));
+  const all: Candidate[] = [];
+  for (const candidate of route.candidates) {
+    const upstream = byId.get(candidate.upstream);
+    if (candidate.enabled && upstream?.enabled) all.push({ upstream, candidate });
+  }
+  if (all.length <= 1) return all;
+  const affine = deps.affinity.get(opts.sessionId);
+  const healthy = all.filter((c) => !deps.cooldowns.isPaused(c.upstream.id));
+  if (!healthy.length) {
+    const until = (c: Candidate) => deps.cooldowns.get(c.upstream.id).pausedUntil ?? 0;
+    return [...all].sort((a, b) => until(a) - until(b));
+  }
+  const ordered = preferLeastLoaded(healthy, deps);
+  const first = ordered.findIndex((c) => c.upstream.id === affine);
+  if (first > 0) ordered.unshift(...ordered.splice(first, 1));
+  return ordered;
+}
+
+/**
+ * "Equal" candidates are neighbours with the same model name on different
+ * upstreams; among those the one with fewer live requests goes first.
+ * Order between different models is the operator's and is kept.
+ */
+function preferLeastLoaded(list: Candidate[], deps: ForwardDeps): Candidate[] {
+  const out = [...list];
+  for (let i = 1; i < out.length; i++) {
+    for (let j = i; j > 0; j--) {
+      const a = out[j - 1]!;
+      const b = out[j]!;
+      if (a.candidate.model !== b.candidate.model) break;
+      if (deps.slots.inFlight(b.upstream.id) >= deps.slots.inFlight(a.upstream.id)) break;
+      out[j - 1] = b;
+      out[j] = a;
+    }
+  }
+  return out;
+}

@@ -1,0 +1,139 @@
+import type { Clock } from "./clock.ts";
+import type { ClientCodec, ClientStreamEncoder, ClientStreamShape } from "./format.ts";
+import type { GatewayError } from "./gateway_error.ts";
+
+/** Headers every answer carries; the request id is there from the first byte. */
+export function baseHeaders(requestId: string, extra: HeadersInit = {}): Headers {
+  const headers = new Headers(extra);
+  headers.set("x-request-id", requestId);
+  return headers;
+}
+
+/** The error response in the client's own format. */
+export function errorResponse(
+  codec: ClientCodec,
+  err: GatewayError,
+  opts: { requestId: string },
+): Response {
+  const headers = baseHeaders(opts.requestId, {
+    "content-type": "application/json",
+    "x-pulsegate-error": err.source,
+  });
+  if (err.retryAfterSecs !== undefined) {
+    headers.set("retry-after", String(Math.max(1, Math.ceil(err.retryAfterSecs))));
+  }
+  return new Response(JSON.stringify(codec.renderError(err)), { status: err.status, headers });
+}
+
+/**
+ * The client's side of one streamed answer. Headers go out once; keep-alive
+ * comments flow only while nothing else does; a cancelled body reports to
+ * `onCancel` so cleanup never depends on the next write.
+ */
+export class StreamChannel {
+  readonly response: Promise<Response>;
+  #resolve!: (r: Response) => void;
+  #writer: WritableStreamDefaultWriter<Uint8Array>;
+  #readable: ReadableStream<Uint8Array>;
+  #keepAlive: (() => void) | null = null;
+  #closed = false;
+  headersSent = false;
+
+  constructor(
+    private opts: {
+      codec: ClientCodec;
+      shape: ClientStreamShape;
+      encoder: ClientStreamEncoder;
+      requestId: string;
+      clock: Clock;
+      keepAliveMs: number;
+      onCancel: () => void;
+    },
+  ) {
+    this.response = new Promise((resolve) => (this.#resolve = resolve));
+    const pipe = new TransformStream<Uint8Array, Uint8Array>();
+    this.#writer = pipe.writable.getWriter();
+    this.#readable = pipe.readable;
+    this.#writer.closed.catch(() => {
+      if (!this.#closed) opts.onCancel();
+    });
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Sends 200 and the streaming headers; idempotent. */
+  sendHeaders(): void {
+    if (this.headersSent) return;
+    this.headersSent = true;
+    this.#resolve(
+      new Response(this.#readable, {
+        status: 200,
+        headers: baseHeaders(this.opts.requestId, {
+          "content-type": this.opts.shape.contentType,
+          "cache-control": "no-cache",
+        }),
+      }),
+    );
+    const open = this.opts.encoder.open();
+    if (open) void this.write(open);
+  }
+
+  /** Starts `: keep-alive` comments (where the client takes them) until content flows. */
+  startKeepAlives(): void {
+    const block = this.opts.shape.keepAlive;
+    if (!block || this.#keepAlive) return;
+    const tick = () => {
+      this.#keepAlive = this.opts.clock.after(this.opts.keepAliveMs, () => {
+        void this.write(block);
+        tick();
+      });
+    };
+    tick();
+  }
+
+  stopKeepAlives(): void {
+    this.#keepAlive?.();
+    this.#keepAlive = null;
+  }
+
+  /** Resolves false when the client has gone. */
+  async write(bytes: Uint8Array): Promise<boolean> {
+    if (this.#closed) return false;
+    try {
+      await this.#writer.write(bytes);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Closes a finished stream; a passed-through stream already carried its own ending. */
+  async end(opts: { passthrough: boolean }): Promise<void> {
+    this.stopKeepAlives();
+    const tail = opts.passthrough ? null : this.opts.encoder.close();
+    if (tail) await this.write(tail);
+    await this.#close();
+  }
+
+  /** Ends with an error: a status in the client's format before headers, an event after. */
+  async fail(err: GatewayError): Promise<void> {
+    this.stopKeepAlives();
+    if (!this.headersSent) {
+      this.headersSent = true;
+      this.#closed = true;
+      this.#resolve(errorResponse(this.opts.codec, err, { requestId: this.opts.requestId }));
+      await this.#writer.abort().catch(() => {});
+      return;
+    }
+    await this.write(this.opts.encoder.error(err));
+    await this.#close();
+  }
+
+  async #close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#writer.close().catch(() => {});
+  }
+}

@@ -1,0 +1,240 @@
+/**
+ * Renders docs/config.md from the JSON Schema, so the reference table cannot drift from the code
+ * (tests/config_doc_test.ts fails when the committed file differs from this output).
+ */
+import { alternatives, configJsonSchema, isSchemaObject, type JsonSchema } from "./json_schema.ts";
+import type { ConfigInput } from "./schema.ts";
+
+/** Matches deno.json's fmt.lineWidth, so `deno fmt --check` accepts the generated file. */
+const LINE_WIDTH = 100;
+
+export const EXAMPLE_CONFIG: ConfigInput = {
+  failover: {
+    idle_timeout_secs: 300,
+    slot_wait_secs: 30,
+    failures_to_pause: 3,
+    pause_secs: 60,
+    max_pause_secs: 600,
+    retries_per_candidate: 1,
+    whole_answer_deadline: null,
+    timeout_status: 504,
+  },
+  upstreams: [
+    {
+      id: "openai",
+      kind: "openai-chat",
+      base_url: "https://api.openai.com/v1",
+      api_key_env: "OPENAI_API_KEY",
+      max_in_flight: 64,
+    },
+    {
+      id: "claude",
+      kind: "anthropic",
+      base_url: "https://api.anthropic.com",
+      api_key_env: "ANTHROPIC_API_KEY",
+    },
+    { id: "gemini", kind: "gemini", api_key_env: "GEMINI_API_KEY" },
+    {
+      id: "bedrock",
+      kind: "bedrock",
+      region: "us-east-1",
+      access_key_env: "AWS_ACCESS_KEY_ID",
+      secret_key_env: "AWS_SECRET_ACCESS_KEY",
+    },
+  ],
+  routes: [{
+    model: "smart",
+    candidates: [
+      { upstream: "claude", model: "claude-sonnet-4-5" },
+      { upstream: "openai", model: "gpt-5" },
+    ],
+  }],
+  keys: [{ id: "app1", key_env: "PULSEGATE_KEY_APP1", routes: ["smart"] }],
+};
+
+const INTRO = [
+  "pulsegate reads one JSON config file, named by the `PULSEGATE_CONFIG` environment variable. " +
+  "It is checked against a strict schema: an unknown field, a value out of range or a reference " +
+  "to something that does not exist stops it from loading, with an error naming the exact key " +
+  'path (for example `failover.idle_timeout`: unknown field "idle_timeout"). The validated ' +
+  "config is stored in the database; the stored copy is what runs and what the admin page edits.",
+  "Secrets never go in the file: every `*_env` field holds the NAME of an environment variable " +
+  "(such as `OPENAI_API_KEY`), and the gateway reads the secret from its environment.",
+  "If the stored config stops validating, the gateway still starts, in safe mode: proxy routes " +
+  "answer 503 with code `config.invalid`, and the admin page lists each problem and offers a " +
+  "repair (such as deleting an unknown field) that is re-validated before it is stored.",
+  "The same schema is served as JSON Schema at `/admin/api/config/schema`, for editors and tools.",
+  "Only `upstreams` and `routes` are required; everything else has a default. An example:",
+];
+
+const REFERENCE_INTRO = [
+  "Generated from `gateway/config/schema.ts` by `deno task docs`; do not edit it by hand. A test " +
+  "fails when this table is stale. `upstreams[].id` means the `id` of each entry of `upstreams`.",
+];
+
+export function renderConfigDoc(): string {
+  const sections = [
+    "# Configuration",
+    ...INTRO.map((paragraph) => wrap(paragraph)),
+    "```json\n" + JSON.stringify(EXAMPLE_CONFIG, null, 2) + "\n```",
+    "## Reference",
+    ...REFERENCE_INTRO.map((paragraph) => wrap(paragraph)),
+    renderTable(referenceRows()),
+  ];
+  return sections.join("\n\n") + "\n";
+}
+
+/** Greedy fill, as `deno fmt` wraps prose, so the generated file is already formatted. */
+function wrap(paragraph: string): string {
+  const lines: string[] = [];
+  for (const word of paragraph.split(" ")) {
+    const last = lines.at(-1);
+    if (last !== undefined && last.length + 1 + word.length <= LINE_WIDTH) {
+      lines[lines.length - 1] = `${last} ${word}`;
+    } else {
+      lines.push(word);
+    }
+  }
+  return lines.join("\n");
+}
+
+type Row = { key: string; type: string; default: string; allowed: string; description: string };
+type Field = { node: JsonSchema; required: boolean; note: string };
+
+function referenceRows(): Row[] {
+  return childRows("", configJsonSchema());
+}
+
+function fieldRows(path: string, field: Field): Row[] {
+  return [rowFor(path, field), ...childRows(path, field.node)];
+}
+
+function childRows(path: string, node: JsonSchema): Row[] {
+  const shapes = alternatives(node).filter((shape) => shape.type !== "null");
+  const [first] = shapes;
+  if (shapes.length === 1 && first?.type === "array" && isSchemaObject(first.items)) {
+    return childRows(`${path}[]`, first.items);
+  }
+  if (shapes.length === 0 || shapes.some((shape) => shape.type !== "object")) return [];
+  return [...mergeFields(shapes)].flatMap(([name, field]) =>
+    fieldRows(path === "" ? name : `${path}.${name}`, field)
+  );
+}
+
+type Occurrence = { node: JsonSchema; required: boolean; tag: string | undefined };
+
+/** Folds the shapes of a union (the upstream kinds) into one field list, noting who has what. */
+function mergeFields(shapes: JsonSchema[]): Map<string, Field> {
+  const seen = new Map<string, Occurrence[]>();
+  for (const shape of shapes) {
+    for (const [name, node] of Object.entries(shape.properties ?? {})) {
+      if (!isSchemaObject(node)) continue;
+      const occurrence = { node, required: shape.required?.includes(name) ?? false };
+      seen.set(name, [...(seen.get(name) ?? []), { ...occurrence, tag: discriminator(shape) }]);
+    }
+  }
+  const fields = new Map<string, Field>();
+  for (const [name, occurrences] of seen) {
+    fields.set(name, mergeOccurrences(occurrences, shapes.length));
+  }
+  return fields;
+}
+
+function mergeOccurrences(occurrences: Occurrence[], shapeCount: number): Field {
+  const nodes = occurrences.map((o) => o.node);
+  const consts = nodes.map((node) => node.const).filter((value) => value !== undefined);
+  const [first] = nodes;
+  const node: JsonSchema = consts.length > 1
+    ? { ...first, const: undefined, enum: consts }
+    : first ?? {};
+  const tags = occurrences.map((o) => o.tag).filter((tag) => tag !== undefined);
+  const note = occurrences.length < shapeCount ? `Only for kind ${tags.join(", ")}.` : "";
+  return { node, required: occurrences.every((o) => o.required), note };
+}
+
+/** The value that tells a union's shapes apart, such as an upstream's `kind`. */
+function discriminator(shape: JsonSchema): string | undefined {
+  const tagged = Object.values(shape.properties ?? {}).find((prop) =>
+    isSchemaObject(prop) && typeof prop.const === "string"
+  );
+  return isSchemaObject(tagged) ? `\`${String(tagged.const)}\`` : undefined;
+}
+
+function rowFor(path: string, field: Field): Row {
+  const { node } = field;
+  return {
+    key: `\`${path}\``,
+    type: typeLabel(node),
+    default: defaultLabel(field),
+    allowed: allowedLabel(node),
+    description: [field.note, node.description ?? ""].filter((part) => part !== "").join(" "),
+  };
+}
+
+function typeLabel(node: JsonSchema): string {
+  const labels = alternatives(node).map((shape) => {
+    if (shape.type === "array" && isSchemaObject(shape.items)) return `${typeLabel(shape.items)}[]`;
+    return String(shape.type ?? "any");
+  });
+  return [...new Set(labels)].join(" or ");
+}
+
+function defaultLabel(field: Field): string {
+  if ("default" in field.node) return `\`${JSON.stringify(field.node.default)}\``;
+  return field.required ? "required" : "optional";
+}
+
+function allowedLabel(node: JsonSchema): string {
+  const parts = alternatives(node).flatMap(constraints);
+  return parts.join("; ");
+}
+
+function constraints(shape: JsonSchema): string[] {
+  const parts: string[] = [];
+  if (shape.enum) parts.push(shape.enum.map(literal).join(", "));
+  if (shape.const !== undefined) parts.push(literal(shape.const));
+  const range = rangeLabel(shape.minimum, shape.maximum);
+  if (range !== "") parts.push(range);
+  if (shape.minItems !== undefined) {
+    parts.push(`at least ${shape.minItems} item${shape.minItems === 1 ? "" : "s"}`);
+  }
+  if (shape.pattern !== undefined) parts.push(`\`${shape.pattern}\``);
+  if (shape.format === "uri") parts.push("http(s) URL");
+  return parts;
+}
+
+function rangeLabel(min: number | undefined, max: number | undefined): string {
+  if (min !== undefined && max !== undefined) return `${min} to ${max}`;
+  if (min !== undefined) return `at least ${min}`;
+  if (max !== undefined) return `at most ${max}`;
+  return "";
+}
+
+function literal(value: unknown): string {
+  return `\`${JSON.stringify(value)}\``;
+}
+
+const COLUMNS: [keyof Row, string][] = [
+  ["key", "Key"],
+  ["type", "Type"],
+  ["default", "Default"],
+  ["allowed", "Allowed values"],
+  ["description", "Description"],
+];
+
+/** Columns padded the way `deno fmt` pads them, so the file is stable under formatting. */
+function renderTable(rows: Row[]): string {
+  const cells = [
+    COLUMNS.map(([, title]) => title),
+    ...rows.map((row) => COLUMNS.map(([column]) => escapeCell(row[column]))),
+  ];
+  const widths = COLUMNS.map((_, i) => Math.max(3, ...cells.map((line) => line[i]?.length ?? 0)));
+  const line = (values: string[]) =>
+    `| ${values.map((value, i) => value.padEnd(widths[i] ?? 0)).join(" | ")} |`;
+  const [header = [], ...body] = cells;
+  return [line(header), line(widths.map((w) => "-".repeat(w))), ...body.map(line)].join("\n");
+}
+
+function escapeCell(text: string): string {
+  return text.replaceAll("|", "\\|").replaceAll("\n", " ");
+}

@@ -1,0 +1,308 @@
+/**
+ * The gateway config (SPEC §3). This schema is the single source of truth: validation, the JSON
+ * Schema served to the admin page and the reference table in docs/config.md all derive from it,
+ * so every field carries a `.describe()` text written for operators.
+ */
+import { z } from "zod";
+
+export const UPSTREAM_KINDS = [
+  "openai-chat",
+  "openai-responses",
+  "anthropic",
+  "gemini",
+  "bedrock",
+] as const;
+export type UpstreamKind = (typeof UPSTREAM_KINDS)[number];
+
+/** Public endpoints per kind, following each provider SDK's idea of a base URL. */
+export const DEFAULT_BASE_URLS = {
+  "openai-chat": "https://api.openai.com/v1",
+  "openai-responses": "https://api.openai.com/v1",
+  "anthropic": "https://api.anthropic.com",
+  "gemini": "https://generativelanguage.googleapis.com",
+} as const satisfies Record<Exclude<UpstreamKind, "bedrock">, string>;
+
+// Schema-level messages win over the generic ones in validate.ts, so ranges name both bounds.
+function intBetween(min: number, max: number) {
+  const range = `must be between ${min} and ${max}`;
+  return z.int({ error: `must be a whole number between ${min} and ${max}` })
+    .min(min, { error: range }).max(max, { error: range });
+}
+
+function numberBetween(min: number, max: number) {
+  const range = `must be between ${min} and ${max}`;
+  return z.number({ error: `must be a number between ${min} and ${max}` })
+    .min(min, { error: range }).max(max, { error: range });
+}
+
+function slug() {
+  return z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, {
+    error: 'must be 1-64 characters of a-z, 0-9, ".", "_" or "-", starting with a letter or digit',
+  });
+}
+
+function envName() {
+  return z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, {
+    error: "must be the NAME of an environment variable (letters, digits and _, not starting " +
+      "with a digit), e.g. OPENAI_API_KEY; never the secret itself",
+  });
+}
+
+function modelName() {
+  return z.string().regex(/^\S{1,256}$/, {
+    error: "must be 1-256 characters with no spaces",
+  });
+}
+
+function enabledFlag(what: string) {
+  return z.boolean().default(true).describe(`Set to false to switch this ${what} off.`);
+}
+
+export const WholeAnswerDeadlineSchema = z.object({
+  base_secs: intBetween(1, 3600).default(60).describe(
+    "Seconds every non-streamed answer gets before the per-token allowance.",
+  ),
+  per_output_token_ms: numberBetween(0, 10000).default(25).describe(
+    "Milliseconds added per requested output token (the request's max_tokens).",
+  ),
+  max_secs: intBetween(1, 3600).default(90).describe(
+    "Upper bound of the deadline in seconds, whatever max_tokens asks for.",
+  ),
+}).strict().superRefine((deadline, ctx) => {
+  if (deadline.max_secs < deadline.base_secs) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["max_secs"],
+      message: `must be at least base_secs (${deadline.base_secs})`,
+    });
+  }
+});
+
+export const FailoverSchema = z.object({
+  idle_timeout_secs: intBetween(30, 3600).default(300).describe(
+    "Seconds without content from an upstream before the gateway stops waiting and fails over " +
+      "(or ends the stream once content has reached the client). Keep-alives do not count.",
+  ),
+  slot_wait_secs: intBetween(0, 300).default(30).describe(
+    "Seconds a request with affinity may wait for a free slot (max_in_flight) on its upstream " +
+      "before it is answered 429 with Retry-After.",
+  ),
+  failures_to_pause: intBetween(1, 100).default(3).describe(
+    "Consecutive failures (before content) that pause an upstream (cooldown).",
+  ),
+  pause_secs: intBetween(1, 86400).default(60).describe(
+    "Length of the first cooldown pause in seconds; each further pause doubles it.",
+  ),
+  max_pause_secs: intBetween(1, 86400).default(600).describe(
+    "Cap in seconds for the doubling cooldown pause; at least pause_secs.",
+  ),
+  retries_per_candidate: intBetween(0, 10).default(1).describe(
+    "Retries on the same candidate, with backoff, after a retryable upstream failure " +
+      "(connection error, 429, 500, 502, 503, 504) before failing over.",
+  ),
+  whole_answer_deadline: WholeAnswerDeadlineSchema.nullable().default(null).describe(
+    "Off (null) by default. Caps a non-streamed answer at " +
+      "min(max_secs, base_secs + max_tokens x per_output_token_ms), for deployments behind a " +
+      "proxy whose origin timeout would otherwise cut the answer with an opaque page.",
+  ),
+  timeout_status: z.literal([504, 503], { error: "must be 504 or 503" }).default(504).describe(
+    "HTTP status sent when no candidate is left before the response headers went out. Use 503 " +
+      "behind a proxy that replaces 502/504 bodies with its own page.",
+  ),
+}).strict().superRefine((failover, ctx) => {
+  if (failover.max_pause_secs < failover.pause_secs) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["max_pause_secs"],
+      message: `must be at least pause_secs (${failover.pause_secs})`,
+    });
+  }
+});
+
+const upstreamId = () =>
+  slug().describe(
+    "Unique name of the upstream; routes refer to it and it labels history and metrics.",
+  );
+
+const baseUrl = () =>
+  z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" }).optional()
+    .describe(
+      "Base URL in the provider SDK's convention; the gateway appends the API path. " +
+        "Omit for the public endpoint: https://api.openai.com/v1 (openai kinds), " +
+        "https://api.anthropic.com (anthropic), https://generativelanguage.googleapis.com " +
+        "(gemini), https://bedrock-runtime.{region}.amazonaws.com (bedrock).",
+    );
+
+const maxInFlight = () =>
+  intBetween(1, 100000).default(64).describe(
+    "Most live requests this upstream gets at once; more wait or go to another candidate.",
+  );
+
+function keyedUpstream<K extends Exclude<UpstreamKind, "bedrock">>(kind: K) {
+  return z.object({
+    kind: z.literal(kind).describe("Wire format and provider of the upstream."),
+    id: upstreamId(),
+    base_url: baseUrl(),
+    api_key_env: envName().optional().describe(
+      "Name of the env var holding the API key. Omit for a keyless (e.g. local) server.",
+    ),
+    max_in_flight: maxInFlight(),
+    enabled: enabledFlag("upstream"),
+  }).strict();
+}
+
+const BedrockUpstreamSchema = z.object({
+  kind: z.literal("bedrock").describe("Wire format and provider of the upstream."),
+  id: upstreamId(),
+  base_url: baseUrl(),
+  region: z.string().regex(/^[a-z]{2}(-[a-z]+)+-\d+$/, {
+    error: "must be an AWS region such as us-east-1",
+  }).describe("AWS region of the Bedrock runtime, e.g. us-east-1."),
+  access_key_env: envName().describe("Name of the env var holding the AWS access key id."),
+  secret_key_env: envName().describe("Name of the env var holding the AWS secret access key."),
+  session_token_env: envName().optional().describe(
+    "Name of the env var holding an AWS session token, for temporary credentials.",
+  ),
+  max_in_flight: maxInFlight(),
+  enabled: enabledFlag("upstream"),
+}).strict();
+
+export const UpstreamSchema = z.discriminatedUnion("kind", [
+  keyedUpstream("openai-chat"),
+  keyedUpstream("openai-responses"),
+  keyedUpstream("anthropic"),
+  keyedUpstream("gemini"),
+  BedrockUpstreamSchema,
+]);
+
+export const CandidateSchema = z.object({
+  upstream: z.string().describe("id of an upstream in `upstreams`."),
+  model: modelName().describe("Model name sent to that upstream."),
+  enabled: enabledFlag("candidate"),
+}).strict();
+
+export const RouteSchema = z.object({
+  model: modelName().describe(
+    "Model name clients ask for; unique across routes. Selects this route.",
+  ),
+  candidates: z.array(CandidateSchema).min(1, { error: "must list at least one candidate" })
+    .describe("Upstreams to try, in order, failing over from one to the next."),
+  enabled: enabledFlag("route"),
+}).strict();
+
+export const KeySchema = z.object({
+  id: slug().describe("Unique name of the key; it labels history."),
+  key_env: envName().describe("Name of the env var holding the gateway key clients send."),
+  routes: z.array(z.string()).min(1, {
+    error: "must name at least one route (omit it to allow every route)",
+  }).optional().describe("Route models this key may use. Omit to allow every route."),
+  enabled: enabledFlag("key"),
+}).strict();
+
+type Issues = z.RefinementCtx<unknown>;
+type Checked = {
+  upstreams: { id: string }[];
+  routes: { model: string; candidates: { upstream: string }[] }[];
+  keys: { id: string; key_env: string; routes?: string[] | undefined }[];
+};
+
+function flagDuplicates(values: string[], ctx: Issues, opts: { at: (i: number) => PropertyKey[] }) {
+  const firstSeen = new Map<string, number>();
+  values.forEach((value, i) => {
+    const first = firstSeen.get(value);
+    if (first === undefined) {
+      firstSeen.set(value, i);
+      return;
+    }
+    ctx.addIssue({
+      code: "custom",
+      path: opts.at(i),
+      message: duplicateMessage(value, opts.at(first)),
+    });
+  });
+}
+
+function duplicateMessage(value: string, firstPath: PropertyKey[]): string {
+  const owner = firstPath.slice(0, -1).map(String).join(".");
+  const field = String(firstPath.at(-1));
+  return `"${value}" is already used by ${owner}; each ${field} must be unique`;
+}
+
+function flagUnknownUpstreams(config: Checked, ctx: Issues) {
+  const ids = new Set(config.upstreams.map((u) => u.id));
+  config.routes.forEach((route, r) =>
+    route.candidates.forEach((candidate, c) => {
+      if (ids.has(candidate.upstream)) return;
+      ctx.addIssue({
+        code: "custom",
+        path: ["routes", r, "candidates", c, "upstream"],
+        message: `no upstream has id "${candidate.upstream}"`,
+      });
+    })
+  );
+}
+
+function flagUnknownKeyRoutes(config: Checked, ctx: Issues) {
+  const models = new Set(config.routes.map((route) => route.model));
+  config.keys.forEach((key, k) =>
+    (key.routes ?? []).forEach((model, m) => {
+      if (models.has(model)) return;
+      ctx.addIssue({
+        code: "custom",
+        path: ["keys", k, "routes", m],
+        message: `no route has model "${model}"`,
+      });
+    })
+  );
+}
+
+function checkReferences(config: Checked, ctx: Issues) {
+  const at = (list: string, field: string) => (i: number) => [list, i, field];
+  flagDuplicates(config.upstreams.map((u) => u.id), ctx, { at: at("upstreams", "id") });
+  flagDuplicates(config.routes.map((r) => r.model), ctx, { at: at("routes", "model") });
+  flagDuplicates(config.keys.map((k) => k.id), ctx, { at: at("keys", "id") });
+  // Two keys reading one env var share a secret, so requests could not be told apart.
+  flagDuplicates(config.keys.map((k) => k.key_env), ctx, { at: at("keys", "key_env") });
+  flagUnknownUpstreams(config, ctx);
+  flagUnknownKeyRoutes(config, ctx);
+}
+
+export const ConfigSchema = z.object({
+  $schema: z.string().optional().describe(
+    "Optional JSON Schema reference for editor completion; the gateway ignores it.",
+  ),
+  failover: FailoverSchema.prefault({}).describe(
+    "Timeouts, retries and cooldown shared by every route. Omit for all defaults.",
+  ),
+  upstreams: z.array(UpstreamSchema).min(1, { error: "must list at least one upstream" })
+    .describe("Providers the gateway can call. Discriminated by `kind`."),
+  routes: z.array(RouteSchema).min(1, { error: "must list at least one route" }).describe(
+    "Model names clients can ask for, each with its ordered candidates.",
+  ),
+  keys: z.array(KeySchema).default([]).describe(
+    "Gateway keys clients authenticate with. With none, the proxy is open (loopback only).",
+  ),
+}).strict().superRefine(checkReferences);
+
+export type Config = z.output<typeof ConfigSchema>;
+export type ConfigInput = z.input<typeof ConfigSchema>;
+export type FailoverConfig = z.output<typeof FailoverSchema>;
+export type WholeAnswerDeadline = z.output<typeof WholeAnswerDeadlineSchema>;
+export type Upstream = z.output<typeof UpstreamSchema>;
+export type BedrockUpstream = Extract<Upstream, { kind: "bedrock" }>;
+export type RouteCandidate = z.output<typeof CandidateSchema>;
+export type Route = z.output<typeof RouteSchema>;
+export type GatewayKey = z.output<typeof KeySchema>;
+
+/** The base URL to call, without a trailing slash, so callers can append `/chat/completions`. */
+export function upstreamBaseUrl(upstream: Upstream): string {
+  const url = upstream.base_url ?? defaultBaseUrl(upstream);
+  return url.replace(/\/+$/, "");
+}
+
+function defaultBaseUrl(upstream: Upstream): string {
+  if (upstream.kind === "bedrock") {
+    return `https://bedrock-runtime.${upstream.region}.amazonaws.com`;
+  }
+  return DEFAULT_BASE_URLS[upstream.kind];
+}

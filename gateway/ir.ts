@@ -1,0 +1,80 @@
+/**
+ * The gateway's own picture of a request and of an answer. Every wire format
+ * parses into it and serialises out of it, so n formats need 2n modules, not n².
+ */
+
+export interface IrTool {
+  name: string;
+  description?: string;
+  /** JSON Schema of the arguments. */
+  parameters: Record<string, unknown>;
+}
+
+export type IrToolChoice = "auto" | "none" | "required" | { name: string };
+
+export type IrPart =
+  | { type: "text"; text: string }
+  | { type: "image"; mediaType: string; data: string } // base64
+  | { type: "image_url"; url: string }
+  | { type: "reasoning"; text: string; signature?: string }
+  | { type: "refusal"; text: string }
+  | { type: "tool_call"; id: string; name: string; arguments: string } // arguments: JSON text
+  | { type: "tool_result"; toolCallId: string; name?: string; content: string; isError?: boolean };
+
+export interface IrMessage {
+  role: "user" | "assistant";
+  content: IrPart[];
+}
+
+export interface IrRequest {
+  /** The model name the client asked for: the route. */
+  model: string;
+  system?: string;
+  messages: IrMessage[];
+  tools?: IrTool[];
+  toolChoice?: IrToolChoice;
+  maxTokens?: number;
+  temperature?: number;
+  topP?: number;
+  stop?: string[];
+  stream: boolean;
+  /** The client's own session field (OpenAI `user`, Anthropic `metadata.user_id`). */
+  sessionHint?: string;
+}
+
+export type IrFinishReason = "stop" | "length" | "tool_calls" | "content_filter" | "error";
+
+export interface IrUsage {
+  inputTokens?: number;
+  outputTokens?: number;
+  cachedTokens?: number;
+  reasoningTokens?: number;
+}
+
+export interface IrResponse {
+  id: string;
+  model: string;
+  content: IrPart[];
+  finish: IrFinishReason;
+  usage: IrUsage;
+}
+
+/** One step of a streamed answer. */
+export type IrEvent =
+  | { type: "start"; id: string; model: string }
+  | { type: "text"; text: string }
+  | { type: "reasoning"; text: string }
+  | { type: "tool_call_start"; index: number; id: string; name: string }
+  | { type: "tool_call_args"; index: number; args: string }
+  | { type: "refusal"; text: string }
+  | { type: "finish"; reason: IrFinishReason }
+  | { type: "usage"; usage: IrUsage };
+
+export function mergeUsage(into: IrUsage, from: IrUsage): IrUsage {
+  return {
+    inputTokens: from.inputTokens ?? into.inputTokens,
+    outputTokens: from.outputTokens ?? into.outputTokens,
+    cachedTokens: from.cachedTokens ?? into.cachedTokens,
+    reasoningTokens: from.reasoningTokens ?? into.reasoningTokens,
+  };
+}

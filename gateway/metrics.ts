@@ -1,0 +1,110 @@
+/** Prometheus text metrics kept in memory; labels are rendered in a fixed order. */
+
+type Labels = Record<string, string>;
+
+const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+
+function labelKey(labels: Labels): string {
+  return Object.entries(labels)
+    .map(([k, v]) => `${k}="${v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n")}"`)
+    .join(",");
+}
+
+class Counter {
+  values = new Map<string, number>();
+  constructor(readonly name: string, readonly help: string) {}
+  inc(labels: Labels = {}, by = 1): void {
+    const key = labelKey(labels);
+    this.values.set(key, (this.values.get(key) ?? 0) + by);
+  }
+  get(labels: Labels = {}): number {
+    return this.values.get(labelKey(labels)) ?? 0;
+  }
+  render(type = "counter"): string {
+    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} ${type}`];
+    if (!this.values.size && type === "gauge") lines.push(`${this.name} 0`);
+    for (const [key, value] of this.values) {
+      lines.push(`${this.name}${key ? `{${key}}` : ""} ${value}`);
+    }
+    return lines.join("\n");
+  }
+}
+
+class Histogram {
+  series = new Map<string, { counts: number[]; sum: number; count: number }>();
+  constructor(readonly name: string, readonly help: string) {}
+  observe(labels: Labels, seconds: number): void {
+    const key = labelKey(labels);
+    const s = this.series.get(key) ?? { counts: BUCKETS.map(() => 0), sum: 0, count: 0 };
+    BUCKETS.forEach((b, i) => {
+      if (seconds <= b) s.counts[i] = (s.counts[i] ?? 0) + 1;
+    });
+    s.sum += seconds;
+    s.count++;
+    this.series.set(key, s);
+  }
+  render(): string {
+    const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} histogram`];
+    for (const [key, s] of this.series) {
+      const sep = key ? `${key},` : "";
+      BUCKETS.forEach((b, i) => lines.push(`${this.name}_bucket{${sep}le="${b}"} ${s.counts[i]}`));
+      lines.push(`${this.name}_bucket{${sep}le="+Inf"} ${s.count}`);
+      lines.push(`${this.name}_sum${key ? `{${key}}` : ""} ${s.sum}`);
+      lines.push(`${this.name}_count${key ? `{${key}}` : ""} ${s.count}`);
+    }
+    return lines.join("\n");
+  }
+}
+
+export class Metrics {
+  requests = new Counter("pulsegate_requests_total", "Requests by route and outcome.");
+  attempts = new Counter("pulsegate_attempts_total", "Upstream attempts by upstream and outcome.");
+  disconnects = new Counter(
+    "pulsegate_client_disconnects_total",
+    "Requests whose caller left before the end.",
+  );
+  aborts = new Counter("pulsegate_aborts_total", "Requests stopped by an operator abort.");
+  idleTimeouts = new Counter(
+    "pulsegate_idle_timeouts_total",
+    "Idle timeouts by upstream and phase (before_content, mid_stream).",
+  );
+  tokens = new Counter("pulsegate_tokens_total", "Tokens by upstream and direction.");
+  historyDropped = new Counter(
+    "pulsegate_history_dropped_rows_total",
+    "History rows dropped because the pending bound was hit.",
+  );
+  firstContent = new Histogram(
+    "pulsegate_time_to_first_content_seconds",
+    "Time from request start to first content sent, by route.",
+  );
+  duration = new Histogram("pulsegate_request_duration_seconds", "Request duration, by route.");
+  inflight = 0;
+  /** Filled in at render time by the owner of cooldown state. */
+  cooldown: () => Array<{ upstream: string; paused: boolean }> = () => [];
+
+  render(): string {
+    const inflight = [
+      "# HELP pulsegate_inflight_requests Requests in progress.",
+      "# TYPE pulsegate_inflight_requests gauge",
+      `pulsegate_inflight_requests ${this.inflight}`,
+    ].join("\n");
+    const cooldown = [
+      "# HELP pulsegate_upstream_cooldown 1 while an upstream is paused.",
+      "# TYPE pulsegate_upstream_cooldown gauge",
+      ...this.cooldown().map((c) => `pulsegate_upstream_cooldown{${labelKey({ upstream: c.upstream })}} ${c.paused ? 1 : 0}`),
+    ].join("\n");
+    return [
+      this.requests.render(),
+      this.attempts.render(),
+      inflight,
+      this.disconnects.render(),
+      this.aborts.render(),
+      this.idleTimeouts.render(),
+      cooldown,
+      this.firstContent.render(),
+      this.duration.render(),
+      this.tokens.render(),
+      this.historyDropped.render(),
+    ].join("\n") + "\n";
+  }
+}

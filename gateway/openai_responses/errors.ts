@@ -1,0 +1,41 @@
+import { GatewayError } from "../gateway_error.ts";
+import { isRecord } from "../sse_frames.ts";
+import { upstreamStatusError } from "../upstream_error.ts";
+
+/**
+ * `response.error` of a `response.failed` event sent to a client. Its `code`
+ * is the gateway's code (SPEC §4), not one of OpenAI's, so a client can tell
+ * an idle timeout from an upstream failure.
+ */
+export function failedResponseError(err: GatewayError): { code: string; message: string } {
+  return { code: err.code, message: err.publicMessage };
+}
+
+/**
+ * Reads the error of an upstream `response.failed` or `error` event. The
+ * Responses API reports only a code there, so the code picks the status the
+ * shared classifier sees: rate limits are the upstream's, a bad prompt or
+ * image is the caller's, anything else a server error.
+ */
+export function responsesStreamFailure(error: unknown): GatewayError {
+  const e = isRecord(error) ? error : {};
+  const code = typeof e.code === "string" ? e.code : undefined;
+  const message = typeof e.message === "string" ? e.message : "the upstream reported a failure";
+  const body = JSON.stringify({ error: { message, type: code } });
+  return upstreamStatusError(statusOfCode(code), { body });
+}
+
+function statusOfCode(code: string | undefined): number {
+  if (code === undefined || code === "server_error") return 500;
+  if (code.includes("rate_limit") || code.includes("quota")) return 429;
+  if (code.includes("timeout")) return 504;
+  return 400;
+}
+
+export function badResponse(message: string): GatewayError {
+  return new GatewayError(message, {
+    code: "gw.upstream.bad_response",
+    source: "upstream",
+    status: 502,
+  });
+}

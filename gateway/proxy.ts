@@ -1,0 +1,182 @@
+import type { AbortRegistry } from "./abort_registry.ts";
+import { findKey, presentedKey } from "./auth.ts";
+import { errorResponse } from "./client_channel.ts";
+import type { Config } from "./config/schema.ts";
+import type { ClientCodec, ClientRequestContext } from "./format.ts";
+import { clientError, GatewayError } from "./gateway_error.ts";
+import type { ForwardDeps } from "./hop.ts";
+import type { IrRequest } from "./ir.ts";
+import { type HistorySink, LiveRequest } from "./live_request.ts";
+import { readJsonBody } from "./read_body.ts";
+import { isRecord } from "./sse_frames.ts";
+import { clientDisconnected } from "./stop_reasons.ts";
+import { forwardStream } from "./stream_forward.ts";
+import { forwardWhole } from "./whole_forward.ts";
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** The state that changes while the process runs: the config in force, or why there is none. */
+export interface RunState {
+  config: Config | null;
+  /** Why the stored config is refused (safe mode), shown to clients as `config.invalid`. */
+  safeModeReason: string | null;
+  /** Proxy open without keys is only allowed on loopback (SPEC §4). */
+  loopback: boolean;
+  shuttingDown: boolean;
+}
+
+export interface ProxyDeps extends Omit<ForwardDeps, "config"> {
+  state: RunState;
+  registry: AbortRegistry;
+  sink: HistorySink;
+  instanceId: string;
+  /** Settles when every request has ended; shutdown waits on these. */
+  pending: Set<Promise<void>>;
+}
+
+/**
+ * One client request from arrival to its recorded end. The row is opened
+ * before anything can fail, so bad input is recorded too, and closed by a
+ * `finally`, so no path skips it.
+ */
+export async function handleProxy(
+  request: Request,
+  opts: { codec: ClientCodec; ctx: ClientRequestContext; deps: ProxyDeps },
+): Promise<Response> {
+  const { codec, deps } = opts;
+  const asked = request.headers.get("x-request-id");
+  const id = asked ?? crypto.randomUUID();
+  if (asked !== null && !REQUEST_ID.test(asked)) {
+    const err = clientError("x-request-id must be 1-128 characters of A-Za-z0-9._:-", {
+      param: "x-request-id",
+    });
+    return errorResponse(codec, err, { requestId: crypto.randomUUID() });
+  }
+  if (deps.registry.has(id)) {
+    const err = clientError(`request ${id} is already running`, {
+      code: "gw.client.duplicate_request_id",
+      status: 409,
+    });
+    return errorResponse(codec, err, { requestId: id });
+  }
+  const live = new LiveRequest({
+    id,
+    instanceId: deps.instanceId,
+    clientFormat: codec.format,
+    route: opts.ctx.pathModel ?? null,
+    stream: opts.ctx.pathStream ?? false,
+    keyId: null,
+    sessionId: request.headers.get("x-session-id"),
+  }, { clock: deps.clock, sink: deps.sink, metrics: deps.metrics });
+  deps.registry.add(live);
+  deps.metrics.inflight++;
+  const onClientGone = () => live.controller.abort(clientDisconnected());
+  request.signal.addEventListener("abort", onClientGone, { once: true });
+  let settle!: () => void;
+  const ended = new Promise<void>((resolve) => (settle = resolve));
+  deps.pending.add(ended);
+  const cleanup = () => {
+    request.signal.removeEventListener("abort", onClientGone);
+    deps.registry.drop(live);
+    deps.metrics.inflight--;
+    if (live.record.errorCode === "gw.client.disconnected") deps.metrics.disconnects.inc();
+    if (live.record.errorCode === "gw.request.aborted") deps.metrics.aborts.inc();
+    deps.pending.delete(ended);
+    settle();
+  };
+  try {
+    const started = await begin(request, { ...opts, live });
+    if (started instanceof GatewayError) {
+      live.finish({ status: started.status, error: started });
+      cleanup();
+      return errorResponse(codec, started, { requestId: id });
+    }
+    const fdeps: ForwardDeps = { ...deps, config: started.config };
+    const fwd = { live, ir: started.ir, body: started.body, codec, ctx: opts.ctx, route: started.route };
+    if (started.ir.stream) {
+      const { response, done } = forwardStream(fwd, fdeps);
+      done.finally(cleanup);
+      return await response;
+    }
+    const { response, error } = await forwardWhole(fwd, fdeps).finally(() => {});
+    const failure = error ?? (response ? null : GatewayError.from("no answer"));
+    live.finish({ status: failure?.status ?? 200, error: failure ?? undefined });
+    cleanup();
+    return failure ? errorResponse(codec, failure, { requestId: id }) : response!;
+  } catch (err) {
+    const error = GatewayError.from(err);
+    live.finish({ status: error.status, error });
+    cleanup();
+    return errorResponse(codec, error, { requestId: id });
+  }
+}
+
+interface Started {
+  config: Config;
+  ir: IrRequest;
+  body: Record<string, unknown>;
+  route: Config["routes"][number];
+}
+
+/** Everything before the first upstream call: auth, body, route. Errors are returned, not thrown. */
+async function begin(
+  request: Request,
+  opts: { codec: ClientCodec; ctx: ClientRequestContext; deps: ProxyDeps; live: LiveRequest },
+): Promise<Started | GatewayError> {
+  const { deps, live } = opts;
+  const { config, safeModeReason, shuttingDown } = deps.state;
+  try {
+    if (shuttingDown) throw new GatewayError("gateway is shutting down", { code: "gw.gateway.shutting_down", source: "gateway", status: 503 });
+    if (!config) {
+      throw new GatewayError(`gateway is in safe mode: ${safeModeReason ?? "no valid config"}`, {
+        code: "config.invalid",
+        source: "config",
+        status: 503,
+      });
+    }
+    const key = authorize(request, { config, deps });
+    live.record.keyId = key;
+    const body = await readJsonBody(request, { signal: live.signal });
+    if (!isRecord(body)) throw clientError("request body must be a JSON object", { code: "gw.client.invalid_json" });
+    const ir = opts.codec.parseRequest(body, opts.ctx);
+    live.record.route = ir.model;
+    live.record.stream = ir.stream;
+    live.record.sessionId ??= ir.sessionHint ?? null;
+    const route = config.routes.find((r) => r.model === ir.model && r.enabled);
+    if (!route) {
+      throw clientError(`model '${ir.model}' is not a route of this gateway; GET /v1/models lists them`, {
+        code: "gw.client.unknown_model",
+        status: 404,
+        param: "model",
+      });
+    }
+    const keyRoutes = config.keys.find((k) => k.id === key)?.routes;
+    if (keyRoutes && !keyRoutes.includes(route.model)) {
+      throw clientError(`this key may not use model '${route.model}'`, {
+        code: "gw.client.forbidden",
+        status: 403,
+      });
+    }
+    return { config, ir, body, route };
+  } catch (err) {
+    return GatewayError.from(err);
+  }
+}
+
+/** Answers the key id, or null for an open proxy; throws when refused. */
+function authorize(request: Request, opts: { config: Config; deps: ProxyDeps }): string | null {
+  const { config, deps } = opts;
+  if (!config.keys.length) {
+    if (deps.state.loopback) return null;
+    throw new GatewayError("no gateway keys are configured, so the proxy is open only on loopback", {
+      code: "gw.client.forbidden",
+      source: "config",
+      status: 403,
+    });
+  }
+  const key = findKey(config, { presented: presentedKey(request.headers), env: deps.env });
+  if (!key) {
+    throw clientError("missing or unknown gateway key", { code: "gw.client.unauthorized", status: 401 });
+  }
+  return key.id;
+}

@@ -1,0 +1,34 @@
+/** Settings from the environment (SPEC §2). Secrets are read here and go nowhere else. */
+export interface Settings {
+  host: string;
+  port: number;
+  configPath: string | null;
+  dbUrl: string;
+  dbAuthToken: string | undefined;
+  adminToken: string | undefined;
+  timeScale: number;
+}
+
+export function readSettings(env: (name: string) => string | undefined): Settings {
+  const port = Number(env("PULSEGATE_PORT") ?? "8080");
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new Error(`PULSEGATE_PORT must be a port number, got "${env("PULSEGATE_PORT")}"`);
+  }
+  const timeScale = Number(env("PULSEGATE_TIME_SCALE") ?? "1");
+  if (!(timeScale > 0)) {
+    throw new Error(`PULSEGATE_TIME_SCALE must be a positive number, got "${env("PULSEGATE_TIME_SCALE")}"`);
+  }
+  return {
+    host: env("PULSEGATE_HOST") || "127.0.0.1",
+    port,
+    configPath: env("PULSEGATE_CONFIG") || null,
+    dbUrl: env("PULSEGATE_DB_URL") || "file:data/pulsegate.db",
+    dbAuthToken: env("PULSEGATE_DB_AUTH_TOKEN") || undefined,
+    adminToken: env("PULSEGATE_ADMIN_TOKEN") || undefined,
+    timeScale,
+  };
+}
+
+export function isLoopback(host: string): boolean {
+  return host === "localhost" || host === "::1" || host === "[::1]" || /^127\./.test(host);
+}

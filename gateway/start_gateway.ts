@@ -1,0 +1,205 @@
+import { type Db, openDatabase } from "../db/client.ts";
+import { loadStoredConfig, storeConfig } from "../db/config_store.ts";
+import { loadCooldowns, saveCooldown } from "../db/cooldown_store.ts";
+import { HistoryWriter } from "../db/history_writer.ts";
+import { closeInterruptedRows, heartbeat, registerInstance } from "../db/instances.ts";
+import { migrate } from "../db/migrate.ts";
+import { AbortRegistry } from "./abort_registry.ts";
+import { Affinity } from "./affinity.ts";
+import { type Clock, createClock } from "./clock.ts";
+import type { Config } from "./config/schema.ts";
+import { formatProblems, validateConfig } from "./config/validate.ts";
+import { Cooldowns } from "./cooldown.ts";
+import { demoConfig, serveDemoUpstream } from "./demo.ts";
+import { UPSTREAM_ADAPTERS } from "./formats.ts";
+import { createLogger, type Logger } from "./logger.ts";
+import { Metrics } from "./metrics.ts";
+import type { RunState } from "./proxy.ts";
+import { createApp, type ServerDeps } from "./server.ts";
+import { isLoopback, type Settings } from "./settings.ts";
+import { Slots } from "./slots.ts";
+import { shuttingDown } from "./stop_reasons.ts";
+
+/** SPEC §2: how long in-flight requests may finish after SIGTERM. */
+export const SHUTDOWN_GRACE_MS = 30_000;
+const HEARTBEAT_MS = 10_000;
+
+export interface StartOptions {
+  settings: Settings;
+  env: (name: string) => string | undefined;
+  /** Config given directly (tests); otherwise read from `settings.configPath`. */
+  configFile?: unknown;
+  readFile?: (path: string) => Promise<string>;
+  fetch?: typeof fetch;
+  quiet?: boolean;
+  /** Open /metrics to anyone on loopback (scrapers). */
+  metricsOpen?: boolean;
+}
+
+export interface Gateway {
+  url: string;
+  port: number;
+  db: Db;
+  writer: HistoryWriter;
+  metrics: Metrics;
+  registry: AbortRegistry;
+  cooldowns: Cooldowns;
+  slots: Slots;
+  clock: Clock;
+  state: RunState;
+  instanceId: string;
+  log: Logger;
+  /** Stops accepting, lets requests finish (up to the grace period), flushes history. */
+  shutdown(): Promise<void>;
+}
+
+export class ConfigFileError extends Error {}
+
+export async function startGateway(opts: StartOptions): Promise<Gateway> {
+  const { settings } = opts;
+  const clock = createClock(settings.timeScale);
+  const log = createLogger({ quiet: opts.quiet });
+  const db = await openDatabase(settings.dbUrl, { authToken: settings.dbAuthToken });
+  await migrate(db);
+  const instanceId = crypto.randomUUID();
+  await registerInstance(db, instanceId, { now: clock.now() });
+  const closed = await closeInterruptedRows(db, {
+    instanceId,
+    now: clock.now(),
+    staleAfterMs: HEARTBEAT_MS * 3,
+  });
+  if (closed) log.event("history.interrupted_rows_closed", { rows: closed });
+  const metrics = new Metrics();
+  const writer = new HistoryWriter(db, {
+    after: (ms, fn) => clock.after(ms, fn),
+    onError: (err) => log.event("history.write_failed", { error: String(err) }),
+  });
+  const loaded = await loadConfig({ ...opts, db, log, now: clock.now() });
+  const loopback = isLoopback(settings.host);
+  const state: RunState = { ...loaded, loopback, shuttingDown: false };
+  const cooldowns = new Cooldowns(clock, {
+    policy: () => {
+      const f = state.config?.failover;
+      return {
+        failuresToPause: f?.failures_to_pause ?? 3,
+        pauseSecs: f?.pause_secs ?? 60,
+        maxPauseSecs: f?.max_pause_secs ?? 600,
+      };
+    },
+    save: (row) => void saveCooldown(db, row).catch((err) => log.event("cooldown.save_failed", { error: String(err) })),
+  });
+  cooldowns.load(await loadCooldowns(db));
+  metrics.cooldown = () =>
+    (state.config?.upstreams ?? []).map((u) => ({ upstream: u.id, paused: cooldowns.isPaused(u.id) }));
+  const registry = new AbortRegistry();
+  const slots = new Slots(clock);
+  const pending = new Set<Promise<void>>();
+  const demo = loaded.demo;
+  const deps: ServerDeps = {
+    clock,
+    adapters: UPSTREAM_ADAPTERS,
+    cooldowns,
+    slots,
+    affinity: new Affinity(),
+    metrics,
+    log,
+    env: opts.env,
+    fetch: opts.fetch ?? fetch,
+    state,
+    registry,
+    sink: writer,
+    instanceId,
+    pending,
+    adminToken: settings.adminToken,
+    metricsOpen: opts.metricsOpen ?? false,
+    admin: { adminToken: settings.adminToken, loopback, state, demo },
+    demo: demo ? (request) => serveDemoUpstream(request, { clock }) : null,
+    ready: () =>
+      state.shuttingDown
+        ? { ok: false, reason: "shutting down" }
+        : state.config
+        ? { ok: true }
+        : { ok: false, reason: `safe mode: ${state.safeModeReason}` },
+  };
+  const app = createApp(deps);
+  const server = Deno.serve({
+    hostname: settings.host,
+    port: settings.port,
+    onListen: () => {},
+  }, app.fetch);
+  const port = server.addr.port;
+  const host = settings.host.includes(":") ? `[${settings.host}]` : settings.host;
+  const url = `http://${host}:${port}`;
+  if (demo) {
+    const checked = validateConfig(demoConfig(url));
+    if (!checked.ok) throw new Error(`demo config is invalid: ${formatProblems(checked.problems)}`);
+    state.config = checked.config;
+    log.event("gateway.demo_profile", {
+      note: "no config given: serving the built-in demo route 'demo' with SIMULATED upstreams",
+    });
+  }
+  const beat = setInterval(() => {
+    heartbeat(db, instanceId, { now: Date.now() }).catch(() => {});
+  }, HEARTBEAT_MS);
+  log.event("gateway.listening", { url, instance: instanceId, safe_mode: state.safeModeReason });
+  let stopping: Promise<void> | null = null;
+  const shutdown = () =>
+    stopping ??= (async () => {
+      state.shuttingDown = true;
+      const grace = clock.sleep(SHUTDOWN_GRACE_MS).then(() => "late" as const);
+      const drained = Promise.all([...pending]).then(() => "drained" as const);
+      const serverDone = server.shutdown();
+      if ((await Promise.race([drained, grace])) === "late") {
+        registry.abort(registry.all(), shuttingDown);
+        await Promise.all([...pending]);
+      }
+      await serverDone;
+      clearInterval(beat);
+      await writer.close();
+      db.close();
+      log.event("gateway.stopped", {});
+    })();
+  return { url, port, db, writer, metrics, registry, cooldowns, slots, clock, state, instanceId, log, shutdown };
+}
+
+interface LoadedConfig {
+  config: Config | null;
+  safeModeReason: string | null;
+  demo: boolean;
+}
+
+/**
+ * SPEC §2-§3: a config file is validated and stored, then the stored config
+ * runs. A stored config that fails validation starts safe mode; no config at
+ * all starts the demo profile.
+ */
+async function loadConfig(
+  opts: StartOptions & { db: Db; log: Logger; now: number },
+): Promise<LoadedConfig> {
+  const { db, log, settings } = opts;
+  let file = opts.configFile;
+  if (file === undefined && settings.configPath) {
+    const read = opts.readFile ?? Deno.readTextFile;
+    const text = await read(settings.configPath);
+    try {
+      file = JSON.parse(text);
+    } catch (err) {
+      throw new ConfigFileError(`${settings.configPath} is not valid JSON: ${(err as Error).message}`);
+    }
+  }
+  if (file !== undefined) {
+    const checked = validateConfig(file);
+    if (!checked.ok) {
+      throw new ConfigFileError(`config is invalid:\n${formatProblems(checked.problems)}`);
+    }
+    await storeConfig(db, file, { now: opts.now });
+    return { config: checked.config, safeModeReason: null, demo: false };
+  }
+  const stored = await loadStoredConfig(db);
+  if (!stored) return { config: null, safeModeReason: null, demo: true };
+  const checked = validateConfig(stored.body);
+  if (checked.ok) return { config: checked.config, safeModeReason: null, demo: false };
+  const reason = formatProblems(checked.problems);
+  log.event("gateway.safe_mode", { problems: checked.problems });
+  return { config: null, safeModeReason: reason, demo: false };
+}

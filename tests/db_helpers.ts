@@ -1,0 +1,78 @@
+import { type Db, openDatabase } from "../db/client.ts";
+import { migrate } from "../db/migrate.ts";
+import type { AttemptRecord, RequestRecord } from "../db/records.ts";
+
+export interface TempDb {
+  db: Db;
+  url: string;
+  dir: string;
+}
+
+/** A migrated file database in a fresh temp dir, closed and removed after `fn`. */
+export async function withTempDb(fn: (temp: TempDb) => Promise<void>): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "pulsegate_db_" });
+  const url = `file:${dir}/nested/pulsegate.db`;
+  const db = await openDatabase(url);
+  try {
+    await migrate(db);
+    await fn({ db, url, dir });
+  } finally {
+    db.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+export function requestRecord(overrides: Partial<RequestRecord> = {}): RequestRecord {
+  return {
+    id: "req-1",
+    instanceId: "inst-a",
+    state: "open",
+    startedAt: 1_000,
+    endedAt: null,
+    clientFormat: "openai-chat",
+    route: "smart",
+    stream: true,
+    keyId: "app1",
+    sessionId: null,
+    status: null,
+    outcome: null,
+    failureSource: null,
+    errorCode: null,
+    errorMessage: null,
+    upstream: null,
+    upstreamModel: null,
+    firstContentMs: null,
+    durationMs: null,
+    inputTokens: null,
+    outputTokens: null,
+    cachedTokens: null,
+    reasoningTokens: null,
+    ...overrides,
+  };
+}
+
+export function attemptRecord(overrides: Partial<AttemptRecord> = {}): AttemptRecord {
+  return {
+    requestId: "req-1",
+    hop: 1,
+    upstream: "claude",
+    model: "claude-sonnet-4-5",
+    outcome: null,
+    status: null,
+    errorCode: null,
+    errorMessage: null,
+    startedAt: 1_010,
+    headersMs: null,
+    firstContentMs: null,
+    durationMs: null,
+    inputTokens: null,
+    outputTokens: null,
+    ...overrides,
+  };
+}
+
+/** Timer hooks that never fire on their own, so a test decides when the writer flushes. */
+export const manualTimers = {
+  schedule: (_fn: () => void, _ms: number) => 0,
+  cancel: (_id: number) => {},
+};

@@ -1,0 +1,95 @@
+import assert from "node:assert/strict";
+import { loadStoredConfig, storeConfig } from "../db/config_store.ts";
+import {
+  type CooldownRow,
+  deleteCooldown,
+  loadCooldowns,
+  saveCooldown,
+} from "../db/cooldown_store.ts";
+import { openDatabase } from "../db/client.ts";
+import { withTempDb } from "./db_helpers.ts";
+
+Deno.test("config: nothing stored reads as null", async () => {
+  await withTempDb(async ({ db }) => {
+    assert.equal(await loadStoredConfig(db), null);
+  });
+});
+
+Deno.test("config: a stored body round-trips and the latest store wins", async () => {
+  await withTempDb(async ({ db }) => {
+    const first = { failover: { idle_timeout_secs: 300 }, upstreams: [], routes: [] };
+    await storeConfig(db, first, { now: 10 });
+    assert.deepEqual(await loadStoredConfig(db), { body: first, updatedAt: 10 });
+    const second = { ...first, failover: { idle_timeout_secs: 60 } };
+    await storeConfig(db, second, { now: 20 });
+    assert.deepEqual(await loadStoredConfig(db), { body: second, updatedAt: 20 });
+    const rows = await db.client.execute("SELECT COUNT(*) AS n FROM config");
+    assert.equal(rows.rows[0]?.n, 1);
+  });
+});
+
+Deno.test("config: text that is not JSON comes back as the text, for safe mode", async () => {
+  await withTempDb(async ({ db }) => {
+    await storeConfig(db, '{"failover": {', { now: 5 });
+    assert.deepEqual(await loadStoredConfig(db), { body: '{"failover": {', updatedAt: 5 });
+  });
+});
+
+Deno.test("config: a body JSON cannot hold is refused", async () => {
+  await withTempDb(async ({ db }) => {
+    await assert.rejects(storeConfig(db, undefined, { now: 5 }), TypeError);
+    assert.equal(await loadStoredConfig(db), null);
+  });
+});
+
+Deno.test("cooldowns: rows round-trip, update in place and can be deleted", async () => {
+  await withTempDb(async ({ db }) => {
+    assert.deepEqual(await loadCooldowns(db), []);
+    const paused: CooldownRow = {
+      upstream: "openai",
+      consecutiveFailures: 3,
+      pauseCount: 2,
+      pausedUntil: 1_700_000_120_000,
+      updatedAt: 1_700_000_000_000,
+    };
+    const healthy: CooldownRow = {
+      upstream: "claude",
+      consecutiveFailures: 1,
+      pauseCount: 0,
+      pausedUntil: null,
+      updatedAt: 1_700_000_000_500,
+    };
+    await saveCooldown(db, paused);
+    await saveCooldown(db, healthy);
+    assert.deepEqual(await loadCooldowns(db), [healthy, paused]);
+
+    const reset = { ...paused, consecutiveFailures: 0, pauseCount: 0, pausedUntil: null };
+    await saveCooldown(db, reset);
+    assert.deepEqual(await loadCooldowns(db), [healthy, reset]);
+
+    await deleteCooldown(db, "claude");
+    assert.deepEqual(await loadCooldowns(db), [reset]);
+  });
+});
+
+Deno.test("a write refused by a lock does not poison later writes", async () => {
+  await withTempDb(async ({ db, url }) => {
+    const row: CooldownRow = {
+      upstream: "openai",
+      consecutiveFailures: 1,
+      pauseCount: 0,
+      pausedUntil: null,
+      updatedAt: 1,
+    };
+    const other = await openDatabase(url);
+    const lock = await other.client.transaction("write");
+    await lock.execute("DELETE FROM cooldowns");
+    await assert.rejects(saveCooldown(db, row), /locked|busy/i);
+    await lock.rollback();
+    other.close();
+    await saveCooldown(db, row);
+    // A batch needs a COMMIT, which is what a leftover busy statement would block.
+    await db.client.batch(["SELECT 1"], "write");
+    assert.deepEqual(await loadCooldowns(db), [row]);
+  });
+});

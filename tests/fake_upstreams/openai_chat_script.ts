@@ -1,0 +1,113 @@
+import type { Script, Step } from "./server.ts";
+import { sseSteps } from "./server.ts";
+
+/** Chat Completions bodies as OpenAI sends them, for the fake upstream. */
+
+export interface ChatAnswer {
+  text: string[];
+  usage?: { input: number; output: number };
+  model?: string;
+  toolCall?: { id: string; name: string; argsPieces: string[] };
+  reasoning?: string[];
+}
+
+function chunk(delta: Record<string, unknown>, opts: { finish?: string; model?: string } = {}) {
+  return `data: ${
+    JSON.stringify({
+      id: "chatcmpl-fake",
+      object: "chat.completion.chunk",
+      created: 1700000000,
+      model: opts.model ?? "fake-model",
+      choices: [{ index: 0, delta, finish_reason: opts.finish ?? null }],
+    })
+  }\n\n`;
+}
+
+export function chatStreamBlocks(answer: ChatAnswer): string[] {
+  const model = answer.model;
+  const blocks = [chunk({ role: "assistant", content: "" }, { model })];
+  for (const r of answer.reasoning ?? []) blocks.push(chunk({ reasoning_content: r }, { model }));
+  for (const t of answer.text) blocks.push(chunk({ content: t }, { model }));
+  if (answer.toolCall) {
+    const { id, name, argsPieces } = answer.toolCall;
+    blocks.push(chunk({
+      tool_calls: [{ index: 0, id, type: "function", function: { name, arguments: "" } }],
+    }, { model }));
+    for (const piece of argsPieces) {
+      blocks.push(chunk({ tool_calls: [{ index: 0, function: { arguments: piece } }] }, { model }));
+    }
+  }
+  blocks.push(chunk({}, { finish: answer.toolCall ? "tool_calls" : "stop", model }));
+  if (answer.usage) {
+    const { input, output } = answer.usage;
+    blocks.push(`data: ${
+      JSON.stringify({
+        id: "chatcmpl-fake",
+        object: "chat.completion.chunk",
+        created: 1700000000,
+        model: model ?? "fake-model",
+        choices: [],
+        usage: { prompt_tokens: input, completion_tokens: output, total_tokens: input + output },
+      })
+    }\n\n`);
+  }
+  blocks.push("data: [DONE]\n\n");
+  return blocks;
+}
+
+export function chatStream(answer: ChatAnswer, opts: { gap?: number } = {}): Script {
+  return {
+    headers: { "content-type": "text/event-stream" },
+    body: sseSteps(chatStreamBlocks(answer), opts),
+  };
+}
+
+export function chatWholeBody(answer: ChatAnswer): string {
+  const message: Record<string, unknown> = { role: "assistant", content: answer.text.join("") };
+  if (answer.toolCall) {
+    message.tool_calls = [{
+      id: answer.toolCall.id,
+      type: "function",
+      function: { name: answer.toolCall.name, arguments: answer.toolCall.argsPieces.join("") },
+    }];
+  }
+  const usage = answer.usage ?? { input: 0, output: 0 };
+  return JSON.stringify({
+    id: "chatcmpl-fake",
+    object: "chat.completion",
+    created: 1700000000,
+    model: answer.model ?? "fake-model",
+    choices: [{ index: 0, message, finish_reason: answer.toolCall ? "tool_calls" : "stop" }],
+    usage: {
+      prompt_tokens: usage.input,
+      completion_tokens: usage.output,
+      total_tokens: usage.input + usage.output,
+    },
+  });
+}
+
+export function chatWhole(answer: ChatAnswer): Script {
+  return { body: [{ send: chatWholeBody(answer) }] };
+}
+
+export function chatError(status: number, message: string): Script {
+  const type = status === 429 ? "rate_limit_error" : status >= 500 ? "server_error" : "invalid_request_error";
+  return { status, body: [{ send: JSON.stringify({ error: { message, type, param: null, code: null } }) }] };
+}
+
+/** Generic misbehaviours, valid for any SSE upstream. */
+export const silentAfterHeaders: Script = {
+  headers: { "content-type": "text/event-stream" },
+  body: [{ hang: true }],
+};
+export const headersNever: Script = { headerDelay: "never" };
+export function keepAlivesOnly(gap: number): Script {
+  const steps: Step[] = [];
+  for (let i = 0; i < 200; i++) steps.push({ send: ": ping\n\n" }, { wait: gap });
+  return { headers: { "content-type": "text/event-stream" }, body: steps };
+}
+export function contentThenSilence(text: string): Script {
+  const blocks = chatStreamBlocks({ text: [text] }).slice(0, 2);
+  return { headers: { "content-type": "text/event-stream" }, body: [...sseSteps(blocks), { hang: true }] };
+}
+export const whitespaceOnly: Script = { body: [{ send: "   \n\n  " }] };

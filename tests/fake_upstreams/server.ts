@@ -1,0 +1,134 @@
+/**
+ * A scripted fake upstream: a real HTTP server on 127.0.0.1 whose every
+ * answer is described by a Script (status, headers, and a body as a list of
+ * steps: bytes, waits, or hang-until-cancelled). Formats add helpers that
+ * build Scripts in their own wire format; this file knows none of them.
+ */
+
+export type Step =
+  | { send: string | Uint8Array }
+  | { wait: number } // real milliseconds
+  | { hang: true }; // keep the connection open, send nothing, until cancelled
+
+export interface Script {
+  status?: number;
+  headers?: Record<string, string>;
+  /** Real ms before headers go out; "never" keeps the caller waiting forever. */
+  headerDelay?: number | "never";
+  body?: Step[];
+}
+
+export interface Call {
+  path: string;
+  method: string;
+  headers: Headers;
+  body: string;
+  json: unknown;
+  /** Resolves when the gateway dropped the connection or the body ended. */
+  closed: Promise<"cancelled" | "ended">;
+}
+
+export type Handler = (call: Call) => Script | Promise<Script>;
+
+export interface FakeUpstream {
+  url: string;
+  calls: Call[];
+  /** Answers the next calls in order; after the queue, `fallback` answers. */
+  enqueue(...scripts: Script[]): void;
+  setHandler(handler: Handler): void;
+  close(): Promise<void>;
+}
+
+const encoder = new TextEncoder();
+
+export function startFakeUpstream(opts: { fallback?: Handler } = {}): FakeUpstream {
+  const calls: Call[] = [];
+  const queue: Script[] = [];
+  let handler: Handler = opts.fallback ?? (() => ({ status: 500, body: [{ send: "no script" }] }));
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
+    const text = await req.text();
+    let json: unknown = undefined;
+    try {
+      json = JSON.parse(text);
+    } catch { /* not JSON: kept as text */ }
+    let settle!: (how: "cancelled" | "ended") => void;
+    const closed = new Promise<"cancelled" | "ended">((r) => (settle = r));
+    const call: Call = {
+      path: new URL(req.url).pathname + new URL(req.url).search,
+      method: req.method,
+      headers: req.headers,
+      body: text,
+      json,
+      closed,
+    };
+    calls.push(call);
+    const script = queue.shift() ?? (await handler(call));
+    if (script.headerDelay === "never") {
+      await new Promise<void>((resolve) => req.signal.addEventListener("abort", () => resolve()));
+      settle("cancelled");
+      return new Response(null, { status: 499 });
+    }
+    if (script.headerDelay) await sleep(script.headerDelay, req.signal);
+    return new Response(bodyStream(script.body ?? [], settle), {
+      status: script.status ?? 200,
+      headers: script.headers ?? { "content-type": "application/json" },
+    });
+  });
+  return {
+    url: `http://127.0.0.1:${server.addr.port}`,
+    calls,
+    enqueue: (...scripts) => queue.push(...scripts),
+    setHandler: (h) => (handler = h),
+    close: async () => {
+      await server.shutdown().catch(() => {});
+    },
+  };
+}
+
+function bodyStream(
+  steps: Step[],
+  settle: (how: "cancelled" | "ended") => void,
+): ReadableStream<Uint8Array> {
+  let i = 0;
+  let cancelled = false;
+  return new ReadableStream({
+    async pull(controller) {
+      for (;;) {
+        const step = steps[i++];
+        if (!step) {
+          controller.close();
+          settle("ended");
+          return;
+        }
+        if ("wait" in step) await sleep(step.wait);
+        else if ("hang" in step) {
+          while (!cancelled) await sleep(20);
+          return;
+        } else {
+          controller.enqueue(typeof step.send === "string" ? encoder.encode(step.send) : step.send);
+          return;
+        }
+        if (cancelled) return;
+      }
+    },
+    cancel() {
+      cancelled = true;
+      settle("cancelled");
+    },
+  });
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const id = setTimeout(resolve, ms);
+    signal?.addEventListener("abort", () => {
+      clearTimeout(id);
+      resolve();
+    });
+  });
+}
+
+/** A body of SSE blocks sent `gap` ms apart. */
+export function sseSteps(blocks: string[], opts: { gap?: number } = {}): Step[] {
+  return blocks.flatMap((b, i) => (i && opts.gap ? [{ wait: opts.gap }, { send: b }] : [{ send: b }]));
+}

@@ -1,0 +1,83 @@
+import OpenAI from "openai";
+import type { AttemptRecord, RequestRecord } from "../db/records.ts";
+import { getRequest, listAttempts } from "../db/history_queries.ts";
+import type { ConfigInput } from "../gateway/config/schema.ts";
+import { readSettings } from "../gateway/settings.ts";
+import { type Gateway, startGateway } from "../gateway/start_gateway.ts";
+
+/** Scale used by the end-to-end suites: a 30 s idle timeout lasts 300 ms. */
+export const TEST_SCALE = 0.01;
+
+export interface TestGateway extends Gateway {
+  dir: string;
+  stop(): Promise<void>;
+  /** Waits until history rows are written, then reads one request and its hops. */
+  row(id: string): Promise<{ request: RequestRecord; attempts: AttemptRecord[] }>;
+  openai(opts?: { apiKey?: string; maxRetries?: number; timeout?: number }): OpenAI;
+}
+
+export async function startTestGateway(
+  config: ConfigInput | undefined,
+  opts: { scale?: number; env?: Record<string, string>; dir?: string; host?: string } = {},
+): Promise<TestGateway> {
+  const dir = opts.dir ?? await Deno.makeTempDir({ prefix: "pulsegate-test-" });
+  const env = (name: string) => opts.env?.[name];
+  const settings = {
+    ...readSettings(env),
+    host: opts.host ?? "127.0.0.1",
+    port: 0,
+    dbUrl: `file:${dir}/pulsegate.db`,
+    timeScale: opts.scale ?? TEST_SCALE,
+  };
+  const gw = await startGateway({ settings, env, configFile: config, quiet: true, metricsOpen: true });
+  return {
+    ...gw,
+    dir,
+    stop: () => gw.shutdown(),
+    async row(id) {
+      for (let i = 0; i < 100; i++) {
+        await gw.writer.flush();
+        const request = await getRequest(gw.db, id);
+        if (request && request.state !== "open") {
+          return { request, attempts: await listAttempts(gw.db, id) };
+        }
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      throw new Error(`request ${id} was never recorded as ended`);
+    },
+    openai: (o = {}) =>
+      new OpenAI({
+        baseURL: `${gw.url}/v1`,
+        apiKey: o.apiKey ?? "unused",
+        maxRetries: o.maxRetries ?? 0,
+        timeout: o.timeout,
+      }),
+  };
+}
+
+/** A one-route config over the given chat upstream URLs, in order. */
+export function chatRoute(
+  urls: string[],
+  opts: { failover?: ConfigInput["failover"]; model?: string } = {},
+): ConfigInput {
+  return {
+    failover: opts.failover,
+    upstreams: urls.map((url, i) => ({ id: `up${i + 1}`, kind: "openai-chat" as const, base_url: url })),
+    routes: [{
+      model: opts.model ?? "smart",
+      candidates: urls.map((_, i) => ({ upstream: `up${i + 1}`, model: `model-${i + 1}` })),
+    }],
+  };
+}
+
+export function postJson(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<Response> {
+  return fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+}

@@ -1,0 +1,283 @@
+import assert from "node:assert/strict";
+import { openDatabase } from "../db/client.ts";
+import { countRequests, getRequest, listAttempts } from "../db/history_queries.ts";
+import { HistoryWriter } from "../db/history_writer.ts";
+import { closeInterruptedRows, heartbeat, registerInstance } from "../db/instances.ts";
+import type { RequestRecord } from "../db/records.ts";
+import { attemptRecord, manualTimers, requestRecord, withTempDb } from "./db_helpers.ts";
+
+const closed = requestRecord({
+  state: "closed",
+  endedAt: 2_500,
+  status: 200,
+  outcome: "success",
+  upstream: "claude",
+  upstreamModel: "claude-sonnet-4-5",
+  firstContentMs: 300,
+  durationMs: 1_500,
+  inputTokens: 12,
+  outputTokens: 34,
+  cachedTokens: 0,
+  reasoningTokens: 5,
+  sessionId: "s-1",
+  stream: false,
+});
+
+async function waitFor(check: () => Promise<boolean>, what: string): Promise<void> {
+  const deadline = Date.now() + 5_000;
+  while (!await check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+Deno.test("a request opened and closed within one batch is written once, as closed", async () => {
+  await withTempDb(async ({ db }) => {
+    const writer = new HistoryWriter(db, manualTimers);
+    writer.writeRequest(requestRecord());
+    writer.writeRequest(closed);
+    assert.equal(writer.stats().pending, 1);
+    assert.equal(await writer.flush(), true);
+    assert.deepEqual(writer.stats(), {
+      pending: 0,
+      dropped: 0,
+      written: 1,
+      failures: 0,
+      rejected: 0,
+      lastError: null,
+    });
+    assert.deepEqual(await getRequest(db, "req-1"), closed);
+    assert.equal(await countRequests(db), 1);
+    await writer.close();
+  });
+});
+
+Deno.test("a later version replaces the stored row", async () => {
+  await withTempDb(async ({ db }) => {
+    const writer = new HistoryWriter(db, manualTimers);
+    writer.writeRequest(requestRecord());
+    await writer.flush();
+    assert.equal((await getRequest(db, "req-1"))?.state, "open");
+    writer.writeRequest(closed);
+    await writer.flush();
+    assert.deepEqual(await getRequest(db, "req-1"), closed);
+    assert.equal(await countRequests(db), 1);
+    await writer.close();
+  });
+});
+
+Deno.test("attempts upsert by (request id, hop)", async () => {
+  await withTempDb(async ({ db }) => {
+    const writer = new HistoryWriter(db, manualTimers);
+    writer.writeRequest(requestRecord());
+    writer.writeAttempt(attemptRecord());
+    await writer.flush();
+    const failed = attemptRecord({
+      outcome: "idle_timeout",
+      errorCode: "gw.upstream.idle_timeout",
+      errorMessage: "no content for 300 s",
+      headersMs: 80,
+      durationMs: 300_000,
+      inputTokens: 100,
+    });
+    const second = attemptRecord({
+      hop: 2,
+      upstream: "openai",
+      model: "gpt-5",
+      outcome: "success",
+      status: 200,
+      startedAt: 301_100,
+      headersMs: 50,
+      firstContentMs: 120,
+      durationMs: 900,
+      inputTokens: 100,
+      outputTokens: 20,
+    });
+    writer.writeAttempt(second);
+    writer.writeAttempt(failed);
+    // Another request's hop 1 must not collide with ours.
+    writer.writeAttempt(attemptRecord({ requestId: "req-2" }));
+    assert.equal(await writer.flush(), true);
+    assert.deepEqual(await listAttempts(db, "req-1"), [failed, second]);
+    assert.equal((await listAttempts(db, "req-2")).length, 1);
+    await writer.close();
+  });
+});
+
+/** A second connection holding the write lock, as another process or a long admin query would. */
+async function lockDatabase(url: string) {
+  const other = await openDatabase(url);
+  const tx = await other.client.transaction("write");
+  await tx.execute("INSERT INTO instances (id, started_at, heartbeat_at) VALUES ('lock', 0, 0)");
+  return {
+    release: async () => {
+      await tx.rollback();
+      other.close();
+    },
+  };
+}
+
+Deno.test("a locked database keeps rows queued; they land exactly once after", async () => {
+  await withTempDb(async ({ db, url }) => {
+    const errors: unknown[] = [];
+    const writer = new HistoryWriter(db, { ...manualTimers, onError: (e) => errors.push(e) });
+    const lock = await lockDatabase(url);
+    try {
+      writer.writeRequest(requestRecord());
+      writer.writeAttempt(attemptRecord());
+      assert.equal(await writer.flush(), false);
+      // Newer versions queued during the outage win over the ones that failed.
+      writer.writeRequest(closed);
+      assert.equal(await writer.flush(), false);
+      const stats = writer.stats();
+      assert.equal(stats.pending, 2);
+      assert.ok(stats.failures >= 2);
+      assert.match(stats.lastError ?? "", /lock|busy/i);
+      assert.equal(errors.length, stats.failures);
+    } finally {
+      await lock.release();
+    }
+    assert.equal(await writer.flush(), true);
+    assert.deepEqual(await getRequest(db, "req-1"), closed);
+    assert.equal((await listAttempts(db, "req-1")).length, 1);
+    const stats = writer.stats();
+    assert.equal(stats.pending, 0);
+    assert.equal(stats.written, 2);
+    assert.equal(await countRequests(db), 1);
+    await writer.close();
+  });
+});
+
+Deno.test("the background loop writes on its own and retries after an outage", async () => {
+  await withTempDb(async ({ db, url }) => {
+    const writer = new HistoryWriter(db, { flushEveryMs: 5 });
+    writer.writeRequest(requestRecord({ id: "first" }));
+    await waitFor(async () => (await countRequests(db)) === 1, "the first row");
+
+    const lock = await lockDatabase(url);
+    writer.writeRequest(requestRecord({ id: "second" }));
+    await waitFor(() => Promise.resolve(writer.stats().failures > 0), "a failed write");
+    await lock.release();
+    await waitFor(async () => (await getRequest(db, "second")) !== null, "the retried row");
+    assert.equal(writer.stats().pending, 0);
+    await writer.close();
+  });
+});
+
+Deno.test("the injected clock drives the loop and close cancels its timer", async () => {
+  await withTempDb(async ({ db }) => {
+    const timers: { ms: number; fire: () => void; cancelled: boolean }[] = [];
+    const after = (ms: number, fire: () => void) => {
+      const timer = { ms, fire, cancelled: false };
+      timers.push(timer);
+      return () => {
+        timer.cancelled = true;
+      };
+    };
+    const writer = new HistoryWriter(db, { flushEveryMs: 20, after });
+    writer.writeRequest(requestRecord());
+    writer.writeRequest(closed);
+    assert.deepEqual(timers.map((t) => t.ms), [20]); // one timer per batch, not per row
+    timers[0]?.fire();
+    await waitFor(async () => (await countRequests(db)) === 1, "the timed flush");
+    writer.writeRequest(requestRecord({ id: "req-2" }));
+    assert.equal(timers.length, 2);
+    await writer.close();
+    assert.equal(timers[1]?.cancelled, true);
+    assert.equal(await countRequests(db), 2);
+  });
+});
+
+Deno.test("maxPending drops the oldest rows and counts them", async () => {
+  await withTempDb(async ({ db }) => {
+    const writer = new HistoryWriter(db, { ...manualTimers, maxPending: 3 });
+    for (const id of ["r1", "r2", "r3"]) writer.writeRequest(requestRecord({ id }));
+    // Updating r1 makes it the youngest, so r2 and r3 are the oldest now.
+    writer.writeRequest(requestRecord({ id: "r1", state: "closed" }));
+    writer.writeRequest(requestRecord({ id: "r4" }));
+    writer.writeRequest(requestRecord({ id: "r5" }));
+    assert.equal(writer.stats().pending, 3);
+    assert.equal(writer.stats().dropped, 2);
+    assert.equal(await writer.close(), true);
+    const ids = await db.client.execute("SELECT id FROM requests ORDER BY id");
+    assert.deepEqual(ids.rows.map((row) => row.id), ["r1", "r4", "r5"]);
+  });
+});
+
+Deno.test("batches are split by batchSize and all rows land", async () => {
+  await withTempDb(async ({ db }) => {
+    const writer = new HistoryWriter(db, { ...manualTimers, batchSize: 7 });
+    for (let i = 0; i < 50; i++) writer.writeRequest(requestRecord({ id: `r${i}` }));
+    assert.equal(await writer.close(), true);
+    assert.equal(await countRequests(db), 50);
+    assert.equal(writer.stats().written, 50);
+  });
+});
+
+Deno.test("a row the database refuses is dropped alone; the rest of its batch lands", async () => {
+  await withTempDb(async ({ db }) => {
+    const writer = new HistoryWriter(db, manualTimers);
+    const malformed = { ...requestRecord({ id: "bad" }), clientFormat: null };
+    writer.writeRequest(requestRecord({ id: "good-1" }));
+    writer.writeRequest(malformed as unknown as RequestRecord);
+    writer.writeRequest(requestRecord({ id: "good-2" }));
+    assert.equal(await writer.close(), true);
+    assert.equal(await countRequests(db), 2);
+    assert.equal(await getRequest(db, "bad"), null);
+    assert.equal(writer.stats().rejected, 1);
+    assert.equal(writer.stats().failures, 0);
+  });
+});
+
+Deno.test("closeInterruptedRows closes open rows of dead instances only", async () => {
+  await withTempDb(async ({ db }) => {
+    const now = 1_000_000;
+    await registerInstance(db, "dead", { now: now - 120_000 });
+    await registerInstance(db, "live", { now: now - 60_000 });
+    await heartbeat(db, "live", { now: now - 1_000 });
+    const writer = new HistoryWriter(db, manualTimers);
+    writer.writeRequest(requestRecord({ id: "dead-open", instanceId: "dead" }));
+    writer.writeRequest(requestRecord({ id: "unknown-open", instanceId: "never-registered" }));
+    writer.writeRequest({ ...closed, id: "dead-closed", instanceId: "dead" });
+    writer.writeRequest(requestRecord({ id: "live-open", instanceId: "live" }));
+    writer.writeRequest(requestRecord({ id: "mine", instanceId: "me" }));
+    writer.writeAttempt(attemptRecord({ requestId: "dead-open", hop: 1, outcome: "error" }));
+    writer.writeAttempt(attemptRecord({ requestId: "dead-open", hop: 2 }));
+    writer.writeAttempt(attemptRecord({ requestId: "live-open" }));
+    assert.equal(await writer.close(), true);
+
+    const closedCount = await closeInterruptedRows(db, {
+      instanceId: "me",
+      now,
+      staleAfterMs: 30_000,
+    });
+    assert.equal(closedCount, 2);
+
+    const interrupted = await getRequest(db, "dead-open");
+    assert.equal(interrupted?.state, "interrupted");
+    assert.equal(interrupted?.outcome, "error");
+    assert.equal(interrupted?.failureSource, "gateway");
+    assert.equal(interrupted?.errorCode, "gw.gateway.interrupted");
+    assert.equal(interrupted?.errorMessage, "gateway stopped before the request ended");
+    assert.equal(interrupted?.endedAt, now);
+    assert.equal((await getRequest(db, "unknown-open"))?.state, "interrupted");
+    assert.deepEqual(await getRequest(db, "dead-closed"), {
+      ...closed,
+      id: "dead-closed",
+      instanceId: "dead",
+    });
+    assert.equal((await getRequest(db, "live-open"))?.state, "open");
+    assert.equal((await getRequest(db, "mine"))?.state, "open");
+
+    const [first, second] = await listAttempts(db, "dead-open");
+    assert.equal(first?.errorCode, null); // already finished: left as it was
+    assert.equal(second?.outcome, "error");
+    assert.equal(second?.errorCode, "gw.gateway.interrupted");
+    assert.equal((await listAttempts(db, "live-open"))[0]?.outcome, null);
+
+    assert.equal(
+      await closeInterruptedRows(db, { instanceId: "me", now, staleAfterMs: 30_000 }),
+      0,
+    );
+  });
+});
