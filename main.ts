@@ -1,4 +1,5 @@
 import { ConfigFileError, startGateway } from "./gateway/start_gateway.ts";
+import { driveDemoTraffic } from "./gateway/demo_traffic.ts";
 import { readSettings } from "./gateway/settings.ts";
 
 /** Wires the process: settings from env, the gateway, and signals for a graceful stop. */
@@ -22,6 +23,7 @@ async function main(): Promise<void> {
   };
   Deno.addSignalListener("SIGTERM", stop);
   Deno.addSignalListener("SIGINT", stop);
+  if (Deno.args.includes("--demo")) await driveDemoTraffic(gateway.url);
 }
 
 if (import.meta.main) await main();

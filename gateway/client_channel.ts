@@ -80,10 +80,14 @@ export class StreamChannel {
     if (open) void this.write(open);
   }
 
-  /** Starts `: keep-alive` comments (where the client takes them) until content flows. */
+  /**
+   * Starts `: keep-alive` comments (where the client takes them) until content
+   * flows. The first goes out with the headers, so proxies see a byte at once.
+   */
   startKeepAlives(): void {
     const block = this.opts.shape.keepAlive;
     if (!block || this.#keepAlive) return;
+    void this.write(block);
     const tick = () => {
       this.#keepAlive = this.opts.clock.after(this.opts.keepAliveMs, () => {
         void this.write(block);

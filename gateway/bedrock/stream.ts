@@ -1,11 +1,17 @@
+// Inline until deno.json maps these packages (then: "@smithy/eventstream-codec", "@smithy/util-utf8").
+// deno-lint-ignore no-import-prefix
 import { EventStreamCodec, type Message } from "npm:@smithy/eventstream-codec@4.5.2";
+// deno-lint-ignore no-import-prefix
 import { fromUtf8, toUtf8 } from "npm:@smithy/util-utf8@4.5.2";
 import type { UpstreamFrame } from "../format.ts";
 import type { IrEvent } from "../ir.ts";
-import { isRecord, parseJson, type SseReading } from "../sse_frames.ts";
+import { isRecord, parseJson } from "../sse_frames.ts";
 import { bedrockStreamException, decodeBedrockError } from "./errors.ts";
-import { type BedrockMessageKind, bedrockMessageIsContent } from "./pulse.ts";
+import { bedrockMessageIsContent, type BedrockMessageKind } from "./pulse.ts";
 import { badResponse, bedrockStopToIr, bedrockUsageToIr } from "./response.ts";
+
+/** What one message means; its raw bytes are added by the framing. */
+export type BedrockReading = Omit<UpstreamFrame, "raw">;
 
 /** Checks each message's CRCs and parses its headers; the framing itself is ours (below). */
 export const eventStreamCodec = new EventStreamCodec(toUtf8, fromUtf8);
@@ -17,7 +23,7 @@ const MAX_MESSAGE_BYTES = 16 * 1024 * 1024 + 1024;
 
 /** Cuts a byte stream into whole event-stream messages, holding a partial one for the next chunk. */
 export class EventStreamSplitter {
-  #buffer = new Uint8Array(0);
+  #buffer: Uint8Array = new Uint8Array(0);
   /** Why the stream cannot be framed any further, once that is so. */
   corrupt?: string;
 
@@ -112,7 +118,7 @@ function headerString(message: Message, name: string): string | undefined {
 export class ConverseStreamReader {
   #toolIndex = new Map<number, number>();
 
-  read(message: Message): SseReading {
+  read(message: Message): BedrockReading {
     const kind = messageKind(message);
     const content = bedrockMessageIsContent(kind);
     const body = toUtf8(message.body);
@@ -131,7 +137,9 @@ export class ConverseStreamReader {
     const data = isRecord(payload) ? payload : {};
     if (kind.eventType === "metadata") {
       const usage = bedrockUsageToIr(data.usage);
-      return usage ? { content, events: [{ type: "usage", usage }], usage } : { content, events: [] };
+      return usage
+        ? { content, events: [{ type: "usage", usage }], usage }
+        : { content, events: [] };
     }
     return { content, events: this.#events(kind.eventType, data) };
   }

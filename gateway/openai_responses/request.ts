@@ -105,7 +105,10 @@ function readItem(value: unknown, param: string, into: Into): void {
   }
   if (type === "reasoning") return pushAssistant(into, reasoningParts(item, param));
   if (type === "item_reference") {
-    throw unsupported("'item_reference' input items are not supported: the gateway is stateless", `${param}.type`);
+    throw unsupported(
+      "'item_reference' input items are not supported: the gateway is stateless",
+      `${param}.type`,
+    );
   }
   throw unsupported(`input item type '${String(type)}' is not supported`, `${param}.type`);
 }
@@ -133,7 +136,7 @@ function pushAssistant(into: Into, parts: IrPart[]): void {
   else into.out.push({ role: "assistant", content: parts });
 }
 
-function pushToolResult(into: Into, part: IrPart): void {
+function pushToolResult(into: Into, part: Extract<IrPart, { type: "tool_result" }>): void {
   const last = into.out.at(-1);
   // Consecutive results answer one assistant turn: keep them in one user turn.
   if (last?.role === "user" && last.content.every((p) => p.type === "tool_result")) {
@@ -153,7 +156,10 @@ function readParts(content: unknown, opts: { param: string; images: boolean }): 
       return { type: "refusal", text: requireString(part.refusal, `${at}.refusal`) };
     }
     if (part.type === "input_image" && opts.images) return readImage(part, at);
-    throw unsupported(`content part type '${String(part.type)}' is not supported here`, `${at}.type`);
+    throw unsupported(
+      `content part type '${String(part.type)}' is not supported here`,
+      `${at}.type`,
+    );
   });
 }
 
@@ -211,7 +217,10 @@ function readToolChoice(value: unknown): IrToolChoice | undefined {
   if (value === "auto" || value === "none" || value === "required") return value;
   const choice = requireRecord(value, "tool_choice");
   if (choice.type !== "function") {
-    throw unsupported(`tool_choice type '${String(choice.type)}' is not supported`, "tool_choice.type");
+    throw unsupported(
+      `tool_choice type '${String(choice.type)}' is not supported`,
+      "tool_choice.type",
+    );
   }
   return { name: requireString(choice.name, "tool_choice.name") };
 }
@@ -222,7 +231,11 @@ export function responsesRequestBody(ir: IrRequest, model: string): Record<strin
     throw unsupported("stop sequences cannot be sent to an OpenAI Responses upstream", "stop");
   }
   // Nothing is ever read back by id, so nothing is left stored at OpenAI.
-  const body: Record<string, unknown> = { model, input: ir.messages.flatMap(inputItems), store: false };
+  const body: Record<string, unknown> = {
+    model,
+    input: ir.messages.flatMap(inputItems),
+    store: false,
+  };
   if (ir.system !== undefined) body.instructions = ir.system;
   if (ir.tools?.length) {
     body.tools = ir.tools.map((t) => ({

@@ -35,7 +35,10 @@ export function irUsageToResponses(usage: IrUsage): Json | null {
  * A response's end state as the other formats say it: an incomplete answer
  * ran out of tokens or was filtered, a completed one with calls wants tools.
  */
-export function responsesFinishToIr(response: Json, opts: { calledTools: boolean }): IrFinishReason {
+export function responsesFinishToIr(
+  response: Json,
+  opts: { calledTools: boolean },
+): IrFinishReason {
   if (response.status === "incomplete") {
     const details = isRecord(response.incomplete_details) ? response.incomplete_details : {};
     return details.reason === "content_filter" ? "content_filter" : "length";

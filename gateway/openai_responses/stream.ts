@@ -70,7 +70,11 @@ function eventsOf(type: string | undefined, p: Json, state: ReadState): IrEvent[
   switch (type) {
     case "response.created": {
       const response = isRecord(p.response) ? p.response : {};
-      return [{ type: "start", id: String(response.id ?? ""), model: String(response.model ?? "") }];
+      return [{
+        type: "start",
+        id: String(response.id ?? ""),
+        model: String(response.model ?? ""),
+      }];
     }
     case "response.output_item.added":
       return isRecord(p.item) ? itemAdded(p.item, { outputIndex, state }) : [];
@@ -247,7 +251,13 @@ class ResponsesStreamWriter implements ClientStreamEncoder {
     const error = failedResponseError(err);
     const out: string[] = [];
     if (!this.#started) {
-      out.push(this.#event("error", { code: error.code, message: error.message, param: err.param ?? null }));
+      out.push(
+        this.#event("error", {
+          code: error.code,
+          message: error.message,
+          param: err.param ?? null,
+        }),
+      );
     }
     this.#ended = true;
     out.push(this.#lifecycle("response.failed", {
@@ -316,7 +326,9 @@ class ResponsesStreamWriter implements ClientStreamEncoder {
     const at = { ...this.#at(message), content_index: message.parts.length - 1 };
     if (part.type === "output_text") {
       part.text += piece.text;
-      out.push(this.#event("response.output_text.delta", { ...at, delta: piece.text, logprobs: [] }));
+      out.push(
+        this.#event("response.output_text.delta", { ...at, delta: piece.text, logprobs: [] }),
+      );
     } else {
       part.refusal += piece.text;
       out.push(this.#event("response.refusal.delta", { ...at, delta: piece.text }));
@@ -453,14 +465,12 @@ class ResponsesStreamWriter implements ClientStreamEncoder {
     }
     if (item.kind === "reasoning") {
       const summary = item.text ? [{ type: "summary_text", text: item.text }] : [];
-      return this.#done.has(item.index)
-        ? { type: "reasoning", id: item.id, summary }
-        : { type: "reasoning", id: item.id, summary: [] };
+      return { type: "reasoning", id: item.id, summary };
     }
     return functionCallItem(item.id, {
       id: item.callId,
       name: item.name,
-      arguments: this.#done.has(item.index) ? item.args : "",
+      arguments: item.args,
       status,
     });
   }

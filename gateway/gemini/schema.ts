@@ -1,0 +1,33 @@
+import { isRecord } from "../sse_frames.ts";
+import { camelCase } from "./fields.ts";
+
+/** Gemini Schema keys that JSON Schema does not know and other providers may reject. */
+const geminiOnly = new Set(["nullable", "propertyOrdering"]);
+
+/**
+ * Gemini's `parameters` is an OpenAPI 3.0 subset with upper-case types
+ * ("OBJECT") and `nullable`; other providers want JSON Schema. Keys under
+ * `properties` are the caller's names and are left alone.
+ */
+export function geminiSchemaToJson(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(geminiSchemaToJson);
+  if (!isRecord(schema)) return schema;
+  const out: Record<string, unknown> = {};
+  for (const [rawKey, value] of Object.entries(schema)) {
+    const key = camelCase(rawKey);
+    if (geminiOnly.has(key)) continue;
+    if (key === "type") {
+      if (typeof value === "string" && value !== "TYPE_UNSPECIFIED") out.type = value.toLowerCase();
+    } else if (key === "properties" && isRecord(value)) {
+      out.properties = Object.fromEntries(
+        Object.entries(value).map(([name, sub]) => [name, geminiSchemaToJson(sub)]),
+      );
+    } else if (key === "items" || key === "anyOf") {
+      out[key] = geminiSchemaToJson(value);
+    } else {
+      out[key] = value;
+    }
+  }
+  if (schema.nullable === true && typeof out.type === "string") out.type = [out.type, "null"];
+  return out;
+}

@@ -1,0 +1,41 @@
+import type { ClientCodec, UpstreamAdapter } from "../format.ts";
+import { upstreamBaseUrl } from "../config/schema.ts";
+import { upstreamStatusError } from "../upstream_error.ts";
+import { openAiError } from "../openai_chat/errors.ts";
+import { parseResponsesRequest, responsesRequestBody } from "./request.ts";
+import { decodeResponsesWhole, encodeResponsesWhole } from "./response.ts";
+import { decodeResponsesStream, responsesStreamEncoder } from "./stream.ts";
+
+export const responsesClient: ClientCodec = {
+  format: "openai-responses",
+  parseRequest: (body) => parseResponsesRequest(body),
+  encodeWhole: encodeResponsesWhole,
+  streamShape: () => ({
+    contentType: "text/event-stream; charset=utf-8",
+    keepAlive: new TextEncoder().encode(": keep-alive\n\n"),
+    passthroughFrom: "openai-responses",
+  }),
+  streamEncoder: (ctx) => responsesStreamEncoder({ id: ctx.id, model: ctx.model }),
+  renderError: openAiError,
+};
+
+export const responsesUpstream: UpstreamAdapter = {
+  kind: "openai-responses",
+  buildRequest(call) {
+    const body = call.passthrough
+      ? { ...call.passthrough, model: call.model }
+      : responsesRequestBody(call.ir, call.model);
+    const headers = new Headers({ "content-type": "application/json" });
+    const key = "api_key_env" in call.upstream && call.upstream.api_key_env
+      ? call.env(call.upstream.api_key_env)
+      : undefined;
+    if (key) headers.set("authorization", `Bearer ${key}`);
+    const url = `${upstreamBaseUrl(call.upstream)}/responses`;
+    return Promise.resolve(
+      new Request(url, { method: "POST", headers, body: JSON.stringify(body) }),
+    );
+  },
+  decodeStream: decodeResponsesStream,
+  decodeWhole: decodeResponsesWhole,
+  decodeError: (status, body) => upstreamStatusError(status, { body }),
+};
