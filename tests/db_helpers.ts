@@ -76,3 +76,17 @@ export const manualTimers = {
   schedule: (_fn: () => void, _ms: number) => 0,
   cancel: (_id: number) => {},
 };
+
+/** A second connection holding the write lock, as another process or a long admin query would. */
+export async function lockDatabase(url: string) {
+  const other = await openDatabase(url);
+  const tx = await other.client.transaction("write");
+  await tx.execute("INSERT INTO instances (id, started_at, heartbeat_at) VALUES ('lock', 0, 0)");
+  return {
+    release: async () => {
+      await tx.rollback();
+      other.close();
+    },
+  };
+}
+

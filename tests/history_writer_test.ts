@@ -4,7 +4,13 @@ import { countRequests, getRequest, listAttempts } from "../db/history_queries.t
 import { HistoryWriter } from "../db/history_writer.ts";
 import { closeInterruptedRows, heartbeat, registerInstance } from "../db/instances.ts";
 import type { RequestRecord } from "../db/records.ts";
-import { attemptRecord, manualTimers, requestRecord, withTempDb } from "./db_helpers.ts";
+import {
+  attemptRecord,
+  lockDatabase,
+  manualTimers,
+  requestRecord,
+  withTempDb,
+} from "./db_helpers.ts";
 
 const closed = requestRecord({
   state: "closed",
@@ -103,19 +109,6 @@ Deno.test("attempts upsert by (request id, hop)", async () => {
     await writer.close();
   });
 });
-
-/** A second connection holding the write lock, as another process or a long admin query would. */
-async function lockDatabase(url: string) {
-  const other = await openDatabase(url);
-  const tx = await other.client.transaction("write");
-  await tx.execute("INSERT INTO instances (id, started_at, heartbeat_at) VALUES ('lock', 0, 0)");
-  return {
-    release: async () => {
-      await tx.rollback();
-      other.close();
-    },
-  };
-}
 
 Deno.test("a locked database keeps rows queued; they land exactly once after", async () => {
   await withTempDb(async ({ db, url }) => {

@@ -26,9 +26,12 @@ export function parseGeminiRequest(body: unknown, ctx: ClientRequestContext): Ir
   const b = requireRecord(body, "body");
   const model = (ctx.pathModel ?? "").replace(/^models\//, "");
   if (model === "") {
-    throw clientError("the model must be named in the URL: /v1beta/models/{model}:generateContent", {
-      param: "model",
-    });
+    throw clientError(
+      "the model must be named in the URL: /v1beta/models/{model}:generateContent",
+      {
+        param: "model",
+      },
+    );
   }
   const gen = field(b, "generationConfig") ?? {};
   const config = requireRecord(gen, "generationConfig");
@@ -61,7 +64,10 @@ function refuseNativeOnly(b: Record<string, unknown>, config: Record<string, unk
   if (hasSubstance(field(b, "cachedContent"))) unsupported("cachedContent");
   const count = optionalNumber(field(config, "candidateCount"), "generationConfig.candidateCount");
   if (count !== undefined && count > 1) unsupported("generationConfig.candidateCount");
-  const mime = optionalString(field(config, "responseMimeType"), "generationConfig.responseMimeType");
+  const mime = optionalString(
+    field(config, "responseMimeType"),
+    "generationConfig.responseMimeType",
+  );
   if (mime !== undefined && mime !== "text/plain") unsupported("generationConfig.responseMimeType");
   for (const name of ["responseSchema", "responseJsonSchema", "speechConfig"]) {
     if (hasSubstance(field(config, name))) unsupported(`generationConfig.${name}`);
@@ -247,7 +253,10 @@ function readToolChoice(value: unknown): IrToolChoice | undefined {
   const param = "toolConfig.functionCallingConfig";
   const c = requireRecord(calling, param);
   const mode = optionalString(c.mode, `${param}.mode`) ?? "AUTO";
-  const allowed = optionalStringList(field(c, "allowedFunctionNames"), `${param}.allowedFunctionNames`);
+  const allowed = optionalStringList(
+    field(c, "allowedFunctionNames"),
+    `${param}.allowedFunctionNames`,
+  );
   if (mode === "NONE") return "none";
   if (mode === "ANY") {
     if (!allowed?.length) return "required";
@@ -304,7 +313,9 @@ interface ContentOpts {
 }
 
 function geminiContent(m: IrMessage, opts: ContentOpts): { role: string; parts: unknown[] } {
-  const parts = m.content.flatMap((p, i) => geminiPart(p, { ...opts, param: `${opts.param}.content[${i}]` }));
+  const parts = m.content.flatMap((p, i) =>
+    geminiPart(p, { ...opts, param: `${opts.param}.content[${i}]` })
+  );
   return { role: m.role === "assistant" ? "model" : "user", parts };
 }
 
@@ -327,7 +338,10 @@ function geminiPart(p: IrPart, opts: ContentOpts): Record<string, unknown>[] {
     case "tool_call":
       opts.names.set(p.id, p.name);
       return [{
-        functionCall: { name: p.name, args: argumentsObject(p.arguments, `${opts.param}.arguments`) },
+        functionCall: {
+          name: p.name,
+          args: argumentsObject(p.arguments, `${opts.param}.arguments`),
+        },
         thoughtSignature: FOREIGN_THOUGHT_SIGNATURE,
       }];
     case "tool_result": {

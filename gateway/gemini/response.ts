@@ -110,7 +110,9 @@ export function decodeGeminiWhole(text: string): IrResponse {
   const body = parseJson(text);
   if (!isRecord(body)) throw badResponse("the upstream's answer is not a JSON object");
   const candidate = firstCandidate(body);
-  if (!candidate && !promptBlocked(body)) throw badResponse("the upstream's answer has no candidates");
+  if (!candidate && !promptBlocked(body)) {
+    throw badResponse("the upstream's answer has no candidates");
+  }
   const responseId = stringOf(field(body, "responseId"));
   const content: IrPart[] = [];
   let calls = 0;

@@ -1,0 +1,43 @@
+import type { ClientCodec, UpstreamAdapter } from "../format.ts";
+import { upstreamBaseUrl } from "../config/schema.ts";
+import { upstreamStatusError } from "../upstream_error.ts";
+import { geminiError } from "./errors.ts";
+import { geminiModelPath, geminiRequestBody, parseGeminiRequest } from "./request.ts";
+import { decodeGeminiWhole, encodeGeminiWhole } from "./response.ts";
+import { decodeGeminiStream, geminiStreamEncoder } from "./stream.ts";
+
+export const geminiClient: ClientCodec = {
+  format: "gemini",
+  parseRequest: parseGeminiRequest,
+  encodeWhole: encodeGeminiWhole,
+  // Google's SDK parses every SSE line as JSON, comments included: no keep-alives.
+  // Only the SSE form can take an upstream's SSE bytes; the JSON array is re-encoded.
+  streamShape: (ctx) => ({
+    contentType: ctx.sse ? "text/event-stream" : "application/json",
+    keepAlive: null,
+    passthroughFrom: ctx.sse ? "gemini" : null,
+  }),
+  streamEncoder: geminiStreamEncoder,
+  renderError: geminiError,
+};
+
+export const geminiUpstream: UpstreamAdapter = {
+  kind: "gemini",
+  buildRequest(call) {
+    // The model lives in the URL, so a pass-through body goes on untouched.
+    const body = call.passthrough ?? geminiRequestBody(call.ir);
+    const headers = new Headers({ "content-type": "application/json" });
+    const key = "api_key_env" in call.upstream && call.upstream.api_key_env
+      ? call.env(call.upstream.api_key_env)
+      : undefined;
+    if (key) headers.set("x-goog-api-key", key);
+    const method = call.ir.stream ? "streamGenerateContent?alt=sse" : "generateContent";
+    const url = `${upstreamBaseUrl(call.upstream)}/v1beta/${geminiModelPath(call.model)}:${method}`;
+    return Promise.resolve(
+      new Request(url, { method: "POST", headers, body: JSON.stringify(body) }),
+    );
+  },
+  decodeStream: decodeGeminiStream,
+  decodeWhole: decodeGeminiWhole,
+  decodeError: (status, body) => upstreamStatusError(status, { body }),
+};

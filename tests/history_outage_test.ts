@@ -1,0 +1,37 @@
+import assert from "node:assert/strict";
+import { getRequest } from "../db/history_queries.ts";
+import { chatRoute, postJson, startTestGateway } from "./harness.ts";
+import { lockDatabase } from "./db_helpers.ts";
+import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
+import { startFakeUpstream } from "./fake_upstreams/server.ts";
+
+Deno.test("with the database locked, requests still succeed and their rows land once it frees", async () => {
+  const up = startFakeUpstream({ fallback: () => chatWhole({ text: ["ok"], usage: { input: 1, output: 1 } }) });
+  const gw = await startTestGateway(chatRoute([up.url]));
+  try {
+    const lock = await lockDatabase(`file:${gw.dir}/pulsegate.db`);
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const res = await postJson(`${gw.url}/v1/chat/completions`, {
+        model: "smart",
+        messages: [{ role: "user", content: `hi ${i}` }],
+      });
+      assert.equal(res.status, 200, "a locked database never fails a request");
+      assert.equal((await res.json()).choices[0].message.content, "ok");
+      ids.push(res.headers.get("x-request-id")!);
+    }
+    assert.equal(await gw.writer.flush(), false, "the write fails while the lock is held");
+    assert.ok(gw.writer.stats().pending >= 5);
+    await lock.release();
+    for (const id of ids) {
+      const { request, attempts } = await gw.row(id);
+      assert.equal(request.status, 200);
+      assert.equal(attempts.length, 1);
+    }
+    assert.equal(gw.writer.stats().dropped, 0);
+    assert.ok(await getRequest(gw.db, ids[0]!));
+  } finally {
+    await gw.stop();
+    await up.close();
+  }
+});
