@@ -16,7 +16,9 @@ export function adminRoutes(deps: AdminDeps): Hono {
   app.get("/admin", (c) => c.html(renderAdminPage({ demo: deps.demo })));
   app.use("/admin/api/*", requireAdmin(deps));
   app.get("/admin/api/config/schema", (c) => c.json(configJsonSchema()));
-  app.get("/admin/api/config", (c) =>
-    c.json({ config: deps.state.config, safe_mode: deps.state.safeModeReason }));
+  app.get(
+    "/admin/api/config",
+    (c) => c.json({ config: deps.state.config, safe_mode: deps.state.safeModeReason }),
+  );
   return app;
 }

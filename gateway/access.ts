@@ -18,7 +18,10 @@ export function isAdmin(request: Request, deps: AccessDeps): boolean {
 export function requireAdmin(deps: AccessDeps): MiddlewareHandler {
   return async (c: Context, next) => {
     if (!isAdmin(c.req.raw, deps)) {
-      return c.json({ error: { code: "control.unauthorized", message: "admin token required" } }, 401);
+      return c.json(
+        { error: { code: "control.unauthorized", message: "admin token required" } },
+        401,
+      );
     }
     await next();
   };

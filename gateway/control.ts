@@ -42,10 +42,15 @@ export function controlRoutes(deps: ControlDeps): Hono {
     const live = deps.registry.get(c.req.param("id"));
     return abort(c.req.raw, live ? [live] : [], "control.request_not_running");
   });
-  app.post("/sessions/:id/abort", (c) =>
-    abort(c.req.raw, deps.registry.inSession(c.req.param("id")), "control.session_not_running"));
+  app.post(
+    "/sessions/:id/abort",
+    (c) =>
+      abort(c.req.raw, deps.registry.inSession(c.req.param("id")), "control.session_not_running"),
+  );
   app.get("/metrics", (c) => {
-    if (!deps.metricsOpen && !isAdmin(c.req.raw, access())) return deny(401, "admin token required");
+    if (!deps.metricsOpen && !isAdmin(c.req.raw, access())) {
+      return deny(401, "admin token required");
+    }
     return c.text(deps.metrics.render(), 200, { "content-type": "text/plain; version=0.0.4" });
   });
   return app;

@@ -53,7 +53,9 @@ export async function serveDemoUpstream(
     });
   }
   if (!stream) return Response.json(wholeAnswer());
-  return new Response(healthyStream(opts.clock), { headers: { "content-type": "text/event-stream" } });
+  return new Response(healthyStream(opts.clock), {
+    headers: { "content-type": "text/event-stream" },
+  });
 }
 
 function wholeAnswer() {
@@ -62,7 +64,11 @@ function wholeAnswer() {
     object: "chat.completion",
     created: Math.floor(Date.now() / 1000),
     model: "sim-healthy",
-    choices: [{ index: 0, message: { role: "assistant", content: WORDS.join(" ") }, finish_reason: "stop" }],
+    choices: [{
+      index: 0,
+      message: { role: "assistant", content: WORDS.join(" ") },
+      finish_reason: "stop",
+    }],
     usage: { prompt_tokens: 12, completion_tokens: WORDS.length, total_tokens: 12 + WORDS.length },
   };
 }
@@ -85,8 +91,23 @@ function healthyStream(clock: Clock): ReadableStream<Uint8Array> {
       if (i < WORDS.length) controller.enqueue(chunk({ content: (i ? " " : "") + WORDS[i] }));
       else if (i === WORDS.length) controller.enqueue(chunk({}, "stop"));
       else {
-        const usage = { prompt_tokens: 12, completion_tokens: WORDS.length, total_tokens: 12 + WORDS.length };
-        controller.enqueue(encoder.encode(formatSse({ data: JSON.stringify({ id: "chatcmpl-demo", object: "chat.completion.chunk", choices: [], usage }) })));
+        const usage = {
+          prompt_tokens: 12,
+          completion_tokens: WORDS.length,
+          total_tokens: 12 + WORDS.length,
+        };
+        controller.enqueue(
+          encoder.encode(
+            formatSse({
+              data: JSON.stringify({
+                id: "chatcmpl-demo",
+                object: "chat.completion.chunk",
+                choices: [],
+                usage,
+              }),
+            }),
+          ),
+        );
         controller.enqueue(encoder.encode(formatSse({ data: "[DONE]" })));
         controller.close();
       }

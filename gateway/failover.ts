@@ -1,6 +1,12 @@
 import { planCandidates } from "./candidates.ts";
 import { GatewayError } from "./gateway_error.ts";
-import { type Candidate, type ForwardDeps, type ForwardRequest, Hop, type HopResult } from "./hop.ts";
+import {
+  type Candidate,
+  type ForwardDeps,
+  type ForwardRequest,
+  Hop,
+  type HopResult,
+} from "./hop.ts";
 import { stopReason } from "./stop_reasons.ts";
 
 /** The backoff before retrying the same candidate, in configured seconds. */

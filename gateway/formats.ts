@@ -9,7 +9,13 @@ function notYet(kind: UpstreamKind): UpstreamAdapter {
       code: "gw.client.unsupported",
     });
   };
-  return { kind, buildRequest: refuse, decodeStream: refuse, decodeWhole: refuse, decodeError: refuse };
+  return {
+    kind,
+    buildRequest: refuse,
+    decodeStream: refuse,
+    decodeWhole: refuse,
+    decodeError: refuse,
+  };
 }
 
 export const UPSTREAM_ADAPTERS: Record<UpstreamKind, UpstreamAdapter> = {

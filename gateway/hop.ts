@@ -130,7 +130,9 @@ export class Hop {
       return { kind: "stop", error };
     }
     this.fail(error);
-    if (res.status === 429 && retryAfter !== undefined) cooldowns.pauseFor(this.upstream.id, retryAfter);
+    if (res.status === 429 && retryAfter !== undefined) {
+      cooldowns.pauseFor(this.upstream.id, retryAfter);
+    }
     if (isRetryableStatus(res.status)) return { kind: "retry", error, delaySecs: retryAfter };
     return { kind: "next", error };
   }
@@ -151,7 +153,10 @@ export class Hop {
       return { kind: "stop", error: reason };
     }
     if (reason?.code === "gw.upstream.idle_timeout") {
-      this.opts.deps.metrics.idleTimeouts.inc({ upstream: this.upstream.id, phase: "before_content" });
+      this.opts.deps.metrics.idleTimeouts.inc({
+        upstream: this.upstream.id,
+        phase: "before_content",
+      });
       this.opts.deps.log.event("gw.upstream.idle_timeout", {
         upstream: this.upstream.id,
         secs: this.idleSecs,

@@ -6,7 +6,9 @@ const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60
 
 function labelKey(labels: Labels): string {
   return Object.entries(labels)
-    .map(([k, v]) => `${k}="${v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n")}"`)
+    .map(([k, v]) =>
+      `${k}="${v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n")}"`
+    )
     .join(",");
 }
 
@@ -91,7 +93,9 @@ export class Metrics {
     const cooldown = [
       "# HELP pulsegate_upstream_cooldown 1 while an upstream is paused.",
       "# TYPE pulsegate_upstream_cooldown gauge",
-      ...this.cooldown().map((c) => `pulsegate_upstream_cooldown{${labelKey({ upstream: c.upstream })}} ${c.paused ? 1 : 0}`),
+      ...this.cooldown().map((c) =>
+        `pulsegate_upstream_cooldown{${labelKey({ upstream: c.upstream })}} ${c.paused ? 1 : 0}`
+      ),
     ].join("\n");
     return [
       this.requests.render(),

@@ -92,7 +92,14 @@ export async function handleProxy(
       return errorResponse(codec, started, { requestId: id });
     }
     const fdeps: ForwardDeps = { ...deps, config: started.config };
-    const fwd = { live, ir: started.ir, body: started.body, codec, ctx: opts.ctx, route: started.route };
+    const fwd = {
+      live,
+      ir: started.ir,
+      body: started.body,
+      codec,
+      ctx: opts.ctx,
+      route: started.route,
+    };
     if (started.ir.stream) {
       const { response, done } = forwardStream(fwd, fdeps);
       done.finally(cleanup);
@@ -126,7 +133,13 @@ async function begin(
   const { deps, live } = opts;
   const { config, safeModeReason, shuttingDown } = deps.state;
   try {
-    if (shuttingDown) throw new GatewayError("gateway is shutting down", { code: "gw.gateway.shutting_down", source: "gateway", status: 503 });
+    if (shuttingDown) {
+      throw new GatewayError("gateway is shutting down", {
+        code: "gw.gateway.shutting_down",
+        source: "gateway",
+        status: 503,
+      });
+    }
     if (!config) {
       throw new GatewayError(`gateway is in safe mode: ${safeModeReason ?? "no valid config"}`, {
         code: "config.invalid",
@@ -137,18 +150,23 @@ async function begin(
     const key = authorize(request, { config, deps });
     live.record.keyId = key;
     const body = await readJsonBody(request, { signal: live.signal });
-    if (!isRecord(body)) throw clientError("request body must be a JSON object", { code: "gw.client.invalid_json" });
+    if (!isRecord(body)) {
+      throw clientError("request body must be a JSON object", { code: "gw.client.invalid_json" });
+    }
     const ir = opts.codec.parseRequest(body, opts.ctx);
     live.record.route = ir.model;
     live.record.stream = ir.stream;
     live.record.sessionId ??= ir.sessionHint ?? null;
     const route = config.routes.find((r) => r.model === ir.model && r.enabled);
     if (!route) {
-      throw clientError(`model '${ir.model}' is not a route of this gateway; GET /v1/models lists them`, {
-        code: "gw.client.unknown_model",
-        status: 404,
-        param: "model",
-      });
+      throw clientError(
+        `model '${ir.model}' is not a route of this gateway; GET /v1/models lists them`,
+        {
+          code: "gw.client.unknown_model",
+          status: 404,
+          param: "model",
+        },
+      );
     }
     const keyRoutes = config.keys.find((k) => k.id === key)?.routes;
     if (keyRoutes && !keyRoutes.includes(route.model)) {
@@ -168,15 +186,21 @@ function authorize(request: Request, opts: { config: Config; deps: ProxyDeps }):
   const { config, deps } = opts;
   if (!config.keys.length) {
     if (deps.state.loopback) return null;
-    throw new GatewayError("no gateway keys are configured, so the proxy is open only on loopback", {
-      code: "gw.client.forbidden",
-      source: "config",
-      status: 403,
-    });
+    throw new GatewayError(
+      "no gateway keys are configured, so the proxy is open only on loopback",
+      {
+        code: "gw.client.forbidden",
+        source: "config",
+        status: 403,
+      },
+    );
   }
   const key = findKey(config, { presented: presentedKey(request.headers), env: deps.env });
   if (!key) {
-    throw clientError("missing or unknown gateway key", { code: "gw.client.unauthorized", status: 401 });
+    throw clientError("missing or unknown gateway key", {
+      code: "gw.client.unauthorized",
+      status: 401,
+    });
   }
   return key.id;
 }

@@ -35,7 +35,11 @@ export async function readJsonBody(
     at += c.byteLength;
   }
   const text = new TextDecoder().decode(bytes);
-  if (text.trim() === "") throw clientError("request body is empty; send a JSON object", { code: "gw.client.invalid_json" });
+  if (text.trim() === "") {
+    throw clientError("request body is empty; send a JSON object", {
+      code: "gw.client.invalid_json",
+    });
+  }
   try {
     return JSON.parse(text);
   } catch (err) {

@@ -1,5 +1,5 @@
 import { Hono } from "hono";
-import { adminRoutes, type AdminDeps } from "../admin/routes.ts";
+import { type AdminDeps, adminRoutes } from "../admin/routes.ts";
 import { type ControlDeps, controlRoutes } from "./control.ts";
 import { CLIENT_CODECS } from "./formats.ts";
 import { handleProxy } from "./proxy.ts";
@@ -13,8 +13,10 @@ export interface ServerDeps extends ControlDeps {
 /** All routes of the one process: proxy, control, metrics, admin, health. */
 export function createApp(deps: ServerDeps): Hono {
   const app = new Hono();
-  app.post("/v1/chat/completions", (c) =>
-    handleProxy(c.req.raw, { codec: CLIENT_CODECS.chat, ctx: {}, deps }));
+  app.post(
+    "/v1/chat/completions",
+    (c) => handleProxy(c.req.raw, { codec: CLIENT_CODECS.chat, ctx: {}, deps }),
+  );
   app.get("/v1/models", (c) => {
     const routes = deps.state.config?.routes.filter((r) => r.enabled) ?? [];
     return c.json({

@@ -16,7 +16,9 @@ export function readSettings(env: (name: string) => string | undefined): Setting
   }
   const timeScale = Number(env("PULSEGATE_TIME_SCALE") ?? "1");
   if (!(timeScale > 0)) {
-    throw new Error(`PULSEGATE_TIME_SCALE must be a positive number, got "${env("PULSEGATE_TIME_SCALE")}"`);
+    throw new Error(
+      `PULSEGATE_TIME_SCALE must be a positive number, got "${env("PULSEGATE_TIME_SCALE")}"`,
+    );
   }
   return {
     host: env("PULSEGATE_HOST") || "127.0.0.1",

@@ -86,11 +86,17 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
         maxPauseSecs: f?.max_pause_secs ?? 600,
       };
     },
-    save: (row) => void saveCooldown(db, row).catch((err) => log.event("cooldown.save_failed", { error: String(err) })),
+    save: (row) =>
+      void saveCooldown(db, row).catch((err) =>
+        log.event("cooldown.save_failed", { error: String(err) })
+      ),
   });
   cooldowns.load(await loadCooldowns(db));
   metrics.cooldown = () =>
-    (state.config?.upstreams ?? []).map((u) => ({ upstream: u.id, paused: cooldowns.isPaused(u.id) }));
+    (state.config?.upstreams ?? []).map((u) => ({
+      upstream: u.id,
+      paused: cooldowns.isPaused(u.id),
+    }));
   const registry = new AbortRegistry();
   const slots = new Slots(clock);
   const pending = new Set<Promise<void>>();
@@ -159,7 +165,21 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
       db.close();
       log.event("gateway.stopped", {});
     })();
-  return { url, port, db, writer, metrics, registry, cooldowns, slots, clock, state, instanceId, log, shutdown };
+  return {
+    url,
+    port,
+    db,
+    writer,
+    metrics,
+    registry,
+    cooldowns,
+    slots,
+    clock,
+    state,
+    instanceId,
+    log,
+    shutdown,
+  };
 }
 
 interface LoadedConfig {
@@ -184,7 +204,9 @@ async function loadConfig(
     try {
       file = JSON.parse(text);
     } catch (err) {
-      throw new ConfigFileError(`${settings.configPath} is not valid JSON: ${(err as Error).message}`);
+      throw new ConfigFileError(
+        `${settings.configPath} is not valid JSON: ${(err as Error).message}`,
+      );
     }
   }
   if (file !== undefined) {

@@ -80,12 +80,16 @@ function startDeadline(hop: Hop, deps: ForwardDeps): () => void {
   const deadline = deps.config.failover.whole_answer_deadline;
   if (!deadline) return () => {};
   const maxTokens = hop.req.ir.maxTokens;
-  const secs = maxTokens === undefined
-    ? deadline.max_secs
-    : Math.min(deadline.max_secs, deadline.base_secs + (maxTokens * deadline.per_output_token_ms) / 1000);
-  return deps.clock.after(secs * 1000, () =>
-    hop.controller.abort(deadlineExceeded(hop.upstream.id, {
-      secs,
-      timeoutStatus: deps.config.failover.timeout_status,
-    })));
+  const secs = maxTokens === undefined ? deadline.max_secs : Math.min(
+    deadline.max_secs,
+    deadline.base_secs + (maxTokens * deadline.per_output_token_ms) / 1000,
+  );
+  return deps.clock.after(
+    secs * 1000,
+    () =>
+      hop.controller.abort(deadlineExceeded(hop.upstream.id, {
+        secs,
+        timeoutStatus: deps.config.failover.timeout_status,
+      })),
+  );
 }

@@ -1,6 +1,12 @@
 import assert from "node:assert/strict";
 import { chatRoute, postJson, startTestGateway } from "./harness.ts";
-import { chatError, chatStream, chatStreamBlocks, chatWhole, chatWholeBody } from "./fake_upstreams/openai_chat_script.ts";
+import {
+  chatError,
+  chatStream,
+  chatStreamBlocks,
+  chatWhole,
+  chatWholeBody,
+} from "./fake_upstreams/openai_chat_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
 
 const answer = { text: ["Hel", "lo ", "world"], usage: { input: 11, output: 3 } };
@@ -97,7 +103,12 @@ Deno.test("bad input gets an OpenAI-format 4xx, is recorded, and never reaches t
     ["missing model", { messages: [] }, 400, "gw.client.invalid_request"],
     ["unknown model", { model: "nope", messages: [] }, 404, "gw.client.unknown_model"],
     ["wrong type", { model: "smart", messages: "hi" }, 400, "gw.client.invalid_request"],
-    ["over the limit", `{"model":"smart","pad":"${"x".repeat(33 * 1024 * 1024)}"}`, 413, "gw.client.body_too_large"],
+    [
+      "over the limit",
+      `{"model":"smart","pad":"${"x".repeat(33 * 1024 * 1024)}"}`,
+      413,
+      "gw.client.body_too_large",
+    ],
   ];
   try {
     for (const [name, body, status, code] of cases) {

@@ -89,4 +89,3 @@ export async function lockDatabase(url: string) {
     },
   };
 }
-

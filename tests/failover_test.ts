@@ -28,7 +28,10 @@ async function withGateway(
   opts: { failover?: ConfigInput["failover"]; dir?: string } = {},
 ): Promise<void> {
   const ups = Array.from({ length: count }, () => startFakeUpstream());
-  const gw = await startTestGateway(chatRoute(ups.map((u) => u.url), { failover: opts.failover ?? failover }), { dir: opts.dir });
+  const gw = await startTestGateway(
+    chatRoute(ups.map((u) => u.url), { failover: opts.failover ?? failover }),
+    { dir: opts.dir },
+  );
   try {
     await run(gw, ups);
   } finally {
@@ -47,9 +50,16 @@ Deno.test("200 then silence: the next candidate answers; three timeouts pause th
       assert.equal(res.status, 200);
       assert.match(text, /good /);
       const { attempts } = await gw.row(res.headers.get("x-request-id")!);
-      assert.deepEqual(attempts.map((x) => [x.upstream, x.outcome]), [["up1", "idle_timeout"], ["up2", "success"]]);
+      assert.deepEqual(attempts.map((x) => [x.upstream, x.outcome]), [["up1", "idle_timeout"], [
+        "up2",
+        "success",
+      ]]);
       assert.ok(attempts[0]!.durationMs! >= 290, "the latency sample covers the full wait");
-      assert.equal(await a!.calls[i]!.closed, "cancelled", "the silent upstream's connection is closed");
+      assert.equal(
+        await a!.calls[i]!.closed,
+        "cancelled",
+        "the silent upstream's connection is closed",
+      );
     }
     assert.equal(gw.cooldowns.isPaused("up1"), true);
     const res = await postJson(`${gw.url}/v1/chat/completions`, ask(true));
@@ -57,7 +67,10 @@ Deno.test("200 then silence: the next candidate answers; three timeouts pause th
     assert.equal(a!.calls.length, 3, "a paused upstream is not called");
     const metrics = await (await fetch(`${gw.url}/metrics`)).text();
     assert.match(metrics, /pulsegate_upstream_cooldown\{upstream="up1"\} 1/);
-    assert.match(metrics, /pulsegate_idle_timeouts_total\{upstream="up1",phase="before_content"\} 3/);
+    assert.match(
+      metrics,
+      /pulsegate_idle_timeouts_total\{upstream="up1",phase="before_content"\} 3/,
+    );
   });
 });
 
@@ -162,8 +175,16 @@ Deno.test("slots: a full upstream is skipped; every candidate full gives 429 wit
   const ups = [startFakeUpstream(), startFakeUpstream()];
   const config: ConfigInput = {
     failover: { ...failover, slot_wait_secs: 0 },
-    upstreams: ups.map((u, i) => ({ id: `up${i + 1}`, kind: "openai-chat" as const, base_url: u.url, max_in_flight: 1 })),
-    routes: [{ model: "smart", candidates: [{ upstream: "up1", model: "m" }, { upstream: "up2", model: "m" }] }],
+    upstreams: ups.map((u, i) => ({
+      id: `up${i + 1}`,
+      kind: "openai-chat" as const,
+      base_url: u.url,
+      max_in_flight: 1,
+    })),
+    routes: [{
+      model: "smart",
+      candidates: [{ upstream: "up1", model: "m" }, { upstream: "up2", model: "m" }],
+    }],
   };
   const gw = await startTestGateway(config);
   try {

@@ -29,7 +29,13 @@ export async function startTestGateway(
     dbUrl: `file:${dir}/pulsegate.db`,
     timeScale: opts.scale ?? TEST_SCALE,
   };
-  const gw = await startGateway({ settings, env, configFile: config, quiet: true, metricsOpen: true });
+  const gw = await startGateway({
+    settings,
+    env,
+    configFile: config,
+    quiet: true,
+    metricsOpen: true,
+  });
   return {
     ...gw,
     dir,
@@ -62,7 +68,11 @@ export function chatRoute(
 ): ConfigInput {
   return {
     failover: opts.failover,
-    upstreams: urls.map((url, i) => ({ id: `up${i + 1}`, kind: "openai-chat" as const, base_url: url })),
+    upstreams: urls.map((url, i) => ({
+      id: `up${i + 1}`,
+      kind: "openai-chat" as const,
+      base_url: url,
+    })),
     routes: [{
       model: opts.model ?? "smart",
       candidates: urls.map((_, i) => ({ upstream: `up${i + 1}`, model: `model-${i + 1}` })),

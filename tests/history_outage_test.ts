@@ -6,7 +6,9 @@ import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
 
 Deno.test("with the database locked, requests still succeed and their rows land once it frees", async () => {
-  const up = startFakeUpstream({ fallback: () => chatWhole({ text: ["ok"], usage: { input: 1, output: 1 } }) });
+  const up = startFakeUpstream({
+    fallback: () => chatWhole({ text: ["ok"], usage: { input: 1, output: 1 } }),
+  });
   const gw = await startTestGateway(chatRoute([up.url]));
   try {
     const lock = await lockDatabase(`file:${gw.dir}/pulsegate.db`);

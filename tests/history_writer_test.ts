@@ -1,5 +1,4 @@
 import assert from "node:assert/strict";
-import { openDatabase } from "../db/client.ts";
 import { countRequests, getRequest, listAttempts } from "../db/history_queries.ts";
 import { HistoryWriter } from "../db/history_writer.ts";
 import { closeInterruptedRows, heartbeat, registerInstance } from "../db/instances.ts";

@@ -186,7 +186,9 @@ function chatMessages(m: IrMessage): Record<string, unknown>[] {
     return [msg];
   }
   const results = m.content.flatMap((p) =>
-    p.type === "tool_result" ? [{ role: "tool", tool_call_id: p.toolCallId, content: p.content }] : []
+    p.type === "tool_result"
+      ? [{ role: "tool", tool_call_id: p.toolCallId, content: p.content }]
+      : []
   );
   const rest = m.content.filter((p) => p.type !== "tool_result");
   if (!rest.length) return results;

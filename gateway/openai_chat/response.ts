@@ -18,7 +18,9 @@ export function chatUsageToIr(usage: unknown): IrUsage | undefined {
   if (!isRecord(usage)) return undefined;
   const num = (v: unknown) => (typeof v === "number" ? v : undefined);
   const prompt = isRecord(usage.prompt_tokens_details) ? usage.prompt_tokens_details : {};
-  const completion = isRecord(usage.completion_tokens_details) ? usage.completion_tokens_details : {};
+  const completion = isRecord(usage.completion_tokens_details)
+    ? usage.completion_tokens_details
+    : {};
   return {
     inputTokens: num(usage.prompt_tokens),
     outputTokens: num(usage.completion_tokens),
@@ -59,7 +61,9 @@ export function decodeChatWhole(text: string): IrResponse {
   const message = isRecord(choice.message) ? choice.message : {};
   const content: IrPart[] = [];
   const reasoning = message.reasoning_content ?? message.reasoning;
-  if (typeof reasoning === "string" && reasoning) content.push({ type: "reasoning", text: reasoning });
+  if (typeof reasoning === "string" && reasoning) {
+    content.push({ type: "reasoning", text: reasoning });
+  }
   if (typeof message.content === "string" && message.content) {
     content.push({ type: "text", text: message.content });
   }
@@ -121,5 +125,9 @@ export function encodeChatWhole(res: IrResponse): Record<string, unknown> {
 }
 
 function badResponse(message: string): GatewayError {
-  return new GatewayError(message, { code: "gw.upstream.bad_response", source: "upstream", status: 502 });
+  return new GatewayError(message, {
+    code: "gw.upstream.bad_response",
+    source: "upstream",
+    status: 502,
+  });
 }

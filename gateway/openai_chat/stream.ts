@@ -33,7 +33,9 @@ function chatChunkEvents(chunk: unknown): IrEvent[] {
   if (!isRecord(choice)) return events;
   const delta = isRecord(choice.delta) ? choice.delta : {};
   const reasoning = delta.reasoning_content ?? delta.reasoning;
-  if (typeof reasoning === "string" && reasoning) events.push({ type: "reasoning", text: reasoning });
+  if (typeof reasoning === "string" && reasoning) {
+    events.push({ type: "reasoning", text: reasoning });
+  }
   if (typeof delta.content === "string" && delta.content) {
     events.push({ type: "text", text: delta.content });
   }
@@ -106,7 +108,9 @@ export function chatStreamEncoder(meta: { id: string; model: string }): ClientSt
             }],
           });
         case "tool_call_args":
-          return delta({ tool_calls: [{ index: event.index, function: { arguments: event.args } }] });
+          return delta({
+            tool_calls: [{ index: event.index, function: { arguments: event.args } }],
+          });
         case "finish":
           return delta({}, irFinishToChat(event.reason));
         case "usage":
@@ -114,6 +118,7 @@ export function chatStreamEncoder(meta: { id: string; model: string }): ClientSt
       }
     },
     close: () => encoder.encode(formatSse({ data: "[DONE]" })),
-    error: (err: GatewayError) => encoder.encode(formatSse({ data: JSON.stringify(openAiError(err)) })),
+    error: (err: GatewayError) =>
+      encoder.encode(formatSse({ data: JSON.stringify(openAiError(err)) })),
   };
 }

@@ -88,7 +88,10 @@ export function streamChunks(script: AnthropicScript): (Uint8Array | string)[] {
   if (script.thinking?.length) {
     block({ type: "thinking", thinking: "", signature: "" }, [
       ...script.thinking.map((thinking) => ({ type: "thinking_delta", thinking })),
-      { type: "signature_delta", signature: "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds" },
+      {
+        type: "signature_delta",
+        signature: "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds",
+      },
     ]);
   }
   if (script.text.length) {
@@ -116,13 +119,22 @@ export function streamChunks(script: AnthropicScript): (Uint8Array | string)[] {
 export function wholeBody(script: AnthropicScript): string {
   const content: Record<string, unknown>[] = [];
   if (script.thinking?.length) {
-    content.push({ type: "thinking", thinking: script.thinking.join(""), signature: "EqQBCgIYAhIM" });
+    content.push({
+      type: "thinking",
+      thinking: script.thinking.join(""),
+      signature: "EqQBCgIYAhIM",
+    });
   }
   if (script.text.length) content.push({ type: "text", text: script.text.join("") });
   const call = script.toolCall;
   if (call) {
     const args = call.argsPieces.join("");
-    content.push({ type: "tool_use", id: call.id, name: call.name, input: args ? JSON.parse(args) : {} });
+    content.push({
+      type: "tool_use",
+      id: call.id,
+      name: call.name,
+      input: args ? JSON.parse(args) : {},
+    });
   }
   const body = message(script, content);
   return JSON.stringify({

@@ -91,8 +91,15 @@ export function chatWhole(answer: ChatAnswer): Script {
 }
 
 export function chatError(status: number, message: string): Script {
-  const type = status === 429 ? "rate_limit_error" : status >= 500 ? "server_error" : "invalid_request_error";
-  return { status, body: [{ send: JSON.stringify({ error: { message, type, param: null, code: null } }) }] };
+  const type = status === 429
+    ? "rate_limit_error"
+    : status >= 500
+    ? "server_error"
+    : "invalid_request_error";
+  return {
+    status,
+    body: [{ send: JSON.stringify({ error: { message, type, param: null, code: null } }) }],
+  };
 }
 
 /** Generic misbehaviours, valid for any SSE upstream. */
@@ -108,6 +115,9 @@ export function keepAlivesOnly(gap: number): Script {
 }
 export function contentThenSilence(text: string): Script {
   const blocks = chatStreamBlocks({ text: [text] }).slice(0, 2);
-  return { headers: { "content-type": "text/event-stream" }, body: [...sseSteps(blocks), { hang: true }] };
+  return {
+    headers: { "content-type": "text/event-stream" },
+    body: [...sseSteps(blocks), { hang: true }],
+  };
 }
 export const whitespaceOnly: Script = { body: [{ send: "   \n\n  " }] };

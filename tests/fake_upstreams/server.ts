@@ -130,5 +130,8 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 
 /** A body of SSE blocks sent `gap` ms apart. */
 export function sseSteps(blocks: string[], opts: { gap?: number } = {}): Step[] {
-  return blocks.flatMap((b, i) => (i && opts.gap ? [{ wait: opts.gap }, { send: b }] : [{ send: b }]));
+  return blocks.flatMap((
+    b,
+    i,
+  ) => (i && opts.gap ? [{ wait: opts.gap }, { send: b }] : [{ send: b }]));
 }
