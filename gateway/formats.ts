@@ -1,6 +1,7 @@
 import type { ClientCodec, UpstreamAdapter, UpstreamKind } from "./format.ts";
 import { clientError } from "./gateway_error.ts";
 import { chatClient, chatUpstream } from "./openai_chat/mod.ts";
+import { responsesClient, responsesUpstream } from "./openai_responses/mod.ts";
 
 /** Stands in for a kind whose module is not wired yet, refusing clearly instead of failing late. */
 function notYet(kind: UpstreamKind): UpstreamAdapter {
@@ -20,7 +21,7 @@ function notYet(kind: UpstreamKind): UpstreamAdapter {
 
 export const UPSTREAM_ADAPTERS: Record<UpstreamKind, UpstreamAdapter> = {
   "openai-chat": chatUpstream,
-  "openai-responses": notYet("openai-responses"),
+  "openai-responses": responsesUpstream,
   "anthropic": notYet("anthropic"),
   "gemini": notYet("gemini"),
   "bedrock": notYet("bedrock"),
@@ -28,4 +29,5 @@ export const UPSTREAM_ADAPTERS: Record<UpstreamKind, UpstreamAdapter> = {
 
 export const CLIENT_CODECS = {
   chat: chatClient,
+  responses: responsesClient,
 } satisfies Record<string, ClientCodec>;

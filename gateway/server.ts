@@ -17,6 +17,10 @@ export function createApp(deps: ServerDeps): Hono {
     "/v1/chat/completions",
     (c) => handleProxy(c.req.raw, { codec: CLIENT_CODECS.chat, ctx: {}, deps }),
   );
+  app.post(
+    "/v1/responses",
+    (c) => handleProxy(c.req.raw, { codec: CLIENT_CODECS.responses, ctx: {}, deps }),
+  );
   app.get("/v1/models", (c) => {
     const routes = deps.state.config?.routes.filter((r) => r.enabled) ?? [];
     return c.json({

@@ -3,6 +3,7 @@ import { bedrockStreamException, decodeBedrockError } from "../gateway/bedrock/e
 import { bedrockUpstream } from "../gateway/bedrock/mod.ts";
 import { converseRequestBody, converseUrl } from "../gateway/bedrock/request.ts";
 import { signedPost } from "../gateway/bedrock/sign.ts";
+import { eventStreamCodec } from "../gateway/bedrock/stream.ts";
 import { type BedrockUpstream, type Config, ConfigSchema } from "../gateway/config/schema.ts";
 import type { UpstreamCall, UpstreamFrame } from "../gateway/format.ts";
 import { GatewayError } from "../gateway/gateway_error.ts";
@@ -425,8 +426,6 @@ Deno.test("bedrock stream: a recorded stream decodes into gateway events", async
   assert.deepEqual(
     frames.flatMap((f) => f.events),
     [
-      { type: "start", id: "", model: "" },
-      { type: "start", id: "", model: "" },
       { type: "text", text: "Let me " },
       { type: "text", text: "check." },
       {
@@ -471,7 +470,7 @@ Deno.test("bedrock stream: reasoning deltas and a second tool get their own inde
     }),
     bedrockEvent("messageStop", { stopReason: "max_tokens" }),
   ];
-  assert.deepEqual((await decode(chunks)).flatMap((f) => f.events).slice(1), [
+  assert.deepEqual((await decode(chunks)).flatMap((f) => f.events), [
     { type: "reasoning", text: "Think" },
     { type: "tool_call_start", index: 0, id: "a", name: "f" },
     { type: "tool_call_start", index: 1, id: "b", name: "g" },
@@ -576,6 +575,22 @@ Deno.test("bedrock stream: corrupt, truncated and absurd frames end with one err
   const absurd = await decode([new Uint8Array([0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0])]);
   assert.equal(absurd.length, 1);
   assert.match(absurd[0]?.error?.message ?? "", /announced a 4294967295-byte message/);
+});
+
+Deno.test("bedrock stream: a generic event-stream error message is an upstream error", async () => {
+  const message = eventStreamCodec.encode({
+    headers: {
+      ":message-type": { type: "string", value: "error" },
+      ":error-code": { type: "string", value: "InternalFailure" },
+      ":error-message": { type: "string", value: "stream broke" },
+    },
+    body: new Uint8Array(0),
+  });
+  const [frame] = await decode([message]);
+  assert.equal(frame?.content, true);
+  assert.equal(frame?.error?.code, "gw.upstream.error");
+  assert.equal(frame?.error?.upstreamType, "InternalFailure");
+  assert.match(frame?.error?.message ?? "", /stream broke/);
 });
 
 // --- whole answers -----------------------------------------------------------

@@ -1,6 +1,6 @@
 import { GatewayError } from "../gateway_error.ts";
 import type { IrFinishReason, IrPart, IrResponse, IrUsage } from "../ir.ts";
-import { isRecord } from "../sse_frames.ts";
+import { isRecord, parseJson } from "../sse_frames.ts";
 
 const finishFromAnthropic: Record<string, IrFinishReason> = {
   end_turn: "stop",
@@ -73,12 +73,8 @@ export function irUsageToAnthropic(usage: IrUsage): Record<string, unknown> {
  * for them, and a pass-through answer goes to the client byte for byte.
  */
 export function decodeAnthropicWhole(text: string): IrResponse {
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    throw badResponse("the upstream's answer is not JSON");
-  }
+  const body = parseJson(text);
+  if (body === undefined) throw badResponse("the upstream's answer is not JSON");
   if (!isRecord(body) || !Array.isArray(body.content)) {
     throw badResponse("the upstream's answer has no content");
   }
@@ -156,11 +152,8 @@ function irPartToBlock(p: IrPart): Record<string, unknown>[] {
  */
 export function toolInput(args: string): unknown {
   if (args.trim() === "") return {};
-  try {
-    return JSON.parse(args);
-  } catch {
-    return args;
-  }
+  const parsed = parseJson(args);
+  return parsed === undefined ? args : parsed;
 }
 
 function badResponse(message: string): GatewayError {

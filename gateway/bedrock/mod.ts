@@ -19,7 +19,8 @@ export const bedrockUpstream: UpstreamAdapter = {
   decodeError: (status, body) => decodeBedrockError(status, body),
 };
 
-function buildBedrockRequest(call: UpstreamCall): Promise<Request> {
+// Async so that a refusal or a missing key arrives as a rejection, like a failed fetch.
+async function buildBedrockRequest(call: UpstreamCall): Promise<Request> {
   const { upstream } = call;
   if (upstream.kind !== "bedrock") {
     throw new GatewayError(`upstream ${upstream.id} is not a bedrock upstream`, {
@@ -31,5 +32,5 @@ function buildBedrockRequest(call: UpstreamCall): Promise<Request> {
   // The body first: a request Bedrock cannot express is the caller's answer, whatever the keys.
   const body = JSON.stringify(converseRequestBody(call.ir));
   const url = converseUrl(upstreamBaseUrl(upstream), { model: call.model, stream: call.ir.stream });
-  return signedPost(url, { body, credentials: bedrockCredentials(upstream, call.env) });
+  return await signedPost(url, { body, credentials: bedrockCredentials(upstream, call.env) });
 }

@@ -144,10 +144,9 @@ export class ConverseStreamReader {
     return { content, events: this.#events(kind.eventType, data) };
   }
 
+  // messageStart carries only the role and no id, so it yields no event (as Chat's role chunk).
   #events(eventType: string | undefined, data: Record<string, unknown>): IrEvent[] {
     switch (eventType) {
-      case "messageStart":
-        return [{ type: "start", id: "", model: "" }];
       case "contentBlockStart":
         return this.#blockStart(data);
       case "contentBlockDelta":

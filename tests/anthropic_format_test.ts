@@ -1,0 +1,710 @@
+import assert from "node:assert/strict";
+import Anthropic from "@anthropic-ai/sdk";
+import { anthropicClient, anthropicUpstream } from "../gateway/anthropic/mod.ts";
+import { anthropicEventIsContent } from "../gateway/anthropic/pulse.ts";
+import {
+  anthropicRequestBody,
+  DEFAULT_MAX_TOKENS,
+  parseAnthropicRequest,
+} from "../gateway/anthropic/request.ts";
+import type { Config, Upstream } from "../gateway/config/schema.ts";
+import type { UpstreamFrame } from "../gateway/format.ts";
+import { GatewayError } from "../gateway/gateway_error.ts";
+import type { IrEvent, IrRequest, IrResponse } from "../gateway/ir.ts";
+import { parseChatRequest } from "../gateway/openai_chat/request.ts";
+import { clientDisconnected, idleTimeout } from "../gateway/stop_reasons.ts";
+import { upstreamStatusError } from "../gateway/upstream_error.ts";
+import {
+  type AnthropicScript,
+  errorBody,
+  errorEvent,
+  keepAliveCount,
+  streamChunks,
+  wholeBody,
+} from "./fake_upstreams/anthropic_script.ts";
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+// ---------------------------------------------------------------- pulse (SPEC §5)
+
+const pulseCases: { name: string; event: string; data: unknown; content: boolean }[] = [
+  {
+    name: "message_start is a keep-alive",
+    event: "message_start",
+    data: { type: "message_start", message: { id: "msg_1", content: [], usage: {} } },
+    content: false,
+  },
+  { name: "ping is a keep-alive", event: "ping", data: { type: "ping" }, content: false },
+  { name: "ping without data is a keep-alive", event: "ping", data: undefined, content: false },
+  {
+    name: "text block start",
+    event: "content_block_start",
+    data: { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } },
+    content: true,
+  },
+  {
+    name: "thinking block start",
+    event: "content_block_start",
+    data: {
+      type: "content_block_start",
+      index: 0,
+      content_block: { type: "thinking", thinking: "", signature: "" },
+    },
+    content: true,
+  },
+  {
+    name: "tool_use block start",
+    event: "content_block_start",
+    data: {
+      type: "content_block_start",
+      index: 1,
+      content_block: { type: "tool_use", id: "toolu_1", name: "f", input: {} },
+    },
+    content: true,
+  },
+  ...["text_delta", "thinking_delta", "input_json_delta", "signature_delta"].map((delta) => ({
+    name: `content_block_delta ${delta}`,
+    event: "content_block_delta",
+    data: { type: "content_block_delta", index: 0, delta: { type: delta } },
+    content: true,
+  })),
+  {
+    name: "content_block_stop",
+    event: "content_block_stop",
+    data: { type: "content_block_stop", index: 0 },
+    content: true,
+  },
+  {
+    name: "message_delta with stop_reason and usage",
+    event: "message_delta",
+    data: {
+      type: "message_delta",
+      delta: { stop_reason: "end_turn", stop_sequence: null },
+      usage: { output_tokens: 5 },
+    },
+    content: true,
+  },
+  { name: "message_stop", event: "message_stop", data: { type: "message_stop" }, content: true },
+  {
+    name: "error",
+    event: "error",
+    data: { type: "error", error: { type: "overloaded_error", message: "Overloaded" } },
+    content: true,
+  },
+  {
+    name: "an unknown event counts as content",
+    event: "brand_new_event",
+    data: { type: "brand_new_event" },
+    content: true,
+  },
+  { name: "unparseable data counts as content", event: "weird", data: "{not json", content: true },
+];
+
+for (const c of pulseCases) {
+  Deno.test(`anthropic pulse: ${c.name}`, () => {
+    assert.equal(anthropicEventIsContent(c.event, c.data), c.content);
+  });
+}
+
+Deno.test("anthropic pulse: decodeStream agrees, and SSE comments are keep-alives", async () => {
+  const blocks = [
+    ": keep-alive\n\n",
+    ...pulseCases.map((c) =>
+      `event: ${c.event}\n${c.data === undefined ? "" : `data: ${JSON.stringify(c.data)}\n`}\n`
+    ),
+  ];
+  const frames = await decode(blocks);
+  assert.deepEqual(frames.map((f) => f.content), [false, ...pulseCases.map((c) => c.content)]);
+});
+
+// ---------------------------------------------------------------- requests
+
+const tools = [{
+  name: "get_weather",
+  description: "Weather for a city",
+  input_schema: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+}];
+
+const anthropicBody = {
+  model: "smart",
+  max_tokens: 1024,
+  system: [{ type: "text", text: "Be brief.", cache_control: { type: "ephemeral" } }],
+  metadata: { user_id: "session-42" },
+  stop_sequences: ["END"],
+  temperature: 0.2,
+  tools,
+  tool_choice: { type: "any" },
+  stream: true,
+  messages: [
+    {
+      role: "user",
+      content: [
+        { type: "text", text: "What is in this picture, and the weather in Paris?" },
+        {
+          type: "image",
+          source: { type: "base64", media_type: "image/png", data: "iVBORw0KGgo=" },
+        },
+        { type: "image", source: { type: "url", url: "https://example.com/cat.jpg" } },
+      ],
+    },
+    {
+      role: "assistant",
+      content: [
+        { type: "thinking", thinking: "Need the tool.", signature: "sig-abc" },
+        { type: "text", text: "A cat. Checking the weather." },
+        { type: "tool_use", id: "toolu_01", name: "get_weather", input: { city: "Paris" } },
+      ],
+    },
+    {
+      role: "user",
+      content: [
+        { type: "tool_result", tool_use_id: "toolu_01", content: [{ type: "text", text: "18C" }] },
+        { type: "text", text: "Thanks!" },
+      ],
+    },
+  ],
+};
+
+Deno.test("anthropic request: client body → IR keeps system, tools, images, history, session", () => {
+  const ir = parseAnthropicRequest(anthropicBody);
+  assert.equal(ir.model, "smart");
+  assert.equal(ir.system, "Be brief.");
+  assert.equal(ir.sessionHint, "session-42");
+  assert.equal(ir.maxTokens, 1024);
+  assert.equal(ir.stream, true);
+  assert.deepEqual(ir.stop, ["END"]);
+  assert.equal(ir.toolChoice, "required");
+  assert.deepEqual(ir.tools, [{
+    name: "get_weather",
+    description: "Weather for a city",
+    parameters: tools[0]!.input_schema,
+  }]);
+  assert.deepEqual(ir.messages, [
+    {
+      role: "user",
+      content: [
+        { type: "text", text: "What is in this picture, and the weather in Paris?" },
+        { type: "image", mediaType: "image/png", data: "iVBORw0KGgo=" },
+        { type: "image_url", url: "https://example.com/cat.jpg" },
+      ],
+    },
+    {
+      role: "assistant",
+      content: [
+        { type: "reasoning", text: "Need the tool.", signature: "sig-abc" },
+        { type: "text", text: "A cat. Checking the weather." },
+        { type: "tool_call", id: "toolu_01", name: "get_weather", arguments: '{"city":"Paris"}' },
+      ],
+    },
+    {
+      role: "user",
+      content: [
+        { type: "tool_result", toolCallId: "toolu_01", content: "18C", isError: undefined },
+        { type: "text", text: "Thanks!" },
+      ],
+    },
+  ]);
+});
+
+Deno.test("anthropic request: client body → IR → upstream body round-trips", () => {
+  const body = anthropicRequestBody(parseAnthropicRequest(anthropicBody), "claude-sonnet-4-5");
+  assert.deepEqual(body, {
+    model: "claude-sonnet-4-5",
+    max_tokens: 1024,
+    system: "Be brief.",
+    tools,
+    tool_choice: { type: "any" },
+    temperature: 0.2,
+    stop_sequences: ["END"],
+    stream: true,
+    messages: [
+      anthropicBody.messages[0],
+      anthropicBody.messages[1],
+      {
+        role: "user",
+        content: [
+          { type: "tool_result", tool_use_id: "toolu_01", content: "18C" },
+          { type: "text", text: "Thanks!" },
+        ],
+      },
+    ],
+  });
+});
+
+Deno.test("anthropic request: a Chat Completions conversation becomes a valid Messages body", () => {
+  const ir = parseChatRequest({
+    model: "smart",
+    messages: [
+      { role: "system", content: "Be brief." },
+      { role: "user", content: "Weather in Paris and Rome?" },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          {
+            id: "call_1",
+            type: "function",
+            function: { name: "get_weather", arguments: '{"city":"Paris"}' },
+          },
+          {
+            id: "call.2",
+            type: "function",
+            function: { name: "get_weather", arguments: '{"city":"Rome"}' },
+          },
+        ],
+      },
+      { role: "tool", tool_call_id: "call_1", content: "18C" },
+      { role: "tool", tool_call_id: "call.2", content: "22C" },
+    ],
+    tools: [{
+      type: "function",
+      function: { name: "get_weather", parameters: { type: "object" } },
+    }],
+    tool_choice: { type: "function", function: { name: "get_weather" } },
+  });
+  const body = anthropicRequestBody(ir, "claude-haiku-4-5");
+  assert.equal(body.max_tokens, DEFAULT_MAX_TOKENS);
+  assert.equal(body.stream, undefined);
+  assert.equal(body.system, "Be brief.");
+  assert.deepEqual(body.tool_choice, { type: "tool", name: "get_weather" });
+  assert.deepEqual(body.tools, [{ name: "get_weather", input_schema: { type: "object" } }]);
+  assert.deepEqual(body.messages, [
+    { role: "user", content: [{ type: "text", text: "Weather in Paris and Rome?" }] },
+    {
+      role: "assistant",
+      content: [
+        { type: "tool_use", id: "call_1", name: "get_weather", input: { city: "Paris" } },
+        { type: "tool_use", id: "call_2", name: "get_weather", input: { city: "Rome" } },
+      ],
+    },
+    {
+      role: "user",
+      content: [
+        { type: "tool_result", tool_use_id: "call_1", content: "18C" },
+        { type: "tool_result", tool_use_id: "call_2", content: "22C" },
+      ],
+    },
+  ]);
+});
+
+Deno.test("anthropic request: IR without maxTokens gets the documented default", () => {
+  const ir: IrRequest = {
+    model: "smart",
+    messages: [{ role: "user", content: [{ type: "text", text: "hi" }] }],
+    stream: false,
+  };
+  assert.equal(anthropicRequestBody(ir, "claude").max_tokens, 4096);
+});
+
+const unsupportedCases: { name: string; body: Record<string, unknown>; param: string }[] = [
+  {
+    name: "document block",
+    body: {
+      messages: [{
+        role: "user",
+        content: [{
+          type: "document",
+          source: { type: "text", media_type: "text/plain", data: "x" },
+        }],
+      }],
+    },
+    param: "messages[0].content[0].type",
+  },
+  {
+    name: "server tool",
+    body: {
+      messages: [{ role: "user", content: "hi" }],
+      tools: [{ type: "web_search_20250305", name: "web_search" }],
+    },
+    param: "tools[0].type",
+  },
+  {
+    name: "image in a tool result",
+    body: {
+      messages: [{
+        role: "user",
+        content: [{
+          type: "tool_result",
+          tool_use_id: "t",
+          content: [{ type: "image", source: { type: "url", url: "https://x" } }],
+        }],
+      }],
+    },
+    param: "messages[0].content[0].content[0].type",
+  },
+];
+
+for (const c of unsupportedCases) {
+  Deno.test(`anthropic request: refuses ${c.name} with gw.client.unsupported`, () => {
+    assert.throws(
+      () => parseAnthropicRequest({ model: "smart", max_tokens: 10, ...c.body }),
+      (err: unknown) =>
+        err instanceof GatewayError && err.code === "gw.client.unsupported" &&
+        err.status === 400 && err.param === c.param,
+    );
+  });
+}
+
+Deno.test("anthropic request: wrong types name the field", () => {
+  assert.throws(
+    () => parseAnthropicRequest({ model: "smart", messages: [{ role: "user", content: 5 }] }),
+    (err: unknown) => err instanceof GatewayError && err.param === "messages[0].content",
+  );
+});
+
+const upstream: Upstream = {
+  id: "claude",
+  kind: "anthropic",
+  base_url: "http://127.0.0.1:9999/",
+  api_key_env: "TEST_ANTHROPIC_KEY",
+  max_in_flight: 4,
+  enabled: true,
+};
+
+Deno.test("anthropic upstream: pass-through sends the client body unchanged but the model", async () => {
+  const passthrough = {
+    ...anthropicBody,
+    top_k: 5,
+    thinking: { type: "enabled", budget_tokens: 2048 },
+  };
+  const req = await anthropicUpstream.buildRequest({
+    ir: parseAnthropicRequest(passthrough),
+    passthrough,
+    upstream,
+    model: "claude-sonnet-4-5",
+    env: (name) => (name === "TEST_ANTHROPIC_KEY" ? "sk-test" : undefined),
+    config: {} as Config,
+  });
+  assert.equal(req.url, "http://127.0.0.1:9999/v1/messages");
+  assert.equal(req.headers.get("x-api-key"), "sk-test");
+  assert.equal(req.headers.get("anthropic-version"), "2023-06-01");
+  assert.deepEqual(await req.json(), { ...passthrough, model: "claude-sonnet-4-5" });
+});
+
+// ---------------------------------------------------------------- stream decode
+
+const script: AnthropicScript = {
+  text: ["Let me ", "check."],
+  thinking: ["The user wants ", "weather."],
+  toolCall: { id: "toolu_01A", name: "get_weather", argsPieces: ['{"city":', ' "Paris"}'] },
+  usage: { input: 120, output: 42, cacheRead: 100 },
+  pingFirst: 2,
+};
+
+/** Feeds blocks to the decoder in awkward pieces, as a network would. */
+async function decode(blocks: (string | Uint8Array)[]): Promise<UpstreamFrame[]> {
+  const bytes = blocks.map((b) => (typeof b === "string" ? encoder.encode(b) : b));
+  const joined = new Uint8Array(bytes.reduce((n, b) => n + b.byteLength, 0));
+  let at = 0;
+  for (const b of bytes) {
+    joined.set(b, at);
+    at += b.byteLength;
+  }
+  const pieces: Uint8Array[] = [];
+  for (let i = 0; i < joined.byteLength; i += 37) pieces.push(joined.slice(i, i + 37));
+  const frames: UpstreamFrame[] = [];
+  await ReadableStream.from(pieces).pipeThrough(anthropicUpstream.decodeStream()).pipeTo(
+    new WritableStream({ write: (frame) => void frames.push(frame) }),
+  );
+  return frames;
+}
+
+Deno.test("anthropic stream decode: a recorded stream becomes IR events", async () => {
+  const chunks = streamChunks(script);
+  const frames = await decode(chunks);
+  assert.equal(frames.length, chunks.length);
+  // Raw bytes are kept per frame for pass-through.
+  assert.equal(frames.map((f) => decoder.decode(f.raw)).join(""), chunks.join(""));
+  const keepAlives = keepAliveCount(script);
+  assert.deepEqual(
+    frames.map((f) => f.content),
+    chunks.map((_, i) => i >= keepAlives),
+  );
+  assert.deepEqual(frames[0]!.usage, {
+    inputTokens: 220,
+    outputTokens: 1,
+    cachedTokens: 100,
+    reasoningTokens: undefined,
+  });
+  const finalUsage = {
+    inputTokens: 220,
+    outputTokens: 42,
+    cachedTokens: 100,
+    reasoningTokens: undefined,
+  };
+  assert.deepEqual(
+    frames.flatMap((f) => f.events),
+    [
+      { type: "start", id: "msg_01FakeUpstreamScript", model: "claude-sonnet-4-5" },
+      { type: "reasoning", text: "The user wants " },
+      { type: "reasoning", text: "weather." },
+      { type: "text", text: "Let me " },
+      { type: "text", text: "check." },
+      { type: "tool_call_start", index: 0, id: "toolu_01A", name: "get_weather" },
+      { type: "tool_call_args", index: 0, args: '{"city":' },
+      { type: "tool_call_args", index: 0, args: ' "Paris"}' },
+      { type: "finish", reason: "tool_calls" },
+      { type: "usage", usage: finalUsage },
+    ] satisfies IrEvent[],
+  );
+  assert.deepEqual(frames.at(-2)!.usage, finalUsage);
+});
+
+Deno.test("anthropic stream decode: an error event is content and carries the error", async () => {
+  const frames = await decode([
+    streamChunks({ text: [], usage: { input: 1, output: 1 } })[0]!,
+    errorEvent(529, "Overloaded"),
+  ]);
+  const err = frames[1]!.error;
+  assert.equal(frames[1]!.content, true);
+  assert.ok(err instanceof GatewayError);
+  assert.equal(err.code, "gw.upstream.error");
+  assert.equal(err.source, "upstream");
+  assert.match(err.message, /Overloaded/);
+});
+
+Deno.test("anthropic whole decode: the scripted body becomes an IR response", () => {
+  const res = anthropicUpstream.decodeWhole(wholeBody(script));
+  assert.equal(res.finish, "tool_calls");
+  assert.deepEqual(res.usage, {
+    inputTokens: 220,
+    outputTokens: 42,
+    cachedTokens: 100,
+    reasoningTokens: undefined,
+  });
+  assert.deepEqual(res.content, [
+    { type: "reasoning", text: "The user wants weather.", signature: "EqQBCgIYAhIM" },
+    { type: "text", text: "Let me check." },
+    { type: "tool_call", id: "toolu_01A", name: "get_weather", arguments: '{"city":"Paris"}' },
+  ]);
+});
+
+Deno.test("anthropic upstream errors: the scripted error bodies classify by status", () => {
+  const rate = anthropicUpstream.decodeError(429, errorBody(429, "slow down"));
+  assert.equal(rate.code, "gw.upstream.rate_limited");
+  const bad = anthropicUpstream.decodeError(400, errorBody(400, "max_tokens: required"));
+  assert.equal(bad.code, "gw.upstream.rejected");
+  assert.equal(bad.upstreamType, "invalid_request_error");
+  assert.equal(bad.publicMessage, "max_tokens: required");
+});
+
+// ---------------------------------------------------------------- client side, via the official SDK
+
+/** An SDK client whose fetch answers `response` without touching the network. */
+function sdkWith(response: () => Response): Anthropic {
+  return new Anthropic({
+    apiKey: "test",
+    baseURL: "http://127.0.0.1:1",
+    maxRetries: 0,
+    fetch: () => Promise.resolve(response()),
+  });
+}
+
+function sseResponse(bytes: Uint8Array[]): Response {
+  return new Response(ReadableStream.from(bytes), {
+    headers: { "content-type": "text/event-stream; charset=utf-8" },
+  });
+}
+
+const sdkParams = {
+  model: "smart",
+  max_tokens: 100,
+  messages: [{ role: "user" as const, content: "hi" }],
+};
+
+/** The IR stream of a Chat Completions upstream: finish first, usage last, no start event. */
+const chatLikeEvents: IrEvent[] = [
+  { type: "reasoning", text: "Thinking..." },
+  { type: "text", text: "Hello" },
+  { type: "text", text: ", world" },
+  { type: "tool_call_start", index: 0, id: "call_1", name: "get_weather" },
+  { type: "tool_call_args", index: 0, args: '{"city"' },
+  { type: "tool_call_args", index: 0, args: ':"Paris"}' },
+  { type: "finish", reason: "tool_calls" },
+  {
+    type: "usage",
+    usage: { inputTokens: 50, outputTokens: 9, cachedTokens: 20, reasoningTokens: 3 },
+  },
+];
+
+function encodeAll(events: IrEvent[]): Uint8Array[] {
+  const enc = anthropicClient.streamEncoder({ id: "req-1", model: "smart" });
+  const out = [enc.open(), ...events.map((e) => enc.encode(e)), enc.close()];
+  return out.filter((b): b is Uint8Array => b !== null);
+}
+
+Deno.test("anthropic stream encode: the official SDK accumulates our stream", async () => {
+  const bytes = encodeAll(chatLikeEvents);
+  const stream = sdkWith(() => sseResponse(bytes)).messages.stream(sdkParams);
+  const texts: string[] = [];
+  stream.on("text", (t) => void texts.push(t));
+  const message = await stream.finalMessage();
+  assert.deepEqual(texts, ["Hello", ", world"]);
+  assert.equal(message.id, "msg_req-1");
+  assert.equal(message.model, "smart");
+  assert.equal(message.stop_reason, "tool_use");
+  assert.deepEqual(message.content.map((b) => b.type), ["thinking", "text", "tool_use"]);
+  const [thinking, text, tool] = message.content;
+  assert.equal(thinking?.type === "thinking" && thinking.thinking, "Thinking...");
+  assert.equal(text?.type === "text" && text.text, "Hello, world");
+  assert.ok(tool?.type === "tool_use");
+  assert.equal(tool.id, "call_1");
+  assert.equal(tool.name, "get_weather");
+  assert.deepEqual(tool.input, { city: "Paris" });
+  assert.equal(message.usage.input_tokens, 30);
+  assert.equal(message.usage.cache_read_input_tokens, 20);
+  assert.equal(message.usage.output_tokens, 9);
+});
+
+Deno.test("anthropic stream encode: raw event sequence is well formed", () => {
+  const text = encodeAll([{ type: "start", id: "x", model: "m" }, ...chatLikeEvents])
+    .map((b) => decoder.decode(b)).join("");
+  const names = [...text.matchAll(/^event: (.+)$/gm)].map((m) => m[1]);
+  assert.deepEqual(names, [
+    "message_start",
+    "content_block_start",
+    "content_block_delta",
+    "content_block_stop",
+    "content_block_start",
+    "content_block_delta",
+    "content_block_delta",
+    "content_block_stop",
+    "content_block_start",
+    "content_block_delta",
+    "content_block_delta",
+    "content_block_stop",
+    "message_delta",
+    "message_stop",
+  ]);
+});
+
+Deno.test("anthropic stream encode: a pass-through stream gets nothing added on close", () => {
+  const enc = anthropicClient.streamEncoder({ id: "req-1", model: "smart" });
+  assert.equal(enc.open(), null);
+  assert.equal(enc.close(), null);
+});
+
+Deno.test("anthropic stream encode: usage alone opens nothing, plain stop stays end_turn", async () => {
+  const bytes = encodeAll([
+    { type: "usage", usage: { inputTokens: 7 } },
+    { type: "text", text: "ok" },
+    { type: "finish", reason: "length" },
+  ]);
+  const message = await sdkWith(() => sseResponse(bytes)).messages.stream(sdkParams).finalMessage();
+  assert.equal(message.stop_reason, "max_tokens");
+  assert.equal(message.usage.input_tokens, 7);
+  assert.deepEqual(message.content, [{ type: "text", text: "ok" }]);
+});
+
+Deno.test("anthropic whole encode: the official SDK reads our answer", async () => {
+  const res: IrResponse = {
+    id: "chatcmpl-9",
+    model: "gpt-5",
+    content: [
+      { type: "text", text: "Checking." },
+      { type: "tool_call", id: "call_1", name: "get_weather", arguments: '{"city":"Paris"}' },
+    ],
+    // Providers such as Gemini finish a tool-calling turn with a plain stop.
+    finish: "stop",
+    usage: { inputTokens: 10, outputTokens: 4 },
+  };
+  const body = JSON.stringify(anthropicClient.encodeWhole(res));
+  const message = await sdkWith(() =>
+    new Response(body, { headers: { "content-type": "application/json" } })
+  ).messages.create(sdkParams);
+  assert.equal(message.id, "msg_chatcmpl-9");
+  assert.equal(message.stop_reason, "tool_use");
+  assert.deepEqual(message.content[1], {
+    type: "tool_use",
+    id: "call_1",
+    name: "get_weather",
+    input: { city: "Paris" },
+  });
+  assert.equal(message.usage.input_tokens, 10);
+  assert.equal(message.usage.output_tokens, 4);
+});
+
+// ---------------------------------------------------------------- errors
+
+const errorCases: { status: number; err: GatewayError; type: string }[] = [
+  {
+    status: 400,
+    err: new GatewayError("'messages' must be an array", {
+      code: "gw.client.invalid_request",
+      source: "client",
+      status: 400,
+    }),
+    type: "invalid_request_error",
+  },
+  {
+    status: 429,
+    err: upstreamStatusError(429, { body: errorBody(429, "slow down") }),
+    type: "rate_limit_error",
+  },
+  { status: 499, err: clientDisconnected(), type: "api_error" },
+  {
+    status: 504,
+    err: idleTimeout("claude", { secs: 30, midStream: false, timeoutStatus: 504 }).withTried([
+      "claude",
+      "openai",
+    ]),
+    type: "timeout_error",
+  },
+];
+
+for (const c of errorCases) {
+  Deno.test(`anthropic errors: ${c.status} renders whole and the SDK reads it`, async () => {
+    assert.equal(c.err.status, c.status);
+    const body = anthropicClient.renderError(c.err);
+    assert.deepEqual(body, {
+      type: "error",
+      error: { type: c.type, message: c.err.publicMessage, details: { error_code: c.err.code } },
+    });
+    const sdk = sdkWith(() =>
+      new Response(JSON.stringify(body), {
+        status: c.status,
+        headers: { "content-type": "application/json" },
+      })
+    );
+    const thrown = await sdk.messages.create(sdkParams).then(() => null, (e: unknown) => e);
+    assert.ok(thrown instanceof Anthropic.APIError);
+    assert.equal(thrown.status, c.status);
+    assert.equal(thrown.type, c.type);
+    assert.equal(thrown.errorCode, c.err.code);
+    assert.equal(thrown.apiMessage, c.err.publicMessage);
+  });
+
+  Deno.test(`anthropic errors: ${c.status} in a stream is an error event the SDK throws`, async () => {
+    const enc = anthropicClient.streamEncoder({ id: "req-2", model: "smart" });
+    const bytes = [enc.encode({ type: "text", text: "partial" }), enc.error(c.err)]
+      .filter((b): b is Uint8Array => b !== null);
+    assert.match(decoder.decode(bytes.at(-1)), /^event: error\ndata: /);
+    const stream = await sdkWith(() => sseResponse(bytes)).messages.create({
+      ...sdkParams,
+      stream: true,
+    });
+    const seen: string[] = [];
+    const thrown = await (async () => {
+      for await (const event of stream) seen.push(event.type);
+    })().then(() => null, (e: unknown) => e);
+    assert.deepEqual(seen, ["message_start", "content_block_start", "content_block_delta"]);
+    assert.ok(thrown instanceof Anthropic.APIError);
+    assert.equal(thrown.type, c.type);
+    assert.equal(thrown.errorCode, c.err.code);
+  });
+}
+
+Deno.test("anthropic errors: the timeout type survives a 503 timeout_status", () => {
+  const err = idleTimeout("claude", { secs: 30, midStream: true, timeoutStatus: 503 });
+  const body = anthropicClient.renderError(err) as { error: { type: string } };
+  assert.equal(body.error.type, "timeout_error");
+});
+
+Deno.test("anthropic errors: a foreign upstream type falls back to the status's type", () => {
+  const err = upstreamStatusError(400, {
+    body: JSON.stringify({ error: { code: 400, message: "bad", status: "INVALID_ARGUMENT" } }),
+  });
+  const body = anthropicClient.renderError(err) as { error: { type: string } };
+  assert.equal(body.error.type, "invalid_request_error");
+});

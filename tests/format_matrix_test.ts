@@ -1,0 +1,158 @@
+/**
+ * Every client format against every upstream kind, streamed and whole, with
+ * the official SDKs as clients: text, a tool call with its arguments, the
+ * finish reason and the usage must arrive in the client's own format.
+ */
+import assert from "node:assert/strict";
+import OpenAI from "openai";
+import type { ConfigInput } from "../gateway/config/schema.ts";
+import { startTestGateway, type TestGateway } from "./harness.ts";
+import { chatStream, chatWhole } from "./fake_upstreams/openai_chat_script.ts";
+import {
+  responsesStreamChunks,
+  responsesWholeBody,
+} from "./fake_upstreams/openai_responses_script.ts";
+import { type Call, type Script, startFakeUpstream } from "./fake_upstreams/server.ts";
+
+const TOOL = { id: "call_1", name: "get_weather", argsPieces: ['{"city":', '"Paris"}'] };
+const TEXT = ["Hel", "lo"];
+const USAGE = { input: 7, output: 5 };
+
+interface Outcome {
+  text: string;
+  toolName?: string;
+  toolArgs?: string;
+  finish: string;
+  inputTokens?: number;
+  outputTokens?: number;
+}
+
+const isStream = (call: Call) => (call.json as { stream?: boolean })?.stream === true;
+
+/** How each upstream kind's fake answers, streamed or whole. */
+const UPSTREAMS: Record<string, (call: Call) => Script> = {
+  "openai-chat": (call) =>
+    isStream(call)
+      ? chatStream({ text: TEXT, toolCall: TOOL, usage: USAGE })
+      : chatWhole({ text: TEXT, toolCall: TOOL, usage: USAGE }),
+  "openai-responses": (call) => ({
+    headers: { "content-type": isStream(call) ? "text/event-stream" : "application/json" },
+    body:
+      (isStream(call)
+        ? responsesStreamChunks({ text: TEXT, toolCall: TOOL, usage: USAGE, finish: "tool_calls" })
+        : [responsesWholeBody({ text: TEXT, toolCall: TOOL, usage: USAGE, finish: "tool_calls" })])
+        .map((send) => ({ send })),
+  }),
+};
+
+const tools = [{
+  type: "function" as const,
+  function: {
+    name: "get_weather",
+    description: "weather",
+    parameters: { type: "object", properties: { city: { type: "string" } } },
+  },
+}];
+
+/** How each client format asks and what it read back. */
+const CLIENTS: Record<string, (gw: TestGateway, stream: boolean) => Promise<Outcome>> = {
+  "openai-chat": async (gw, stream) => {
+    const client = gw.openai();
+    const body = {
+      model: "smart",
+      messages: [{ role: "user" as const, content: "weather in Paris?" }],
+      tools,
+    };
+    if (!stream) {
+      const res = await client.chat.completions.create(body);
+      const choice = res.choices[0]!;
+      const call = choice.message.tool_calls?.[0];
+      return {
+        text: choice.message.content ?? "",
+        toolName: call?.type === "function" ? call.function.name : undefined,
+        toolArgs: call?.type === "function" ? call.function.arguments : undefined,
+        finish: choice.finish_reason,
+        inputTokens: res.usage?.prompt_tokens,
+        outputTokens: res.usage?.completion_tokens,
+      };
+    }
+    const out: Outcome = { text: "", finish: "", toolArgs: "" };
+    const chunks = await client.chat.completions.create({
+      ...body,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    for await (const chunk of chunks) {
+      const choice = chunk.choices[0];
+      out.text += choice?.delta.content ?? "";
+      const call = choice?.delta.tool_calls?.[0];
+      if (call?.function?.name) out.toolName = call.function.name;
+      out.toolArgs += call?.function?.arguments ?? "";
+      if (choice?.finish_reason) out.finish = choice.finish_reason;
+      if (chunk.usage) {
+        out.inputTokens = chunk.usage.prompt_tokens;
+        out.outputTokens = chunk.usage.completion_tokens;
+      }
+    }
+    return out;
+  },
+  "openai-responses": async (gw, stream) => {
+    const client: OpenAI = gw.openai();
+    const body = {
+      model: "smart",
+      input: "weather in Paris?",
+      tools: [{
+        type: "function" as const,
+        name: "get_weather",
+        description: "weather",
+        parameters: { type: "object", properties: { city: { type: "string" } } },
+        strict: false,
+      }],
+    };
+    const res = stream
+      ? await client.responses.stream(body).finalResponse()
+      : await client.responses.create(body);
+    const call = res.output.find((o) => o.type === "function_call");
+    return {
+      text: res.output_text,
+      toolName: call?.type === "function_call" ? call.name : undefined,
+      toolArgs: call?.type === "function_call" ? call.arguments : undefined,
+      finish: call ? "tool_calls" : res.status ?? "",
+      inputTokens: res.usage?.input_tokens,
+      outputTokens: res.usage?.output_tokens,
+    };
+  },
+};
+
+const FINISH: Record<string, string> = {
+  "openai-chat": "tool_calls",
+  "openai-responses": "tool_calls",
+};
+
+for (const [kind, answer] of Object.entries(UPSTREAMS)) {
+  for (const [format, ask] of Object.entries(CLIENTS)) {
+    for (const stream of [false, true]) {
+      Deno.test(`${format} client ← ${kind} upstream, ${stream ? "streamed" : "whole"}`, async () => {
+        const up = startFakeUpstream({ fallback: answer });
+        const config: ConfigInput = {
+          upstreams: [{ id: "u", kind: kind as "openai-chat", base_url: up.url }],
+          routes: [{ model: "smart", candidates: [{ upstream: "u", model: "up-model" }] }],
+        };
+        const gw = await startTestGateway(config);
+        try {
+          const out = await ask(gw, stream);
+          assert.equal(out.text, "Hello");
+          assert.equal(out.toolName, "get_weather");
+          assert.deepEqual(JSON.parse(out.toolArgs ?? ""), { city: "Paris" });
+          assert.equal(out.finish, FINISH[format]);
+          assert.equal(out.inputTokens, USAGE.input);
+          assert.equal(out.outputTokens, USAGE.output);
+          assert.equal(up.calls.length, 1);
+        } finally {
+          await gw.stop();
+          await up.close();
+        }
+      });
+    }
+  }
+}
