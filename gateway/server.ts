@@ -1,4 +1,5 @@
 import { Hono } from "hono";
+import type { ClientRequestContext } from "./format.ts";
 import { type AdminDeps, adminRoutes } from "../admin/routes.ts";
 import { type ControlDeps, controlRoutes } from "./control.ts";
 import { CLIENT_CODECS } from "./formats.ts";
@@ -21,6 +22,18 @@ export function createApp(deps: ServerDeps): Hono {
     "/v1/responses",
     (c) => handleProxy(c.req.raw, { codec: CLIENT_CODECS.responses, ctx: {}, deps }),
   );
+  app.post(
+    "/v1/messages",
+    (c) => handleProxy(c.req.raw, { codec: CLIENT_CODECS.anthropic, ctx: {}, deps }),
+  );
+  // Google's SDK calls /v1beta by default in the docs and /v1 in recent versions; both are served.
+  for (const version of ["v1beta", "v1"]) {
+    app.post(`/${version}/models/*`, (c) => {
+      const ctx = geminiContext(new URL(c.req.url));
+      if (!ctx) return c.notFound();
+      return handleProxy(c.req.raw, { codec: CLIENT_CODECS.gemini, ctx, deps });
+    });
+  }
   app.get("/v1/models", (c) => {
     const routes = deps.state.config?.routes.filter((r) => r.enabled) ?? [];
     return c.json({
@@ -49,4 +62,16 @@ export function createApp(deps: ServerDeps): Hono {
     app.all("/_demo/*", async (c) => (await demo(c.req.raw)) ?? c.notFound());
   }
   return app;
+}
+
+/** `/v1beta/models/{model}:generateContent` or `:streamGenerateContent[?alt=sse]`. */
+function geminiContext(url: URL): ClientRequestContext | null {
+  const match = /^\/v1(?:beta)?\/models\/([^/:]+):(generateContent|streamGenerateContent)$/
+    .exec(url.pathname);
+  if (!match) return null;
+  return {
+    pathModel: decodeURIComponent(match[1]!),
+    pathStream: match[2] === "streamGenerateContent",
+    sse: url.searchParams.get("alt") === "sse",
+  };
 }

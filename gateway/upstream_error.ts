@@ -73,7 +73,8 @@ export function upstreamStatusError(
 
 /** The statuses SPEC §6 retries on the same candidate before failing over. */
 export function isRetryableStatus(status: number): boolean {
-  return status === 429 || status === 500 || status === 502 || status === 503 || status === 504;
+  // 529 is Anthropic's "overloaded".
+  return [429, 500, 502, 503, 504, 529].includes(status);
 }
 
 /** Retry-After in seconds, from either the delta or the HTTP-date form. */

@@ -13,6 +13,17 @@ import {
   responsesWholeBody,
 } from "./fake_upstreams/openai_responses_script.ts";
 import { type Call, type Script, startFakeUpstream } from "./fake_upstreams/server.ts";
+import Anthropic from "@anthropic-ai/sdk";
+import { GoogleGenAI } from "@google/genai";
+import * as anthropicFake from "./fake_upstreams/anthropic_script.ts";
+import * as geminiFake from "./fake_upstreams/gemini_script.ts";
+import {
+  bedrockStreamChunks,
+  bedrockWholeBody,
+  verifySigV4,
+} from "./fake_upstreams/bedrock_script.ts";
+
+const AWS = { accessKeyId: "AKIDEXAMPLE", secretAccessKey: "test-secret", region: "us-east-1" };
 
 const TOOL = { id: "call_1", name: "get_weather", argsPieces: ['{"city":', '"Paris"}'] };
 const TEXT = ["Hel", "lo"];
@@ -30,7 +41,7 @@ interface Outcome {
 const isStream = (call: Call) => (call.json as { stream?: boolean })?.stream === true;
 
 /** How each upstream kind's fake answers, streamed or whole. */
-const UPSTREAMS: Record<string, (call: Call) => Script> = {
+const UPSTREAMS: Record<string, (call: Call) => Script | Promise<Script>> = {
   "openai-chat": (call) =>
     isStream(call)
       ? chatStream({ text: TEXT, toolCall: TOOL, usage: USAGE })
@@ -43,6 +54,45 @@ const UPSTREAMS: Record<string, (call: Call) => Script> = {
         : [responsesWholeBody({ text: TEXT, toolCall: TOOL, usage: USAGE, finish: "tool_calls" })])
         .map((send) => ({ send })),
   }),
+  "anthropic": (call) => ({
+    headers: { "content-type": isStream(call) ? "text/event-stream" : "application/json" },
+    body:
+      (isStream(call)
+        ? anthropicFake.streamChunks({ text: TEXT, toolCall: TOOL, usage: USAGE, pingFirst: 1 })
+        : [anthropicFake.wholeBody({ text: TEXT, toolCall: TOOL, usage: USAGE })])
+        .map((send) => ({ send })),
+  }),
+  "gemini": (call) => {
+    const stream = call.path.includes(":streamGenerateContent");
+    return {
+      headers: { "content-type": stream ? "text/event-stream" : "application/json" },
+      body:
+        (stream
+          ? geminiFake.streamChunks({ text: TEXT, toolCall: TOOL, usage: USAGE, pingFirst: 1 })
+          : [geminiFake.wholeBody({ text: TEXT, toolCall: TOOL, usage: USAGE })])
+          .map((send) => ({ send })),
+    };
+  },
+  "bedrock": async (call) => {
+    const signed = await verifySigV4(
+      new Request(`http://${call.headers.get("host")}${call.path}`, {
+        method: call.method,
+        headers: call.headers,
+        body: call.body,
+      }),
+      AWS,
+    );
+    if (!signed) return { status: 403, body: [{ send: '{"message":"bad signature"}' }] };
+    const stream = call.path.endsWith("/converse-stream");
+    const script = { text: TEXT, toolCall: TOOL, usage: USAGE, finish: "tool_use" as const };
+    return {
+      headers: {
+        "content-type": stream ? "application/vnd.amazon.eventstream" : "application/json",
+      },
+      body: (stream ? bedrockStreamChunks(script, { pingFirst: 1 }) : [bedrockWholeBody(script)])
+        .map((send) => ({ send })),
+    };
+  },
 };
 
 const tools = [{
@@ -124,9 +174,75 @@ const CLIENTS: Record<string, (gw: TestGateway, stream: boolean) => Promise<Outc
   },
 };
 
+CLIENTS["anthropic"] = async (gw, stream) => {
+  const client = new Anthropic({ baseURL: gw.url, apiKey: "unused", maxRetries: 0 });
+  const body = {
+    model: "smart",
+    max_tokens: 256,
+    messages: [{ role: "user" as const, content: "weather in Paris?" }],
+    tools: [{
+      name: "get_weather",
+      description: "weather",
+      input_schema: { type: "object" as const, properties: { city: { type: "string" } } },
+    }],
+  };
+  const msg = stream
+    ? await client.messages.stream(body).finalMessage()
+    : await client.messages.create(body);
+  const call = msg.content.find((b) => b.type === "tool_use");
+  return {
+    text: msg.content.map((b) => (b.type === "text" ? b.text : "")).join(""),
+    toolName: call?.type === "tool_use" ? call.name : undefined,
+    toolArgs: call?.type === "tool_use" ? JSON.stringify(call.input) : undefined,
+    finish: msg.stop_reason ?? "",
+    inputTokens: msg.usage.input_tokens,
+    outputTokens: msg.usage.output_tokens,
+  };
+};
+
+CLIENTS["gemini"] = async (gw, stream) => {
+  const ai = new GoogleGenAI({
+    apiKey: "unused",
+    httpOptions: { baseUrl: gw.url, apiVersion: "v1beta" },
+  });
+  const request = {
+    model: "smart",
+    contents: "weather in Paris?",
+    config: {
+      tools: [{
+        functionDeclarations: [{
+          name: "get_weather",
+          description: "weather",
+          parametersJsonSchema: { type: "object", properties: { city: { type: "string" } } },
+        }],
+      }],
+    },
+  };
+  const chunks = stream
+    ? await Array.fromAsync(await ai.models.generateContentStream(request))
+    : [await ai.models.generateContent(request)];
+  const out: Outcome = { text: "", finish: "" };
+  for (const chunk of chunks) {
+    out.text += chunk.candidates?.[0]?.content?.parts?.map((p) => p.text ?? "").join("") ?? "";
+    const call = chunk.functionCalls?.[0];
+    if (call) {
+      out.toolName = call.name;
+      out.toolArgs = JSON.stringify(call.args);
+    }
+    out.finish = chunk.candidates?.[0]?.finishReason ?? out.finish;
+    if (chunk.usageMetadata) {
+      out.inputTokens = chunk.usageMetadata.promptTokenCount;
+      out.outputTokens = chunk.usageMetadata.candidatesTokenCount;
+    }
+  }
+  return out;
+};
+
 const FINISH: Record<string, string> = {
   "openai-chat": "tool_calls",
   "openai-responses": "tool_calls",
+  "anthropic": "tool_use",
+  "gemini": "STOP",
 };
 
 for (const [kind, answer] of Object.entries(UPSTREAMS)) {
@@ -134,11 +250,23 @@ for (const [kind, answer] of Object.entries(UPSTREAMS)) {
     for (const stream of [false, true]) {
       Deno.test(`${format} client ← ${kind} upstream, ${stream ? "streamed" : "whole"}`, async () => {
         const up = startFakeUpstream({ fallback: answer });
+        const upstream = kind === "bedrock"
+          ? {
+            id: "u",
+            kind: "bedrock" as const,
+            base_url: up.url,
+            region: AWS.region,
+            access_key_env: "AWS_AK",
+            secret_key_env: "AWS_SK",
+          }
+          : { id: "u", kind: kind as "openai-chat", base_url: up.url };
         const config: ConfigInput = {
-          upstreams: [{ id: "u", kind: kind as "openai-chat", base_url: up.url }],
+          upstreams: [upstream],
           routes: [{ model: "smart", candidates: [{ upstream: "u", model: "up-model" }] }],
         };
-        const gw = await startTestGateway(config);
+        const gw = await startTestGateway(config, {
+          env: { AWS_AK: AWS.accessKeyId, AWS_SK: AWS.secretAccessKey },
+        });
         try {
           const out = await ask(gw, stream);
           assert.equal(out.text, "Hello");

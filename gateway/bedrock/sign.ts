@@ -1,6 +1,5 @@
 // Inline until deno.json maps the package (then: "aws4fetch").
-// deno-lint-ignore no-import-prefix
-import { AwsV4Signer } from "npm:aws4fetch@1.0.20";
+import { AwsV4Signer } from "aws4fetch";
 import type { BedrockUpstream } from "../config/schema.ts";
 import { GatewayError } from "../gateway_error.ts";
 

@@ -1,8 +1,6 @@
 // Inline until deno.json maps these packages (then: "@smithy/eventstream-codec", "@smithy/util-utf8").
-// deno-lint-ignore no-import-prefix
-import { EventStreamCodec, type Message } from "npm:@smithy/eventstream-codec@4.5.2";
-// deno-lint-ignore no-import-prefix
-import { fromUtf8, toUtf8 } from "npm:@smithy/util-utf8@4.5.2";
+import { EventStreamCodec, type Message } from "@smithy/eventstream-codec";
+import { fromUtf8, toUtf8 } from "@smithy/util-utf8";
 import type { UpstreamFrame } from "../format.ts";
 import type { IrEvent } from "../ir.ts";
 import { isRecord, parseJson } from "../sse_frames.ts";

@@ -26,20 +26,18 @@ export function parseGeminiRequest(body: unknown, ctx: ClientRequestContext): Ir
   const b = requireRecord(body, "body");
   const model = (ctx.pathModel ?? "").replace(/^models\//, "");
   if (model === "") {
-    throw clientError(
-      "the model must be named in the URL: /v1beta/models/{model}:generateContent",
-      {
-        param: "model",
-      },
-    );
+    const where = "the model must be named in the URL: /v1beta/models/{model}:generateContent";
+    throw clientError(where, { param: "model" });
   }
   const gen = field(b, "generationConfig") ?? {};
   const config = requireRecord(gen, "generationConfig");
   refuseNativeOnly(b, config);
   const ledger = new CallLedger();
-  const messages = requireArray(field(b, "contents"), "contents")
-    .map((c, i) => readContent(c, `contents[${i}]`, ledger))
-    .filter((m): m is IrMessage => m !== null);
+  const messages = mergeTurns(
+    requireArray(field(b, "contents"), "contents")
+      .map((c, i) => readContent(c, `contents[${i}]`, ledger))
+      .filter((m): m is IrMessage => m !== null),
+  );
   return {
     model,
     system: readSystem(field(b, "systemInstruction")),
@@ -123,6 +121,21 @@ function readContent(value: unknown, param: string, ledger: CallLedger): IrMessa
     .filter((p): p is IrPart => p !== null);
   if (!content.length) return null;
   return { role: role === "model" ? "assistant" : "user", content };
+}
+
+/**
+ * Google's SDK records a streamed answer as one model content per chunk;
+ * Gemini reads consecutive contents of one role as one turn, and so must
+ * providers that insist on alternating turns.
+ */
+function mergeTurns(messages: IrMessage[]): IrMessage[] {
+  const out: IrMessage[] = [];
+  for (const m of messages) {
+    const last = out.at(-1);
+    if (last?.role === m.role) last.content.push(...m.content);
+    else out.push({ role: m.role, content: [...m.content] });
+  }
+  return out;
 }
 
 /** Keys a part may carry that need no translation (a signature is Gemini's alone). */
@@ -223,7 +236,10 @@ function readTools(value: unknown): IrTool[] | undefined {
         requireArray(v, `tools[${i}].${key}`).forEach((d, j) => {
           declarations.push(readDeclaration(d, `tools[${i}].functionDeclarations[${j}]`));
         });
-      } else if (hasSubstance(v)) unsupported(`tools[${i}].${key}`, `tool '${key}'`);
+      } else if (v !== undefined && v !== null) {
+        // `{googleSearch: {}}` switches a server tool on: empty is not absent.
+        unsupported(`tools[${i}].${key}`, `tool '${key}'`);
+      }
     }
     return declarations;
   });

@@ -4,12 +4,9 @@
  * error bodies, and a SigV4 check so a fake server can refuse bad signatures.
  */
 // Inline until deno.json maps these packages.
-// deno-lint-ignore no-import-prefix
-import { AwsV4Signer } from "npm:aws4fetch@1.0.20";
-// deno-lint-ignore no-import-prefix
-import { EventStreamCodec } from "npm:@smithy/eventstream-codec@4.5.2";
-// deno-lint-ignore no-import-prefix
-import { fromUtf8, toUtf8 } from "npm:@smithy/util-utf8@4.5.2";
+import { AwsV4Signer } from "aws4fetch";
+import { EventStreamCodec } from "@smithy/eventstream-codec";
+import { fromUtf8, toUtf8 } from "@smithy/util-utf8";
 
 export type BedrockStopReason =
   | "end_turn"
