@@ -169,6 +169,11 @@ export class Hop {
       this.fail(reason);
       return { kind: "next", error: reason };
     }
+    if (err instanceof GatewayError && err.source === "client") {
+      // The request cannot be expressed for this upstream: the caller's to fix, not a health fault.
+      this.end("error", err);
+      return { kind: "stop", error: err };
+    }
     if (err instanceof GatewayError) {
       this.fail(err);
       return { kind: "next", error: err };
