@@ -44,7 +44,9 @@ export async function runCandidates(
     const result = await tryCandidate(req, { target, release, deps, runHop, isLast, tried });
     if (result === null) return null;
     lastError = result;
-    if (result.source === "client" || result.source === "aborted" || stopReason(live.signal)) {
+    // The request itself was stopped (abort, disconnect, shutdown): that is the whole story.
+    if (stopReason(live.signal)) return stopReason(live.signal)!;
+    if (result.source === "client" || result.source === "aborted") {
       return result.withTried(tried);
     }
     if (i === plan.length - 1 && full.length && !waited) {

@@ -81,6 +81,12 @@ export class Metrics {
   );
   duration = new Histogram("pulsegate_request_duration_seconds", "Request duration, by route.");
   inflight = 0;
+
+  constructor() {
+    // Unlabelled counters read 0 from the start, so a scrape can tell "none" from "missing".
+    this.disconnects.inc({}, 0);
+    this.aborts.inc({}, 0);
+  }
   /** Filled in at render time by the owner of cooldown state. */
   cooldown: () => Array<{ upstream: string; paused: boolean }> = () => [];
 

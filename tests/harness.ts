@@ -18,7 +18,13 @@ export interface TestGateway extends Gateway {
 
 export async function startTestGateway(
   config: ConfigInput | undefined,
-  opts: { scale?: number; env?: Record<string, string>; dir?: string; host?: string } = {},
+  opts: {
+    scale?: number;
+    env?: Record<string, string>;
+    dir?: string;
+    host?: string;
+    metricsOpen?: boolean;
+  } = {},
 ): Promise<TestGateway> {
   const dir = opts.dir ?? await Deno.makeTempDir({ prefix: "pulsegate-test-" });
   const env = (name: string) => opts.env?.[name];
@@ -34,7 +40,7 @@ export async function startTestGateway(
     env,
     configFile: config,
     quiet: true,
-    metricsOpen: true,
+    metricsOpen: opts.metricsOpen ?? true,
   });
   return {
     ...gw,

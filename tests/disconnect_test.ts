@@ -1,0 +1,186 @@
+import assert from "node:assert/strict";
+import type { ConfigInput } from "../gateway/config/schema.ts";
+import { countRequests } from "../db/history_queries.ts";
+import { chatRoute, postJson, startTestGateway } from "./harness.ts";
+import {
+  chatError,
+  chatStream,
+  chatWhole,
+  headersNever,
+} from "./fake_upstreams/openai_chat_script.ts";
+import * as anthropicFake from "./fake_upstreams/anthropic_script.ts";
+import { startFakeUpstream } from "./fake_upstreams/server.ts";
+
+const messages = [{ role: "user", content: "hi" }];
+const chat = (stream: boolean) => ({ model: "smart", stream, messages });
+const good = { text: ["fine"], usage: { input: 3, output: 1 } };
+
+async function settle(check: () => boolean): Promise<void> {
+  for (let i = 0; i < 300 && !check(); i++) await new Promise((r) => setTimeout(r, 10));
+}
+
+Deno.test("a non-streaming caller that times out is logged 499 once, with one attempt", async () => {
+  const up = startFakeUpstream({ fallback: () => headersNever });
+  const gw = await startTestGateway(chatRoute([up.url], { failover: { idle_timeout_secs: 300 } }));
+  try {
+    const caller = new AbortController();
+    setTimeout(() => caller.abort(), 100);
+    await assert.rejects(
+      fetch(`${gw.url}/v1/chat/completions`, {
+        method: "POST",
+        body: JSON.stringify(chat(false)),
+        headers: { "x-request-id": "leaver" },
+        signal: caller.signal,
+      }),
+    );
+    await settle(() => gw.metrics.inflight === 0);
+    const { request, attempts } = await gw.row("leaver");
+    assert.equal(request.status, 499);
+    assert.equal(request.errorCode, "gw.client.disconnected");
+    assert.equal(request.errorMessage, "client disconnected");
+    assert.equal(request.upstream, "up1", "the row names the upstream the caller left");
+    assert.equal(attempts.length, 1);
+    assert.equal(attempts[0]!.outcome, "client_disconnected");
+    assert.equal(gw.metrics.disconnects.get(), 1);
+    assert.equal(gw.metrics.inflight, 0);
+    assert.equal(await up.calls[0]!.closed, "cancelled");
+    assert.equal(up.calls.length, 1, "no retry or failover after the caller left");
+  } finally {
+    await gw.stop();
+    await up.close();
+  }
+});
+
+Deno.test("a stream abandoned mid-body is logged 499 with the tokens it had billed", async () => {
+  const chunks = anthropicFake.streamChunks({ text: ["a", "b"], usage: { input: 11, output: 2 } });
+  const up = startFakeUpstream({
+    // message_start (with input usage), the text block, then silence.
+    fallback: () => ({
+      headers: { "content-type": "text/event-stream" },
+      body: [...chunks.slice(0, 3).map((send) => ({ send })), { hang: true }],
+    }),
+  });
+  const config: ConfigInput = {
+    failover: { idle_timeout_secs: 300 },
+    upstreams: [{ id: "claude", kind: "anthropic", base_url: up.url }],
+    routes: [{ model: "smart", candidates: [{ upstream: "claude", model: "c" }] }],
+  };
+  const gw = await startTestGateway(config);
+  try {
+    const res = await postJson(`${gw.url}/v1/chat/completions`, chat(true), {
+      "x-request-id": "half",
+    });
+    const reader = res.body!.getReader();
+    await reader.read();
+    await reader.cancel();
+    await settle(() => gw.metrics.inflight === 0);
+    const { request, attempts } = await gw.row("half");
+    assert.equal(request.status, 499);
+    assert.equal(request.errorCode, "gw.client.disconnected");
+    assert.equal(request.inputTokens, 11);
+    assert.equal(attempts[0]!.outcome, "client_disconnected");
+    assert.equal(gw.metrics.disconnects.get(), 1);
+    assert.equal(await up.calls[0]!.closed, "cancelled");
+  } finally {
+    await gw.stop();
+    await up.close();
+  }
+});
+
+Deno.test("a caller who leaves during a retry backoff costs one failure charge, not two", async () => {
+  const up = startFakeUpstream({
+    fallback: () => ({ ...chatError(503, "busy"), headers: { "retry-after": "5" } }),
+  });
+  const gw = await startTestGateway(chatRoute([up.url]));
+  try {
+    const caller = new AbortController();
+    const pending = fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      body: JSON.stringify(chat(false)),
+      headers: { "x-request-id": "backoff" },
+      signal: caller.signal,
+    });
+    await settle(() => up.calls.length === 1);
+    await new Promise((r) => setTimeout(r, 20)); // inside the 50 ms (scaled 5 s) backoff
+    caller.abort();
+    await assert.rejects(pending);
+    await settle(() => gw.metrics.inflight === 0);
+    const { request, attempts } = await gw.row("backoff");
+    assert.equal(request.status, 499);
+    assert.equal(attempts.length, 1);
+    assert.equal(attempts[0]!.outcome, "error");
+    assert.equal(gw.cooldowns.get("up1").consecutiveFailures, 1);
+    assert.equal(gw.metrics.attempts.get({ upstream: "up1", outcome: "error" }), 1);
+    await new Promise((r) => setTimeout(r, 80));
+    assert.equal(up.calls.length, 1, "no retry after the caller left");
+  } finally {
+    await gw.stop();
+    await up.close();
+  }
+});
+
+Deno.test("a normal request is neither marked nor counted as a disconnect", async () => {
+  const up = startFakeUpstream();
+  const gw = await startTestGateway(chatRoute([up.url]));
+  try {
+    up.enqueue(chatStream(good), chatWhole(good));
+    const s = await postJson(`${gw.url}/v1/chat/completions`, chat(true));
+    await s.text();
+    const w = await postJson(`${gw.url}/v1/chat/completions`, chat(false));
+    await w.text();
+    for (const res of [s, w]) {
+      const { request } = await gw.row(res.headers.get("x-request-id")!);
+      assert.equal(request.status, 200);
+      assert.equal(request.errorCode, null);
+    }
+    assert.equal(gw.metrics.disconnects.get(), 0);
+    const metrics = await (await fetch(`${gw.url}/metrics`)).text();
+    assert.match(metrics, /pulsegate_client_disconnects_total 0/);
+    assert.match(metrics, /pulsegate_inflight_requests 0/);
+    assert.match(metrics, /pulsegate_requests_total\{route="smart",outcome="success"\} 2/);
+    assert.match(metrics, /pulsegate_tokens_total\{upstream="up1",direction="input"\} 6/);
+    assert.match(metrics, /pulsegate_time_to_first_content_seconds_count\{route="smart"\} 2/);
+  } finally {
+    await gw.stop();
+    await up.close();
+  }
+});
+
+Deno.test("200 concurrent requests, half abandoned: in-flight returns to 0, one row each", async () => {
+  const up = startFakeUpstream({
+    fallback: () => chatStream({ text: ["a", "b", "c", "d"] }, { gap: 40 }),
+  });
+  const gw = await startTestGateway(chatRoute([up.url], { failover: { idle_timeout_secs: 300 } }));
+  try {
+    const ids = Array.from({ length: 200 }, (_, i) => `c-${i}`);
+    await Promise.all(ids.map(async (id, i) => {
+      const caller = new AbortController();
+      const stream = i % 2 === 0;
+      const res = fetch(`${gw.url}/v1/chat/completions`, {
+        method: "POST",
+        body: JSON.stringify(chat(stream)),
+        headers: { "x-request-id": id },
+        signal: caller.signal,
+      });
+      if (i % 4 < 2) {
+        // Leave once the gateway has the request, at a spread of moments after that.
+        await settle(() => gw.registry.has(id));
+        setTimeout(() => caller.abort(), (i % 7) * 15);
+        await res.then((r) => r.text()).catch(() => {});
+      } else {
+        await (await res).text();
+      }
+    }));
+    await settle(() => gw.metrics.inflight === 0);
+    assert.equal(gw.metrics.inflight, 0);
+    assert.equal(gw.registry.size, 0);
+    assert.equal(gw.slots.inFlight("up1"), 0);
+    for (const id of ids) await gw.row(id);
+    assert.equal(await countRequests(gw.db), 200, "exactly one row per request");
+    const disconnects = gw.metrics.disconnects.get();
+    assert.ok(disconnects > 0 && disconnects <= 100, `disconnects: ${disconnects}`);
+  } finally {
+    await gw.stop();
+    await up.close();
+  }
+});
