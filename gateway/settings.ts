@@ -7,6 +7,8 @@ export interface Settings {
   dbAuthToken: string | undefined;
   adminToken: string | undefined;
   timeScale: number;
+  /** Serve /metrics without the admin token (honoured on loopback only, for a local scraper). */
+  metricsOpen: boolean;
 }
 
 export function readSettings(env: (name: string) => string | undefined): Settings {
@@ -28,6 +30,7 @@ export function readSettings(env: (name: string) => string | undefined): Setting
     dbAuthToken: env("PULSEGATE_DB_AUTH_TOKEN") || undefined,
     adminToken: env("PULSEGATE_ADMIN_TOKEN") || undefined,
     timeScale,
+    metricsOpen: env("PULSEGATE_METRICS_OPEN") === "1",
   };
 }
 

@@ -2,7 +2,8 @@ import { type Db, openDatabase } from "../db/client.ts";
 import { loadStoredConfig, storeConfig } from "../db/config_store.ts";
 import { loadCooldowns, saveCooldown } from "../db/cooldown_store.ts";
 import { HistoryWriter } from "../db/history_writer.ts";
-import { closeInterruptedRows, heartbeat, registerInstance } from "../db/instances.ts";
+import { registerInstance } from "../db/instances.ts";
+import { closeRowsOfDeadInstances, startHeartbeat } from "./instance_heartbeat.ts";
 import { migrate } from "../db/migrate.ts";
 import { AbortRegistry } from "./abort_registry.ts";
 import { Affinity } from "./affinity.ts";
@@ -22,7 +23,6 @@ import { shuttingDown } from "./stop_reasons.ts";
 
 /** SPEC §2: how long in-flight requests may finish after SIGTERM. */
 export const SHUTDOWN_GRACE_MS = 30_000;
-const HEARTBEAT_MS = 10_000;
 
 export interface StartOptions {
   settings: Settings;
@@ -63,11 +63,7 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
   await migrate(db);
   const instanceId = crypto.randomUUID();
   await registerInstance(db, instanceId, { now: clock.now() });
-  const closed = await closeInterruptedRows(db, {
-    instanceId,
-    now: clock.now(),
-    staleAfterMs: HEARTBEAT_MS * 3,
-  });
+  const closed = await closeRowsOfDeadInstances(db, { instanceId, clock });
   if (closed) log.event("history.interrupted_rows_closed", { rows: closed });
   const metrics = new Metrics();
   const writer = new HistoryWriter(db, {
@@ -117,7 +113,7 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
     instanceId,
     pending,
     adminToken: settings.adminToken,
-    metricsOpen: opts.metricsOpen ?? false,
+    metricsOpen: (opts.metricsOpen ?? settings.metricsOpen) && loopback,
     admin: { adminToken: settings.adminToken, loopback, state, demo },
     demo: demo ? (request) => serveDemoUpstream(request, { clock }) : null,
     ready: () =>
@@ -144,23 +140,26 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
       note: "no config given: serving the built-in demo route 'demo' with SIMULATED upstreams",
     });
   }
-  const beat = setInterval(() => {
-    heartbeat(db, instanceId, { now: Date.now() }).catch(() => {});
-  }, HEARTBEAT_MS);
+  const stopHeartbeat = startHeartbeat(db, { instanceId, clock, log });
   log.event("gateway.listening", { url, instance: instanceId, safe_mode: state.safeModeReason });
   let stopping: Promise<void> | null = null;
   const shutdown = () =>
     stopping ??= (async () => {
       state.shuttingDown = true;
-      const grace = clock.sleep(SHUTDOWN_GRACE_MS).then(() => "late" as const);
+      const graceOver = new AbortController();
+      const grace = clock.sleep(SHUTDOWN_GRACE_MS, graceOver.signal).then(
+        () => "late" as const,
+        () => "drained" as const,
+      );
       const drained = Promise.all([...pending]).then(() => "drained" as const);
       const serverDone = server.shutdown();
       if ((await Promise.race([drained, grace])) === "late") {
         registry.abort(registry.all(), shuttingDown);
         await Promise.all([...pending]);
       }
+      graceOver.abort();
       await serverDone;
-      clearInterval(beat);
+      stopHeartbeat();
       await writer.close();
       db.close();
       log.event("gateway.stopped", {});
