@@ -1,0 +1,143 @@
+import assert from "node:assert/strict";
+import type { ConfigInput } from "../gateway/config/schema.ts";
+import { postJson, startTestGateway } from "./harness.ts";
+import {
+  chatError,
+  chatStream,
+  chatWhole,
+  silentAfterHeaders,
+} from "./fake_upstreams/openai_chat_script.ts";
+import * as anthropicFake from "./fake_upstreams/anthropic_script.ts";
+import { startFakeUpstream } from "./fake_upstreams/server.ts";
+
+const messages = [{ role: "user", content: "hi" }];
+const good = { text: ["ok"], usage: { input: 1, output: 1 } };
+
+function twoUpstreams(urls: string[], models: [string, string]): ConfigInput {
+  return {
+    failover: { idle_timeout_secs: 30, failures_to_pause: 100, retries_per_candidate: 0 },
+    upstreams: urls.map((url, i) => ({
+      id: `up${i + 1}`,
+      kind: "openai-chat" as const,
+      base_url: url,
+    })),
+    routes: [{
+      model: "smart",
+      candidates: [{ upstream: "up1", model: models[0] }, { upstream: "up2", model: models[1] }],
+    }],
+  };
+}
+
+Deno.test("among equal candidates the one with fewer live requests goes first", async () => {
+  const a = startFakeUpstream({ fallback: () => chatStream(good, { gap: 150 }) });
+  const b = startFakeUpstream({ fallback: () => chatWhole(good) });
+  const gw = await startTestGateway(twoUpstreams([a.url, b.url], ["same", "same"]));
+  try {
+    const busy = postJson(`${gw.url}/v1/chat/completions`, {
+      model: "smart",
+      stream: true,
+      messages,
+    });
+    while (gw.slots.inFlight("up1") === 0) await new Promise((r) => setTimeout(r, 5));
+    const res = await postJson(`${gw.url}/v1/chat/completions`, { model: "smart", messages });
+    await res.text();
+    assert.equal(b.calls.length, 1, "up2 had no live request, so it went first");
+    await (await busy).text();
+  } finally {
+    await gw.stop();
+    await a.close();
+    await b.close();
+  }
+});
+
+Deno.test("different models keep the operator's order whatever the load", async () => {
+  const a = startFakeUpstream({ fallback: () => chatStream(good, { gap: 150 }) });
+  const b = startFakeUpstream({ fallback: () => chatWhole(good) });
+  const gw = await startTestGateway(twoUpstreams([a.url, b.url], ["big", "small"]));
+  try {
+    const busy = postJson(`${gw.url}/v1/chat/completions`, {
+      model: "smart",
+      stream: true,
+      messages,
+    });
+    while (gw.slots.inFlight("up1") === 0) await new Promise((r) => setTimeout(r, 5));
+    a.setHandler(() => chatWhole(good));
+    const res = await postJson(`${gw.url}/v1/chat/completions`, { model: "smart", messages });
+    await res.text();
+    assert.equal(b.calls.length, 0);
+    assert.equal(a.calls.length, 2);
+    await (await busy).text();
+  } finally {
+    await gw.stop();
+    await a.close();
+    await b.close();
+  }
+});
+
+Deno.test("a session stays on its upstream, and an idle timeout drops that affinity", async () => {
+  const a = startFakeUpstream();
+  const b = startFakeUpstream();
+  const gw = await startTestGateway(twoUpstreams([a.url, b.url], ["m1", "m2"]));
+  const ask = () =>
+    postJson(`${gw.url}/v1/chat/completions`, { model: "smart", stream: true, messages }, {
+      "x-session-id": "conv-1",
+    });
+  try {
+    a.enqueue(chatError(500, "hiccup"));
+    b.setHandler(() => chatStream(good));
+    assert.match(await (await ask()).text(), /ok/);
+    assert.deepEqual([a.calls.length, b.calls.length], [1, 1]);
+    a.setHandler(() => chatStream(good));
+    assert.match(await (await ask()).text(), /ok/);
+    assert.deepEqual([a.calls.length, b.calls.length], [1, 2], "the conversation stayed on up2");
+    b.setHandler(() => silentAfterHeaders);
+    const res = await ask();
+    assert.match(await res.text(), /ok/);
+    assert.deepEqual([a.calls.length, b.calls.length], [2, 3], "up2 went silent: up1 answered");
+    b.setHandler(() => chatStream(good));
+    await (await ask()).text();
+    assert.deepEqual([a.calls.length, b.calls.length], [3, 3], "affinity moved to up1");
+  } finally {
+    await gw.stop();
+    await a.close();
+    await b.close();
+  }
+});
+
+Deno.test("an idle timeout records the input tokens the upstream may have billed", async () => {
+  const chunks = anthropicFake.streamChunks({ text: ["x"], usage: { input: 42, output: 1 } });
+  const a = startFakeUpstream({
+    fallback: () => ({
+      headers: { "content-type": "text/event-stream" },
+      body: [{ send: chunks[0]! }, { hang: true }], // message_start only
+    }),
+  });
+  const b = startFakeUpstream({ fallback: () => chatStream(good) });
+  const gw = await startTestGateway({
+    failover: { idle_timeout_secs: 30 },
+    upstreams: [
+      { id: "claude", kind: "anthropic", base_url: a.url },
+      { id: "oa", kind: "openai-chat", base_url: b.url },
+    ],
+    routes: [{
+      model: "smart",
+      candidates: [{ upstream: "claude", model: "c" }, { upstream: "oa", model: "o" }],
+    }],
+  });
+  try {
+    const res = await postJson(`${gw.url}/v1/chat/completions`, {
+      model: "smart",
+      stream: true,
+      messages,
+    });
+    await res.text();
+    const { attempts } = await gw.row(res.headers.get("x-request-id")!);
+    assert.equal(attempts[0]!.outcome, "idle_timeout");
+    assert.equal(attempts[0]!.inputTokens, 42);
+    assert.equal(attempts[1]!.outcome, "success");
+  } finally {
+    await gw.stop();
+    await a.close();
+    await b.close();
+  }
+});
