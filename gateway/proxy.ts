@@ -105,7 +105,7 @@ export async function handleProxy(
       done.finally(cleanup);
       return await response;
     }
-    const { response, error } = await forwardWhole(fwd, fdeps).finally(() => {});
+    const { response, error } = await forwardWhole(fwd, fdeps);
     const failure = error ?? (response ? null : GatewayError.from("no answer"));
     live.finish({ status: failure?.status ?? 200, error: failure ?? undefined });
     cleanup();

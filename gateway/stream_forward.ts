@@ -78,9 +78,15 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
     passthrough
       ? [frame.raw]
       : frame.events.map((e) => encoder.encode(e)).filter((b): b is Uint8Array => b !== null);
+  // A client slow to drain what we have is not upstream silence: the idle clock waits too.
   const send = async (frames: UpstreamFrame[]) => {
-    for (const frame of frames) {
-      for (const bytes of output(frame)) await channel.write(bytes);
+    hop.idle.pause();
+    try {
+      for (const frame of frames) {
+        for (const bytes of output(frame)) await channel.write(bytes);
+      }
+    } finally {
+      hop.idle.resume();
     }
   };
   try {

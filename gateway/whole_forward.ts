@@ -60,19 +60,26 @@ async function wholeHop(hop: Hop, deps: ForwardDeps): Promise<HopResult | { resp
   }
 }
 
-/** Reads the body; the idle timer stops at the first non-whitespace byte. */
+/**
+ * Reads the body. Until the first non-whitespace byte only that byte ends the
+ * wait (SPEC §6); after it, any bytes restart the idle timer, so a body that
+ * stalls half-way is given up on (and, as nothing reached the client yet,
+ * fails over) instead of being waited on for ever.
+ */
 async function readUntilContent(hop: Hop, body: ReadableStream<Uint8Array>): Promise<string> {
   const decoder = new TextDecoder();
   let text = "";
   let started = false;
   for await (const chunk of body) {
     text += decoder.decode(chunk, { stream: true });
-    if (!started && text.trim() !== "") {
+    if (started) hop.idle.touch();
+    else if (text.trim() !== "") {
       started = true;
-      hop.idle.stop();
+      hop.idle.touch();
       hop.req.live.state = "streaming";
     }
   }
+  hop.idle.stop();
   return text + decoder.decode();
 }
 

@@ -227,3 +227,54 @@ Deno.test("chat keep-alives alone still time out", async () => {
     await up.close();
   }
 });
+
+Deno.test("a client slow to read a fast answer is not taken for upstream silence", async () => {
+  // Big enough to fill the socket and the server's buffers, so writes to the client block.
+  const big = "x".repeat(1024 * 1024);
+  const up = startFakeUpstream({ fallback: () => chatStream({ text: Array(40).fill(big) }) });
+  const gw = await startTestGateway(chatRoute([up.url], { failover }));
+  try {
+    const res = await postJson(`${gw.url}/v1/chat/completions`, chat(true));
+    const reader = res.body!.getReader();
+    let bytes = 0;
+    let reads = 0;
+    const started = Date.now();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      bytes += value.byteLength;
+      // Far slower than the upstream at first, for more than two idle windows.
+      if (++reads <= 12) await new Promise((r) => setTimeout(r, 60));
+    }
+    assert.ok(Date.now() - started > 600, "the read took longer than two idle windows");
+    assert.ok(bytes > 40 * 1024 * 1024, `all ${bytes} bytes arrived`);
+    const { request } = await gw.row(res.headers.get("x-request-id")!);
+    assert.equal(request.status, 200);
+    assert.equal(request.errorCode, null);
+  } finally {
+    await gw.stop();
+    await up.close();
+  }
+});
+
+Deno.test("a whole answer whose body stalls half-way fails over", async () => {
+  const a = startFakeUpstream({
+    fallback: () => ({ body: [{ send: '{"id":"x","choices":[' }, { hang: true }] }),
+  });
+  const b = startFakeUpstream({
+    fallback: () => ({
+      body: [{ send: JSON.stringify({ choices: [{ message: { content: "whole" } }] }) }],
+    }),
+  });
+  const gw = await startTestGateway(chatRoute([a.url, b.url], { failover }));
+  try {
+    const res = await postJson(`${gw.url}/v1/chat/completions`, chat(false));
+    assert.equal(res.status, 200);
+    assert.equal((await res.json()).choices[0].message.content, "whole");
+    assert.equal(await a.calls[0]!.closed, "cancelled");
+  } finally {
+    await gw.stop();
+    await a.close();
+    await b.close();
+  }
+});
