@@ -140,6 +140,22 @@ Deno.test("a normal request is neither marked nor counted as a disconnect", asyn
     assert.match(metrics, /pulsegate_requests_total\{route="smart",outcome="success"\} 2/);
     assert.match(metrics, /pulsegate_tokens_total\{upstream="up1",direction="input"\} 6/);
     assert.match(metrics, /pulsegate_time_to_first_content_seconds_count\{route="smart"\} 2/);
+    for (
+      const series of [
+        "pulsegate_requests_total",
+        "pulsegate_attempts_total",
+        "pulsegate_inflight_requests",
+        "pulsegate_client_disconnects_total",
+        "pulsegate_aborts_total",
+        "pulsegate_idle_timeouts_total",
+        "pulsegate_upstream_cooldown",
+        "pulsegate_time_to_first_content_seconds",
+        "pulsegate_request_duration_seconds",
+        "pulsegate_tokens_total",
+      ]
+    ) assert.match(metrics, new RegExp(`# TYPE ${series} `), series);
+    assert.match(metrics, /pulsegate_upstream_cooldown\{upstream="up1"\} 0/);
+    assert.match(metrics, /pulsegate_attempts_total\{upstream="up1",outcome="success"\} 2/);
   } finally {
     await gw.stop();
     await up.close();
