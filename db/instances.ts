@@ -11,12 +11,21 @@ export interface CloseInterruptedOptions {
   staleAfterMs: number;
 }
 
-const UPSERT_INSTANCE = `INSERT INTO instances (id, started_at, heartbeat_at) VALUES (?, ?, ?)
-  ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`;
+const UPSERT_INSTANCE = `INSERT INTO instances (id, started_at, heartbeat_at, url)
+  VALUES (?, ?, ?, ?)
+  ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at,
+    url = COALESCE(excluded.url, instances.url)`;
 
-/** Records this process as a live instance that owns the requests it opens. */
-export async function registerInstance(db: Db, id: string, opts: { now: number }): Promise<void> {
-  const args = [id, opts.now, opts.now];
+/**
+ * Records this process as a live instance that owns the requests it opens;
+ * `url` is where other instances reach it to forward an abort.
+ */
+export async function registerInstance(
+  db: Db,
+  id: string,
+  opts: { now: number; url?: string },
+): Promise<void> {
+  const args = [id, opts.now, opts.now, opts.url ?? null];
   await writing(db, (client) => client.execute({ sql: UPSERT_INSTANCE, args }));
 }
 

@@ -95,4 +95,28 @@ export const MIGRATIONS: readonly Migration[] = [
     name: "initial_schema",
     sql: [REQUESTS, ATTEMPTS, CONFIG, COOLDOWNS, INSTANCES, ...HISTORY_INDEXES],
   },
+  {
+    // SPEC §11: an abort that reaches another instance is forwarded to the owner's address.
+    version: 2,
+    name: "instance_url",
+    sql: ["ALTER TABLE instances ADD COLUMN url TEXT"],
+  },
+  {
+    // SPEC §10: guardrails and export destinations, edited through the admin API.
+    version: 3,
+    name: "guardrails_and_destinations",
+    sql: [
+      `CREATE TABLE guardrails (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        body TEXT NOT NULL,
+        updated_at INTEGER NOT NULL
+      )`,
+      `CREATE TABLE destinations (
+        id TEXT PRIMARY KEY,
+        body TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+      )`,
+    ],
+  },
 ];

@@ -1,22 +1,41 @@
-import type { Candidate, ForwardDeps } from "./hop.ts";
+import { type Candidate, type ForwardDeps, type ForwardRequest, passesBodyThrough } from "./hop.ts";
 import type { Route } from "./config/schema.ts";
+import type { UpstreamKind } from "./format.ts";
 
 /**
- * Orders a route's candidates for one request (SPEC §6): enabled ones only;
- * the session's upstream first while it is healthy; upstreams in cooldown
- * skipped, unless all are paused (then the one freed soonest goes first);
- * a single candidate ignores cooldown.
+ * What an upstream of `kind` could not be sent of this request, or nothing.
+ * A same-format upstream gets the client's body itself, so it takes it all;
+ * any other gets a translation, which carries neither the features the IR
+ * has no slot for (`nativeOnly`) nor what the kind has no field for.
+ */
+export function inexpressible(
+  req: Pick<ForwardRequest, "codec" | "ir">,
+  opts: { kind: UpstreamKind; deps: Pick<ForwardDeps, "adapters"> },
+): string[] {
+  if (passesBodyThrough(req, opts.kind)) return [];
+  const native = (req.ir.nativeOnly ?? []).map((f) => `${f.what} (${f.param})`);
+  return [...native, ...opts.deps.adapters[opts.kind].unsupportedFor(req.ir)];
+}
+
+/**
+ * Orders a route's candidates for one request (SPEC §6): enabled ones only,
+ * and of those only the ones `accept` keeps (those that can be sent the
+ * request at all), before any health rule; the session's upstream first while
+ * it is healthy; upstreams in cooldown skipped, unless all are paused (then
+ * the one freed soonest goes first); a single candidate ignores cooldown.
  */
 export function planCandidates(
   route: Route,
-  opts: { deps: ForwardDeps; sessionId: string | null },
+  opts: { deps: ForwardDeps; sessionId: string | null; accept?: (c: Candidate) => boolean },
 ): Candidate[] {
   const { deps } = opts;
   const byId = new Map(deps.config.upstreams.map((u) => [u.id, u]));
   const all: Candidate[] = [];
   for (const candidate of route.candidates) {
     const upstream = byId.get(candidate.upstream);
-    if (candidate.enabled && upstream?.enabled) all.push({ upstream, candidate });
+    if (!candidate.enabled || !upstream?.enabled) continue;
+    const target = { upstream, candidate };
+    if (opts.accept?.(target) ?? true) all.push(target);
   }
   if (all.length <= 1) return all;
   const affine = deps.affinity.get(opts.sessionId);

@@ -1,5 +1,7 @@
 import { Hono } from "hono";
+import type { Db } from "../db/client.ts";
 import { isAdmin } from "./access.ts";
+import { forwardRequestAbort, forwardSessionAbort, isForwarded } from "./abort_forwarding.ts";
 import { findKey, presentedKey } from "./auth.ts";
 import type { LiveRequest } from "./live_request.ts";
 import type { ProxyDeps } from "./proxy.ts";
@@ -8,45 +10,61 @@ import { abortedByOperator } from "./stop_reasons.ts";
 export interface ControlDeps extends ProxyDeps {
   adminToken: string | undefined;
   metricsOpen: boolean;
+  db: Db;
 }
+
+type Decision = { ok: true } | { ok: false; response: Response };
 
 /**
  * SPEC §7 abort endpoints and /metrics. An abort is allowed for the admin
- * token, or for the gateway key that made every request it would stop.
+ * token, or for the gateway key that made every request it would stop. A
+ * request or session running on another instance is forwarded there (§11).
  */
 export function controlRoutes(deps: ControlDeps): Hono {
   const app = new Hono();
   const access = () => ({ adminToken: deps.adminToken, loopback: deps.state.loopback });
-  const callerKey = (request: Request): string | null => {
+  const forwarding = {
+    db: deps.db,
+    instanceId: deps.instanceId,
+    clock: deps.clock,
+    fetch: deps.fetch,
+  };
+  const allowed = (request: Request, list: LiveRequest[]): Decision => {
+    if (isAdmin(request, access())) return { ok: true };
     const config = deps.state.config;
-    if (!config) return null;
-    return findKey(config, { presented: presentedKey(request.headers), env: deps.env })?.id ?? null;
-  };
-  const abort = (request: Request, list: LiveRequest[], notRunning: string) => {
-    if (!isAdmin(request, access())) {
-      const key = callerKey(request);
-      if (!key) return deny(401, "admin token or gateway key required");
-      if (list.some((l) => l.record.keyId !== key)) {
-        return deny(403, "this key may abort only its own requests");
-      }
+    const presented = presentedKey(request.headers);
+    const key = config ? findKey(config, { presented, env: deps.env })?.id : undefined;
+    if (!key) return { ok: false, response: deny(401, "admin token or gateway key required") };
+    if (list.some((l) => l.record.keyId !== key)) {
+      return { ok: false, response: deny(403, "this key may abort only its own requests") };
     }
-    const stopped = deps.registry.abort(list, abortedByOperator);
-    if (!stopped.length) {
-      return Response.json({ error: { code: notRunning, message: "nothing is running" } }, {
-        status: 404,
-      });
-    }
-    return Response.json({ requests: stopped });
+    return { ok: true };
   };
-  app.post("/request/:id/abort", (c) => {
-    const live = deps.registry.get(c.req.param("id"));
-    return abort(c.req.raw, live ? [live] : [], "control.request_not_running");
+  app.post("/request/:id/abort", async (c) => {
+    const id = c.req.param("id");
+    const live = deps.registry.get(id);
+    const list = live ? [live] : [];
+    const check = allowed(c.req.raw, list);
+    if (!check.ok) return check.response;
+    if (!live && !isForwarded(c.req.raw)) {
+      const remote = await forwardRequestAbort(id, { request: c.req.raw, deps: forwarding });
+      if (remote) return remote;
+    }
+    return stoppedOrNotRunning(deps.registry.abort(list, abortedByOperator), {
+      code: "control.request_not_running",
+    });
   });
-  app.post(
-    "/sessions/:id/abort",
-    (c) =>
-      abort(c.req.raw, deps.registry.inSession(c.req.param("id")), "control.session_not_running"),
-  );
+  app.post("/sessions/:id/abort", async (c) => {
+    const id = c.req.param("id");
+    const list = deps.registry.inSession(id);
+    const check = allowed(c.req.raw, list);
+    if (!check.ok) return check.response;
+    const stopped = deps.registry.abort(list, abortedByOperator);
+    if (!isForwarded(c.req.raw)) {
+      stopped.push(...await forwardSessionAbort(id, { request: c.req.raw, deps: forwarding }));
+    }
+    return stoppedOrNotRunning(stopped, { code: "control.session_not_running" });
+  });
   app.get("/metrics", (c) => {
     if (!deps.metricsOpen && !isAdmin(c.req.raw, access())) {
       return deny(401, "admin token required");
@@ -54,6 +72,13 @@ export function controlRoutes(deps: ControlDeps): Hono {
     return c.text(deps.metrics.render(), 200, { "content-type": "text/plain; version=0.0.4" });
   });
   return app;
+}
+
+function stoppedOrNotRunning(stopped: string[], opts: { code: string }): Response {
+  if (stopped.length) return Response.json({ requests: stopped });
+  return Response.json({ error: { code: opts.code, message: "nothing is running" } }, {
+    status: 404,
+  });
 }
 
 function deny(status: number, message: string): Response {

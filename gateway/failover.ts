@@ -1,5 +1,6 @@
-import { planCandidates } from "./candidates.ts";
-import { GatewayError } from "./gateway_error.ts";
+import { inexpressible, planCandidates } from "./candidates.ts";
+import type { UpstreamKind } from "./format.ts";
+import { clientError, GatewayError } from "./gateway_error.ts";
 import {
   type Candidate,
   type ForwardDeps,
@@ -27,7 +28,19 @@ export async function runCandidates(
 ): Promise<GatewayError | null> {
   const { deps, runHop } = opts;
   const { live } = req;
-  const plan = planCandidates(req.route, { deps, sessionId: live.record.sessionId });
+  const skipped = new Map<UpstreamKind, string[]>();
+  const plan = planCandidates(req.route, {
+    deps,
+    sessionId: live.record.sessionId,
+    // A candidate that cannot be sent the request is passed over, not tried:
+    // no attempt row, no cooldown charge, no place in "tried".
+    accept: ({ upstream }) => {
+      const missing = inexpressible(req, { kind: upstream.kind, deps });
+      if (missing.length) skipped.set(upstream.kind, missing);
+      return missing.length === 0;
+    },
+  });
+  if (!plan.length && skipped.size) return cannotExpress(req, { skipped, deps });
   const tried: string[] = [];
   let lastError: GatewayError | null = null;
   let waited = false;
@@ -163,6 +176,24 @@ async function waitForAny(
   } finally {
     req.live.signal.removeEventListener("abort", stop);
   }
+}
+
+/**
+ * No candidate of the route can be sent this request: the caller's 400, naming
+ * what stood in the way per upstream kind and the kinds that could take it.
+ */
+function cannotExpress(
+  req: ForwardRequest,
+  opts: { skipped: Map<UpstreamKind, string[]>; deps: ForwardDeps },
+): GatewayError {
+  const kinds = Object.keys(opts.deps.adapters) as UpstreamKind[];
+  const able = kinds.filter((kind) => !inexpressible(req, { kind, deps: opts.deps }).length);
+  const why = [...opts.skipped].map(([kind, missing]) => `${kind}: ${missing.join(", ")}`);
+  return clientError(
+    `route '${req.route.model}' has no upstream that can take this request (${why.join("; ")}); ` +
+      `upstream kinds that can: ${able.join(", ")}`,
+    { code: "gw.client.unsupported", param: req.ir.nativeOnly?.[0]?.param },
+  );
 }
 
 function slotsFull(deps: ForwardDeps): GatewayError {

@@ -32,6 +32,12 @@ export interface UpstreamCall {
 /** What the gateway needs to call one kind of upstream. */
 export interface UpstreamAdapter {
   kind: UpstreamKind;
+  /**
+   * What of a translated request this kind has no field for, one description
+   * each; empty when it can take it all. Pure, so the engine can skip a
+   * candidate before any attempt: `buildRequest` refuses the same things.
+   */
+  unsupportedFor(ir: IrRequest): string[];
   buildRequest(call: UpstreamCall): Promise<Request>;
   /** Splits a 200 streamed body into frames. */
   decodeStream(): ReadableWritablePair<UpstreamFrame, Uint8Array>;

@@ -44,6 +44,16 @@ export interface Candidate {
 }
 
 /**
+ * SPEC §4: an upstream of the client's own format is sent the client's body,
+ * unchanged but for the model; any other gets a translation of the IR. This
+ * is about the request only: whether the answer's bytes can pass through too
+ * is the client's stream shape's business (Gemini's JSON array cannot).
+ */
+export function passesBodyThrough(req: Pick<ForwardRequest, "codec">, kind: UpstreamKind): boolean {
+  return req.codec.format === kind;
+}
+
+/**
  * What one hop came to. `retry` and `next` are failures before content;
  * `stop` ends the request with an error the caller must see as is.
  */
@@ -97,8 +107,9 @@ export class Hop {
   }
 
   /** Sends the request; answers the response or throws the reason it failed. */
-  async send(passthrough: boolean): Promise<Response> {
+  async send(): Promise<Response> {
     const { deps } = this.opts;
+    const passthrough = passesBodyThrough(this.req, this.upstream.kind);
     const request = await this.adapter.buildRequest({
       ir: this.req.ir,
       passthrough: passthrough ? this.req.body : undefined,
@@ -170,7 +181,9 @@ export class Hop {
       return { kind: "next", error: reason };
     }
     if (err instanceof GatewayError && err.source === "client") {
-      // The request cannot be expressed for this upstream: the caller's to fix, not a health fault.
+      // Input the translation finds malformed (tool arguments that are not an object): the
+      // caller's to fix, not a health fault. What a kind cannot express never gets this far:
+      // runCandidates skips such candidates (see inexpressible).
       this.end("error", err);
       return { kind: "stop", error: err };
     }

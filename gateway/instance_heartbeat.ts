@@ -14,7 +14,13 @@ export const STALE_AFTER_BEATS = 3;
  */
 export function startHeartbeat(
   db: Db,
-  opts: { instanceId: string; clock: Clock; log: Logger },
+  opts: {
+    instanceId: string;
+    clock: Clock;
+    log: Logger;
+    /** Also run on every beat: picking up what other instances changed in the shared database. */
+    onBeat?: () => Promise<void>;
+  },
 ): () => void {
   const { clock, log, instanceId } = opts;
   const staleAfterMs = HEARTBEAT_MS * STALE_AFTER_BEATS * clock.scale;
@@ -25,6 +31,7 @@ export function startHeartbeat(
       await heartbeat(db, instanceId, { now: clock.now() });
       const rows = await closeInterruptedRows(db, { instanceId, now: clock.now(), staleAfterMs });
       if (rows) log.event("history.interrupted_rows_closed", { rows });
+      await opts.onBeat?.();
     } catch (err) {
       log.event("history.heartbeat_failed", { error: String(err) });
     }

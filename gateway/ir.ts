@@ -26,6 +26,36 @@ export interface IrMessage {
   content: IrPart[];
 }
 
+/**
+ * Structured output. Formats that name the format (OpenAI) carry the name;
+ * the others get `DEFAULT_RESPONSE_FORMAT_NAME`.
+ */
+export type IrResponseFormat =
+  | { type: "json_object" }
+  | {
+    type: "json_schema";
+    name: string;
+    description?: string;
+    schema: Record<string, unknown>;
+    strict?: boolean;
+  };
+
+/** The name given to a JSON schema whose client format has no name for it (Anthropic, Gemini). */
+export const DEFAULT_RESPONSE_FORMAT_NAME = "response";
+
+/**
+ * Something the client asked for that the IR has no slot for (an Anthropic
+ * document, a Gemini server tool, ...). It is not in the IR's messages or
+ * tools, so only an upstream of the client's own format, which is sent the
+ * client's body unchanged, can honour it; the engine skips every other.
+ */
+export interface IrNativeFeature {
+  /** Where it sits in the client's body, e.g. `messages[0].content[1].type`. */
+  param: string;
+  /** What it is, for the error the client reads, e.g. "a 'document' content block". */
+  what: string;
+}
+
 export interface IrRequest {
   /** The model name the client asked for: the route. */
   model: string;
@@ -38,8 +68,11 @@ export interface IrRequest {
   topP?: number;
   stop?: string[];
   stream: boolean;
+  responseFormat?: IrResponseFormat;
   /** The client's own session field (OpenAI `user`, Anthropic `metadata.user_id`). */
   sessionHint?: string;
+  /** Features only a same-format upstream can take; absent or empty when any upstream can. */
+  nativeOnly?: IrNativeFeature[];
 }
 
 export type IrFinishReason = "stop" | "length" | "tool_calls" | "content_filter" | "error";

@@ -75,7 +75,10 @@ export async function handleProxy(
   let settle!: () => void;
   const ended = new Promise<void>((resolve) => (settle = resolve));
   deps.pending.add(ended);
+  let cleaned = false;
   const cleanup = () => {
+    if (cleaned) return;
+    cleaned = true;
     request.signal.removeEventListener("abort", onClientGone);
     deps.registry.drop(live);
     deps.metrics.inflight--;

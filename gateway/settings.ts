@@ -9,6 +9,8 @@ export interface Settings {
   timeScale: number;
   /** Serve /metrics without the admin token (honoured on loopback only, for a local scraper). */
   metricsOpen: boolean;
+  /** How other instances reach this one (SPEC §11 abort forwarding); default: the listen address. */
+  publicUrl: string | undefined;
 }
 
 export function readSettings(env: (name: string) => string | undefined): Settings {
@@ -31,6 +33,7 @@ export function readSettings(env: (name: string) => string | undefined): Setting
     adminToken: env("PULSEGATE_ADMIN_TOKEN") || undefined,
     timeScale,
     metricsOpen: env("PULSEGATE_METRICS_OPEN") === "1",
+    publicUrl: env("PULSEGATE_PUBLIC_URL")?.replace(/\/+$/, "") || undefined,
   };
 }
 

@@ -113,6 +113,7 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
     instanceId,
     pending,
     adminToken: settings.adminToken,
+    db,
     metricsOpen: (opts.metricsOpen ?? settings.metricsOpen) && loopback,
     admin: { adminToken: settings.adminToken, loopback, state, demo },
     demo: demo ? (request) => serveDemoUpstream(request, { clock }) : null,
@@ -140,7 +141,14 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
       note: "no config given: serving the built-in demo route 'demo' with SIMULATED upstreams",
     });
   }
-  const stopHeartbeat = startHeartbeat(db, { instanceId, clock, log });
+  await registerInstance(db, instanceId, { now: clock.now(), url: settings.publicUrl ?? url });
+  const stopHeartbeat = startHeartbeat(db, {
+    instanceId,
+    clock,
+    log,
+    // Other instances pause upstreams too (SPEC §11): their view wins at each beat.
+    onBeat: async () => cooldowns.load(await loadCooldowns(db)),
+  });
   log.event("gateway.listening", { url, instance: instanceId, safe_mode: state.safeModeReason });
   let stopping: Promise<void> | null = null;
   const shutdown = () =>

@@ -48,6 +48,10 @@ export function forwardStream(
         deps,
         runHop: (hop, opts) => streamHop(hop, { ...opts, channel, encoder, deps }),
       });
+    } catch (err) {
+      // A bug must still end the client's stream and the row, never an unhandled rejection.
+      error = GatewayError.from(err);
+      deps.log.event("gateway.internal_error", { error: String(err) });
     } finally {
       cancelHold();
       if (error) await channel.fail(error);
@@ -67,8 +71,9 @@ interface StreamHopOpts {
 async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
   const { channel, encoder } = opts;
   const live = hop.req.live;
+  // The request body and the answer's bytes pass through separately (see passesBodyThrough).
   const passthrough = hop.req.codec.streamShape(hop.req.ctx).passthroughFrom === hop.upstream.kind;
-  const res = await hop.send(passthrough);
+  const res = await hop.send();
   if (!res.ok || !res.body) return await hop.failedStatus(res);
   live.state = "holding";
   const reader = res.body.pipeThrough(hop.adapter.decodeStream()).getReader();

@@ -32,7 +32,7 @@ async function wholeHop(hop: Hop, deps: ForwardDeps): Promise<HopResult | { resp
   const cancelDeadline = startDeadline(hop, deps);
   try {
     const passthrough = hop.req.codec.format === hop.upstream.kind;
-    const res = await hop.send(passthrough);
+    const res = await hop.send();
     if (!res.ok || !res.body) return await hop.failedStatus(res);
     const text = await readUntilContent(hop, res.body);
     if (text.trim() === "") {

@@ -297,19 +297,30 @@ Deno.test("anthropic request: IR without maxTokens gets the documented default",
   assert.equal(anthropicRequestBody(ir, "claude").max_tokens, 4096);
 });
 
-const unsupportedCases: { name: string; body: Record<string, unknown>; param: string }[] = [
+const nativeOnlyCases: { name: string; body: Record<string, unknown>; param: string }[] = [
   {
     name: "document block",
     body: {
       messages: [{
         role: "user",
-        content: [{
-          type: "document",
-          source: { type: "text", media_type: "text/plain", data: "x" },
-        }],
+        content: [
+          { type: "text", text: "Summarise" },
+          { type: "document", source: { type: "text", media_type: "text/plain", data: "x" } },
+        ],
       }],
     },
-    param: "messages[0].content[0].type",
+    param: "messages[0].content[1].type",
+  },
+  {
+    name: "redacted thinking",
+    body: {
+      messages: [
+        { role: "user", content: "hi" },
+        { role: "assistant", content: [{ type: "redacted_thinking", data: "EmwKAhgB" }] },
+        { role: "user", content: "go on" },
+      ],
+    },
+    param: "messages[1].content[0].type",
   },
   {
     name: "server tool",
@@ -318,6 +329,14 @@ const unsupportedCases: { name: string; body: Record<string, unknown>; param: st
       tools: [{ type: "web_search_20250305", name: "web_search" }],
     },
     param: "tools[0].type",
+  },
+  {
+    name: "MCP servers",
+    body: {
+      messages: [{ role: "user", content: "hi" }],
+      mcp_servers: [{ type: "url", url: "https://mcp.example.com/sse", name: "x" }],
+    },
+    param: "mcp_servers",
   },
   {
     name: "image in a tool result",
@@ -333,18 +352,87 @@ const unsupportedCases: { name: string; body: Record<string, unknown>; param: st
     },
     param: "messages[0].content[0].content[0].type",
   },
+  {
+    name: "image from the Files API",
+    body: {
+      messages: [{
+        role: "user",
+        content: [{ type: "image", source: { type: "file", file_id: "file_1" } }],
+      }],
+    },
+    param: "messages[0].content[0].source.type",
+  },
 ];
 
-for (const c of unsupportedCases) {
-  Deno.test(`anthropic request: refuses ${c.name} with gw.client.unsupported`, () => {
-    assert.throws(
-      () => parseAnthropicRequest({ model: "smart", max_tokens: 10, ...c.body }),
-      (err: unknown) =>
-        err instanceof GatewayError && err.code === "gw.client.unsupported" &&
-        err.status === 400 && err.param === c.param,
-    );
+for (const c of nativeOnlyCases) {
+  Deno.test(`anthropic request: ${c.name} is recorded as native-only, not refused`, () => {
+    const ir = parseAnthropicRequest({ model: "smart", max_tokens: 10, ...c.body });
+    assert.deepEqual(ir.nativeOnly?.map((f) => f.param), [c.param]);
+    assert.ok(ir.nativeOnly?.[0]?.what);
   });
 }
+
+Deno.test("anthropic request: a plain request has no native-only features", () => {
+  assert.equal(parseAnthropicRequest(anthropicBody).nativeOnly, undefined);
+});
+
+Deno.test("anthropic request: output_config.format is structured output both ways", () => {
+  const schema = {
+    type: "object",
+    properties: { answer: { type: "number" } },
+    required: ["answer"],
+    additionalProperties: false,
+  };
+  const ir = parseAnthropicRequest({
+    model: "smart",
+    max_tokens: 10,
+    messages: [{ role: "user", content: "2+2?" }],
+    output_config: { format: { type: "json_schema", schema }, effort: "low" },
+  });
+  assert.deepEqual(ir.responseFormat, { type: "json_schema", name: "response", schema });
+  assert.equal(ir.nativeOnly, undefined);
+  const chat = parseChatRequest({
+    model: "smart",
+    messages: [{ role: "user", content: "2+2?" }],
+    response_format: {
+      type: "json_schema",
+      json_schema: { name: "sum", schema, strict: true },
+    },
+  });
+  assert.deepEqual(anthropicRequestBody(chat, "claude").output_config, {
+    format: { type: "json_schema", schema },
+  });
+});
+
+Deno.test("anthropic request: JSON mode without a schema cannot be translated to Anthropic", () => {
+  const ir: IrRequest = {
+    model: "smart",
+    messages: [{ role: "user", content: [{ type: "text", text: "hi" }] }],
+    stream: false,
+    responseFormat: { type: "json_object" },
+  };
+  assert.equal(anthropicUpstream.unsupportedFor(ir).length, 1);
+  assert.deepEqual(anthropicUpstream.unsupportedFor({ ...ir, responseFormat: undefined }), []);
+  assert.throws(
+    () => anthropicRequestBody(ir, "claude"),
+    (err: unknown) => err instanceof GatewayError && err.code === "gw.client.unsupported",
+  );
+});
+
+Deno.test("anthropic request: a malformed output_config is refused", () => {
+  const base = { model: "smart", max_tokens: 10, messages: [{ role: "user", content: "hi" }] };
+  for (
+    const [output_config, param] of [
+      [{ format: "json" }, "output_config.format"],
+      [{ format: { type: "json_schema", schema: "x" } }, "output_config.format.schema"],
+    ] as const
+  ) {
+    assert.throws(
+      () => parseAnthropicRequest({ ...base, output_config }),
+      (err: unknown) => err instanceof GatewayError && err.param === param && err.status === 400,
+    );
+  }
+});
 
 Deno.test("anthropic request: wrong types name the field", () => {
   assert.throws(

@@ -302,15 +302,19 @@ Deno.test("bedrock request: what Converse cannot express is refused, not dropped
     ...hello,
     messages: [{ role: "user", content }],
   });
-  refused(
+  // What Converse has no field for is named by unsupportedFor (so the engine can skip a
+  // Bedrock candidate up front) and refused by the body builder alike.
+  const inexpressible: IrRequest[] = [
     user([{ type: "image_url", url: "https://example.com/cat.png" }]),
-    "gw.client.unsupported",
-  );
-  refused(user([{ type: "image", mediaType: "image/bmp", data: "Qk0=" }]), "gw.client.unsupported");
-  refused(
+    user([{ type: "image", mediaType: "image/bmp", data: "Qk0=" }]),
     { ...hello, tools: [{ name: "f", parameters: {} }], toolChoice: "none" },
-    "gw.client.unsupported",
-  );
+    { ...hello, responseFormat: { type: "json_object" } },
+  ];
+  for (const ir of inexpressible) {
+    assert.equal(bedrockUpstream.unsupportedFor(ir).length, 1);
+    refused(ir, "gw.client.unsupported");
+  }
+  assert.deepEqual(bedrockUpstream.unsupportedFor(hello), []);
   refused({ ...hello, toolChoice: "required" }, "gw.client.invalid_request");
   refused({
     ...hello,
@@ -319,6 +323,23 @@ Deno.test("bedrock request: what Converse cannot express is refused, not dropped
       content: [{ type: "tool_call", id: "t", name: "f", arguments: "[1,2]" }],
     }],
   }, "gw.client.invalid_request");
+});
+
+Deno.test("bedrock request: a JSON schema becomes outputConfig.textFormat, schema as text", () => {
+  const schema = { type: "object", properties: { a: { type: "string" } }, required: ["a"] };
+  const body = converseRequestBody({
+    ...hello,
+    responseFormat: { type: "json_schema", name: "thing", description: "a thing", schema },
+  });
+  assert.deepEqual(body.outputConfig, {
+    textFormat: {
+      type: "json_schema",
+      structure: {
+        jsonSchema: { name: "thing", description: "a thing", schema: JSON.stringify(schema) },
+      },
+    },
+  });
+  assert.equal(converseRequestBody(hello).outputConfig, undefined);
 });
 
 Deno.test("bedrock request: URL per model and mode, model id as one path segment", () => {

@@ -6,6 +6,10 @@ import { migrate } from "../db/migrate.ts";
 import { type Migration, MIGRATIONS } from "../db/migrations.ts";
 import { manualTimers, requestRecord, withTempDb } from "./db_helpers.ts";
 
+/** The version a new, test-only migration gets: one past the last shipped one. */
+const LATEST = MIGRATIONS.at(-1)!.version;
+const NEXT = LATEST + 1;
+
 Deno.test("openDatabase creates the parent directory and switches to WAL", async () => {
   await withTempDb(async ({ db, dir }) => {
     const stat = await Deno.stat(`${dir}/nested/pulsegate.db`);
@@ -28,9 +32,12 @@ Deno.test("localFilePath reads the forms of file: URL libsql accepts", () => {
 Deno.test("migrate is idempotent and records each version", async () => {
   await withTempDb(async ({ db }) => {
     const again = await migrate(db);
-    assert.deepEqual(again, { applied: [], version: 1 });
+    assert.deepEqual(again, { applied: [], version: LATEST });
     const rows = await db.client.execute("SELECT version, name FROM schema_version");
-    assert.deepEqual(rows.rows.map((row) => [row.version, row.name]), [[1, "initial_schema"]]);
+    assert.deepEqual(
+      rows.rows.map((row) => [row.version, row.name]),
+      MIGRATIONS.map((m) => [m.version, m.name]),
+    );
   });
 });
 
@@ -47,6 +54,8 @@ Deno.test("a fresh database gets every shipped migration", async () => {
       "attempts",
       "config",
       "cooldowns",
+      "destinations",
+      "guardrails",
       "instances",
       "requests",
       "schema_version",
@@ -64,7 +73,7 @@ Deno.test("an upgrade applies only the new migrations and keeps history", async 
     assert.equal(await writer.close(), true);
 
     const next: Migration = {
-      version: 2,
+      version: NEXT,
       name: "add_request_note",
       sql: [
         "ALTER TABLE requests ADD COLUMN note TEXT",
@@ -72,23 +81,23 @@ Deno.test("an upgrade applies only the new migrations and keeps history", async 
       ],
     };
     const result = await migrate(db, { migrations: [...MIGRATIONS, next], now: () => 42 });
-    assert.deepEqual(result, { applied: [2], version: 2 });
+    assert.deepEqual(result, { applied: [NEXT], version: NEXT });
 
     const kept = await getRequest(db, "kept");
     assert.equal(kept?.outcome, "success");
     const recorded = await db.client.execute(
-      "SELECT applied_at FROM schema_version WHERE version = 2",
+      `SELECT applied_at FROM schema_version WHERE version = ${NEXT}`,
     );
     assert.equal(recorded.rows[0]?.applied_at, 42);
     // An older build against the upgraded database applies nothing and reports the real version.
-    assert.deepEqual(await migrate(db), { applied: [], version: 2 });
+    assert.deepEqual(await migrate(db), { applied: [], version: NEXT });
   });
 });
 
 Deno.test("a failing migration leaves no trace and is retried next start", async () => {
   await withTempDb(async ({ db }) => {
     const broken: Migration = {
-      version: 2,
+      version: NEXT,
       name: "broken",
       sql: ["CREATE TABLE half_done (a TEXT)", "THIS IS NOT SQL"],
     };
@@ -98,11 +107,11 @@ Deno.test("a failing migration leaves no trace and is retried next start", async
     );
     assert.equal(half.rows.length, 0);
     const versions = await db.client.execute("SELECT MAX(version) AS v FROM schema_version");
-    assert.equal(versions.rows[0]?.v, 1);
+    assert.equal(versions.rows[0]?.v, LATEST);
     const fixed = { ...broken, sql: ["CREATE TABLE half_done (a TEXT)"] };
     assert.deepEqual(await migrate(db, { migrations: [...MIGRATIONS, fixed] }), {
-      applied: [2],
-      version: 2,
+      applied: [NEXT],
+      version: NEXT,
     });
   });
 });

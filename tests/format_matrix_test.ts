@@ -284,3 +284,105 @@ for (const [kind, answer] of Object.entries(UPSTREAMS)) {
     }
   }
 }
+
+/** A JSON schema every format can hold an answer to (Anthropic wants closed objects). */
+const SCHEMA = {
+  type: "object",
+  properties: { city: { type: "string" } },
+  required: ["city"],
+  additionalProperties: false,
+};
+
+/** Each client format's whole request for structured output, as raw HTTP. */
+const STRUCTURED: Record<string, { path: string; body: Record<string, unknown> }> = {
+  "openai-chat": {
+    path: "/v1/chat/completions",
+    body: {
+      model: "smart",
+      messages: [{ role: "user", content: "weather?" }],
+      response_format: { type: "json_schema", json_schema: { name: "w", schema: SCHEMA } },
+    },
+  },
+  "openai-responses": {
+    path: "/v1/responses",
+    body: {
+      model: "smart",
+      input: "weather?",
+      text: { format: { type: "json_schema", name: "w", schema: SCHEMA } },
+    },
+  },
+  "anthropic": {
+    path: "/v1/messages",
+    body: {
+      model: "smart",
+      max_tokens: 64,
+      messages: [{ role: "user", content: "weather?" }],
+      output_config: { format: { type: "json_schema", schema: SCHEMA } },
+    },
+  },
+  "gemini": {
+    path: "/v1beta/models/smart:generateContent",
+    body: {
+      contents: [{ role: "user", parts: [{ text: "weather?" }] }],
+      generationConfig: { responseMimeType: "application/json", responseJsonSchema: SCHEMA },
+    },
+  },
+};
+
+/** The value at a dotted path in a parsed JSON body. */
+function at(body: unknown, path: string): unknown {
+  return path.split(".").reduce<unknown>(
+    (v, key) => (v !== null && typeof v === "object" ? (v as Record<string, unknown>)[key] : v),
+    body,
+  );
+}
+
+/** Where each upstream kind's body holds the schema the answer must follow. */
+const SCHEMA_IN: Record<string, (body: unknown) => unknown> = {
+  "openai-chat": (b) => at(b, "response_format.json_schema.schema"),
+  "openai-responses": (b) => at(b, "text.format.schema"),
+  "anthropic": (b) => at(b, "output_config.format.schema"),
+  "gemini": (b) =>
+    at(b, "generationConfig.responseMimeType") === "application/json"
+      ? at(b, "generationConfig.responseJsonSchema")
+      : undefined,
+  // Converse takes the schema as JSON text.
+  "bedrock": (b) =>
+    JSON.parse(String(at(b, "outputConfig.textFormat.structure.jsonSchema.schema"))),
+};
+
+for (const [kind, answer] of Object.entries(UPSTREAMS)) {
+  for (const [format, ask] of Object.entries(STRUCTURED)) {
+    Deno.test(`${format} client → ${kind} upstream: structured output keeps its schema`, async () => {
+      const up = startFakeUpstream({ fallback: answer });
+      const upstream = kind === "bedrock"
+        ? {
+          id: "u",
+          kind: "bedrock" as const,
+          base_url: up.url,
+          region: AWS.region,
+          access_key_env: "AWS_AK",
+          secret_key_env: "AWS_SK",
+        }
+        : { id: "u", kind: kind as "openai-chat", base_url: up.url };
+      const gw = await startTestGateway({
+        upstreams: [upstream],
+        routes: [{ model: "smart", candidates: [{ upstream: "u", model: "up-model" }] }],
+      }, { env: { AWS_AK: AWS.accessKeyId, AWS_SK: AWS.secretAccessKey } });
+      try {
+        const res = await fetch(`${gw.url}${ask.path}`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(ask.body),
+        });
+        assert.equal(res.status, 200, await res.clone().text());
+        await res.body?.cancel();
+        assert.equal(up.calls.length, 1);
+        assert.deepEqual(SCHEMA_IN[kind]!(up.calls[0]!.json), SCHEMA);
+      } finally {
+        await gw.stop();
+        await up.close();
+      }
+    });
+  }
+}

@@ -227,19 +227,28 @@ Deno.test("gemini parse: ids the client echoes pair calls with responses", () =>
   ]);
 });
 
-Deno.test("gemini parse: refuses what no other format can express", () => {
+Deno.test("gemini parse: records what no other format can express as native-only", () => {
   const base = { contents: [{ role: "user", parts: [{ text: "hi" }] }] };
-  const refused: [string, Record<string, unknown>, string][] = [
+  const nativeOnly: [string, Record<string, unknown>, string][] = [
     ["google search", { ...base, tools: [{ googleSearch: {} }] }, "tools[0].googleSearch"],
     [
-      "JSON mode",
-      { ...base, generationConfig: { responseMimeType: "application/json" } },
+      "an enum MIME type",
+      { ...base, generationConfig: { responseMimeType: "text/x.enum" } },
+      "generationConfig.responseMimeType",
+    ],
+    [
+      "a schema without JSON mode",
+      { ...base, generationConfig: { responseSchema: { type: "OBJECT" } } },
       "generationConfig.responseMimeType",
     ],
     [
       "a PDF",
-      { contents: [{ parts: [{ inlineData: { mimeType: "application/pdf", data: "JVBE" } }] }] },
-      "contents[0].parts[0].inlineData.mimeType",
+      {
+        contents: [{
+          parts: [{ text: "read" }, { inlineData: { mimeType: "application/pdf", data: "JVBE" } }],
+        }],
+      },
+      "contents[0].parts[1].inlineData.mimeType",
     ],
     [
       "code execution parts",
@@ -252,17 +261,17 @@ Deno.test("gemini parse: refuses what no other format can express", () => {
       { ...base, generationConfig: { candidateCount: 2 } },
       "generationConfig.candidateCount",
     ],
+    [
+      "audio output",
+      { ...base, generationConfig: { responseModalities: ["AUDIO"] } },
+      "generationConfig.responseModalities",
+    ],
   ];
-  for (const [what, body, param] of refused) {
-    assert.throws(
-      () => geminiClient.parseRequest(body, { pathModel: "smart" }),
-      (err: unknown) =>
-        err instanceof GatewayError && err.code === "gw.client.unsupported" &&
-        err.param === param &&
-        err.status === 400,
-      what,
-    );
+  for (const [what, body, param] of nativeOnly) {
+    const ir = geminiClient.parseRequest(body, { pathModel: "smart" });
+    assert.deepEqual(ir.nativeOnly?.map((f) => f.param), [param], what);
   }
+  assert.equal(geminiClient.parseRequest(base, { pathModel: "smart" }).nativeOnly, undefined);
   assert.throws(
     () => geminiClient.parseRequest(base, {}),
     (err: unknown) => err instanceof GatewayError && err.param === "model",
@@ -271,6 +280,59 @@ Deno.test("gemini parse: refuses what no other format can express", () => {
     () => geminiClient.parseRequest({ contents: "hi" }, { pathModel: "smart" }),
     (err: unknown) => err instanceof GatewayError && err.param === "contents",
   );
+});
+
+Deno.test("gemini parse: JSON mode and response schemas are structured output", () => {
+  const base = { contents: [{ role: "user", parts: [{ text: "hi" }] }] };
+  const parse = (generationConfig: Record<string, unknown>) =>
+    geminiClient.parseRequest({ ...base, generationConfig }, { pathModel: "smart" });
+  const json = { type: "object", properties: { a: { type: "string" } } };
+  assert.deepEqual(parse({ responseMimeType: "application/json" }).responseFormat, {
+    type: "json_object",
+  });
+  assert.deepEqual(
+    parse({ responseMimeType: "application/json", responseJsonSchema: json }).responseFormat,
+    { type: "json_schema", name: "response", schema: json },
+  );
+  // The OpenAPI subset is converted to JSON Schema, as for function declarations.
+  assert.deepEqual(
+    parse({
+      response_mime_type: "application/json",
+      response_schema: { type: "OBJECT", properties: { a: { type: "STRING", nullable: true } } },
+    }).responseFormat,
+    {
+      type: "json_schema",
+      name: "response",
+      schema: { type: "object", properties: { a: { type: ["string", "null"] } } },
+    },
+  );
+  assert.equal(parse({ responseMimeType: "text/plain" }).responseFormat, undefined);
+  assert.throws(
+    () => parse({ responseMimeType: "application/json", responseJsonSchema: "x" }),
+    (err: unknown) =>
+      err instanceof GatewayError && err.param === "generationConfig.responseJsonSchema",
+  );
+});
+
+Deno.test("gemini upstream body: response_format becomes responseMimeType and a JSON schema", () => {
+  const schema = { type: "object", properties: { n: { type: "integer" } }, required: ["n"] };
+  const ir = chatClient.parseRequest({
+    model: "smart",
+    messages: [{ role: "user", content: "count" }],
+    max_tokens: 5,
+    response_format: { type: "json_schema", json_schema: { name: "c", schema, strict: true } },
+  }, {});
+  assert.deepEqual(geminiRequestBody(ir).generationConfig, {
+    maxOutputTokens: 5,
+    responseMimeType: "application/json",
+    responseJsonSchema: schema,
+  });
+  const jsonMode = { ...ir, responseFormat: { type: "json_object" as const } };
+  assert.deepEqual(geminiRequestBody(jsonMode).generationConfig, {
+    maxOutputTokens: 5,
+    responseMimeType: "application/json",
+  });
+  assert.deepEqual(geminiUpstream.unsupportedFor(ir), []);
 });
 
 /** A Chat Completions conversation with a tool round trip, read by the chat codec. */

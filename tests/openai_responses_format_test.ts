@@ -227,18 +227,32 @@ Deno.test("upstream body: a Chat Completions request translates into Responses",
 
 Deno.test("upstream body: stop sequences are refused, not dropped", () => {
   const ir: IrRequest = { model: "m", messages: [], stream: false, stop: ["END"] };
+  assert.deepEqual(responsesUpstream.unsupportedFor(ir), ["stop sequences"]);
+  assert.deepEqual(responsesUpstream.unsupportedFor({ ...ir, stop: undefined }), []);
   assertUnsupported(() => responsesRequestBody(ir, "gpt-5"), "stop");
 });
 
-const refused: [string, Record<string, unknown>, string][] = [
+Deno.test("upstream body: parts a turn of that role cannot hold are named by unsupportedFor", () => {
+  const ir: IrRequest = {
+    model: "m",
+    stream: false,
+    messages: [
+      { role: "user", content: [{ type: "refusal", text: "no" }] },
+      { role: "assistant", content: [{ type: "image_url", url: "https://x/a.png" }] },
+      { role: "assistant", content: [{ type: "reasoning", text: "hmm" }] },
+    ],
+  };
+  assert.deepEqual(responsesUpstream.unsupportedFor(ir), [
+    "part 'refusal' in a user turn",
+    "part 'image_url' in an assistant turn",
+  ]);
+});
+
+const nativeOnly: [string, Record<string, unknown>, string][] = [
   ["previous_response_id", { previous_response_id: "resp_1" }, "previous_response_id"],
   ["conversation", { conversation: "conv_1" }, "conversation"],
-  ["background mode", { background: true }, "background"],
   ["built-in web_search tool", { tools: [{ type: "web_search" }] }, "tools[0].type"],
   ["hosted tool_choice", { tool_choice: { type: "file_search" } }, "tool_choice.type"],
-  ["structured output format", {
-    text: { format: { type: "json_schema", name: "x", schema: {} } },
-  }, "text.format"],
   ["item_reference input", { input: [{ type: "item_reference", id: "msg_1" }] }, "input[0].type"],
   ["image by file id", {
     input: [{ role: "user", content: [{ type: "input_image", file_id: "file_1" }] }],
@@ -246,16 +260,67 @@ const refused: [string, Record<string, unknown>, string][] = [
   ["input_file", {
     input: [{ role: "user", content: [{ type: "input_file", file_id: "file_1" }] }],
   }, "input[0].content[0].type"],
+  ["web search call item", {
+    input: [{ type: "web_search_call", id: "ws_1", status: "completed" }],
+  }, "input[0].type"],
 ];
 
-for (const [what, extra, param] of refused) {
-  Deno.test(`parse: ${what} is refused with gw.client.unsupported`, () => {
-    assertUnsupported(
-      () => responsesClient.parseRequest({ model: "m", input: "hi", ...extra }, {}),
-      param,
-    );
+for (const [what, extra, param] of nativeOnly) {
+  Deno.test(`parse: ${what} is recorded as native-only, not refused`, () => {
+    const ir = responsesClient.parseRequest({ model: "m", input: "hi", ...extra }, {});
+    assert.deepEqual(ir.nativeOnly?.map((f) => f.param), [param]);
   });
 }
+
+Deno.test("parse: background mode is refused: its answer is fetched later by id", () => {
+  assertUnsupported(
+    () => responsesClient.parseRequest({ model: "m", input: "hi", background: true }, {}),
+    "background",
+  );
+});
+
+Deno.test("parse: text.format is structured output, and goes back out as text.format", () => {
+  const schema = { type: "object", properties: { a: { type: "string" } }, required: ["a"] };
+  const format = { type: "json_schema", name: "thing", schema, strict: true, description: "d" };
+  const ir = responsesClient.parseRequest({ model: "m", input: "hi", text: { format } }, {});
+  assert.deepEqual(ir.responseFormat, format);
+  assert.equal(ir.nativeOnly, undefined);
+  assert.deepEqual(responsesRequestBody(ir, "gpt-5").text, { format });
+  const json = responsesClient.parseRequest(
+    { model: "m", input: "hi", text: { format: { type: "json_object" } } },
+    {},
+  );
+  assert.deepEqual(responsesRequestBody(json, "gpt-5").text, { format: { type: "json_object" } });
+  const plain = responsesClient.parseRequest(
+    { model: "m", input: "hi", text: { format: { type: "text" }, verbosity: "low" } },
+    {},
+  );
+  assert.equal(plain.responseFormat, undefined);
+  assert.equal(responsesRequestBody(plain, "gpt-5").text, undefined);
+});
+
+Deno.test("upstream body: a Chat response_format becomes text.format", () => {
+  const schema = { type: "object", properties: {} };
+  const ir = parseChatRequest({
+    model: "m",
+    messages: [{ role: "user", content: "hi" }],
+    response_format: { type: "json_schema", json_schema: { name: "x", schema, strict: false } },
+  });
+  assert.deepEqual(responsesRequestBody(ir, "gpt-5").text, {
+    format: { type: "json_schema", name: "x", schema, strict: false },
+  });
+});
+
+Deno.test("parse: a malformed text.format is refused", () => {
+  assert.throws(
+    () =>
+      responsesClient.parseRequest(
+        { model: "m", input: "x", text: { format: { type: "json_schema", schema: {} } } },
+        {},
+      ),
+    (e: unknown) => e instanceof GatewayError && e.param === "text.format.name" && e.status === 400,
+  );
+});
 
 Deno.test("parse: wrong types name the field", () => {
   assert.throws(

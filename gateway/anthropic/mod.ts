@@ -2,7 +2,7 @@ import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { upstreamBaseUrl } from "../config/schema.ts";
 import { upstreamStatusError } from "../upstream_error.ts";
 import { anthropicError } from "./errors.ts";
-import { anthropicRequestBody, parseAnthropicRequest } from "./request.ts";
+import { anthropicRequestBody, parseAnthropicRequest, unsupportedFor } from "./request.ts";
 import { decodeAnthropicWhole, encodeAnthropicWhole } from "./response.ts";
 import { anthropicStreamEncoder, decodeAnthropicStream } from "./stream.ts";
 
@@ -24,6 +24,7 @@ export const anthropicClient: ClientCodec = {
 
 export const anthropicUpstream: UpstreamAdapter = {
   kind: "anthropic",
+  unsupportedFor,
   buildRequest(call) {
     const body = call.passthrough
       ? { ...call.passthrough, model: call.model }

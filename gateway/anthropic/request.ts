@@ -1,5 +1,14 @@
 import { clientError } from "../gateway_error.ts";
-import type { IrMessage, IrPart, IrRequest, IrTool, IrToolChoice } from "../ir.ts";
+import {
+  DEFAULT_RESPONSE_FORMAT_NAME,
+  type IrMessage,
+  type IrNativeFeature,
+  type IrPart,
+  type IrRequest,
+  type IrResponseFormat,
+  type IrTool,
+  type IrToolChoice,
+} from "../ir.ts";
 import {
   argumentsObject,
   optionalBoolean,
@@ -21,111 +30,147 @@ export const DEFAULT_MAX_TOKENS = 4096;
 
 type Role = IrMessage["role"];
 
+/** Where parsed input lands: system text, turns, and what only Anthropic can take. */
+interface Into {
+  system: string[];
+  out: IrMessage[];
+  native: IrNativeFeature[];
+}
+
 /**
  * Reads a Messages body into the gateway's request.
  *
  * Hints the IR has no slot for and that only tune the answer (`thinking`,
- * `top_k`, `cache_control`, `service_tier`, `tool_choice.disable_parallel_tool_use`)
- * are carried by same-format pass-through and left out of translations.
- * Content the IR cannot carry (documents, server tools, redacted thinking,
- * MCP servers, structured output) is refused: a translation would drop it.
+ * `top_k`, `cache_control`, `service_tier`, `output_config.effort`,
+ * `tool_choice.disable_parallel_tool_use`) are carried by same-format
+ * pass-through and left out of translations. Content the IR cannot carry
+ * (documents, server tools, redacted thinking, MCP servers, non-text tool
+ * results, ...) is recorded in `nativeOnly`: an Anthropic upstream gets the
+ * body as is, any other candidate is skipped. Wrong types are refused here.
  */
 export function parseAnthropicRequest(body: unknown): IrRequest {
   const b = requireRecord(body, "body");
   const model = requireString(b.model, "model");
   if (model === "") throw clientError("'model' must not be empty", { param: "model" });
-  refuseUntranslatable(b);
-  const system = readSystem(b.system);
-  const out: IrMessage[] = [];
-  requireArray(b.messages, "messages").forEach((m, i) =>
-    readMessage(m, `messages[${i}]`, { system, out })
-  );
+  const into: Into = { system: [], out: [], native: [] };
+  if (b.mcp_servers !== undefined && b.mcp_servers !== null) {
+    if (requireArray(b.mcp_servers, "mcp_servers").length) {
+      into.native.push({ param: "mcp_servers", what: "MCP servers ('mcp_servers')" });
+    }
+  }
+  into.system.push(...readSystem(b.system, into));
+  requireArray(b.messages, "messages").forEach((m, i) => readMessage(m, `messages[${i}]`, into));
   const metadata = b.metadata === undefined || b.metadata === null
     ? {}
     : requireRecord(b.metadata, "metadata");
   return {
     model,
-    system: system.length ? system.join("\n\n") : undefined,
-    messages: out,
-    tools: readTools(b.tools),
+    system: into.system.length ? into.system.join("\n\n") : undefined,
+    messages: into.out,
+    tools: readTools(b.tools, into),
     toolChoice: readToolChoice(b.tool_choice),
     maxTokens: optionalNumber(b.max_tokens, "max_tokens"),
     temperature: optionalNumber(b.temperature, "temperature"),
     topP: optionalNumber(b.top_p, "top_p"),
     stop: optionalStringList(b.stop_sequences, "stop_sequences"),
     stream: optionalBoolean(b.stream, "stream") ?? false,
+    responseFormat: readOutputFormat(b.output_config, into),
     sessionHint: optionalString(metadata.user_id, "metadata.user_id"),
+    ...(into.native.length ? { nativeOnly: into.native } : {}),
   };
 }
 
-function unsupported(what: string, param: string): never {
-  throw clientError(`${what} is not supported by this gateway`, {
-    param,
-    code: "gw.client.unsupported",
-  });
+/**
+ * `output_config.format` is `{type: "json_schema", schema}` (structured
+ * outputs); a type this gateway does not know is left to Anthropic itself.
+ */
+function readOutputFormat(value: unknown, into: Into): IrResponseFormat | undefined {
+  if (value === undefined || value === null) return undefined;
+  const config = requireRecord(value, "output_config");
+  if (config.format === undefined || config.format === null) return undefined;
+  const format = requireRecord(config.format, "output_config.format");
+  const type = requireString(format.type, "output_config.format.type");
+  if (type !== "json_schema") {
+    into.native.push({
+      param: "output_config.format.type",
+      what: `output format '${type}' ('output_config.format')`,
+    });
+    return undefined;
+  }
+  return {
+    type: "json_schema",
+    name: DEFAULT_RESPONSE_FORMAT_NAME,
+    schema: requireRecord(format.schema, "output_config.format.schema"),
+  };
 }
 
-function refuseUntranslatable(b: Record<string, unknown>): void {
-  if (Array.isArray(b.mcp_servers) && b.mcp_servers.length) {
-    unsupported("'mcp_servers'", "mcp_servers");
-  }
-  if (isRecord(b.output_config) && b.output_config.format != null) {
-    unsupported("'output_config.format' (structured output)", "output_config.format");
-  }
-}
-
-function readSystem(value: unknown): string[] {
+function readSystem(value: unknown, into: Into): string[] {
   if (value === undefined || value === null) return [];
   if (typeof value === "string") return value === "" ? [] : [value];
-  return [textBlocks(value, "system")];
+  return [textBlocks(value, { param: "system", into })];
 }
 
-/** Text of a list of text blocks, as `system` and tool results carry them. */
-function textBlocks(value: unknown, param: string): string {
-  return requireArray(value, param).map((b, i) => {
+/**
+ * Text of a list of text blocks, as `system` and tool results carry them.
+ * Any other block (an image or document in a tool result) is Anthropic's alone.
+ */
+function textBlocks(value: unknown, opts: { param: string; into: Into }): string {
+  const { param, into } = opts;
+  return requireArray(value, param).flatMap((b, i) => {
     const block = requireRecord(b, `${param}[${i}]`);
-    if (block.type !== "text") {
-      unsupported(`a '${String(block.type)}' block in '${param}'`, `${param}[${i}].type`);
+    const type = requireString(block.type, `${param}[${i}].type`);
+    if (type !== "text") {
+      into.native.push({ param: `${param}[${i}].type`, what: `a '${type}' block in '${param}'` });
+      return [];
     }
-    return requireString(block.text, `${param}[${i}].text`);
+    return [requireString(block.text, `${param}[${i}].text`)];
   }).join("\n");
 }
 
-function readMessage(
-  value: unknown,
-  param: string,
-  into: { system: string[]; out: IrMessage[] },
-): void {
+function readMessage(value: unknown, param: string, into: Into): void {
   const m = requireRecord(value, param);
   const role = requireString(m.role, `${param}.role`);
   if (role === "system") {
     // The IR has one system prompt: a system turn can only lead the conversation.
-    if (into.out.length) unsupported("a 'system' message after the conversation began", param);
-    into.system.push(readSystem(m.content).join("\n"));
+    if (into.out.length) {
+      into.native.push({ param: `${param}.role`, what: "a 'system' message after the first turn" });
+      return;
+    }
+    into.system.push(readSystem(m.content, into).join("\n"));
   } else if (role === "user" || role === "assistant") {
-    into.out.push({ role, content: readContent(m.content, { param: `${param}.content`, role }) });
+    into.out.push({
+      role,
+      content: readContent(m.content, { param: `${param}.content`, role, into }),
+    });
   } else {
     throw clientError(`'${param}.role' must be user or assistant`, { param: `${param}.role` });
   }
 }
 
-function readContent(content: unknown, opts: { param: string; role: Role }): IrPart[] {
-  if (typeof content === "string") return [{ type: "text", text: content }];
-  return requireArray(content, opts.param).map((b, i) =>
-    readBlock(requireRecord(b, `${opts.param}[${i}]`), {
-      param: `${opts.param}[${i}]`,
-      role: opts.role,
-    })
-  );
+interface BlockOpts {
+  param: string;
+  role: Role;
+  into: Into;
 }
 
-function readBlock(block: Record<string, unknown>, opts: { param: string; role: Role }): IrPart {
-  const { param, role } = opts;
-  switch (block.type) {
+function readContent(content: unknown, opts: BlockOpts): IrPart[] {
+  if (typeof content === "string") return [{ type: "text", text: content }];
+  return requireArray(content, opts.param).flatMap((b, i) => {
+    const param = `${opts.param}[${i}]`;
+    const part = readBlock(requireRecord(b, param), { ...opts, param });
+    return part ? [part] : [];
+  });
+}
+
+/** A block as an IR part, or null when only Anthropic can take it (recorded in `nativeOnly`). */
+function readBlock(block: Record<string, unknown>, opts: BlockOpts): IrPart | null {
+  const { param, role, into } = opts;
+  const type = requireString(block.type, `${param}.type`);
+  switch (type) {
     case "text":
       return { type: "text", text: requireString(block.text, `${param}.text`) };
     case "image":
-      return readImage(block.source, `${param}.source`);
+      return readImage(block.source, { param: `${param}.source`, into });
     case "thinking":
       return {
         type: "reasoning",
@@ -142,9 +187,11 @@ function readBlock(block: Record<string, unknown>, opts: { param: string; role: 
       };
     case "tool_result":
       requireRole(role, { expected: "user", param });
-      return readToolResult(block, param);
+      return readToolResult(block, { param, into });
     default:
-      return unsupported(`content block type '${String(block.type)}'`, `${param}.type`);
+      // document, redacted_thinking, server_tool_use, search_result, ...
+      into.native.push({ param: `${param}.type`, what: `a '${type}' content block` });
+      return null;
   }
 }
 
@@ -156,27 +203,35 @@ function requireRole(role: Role, opts: { expected: Role; param: string }): void 
   }
 }
 
-function readImage(value: unknown, param: string): IrPart {
+function readImage(value: unknown, opts: { param: string; into: Into }): IrPart | null {
+  const { param } = opts;
   const source = requireRecord(value, param);
-  if (source.type === "base64") {
+  const type = requireString(source.type, `${param}.type`);
+  if (type === "base64") {
     return {
       type: "image",
       mediaType: requireString(source.media_type, `${param}.media_type`),
       data: requireString(source.data, `${param}.data`),
     };
   }
-  if (source.type === "url") {
+  if (type === "url") {
     return { type: "image_url", url: requireString(source.url, `${param}.url`) };
   }
-  return unsupported(`image source type '${String(source.type)}'`, `${param}.type`);
+  // A `file` source names an upload in Anthropic's Files API, which no other provider can read.
+  opts.into.native.push({ param: `${param}.type`, what: `an image with source type '${type}'` });
+  return null;
 }
 
-function readToolResult(block: Record<string, unknown>, param: string): IrPart {
+function readToolResult(
+  block: Record<string, unknown>,
+  opts: { param: string; into: Into },
+): IrPart {
+  const { param } = opts;
   const content = block.content === undefined || block.content === null
     ? ""
     : typeof block.content === "string"
     ? block.content
-    : textBlocks(block.content, `${param}.content`);
+    : textBlocks(block.content, { param: `${param}.content`, into: opts.into });
   return {
     type: "tool_result",
     toolCallId: requireString(block.tool_use_id, `${param}.tool_use_id`),
@@ -185,21 +240,23 @@ function readToolResult(block: Record<string, unknown>, param: string): IrPart {
   };
 }
 
-function readTools(value: unknown): IrTool[] | undefined {
+function readTools(value: unknown, into: Into): IrTool[] | undefined {
   if (value === undefined || value === null) return undefined;
-  return requireArray(value, "tools").map((t, i) => {
+  return requireArray(value, "tools").flatMap((t, i) => {
     const tool = requireRecord(t, `tools[${i}]`);
     // Client tools have no type or "custom"; any other type is a server tool run by Anthropic.
     if (tool.type !== undefined && tool.type !== null && tool.type !== "custom") {
-      unsupported(`server tool '${String(tool.type)}'`, `tools[${i}].type`);
+      const type = requireString(tool.type, `tools[${i}].type`);
+      into.native.push({ param: `tools[${i}].type`, what: `server tool '${type}'` });
+      return [];
     }
-    return {
+    return [{
       name: requireString(tool.name, `tools[${i}].name`),
       description: optionalString(tool.description, `tools[${i}].description`),
       parameters: isRecord(tool.input_schema)
         ? tool.input_schema
         : { type: "object", properties: {} },
-    };
+    }];
   });
 }
 
@@ -221,8 +278,24 @@ function readToolChoice(value: unknown): IrToolChoice | undefined {
   }
 }
 
+/**
+ * What of a translated request a Messages body cannot say. Structured output
+ * takes a schema only: "any JSON object" has no Anthropic form.
+ */
+export function unsupportedFor(ir: IrRequest): string[] {
+  return ir.responseFormat?.type === "json_object"
+    ? ["JSON mode without a schema (response format 'json_object')"]
+    : [];
+}
+
 /** Writes the gateway's request as a Messages body for `model`. */
 export function anthropicRequestBody(ir: IrRequest, model: string): Record<string, unknown> {
+  const refused = unsupportedFor(ir);
+  if (refused.length) {
+    throw clientError(`an Anthropic upstream cannot take ${refused.join("; ")}`, {
+      code: "gw.client.unsupported",
+    });
+  }
   const body: Record<string, unknown> = {
     model,
     max_tokens: ir.maxTokens ?? DEFAULT_MAX_TOKENS,
@@ -241,6 +314,10 @@ export function anthropicRequestBody(ir: IrRequest, model: string): Record<strin
   if (ir.topP !== undefined) body.top_p = ir.topP;
   if (ir.stop?.length) body.stop_sequences = ir.stop;
   if (ir.stream) body.stream = true;
+  if (ir.responseFormat?.type === "json_schema") {
+    // Anthropic always holds the answer to the schema and has no name for it: name and strict go.
+    body.output_config = { format: { type: "json_schema", schema: ir.responseFormat.schema } };
+  }
   return body;
 }
 

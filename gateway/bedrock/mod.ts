@@ -2,7 +2,7 @@ import { upstreamBaseUrl } from "../config/schema.ts";
 import type { UpstreamAdapter, UpstreamCall } from "../format.ts";
 import { GatewayError } from "../gateway_error.ts";
 import { decodeBedrockError } from "./errors.ts";
-import { converseRequestBody, converseUrl } from "./request.ts";
+import { converseRequestBody, converseUrl, unsupportedFor } from "./request.ts";
 import { decodeBedrockWhole } from "./response.ts";
 import { bedrockCredentials, signedPost } from "./sign.ts";
 import { decodeBedrockStream } from "./stream.ts";
@@ -13,6 +13,7 @@ import { decodeBedrockStream } from "./stream.ts";
  */
 export const bedrockUpstream: UpstreamAdapter = {
   kind: "bedrock",
+  unsupportedFor,
   buildRequest: buildBedrockRequest,
   decodeStream: decodeBedrockStream,
   decodeWhole: decodeBedrockWhole,

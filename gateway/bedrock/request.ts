@@ -1,5 +1,5 @@
 import { clientError } from "../gateway_error.ts";
-import type { IrMessage, IrPart, IrRequest, IrToolChoice } from "../ir.ts";
+import type { IrMessage, IrPart, IrRequest, IrResponseFormat, IrToolChoice } from "../ir.ts";
 import { argumentsObject } from "../request_fields.ts";
 
 type Block = Record<string, unknown>;
@@ -15,15 +15,61 @@ export function converseUrl(base: string, opts: { model: string; stream: boolean
   return `${base.replace(/\/+$/, "")}/model/${encodeURIComponent(opts.model)}/${action}`;
 }
 
+/**
+ * What of a request Converse cannot say: images by URL or of other types than
+ * png/jpeg/gif/webp, `tool_choice` none while tools are given (Converse has no
+ * "none"; sending the tools would let the model call one), and JSON mode
+ * without a schema.
+ */
+export function unsupportedFor(ir: IrRequest): string[] {
+  const out = new Set<string>();
+  for (const m of ir.messages) {
+    for (const p of m.content) {
+      if (p.type === "image_url") out.add("an image by URL (Bedrock takes images only inline)");
+      if (p.type === "image" && !imageFormats[p.mediaType.toLowerCase()]) {
+        out.add(`an image of type '${p.mediaType}' (Bedrock takes png, jpeg, gif or webp)`);
+      }
+    }
+  }
+  if (ir.toolChoice === "none" && ir.tools?.length) out.add("tool_choice 'none' with tools");
+  if (ir.responseFormat?.type === "json_object") {
+    out.add("JSON mode without a schema (response format 'json_object')");
+  }
+  return [...out];
+}
+
 /** Writes the gateway's request as a Converse / ConverseStream body (the model goes in the URL). */
 export function converseRequestBody(ir: IrRequest): Record<string, unknown> {
+  const refused = unsupportedFor(ir);
+  if (refused.length) {
+    throw clientError(`a Bedrock upstream cannot take ${refused.join("; ")}`, {
+      code: "gw.client.unsupported",
+    });
+  }
   const body: Record<string, unknown> = { messages: converseMessages(ir.messages) };
   if (ir.system !== undefined && ir.system !== "") body.system = [{ text: ir.system }];
   const tools = toolConfig(ir);
   if (tools) body.toolConfig = tools;
   const inference = inferenceConfig(ir);
   if (inference) body.inferenceConfig = inference;
+  const output = outputConfig(ir.responseFormat);
+  if (output) body.outputConfig = output;
   return body;
+}
+
+/**
+ * Structured output as Converse's `outputConfig.textFormat`, whose schema is
+ * JSON text rather than an object. Models that do not support it answer 400,
+ * which the caller sees as is.
+ */
+function outputConfig(format: IrResponseFormat | undefined): Record<string, unknown> | undefined {
+  if (format?.type !== "json_schema") return undefined;
+  const jsonSchema: Record<string, unknown> = {
+    name: format.name,
+    schema: JSON.stringify(format.schema),
+  };
+  if (format.description !== undefined) jsonSchema.description = format.description;
+  return { textFormat: { type: "json_schema", structure: { jsonSchema } } };
 }
 
 function converseMessages(messages: IrMessage[]): ConverseMessage[] {
@@ -45,13 +91,13 @@ function converseBlock(part: IrPart): Block[] {
       return part.text === "" ? [] : [{ text: part.text }];
     case "refusal":
       return [{ text: part.text }];
-    case "image":
-      return [{ image: { format: imageFormat(part.mediaType), source: { bytes: part.data } } }];
+    case "image": {
+      // unsupportedFor has refused the other image types.
+      const format = imageFormats[part.mediaType.toLowerCase()] ?? "png";
+      return [{ image: { format, source: { bytes: part.data } } }];
+    }
     case "image_url":
-      throw clientError(
-        "a Bedrock upstream takes images only inline (base64 data), not by URL",
-        { code: "gw.client.unsupported" },
-      );
+      return []; // refused by unsupportedFor
     case "reasoning":
       return [{
         reasoningContent: {
@@ -88,15 +134,6 @@ const imageFormats: Record<string, string> = {
   "image/webp": "webp",
 };
 
-function imageFormat(mediaType: string): string {
-  const format = imageFormats[mediaType.toLowerCase()];
-  if (format) return format;
-  throw clientError(
-    `image type '${mediaType}' cannot be sent to a Bedrock upstream (png, jpeg, gif or webp)`,
-    { code: "gw.client.unsupported" },
-  );
-}
-
 function toolConfig(ir: IrRequest): Record<string, unknown> | undefined {
   if (!ir.tools?.length) {
     if (ir.toolChoice === "required" || typeof ir.toolChoice === "object") {
@@ -124,13 +161,7 @@ function toolChoice(choice: IrToolChoice | undefined): Record<string, unknown> |
   if (choice === undefined) return undefined;
   if (choice === "auto") return { auto: {} };
   if (choice === "required") return { any: {} };
-  if (choice === "none") {
-    // Converse has no "none"; sending the tools without it would let the model call one.
-    throw clientError(
-      "tool_choice 'none' cannot be expressed on a Bedrock upstream; leave out the tools instead",
-      { param: "tool_choice", code: "gw.client.unsupported" },
-    );
-  }
+  if (choice === "none") return undefined; // with tools, refused by unsupportedFor
   return { tool: { name: choice.name } };
 }
 

@@ -2,7 +2,12 @@ import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { upstreamBaseUrl } from "../config/schema.ts";
 import { upstreamStatusError } from "../upstream_error.ts";
 import { geminiError } from "./errors.ts";
-import { geminiModelPath, geminiRequestBody, parseGeminiRequest } from "./request.ts";
+import {
+  geminiModelPath,
+  geminiRequestBody,
+  parseGeminiRequest,
+  unsupportedFor,
+} from "./request.ts";
 import { decodeGeminiWhole, encodeGeminiWhole } from "./response.ts";
 import { decodeGeminiStream, geminiStreamEncoder } from "./stream.ts";
 
@@ -23,6 +28,7 @@ export const geminiClient: ClientCodec = {
 
 export const geminiUpstream: UpstreamAdapter = {
   kind: "gemini",
+  unsupportedFor,
   buildRequest(call) {
     // The model lives in the URL, so a pass-through body goes on untouched.
     const body = call.passthrough ?? geminiRequestBody(call.ir);

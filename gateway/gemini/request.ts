@@ -1,6 +1,15 @@
 import type { ClientRequestContext } from "../format.ts";
 import { clientError } from "../gateway_error.ts";
-import type { IrMessage, IrPart, IrRequest, IrTool, IrToolChoice } from "../ir.ts";
+import {
+  DEFAULT_RESPONSE_FORMAT_NAME,
+  type IrMessage,
+  type IrNativeFeature,
+  type IrPart,
+  type IrRequest,
+  type IrResponseFormat,
+  type IrTool,
+  type IrToolChoice,
+} from "../ir.ts";
 import {
   argumentsObject,
   optionalNumber,
@@ -21,7 +30,17 @@ import { geminiSchemaToJson } from "./schema.ts";
  */
 export const FOREIGN_THOUGHT_SIGNATURE = "skip_thought_signature_validator";
 
-/** Reads a generateContent body; the model and streaming come from the URL. */
+/**
+ * Reads a generateContent body; the model and streaming come from the URL.
+ *
+ * Sampling knobs and settings that only tune an answer (`topK`, `seed`,
+ * penalties, `thinkingConfig`, `safetySettings`, `mediaResolution`) are
+ * carried by same-format pass-through and left out of translations. What
+ * changes the answer and has no IR slot (server tools, a server-side cache,
+ * several candidates, audio or image output, PDFs and other non-image
+ * data, code execution parts) is recorded in `nativeOnly`, so only a Gemini
+ * upstream is tried. JSON mode and response schemas are `responseFormat`.
+ */
 export function parseGeminiRequest(body: unknown, ctx: ClientRequestContext): IrRequest {
   const b = requireRecord(body, "body");
   const model = (ctx.pathModel ?? "").replace(/^models\//, "");
@@ -31,8 +50,9 @@ export function parseGeminiRequest(body: unknown, ctx: ClientRequestContext): Ir
   }
   const gen = field(b, "generationConfig") ?? {};
   const config = requireRecord(gen, "generationConfig");
-  refuseNativeOnly(b, config);
-  const ledger = new CallLedger();
+  const native: IrNativeFeature[] = [];
+  readNativeOnly(b, { config, native });
+  const ledger = new CallLedger(native);
   const messages = mergeTurns(
     requireArray(field(b, "contents"), "contents")
       .map((c, i) => readContent(c, `contents[${i}]`, ledger))
@@ -40,47 +60,73 @@ export function parseGeminiRequest(body: unknown, ctx: ClientRequestContext): Ir
   );
   return {
     model,
-    system: readSystem(field(b, "systemInstruction")),
+    system: readSystem(field(b, "systemInstruction"), native),
     messages,
-    tools: readTools(b.tools),
-    toolChoice: readToolChoice(field(b, "toolConfig")),
+    tools: readTools(b.tools, native),
+    toolChoice: readToolChoice(field(b, "toolConfig"), native),
     maxTokens: optionalNumber(field(config, "maxOutputTokens"), "generationConfig.maxOutputTokens"),
     temperature: optionalNumber(config.temperature, "generationConfig.temperature"),
     topP: optionalNumber(field(config, "topP"), "generationConfig.topP"),
     stop: optionalStringList(field(config, "stopSequences"), "generationConfig.stopSequences"),
     stream: ctx.pathStream === true,
+    responseFormat: readResponseFormat(config, native),
+    ...(native.length ? { nativeOnly: native } : {}),
   };
 }
 
-/**
- * Fields that change what the answer is (server-side cache, JSON mode, several
- * candidates, audio or image output) have no counterpart in the gateway's
- * request, so they are refused rather than dropped. Sampling knobs and safety
- * settings only tune an answer and are left to the upstream's defaults.
- */
-function refuseNativeOnly(b: Record<string, unknown>, config: Record<string, unknown>): void {
-  if (hasSubstance(field(b, "cachedContent"))) unsupported("cachedContent");
-  const count = optionalNumber(field(config, "candidateCount"), "generationConfig.candidateCount");
-  if (count !== undefined && count > 1) unsupported("generationConfig.candidateCount");
-  const mime = optionalString(
-    field(config, "responseMimeType"),
-    "generationConfig.responseMimeType",
-  );
-  if (mime !== undefined && mime !== "text/plain") unsupported("generationConfig.responseMimeType");
-  for (const name of ["responseSchema", "responseJsonSchema", "speechConfig"]) {
-    if (hasSubstance(field(config, name))) unsupported(`generationConfig.${name}`);
+/** Top-level and generationConfig fields that change what the answer is. */
+function readNativeOnly(
+  b: Record<string, unknown>,
+  opts: { config: Record<string, unknown>; native: IrNativeFeature[] },
+): void {
+  const { config, native } = opts;
+  const add = (param: string, what = `'${param}'`) => native.push({ param, what });
+  if (hasSubstance(field(b, "cachedContent"))) {
+    add("cachedContent", "cached content ('cachedContent')");
   }
+  const count = optionalNumber(field(config, "candidateCount"), "generationConfig.candidateCount");
+  if (count !== undefined && count > 1) {
+    add("generationConfig.candidateCount", "several candidates ('candidateCount')");
+  }
+  if (hasSubstance(field(config, "speechConfig"))) add("generationConfig.speechConfig");
   const modalities = field(config, "responseModalities");
   if (Array.isArray(modalities) && modalities.some((m) => String(m).toUpperCase() !== "TEXT")) {
-    unsupported("generationConfig.responseModalities");
+    add("generationConfig.responseModalities", "non-text output ('responseModalities')");
+  }
+  if (field(config, "responseLogprobs") === true) {
+    add("generationConfig.responseLogprobs", "log probabilities ('responseLogprobs')");
   }
 }
 
-function unsupported(param: string, what = `'${param}'`): never {
-  throw clientError(`${what} is not supported by the gateway's translation`, {
-    param,
-    code: "gw.client.unsupported",
-  });
+/**
+ * JSON mode is `responseMimeType: "application/json"`, held to a schema by
+ * `responseJsonSchema` (JSON Schema) or `responseSchema` (Gemini's OpenAPI
+ * subset, converted). Other MIME types (`text/x.enum`) are Gemini's alone.
+ */
+function readResponseFormat(
+  config: Record<string, unknown>,
+  native: IrNativeFeature[],
+): IrResponseFormat | undefined {
+  const param = "generationConfig.responseMimeType";
+  const mime = optionalString(field(config, "responseMimeType"), param);
+  const json = field(config, "responseJsonSchema");
+  const openApi = field(config, "responseSchema");
+  if (mime !== "application/json") {
+    if (mime !== undefined && mime !== "text/plain") {
+      native.push({ param, what: `response MIME type '${mime}'` });
+    } else if (hasSubstance(json) || hasSubstance(openApi)) {
+      // Gemini itself refuses a schema without JSON mode: let it say so.
+      native.push({ param, what: "a response schema without JSON mode" });
+    }
+    return undefined;
+  }
+  const schema = hasSubstance(json)
+    ? requireRecord(json, "generationConfig.responseJsonSchema")
+    : hasSubstance(openApi)
+    ? geminiSchemaToJson(requireRecord(openApi, "generationConfig.responseSchema"))
+    : undefined;
+  if (!isRecord(schema)) return { type: "json_object" };
+  return { type: "json_schema", name: DEFAULT_RESPONSE_FORMAT_NAME, schema };
 }
 
 /**
@@ -91,6 +137,9 @@ function unsupported(param: string, what = `'${param}'`): never {
 class CallLedger {
   #next = 0;
   #open: { id: string; name: string }[] = [];
+
+  /** What only Gemini can take, recorded while the contents are read. */
+  constructor(readonly native: IrNativeFeature[]) {}
 
   call(id: string | undefined, name: string): string {
     const callId = id || this.#fresh();
@@ -150,34 +199,50 @@ function readPart(value: unknown, param: string, ledger: CallLedger): IrPart | n
     return part.thought === true ? { type: "reasoning", text: t } : { type: "text", text: t };
   }
   const inline = field(part, "inlineData");
-  if (inline !== undefined) return readInline(inline, `${param}.inlineData`);
+  if (inline !== undefined) {
+    return readInline(inline, { param: `${param}.inlineData`, native: ledger.native });
+  }
   const file = field(part, "fileData");
-  if (file !== undefined) return readFile(file, `${param}.fileData`);
+  if (file !== undefined) {
+    return readFile(file, { param: `${param}.fileData`, native: ledger.native });
+  }
   const call = field(part, "functionCall");
   if (call !== undefined) return readCall(call, `${param}.functionCall`, ledger);
   const response = field(part, "functionResponse");
   if (response !== undefined) return readResponse(response, `${param}.functionResponse`, ledger);
+  // executableCode, codeExecutionResult, videoMetadata, ...: Gemini's own.
   const other = Object.keys(part).find((k) => !partExtras.has(camelCase(k)));
-  if (other !== undefined) unsupported(`${param}.${other}`, `part type '${other}'`);
+  if (other !== undefined) {
+    ledger.native.push({ param: `${param}.${other}`, what: `a '${other}' part` });
+  }
   return null;
 }
 
-function readInline(value: unknown, param: string): IrPart {
-  const inline = requireRecord(value, param);
-  const mediaType = requireString(field(inline, "mimeType"), `${param}.mimeType`);
-  if (!mediaType.startsWith("image/")) {
-    unsupported(`${param}.mimeType`, `inline data of type '${mediaType}'`);
-  }
-  return { type: "image", mediaType, data: requireString(inline.data, `${param}.data`) };
+interface DataAt {
+  param: string;
+  /** Where data only Gemini reads is recorded. */
+  native: IrNativeFeature[];
 }
 
-function readFile(value: unknown, param: string): IrPart {
+/** Images are IR parts; other data (PDF, audio, video) only Gemini reads. */
+function readInline(value: unknown, at: DataAt): IrPart | null {
+  const { param } = at;
+  const inline = requireRecord(value, param);
+  const mediaType = requireString(field(inline, "mimeType"), `${param}.mimeType`);
+  const data = requireString(inline.data, `${param}.data`);
+  if (mediaType.startsWith("image/")) return { type: "image", mediaType, data };
+  at.native.push({ param: `${param}.mimeType`, what: `inline data of type '${mediaType}'` });
+  return null;
+}
+
+function readFile(value: unknown, at: DataAt): IrPart | null {
+  const { param } = at;
   const file = requireRecord(value, param);
   const mediaType = optionalString(field(file, "mimeType"), `${param}.mimeType`);
-  if (mediaType !== undefined && !mediaType.startsWith("image/")) {
-    unsupported(`${param}.mimeType`, `file data of type '${mediaType}'`);
-  }
-  return { type: "image_url", url: requireString(field(file, "fileUri"), `${param}.fileUri`) };
+  const url = requireString(field(file, "fileUri"), `${param}.fileUri`);
+  if (mediaType === undefined || mediaType.startsWith("image/")) return { type: "image_url", url };
+  at.native.push({ param: `${param}.mimeType`, what: `file data of type '${mediaType}'` });
+  return null;
 }
 
 function readCall(value: unknown, param: string, ledger: CallLedger): IrPart {
@@ -192,7 +257,9 @@ function readCall(value: unknown, param: string, ledger: CallLedger): IrPart {
 
 function readResponse(value: unknown, param: string, ledger: CallLedger): IrPart {
   const res = requireRecord(value, param);
-  if (hasSubstance(res.parts)) unsupported(`${param}.parts`, "multimodal function responses");
+  if (hasSubstance(res.parts)) {
+    ledger.native.push({ param: `${param}.parts`, what: "a multimodal function response" });
+  }
   const name = requireString(res.name, `${param}.name`);
   const response = res.response === undefined || res.response === null
     ? {}
@@ -214,19 +281,22 @@ function resultContent(response: Record<string, unknown>): { content: string; is
   return { content: JSON.stringify(response) };
 }
 
-function readSystem(value: unknown): string | undefined {
+function readSystem(value: unknown, native: IrNativeFeature[]): string | undefined {
   if (value === undefined || value === null) return undefined;
   const c = requireRecord(value, "systemInstruction");
-  const texts = requireArray(c.parts, "systemInstruction.parts").map((p, i) => {
+  const texts = requireArray(c.parts, "systemInstruction.parts").flatMap((p, i) => {
     const at = `systemInstruction.parts[${i}]`;
     const part = requireRecord(p, at);
-    if (part.text === undefined) unsupported(at, "a system instruction part that is not text");
-    return requireString(part.text, `${at}.text`);
+    if (part.text === undefined) {
+      native.push({ param: at, what: "a system instruction part that is not text" });
+      return [];
+    }
+    return [requireString(part.text, `${at}.text`)];
   });
   return texts.join("\n");
 }
 
-function readTools(value: unknown): IrTool[] | undefined {
+function readTools(value: unknown, native: IrNativeFeature[]): IrTool[] | undefined {
   if (value === undefined || value === null) return undefined;
   return requireArray(value, "tools").flatMap((t, i) => {
     const tool = requireRecord(t, `tools[${i}]`);
@@ -238,7 +308,7 @@ function readTools(value: unknown): IrTool[] | undefined {
         });
       } else if (v !== undefined && v !== null) {
         // `{googleSearch: {}}` switches a server tool on: empty is not absent.
-        unsupported(`tools[${i}].${key}`, `tool '${key}'`);
+        native.push({ param: `tools[${i}].${key}`, what: `server tool '${key}'` });
       }
     }
     return declarations;
@@ -261,7 +331,7 @@ function readDeclaration(value: unknown, param: string): IrTool {
   };
 }
 
-function readToolChoice(value: unknown): IrToolChoice | undefined {
+function readToolChoice(value: unknown, native: IrNativeFeature[]): IrToolChoice | undefined {
   if (value === undefined || value === null) return undefined;
   const config = requireRecord(value, "toolConfig");
   const calling = field(config, "functionCallingConfig");
@@ -277,12 +347,21 @@ function readToolChoice(value: unknown): IrToolChoice | undefined {
   if (mode === "ANY") {
     if (!allowed?.length) return "required";
     if (allowed.length === 1 && allowed[0] !== undefined) return { name: allowed[0] };
-    unsupported(`${param}.allowedFunctionNames`, "more than one allowed function name");
+    native.push({
+      param: `${param}.allowedFunctionNames`,
+      what: "more than one allowed function name",
+    });
+    return "required";
   }
   if (mode === "AUTO" || mode === "VALIDATED" || mode === "MODE_UNSPECIFIED") return "auto";
   throw clientError(`'${param}.mode' must be AUTO, ANY, NONE or VALIDATED`, {
     param: `${param}.mode`,
   });
+}
+
+/** Everything the IR carries has a generateContent form. */
+export function unsupportedFor(_ir: IrRequest): string[] {
+  return [];
 }
 
 /** Writes the gateway's request as a generateContent body (the model goes in the URL). */
@@ -311,6 +390,13 @@ export function geminiRequestBody(ir: IrRequest): Record<string, unknown> {
   if (ir.temperature !== undefined) generationConfig.temperature = ir.temperature;
   if (ir.topP !== undefined) generationConfig.topP = ir.topP;
   if (ir.stop !== undefined) generationConfig.stopSequences = ir.stop;
+  if (ir.responseFormat) {
+    generationConfig.responseMimeType = "application/json";
+    // JSON Schema as-is, as for tools; Gemini has no name or strict flag (it always holds to it).
+    if (ir.responseFormat.type === "json_schema") {
+      generationConfig.responseJsonSchema = ir.responseFormat.schema;
+    }
+  }
   if (Object.keys(generationConfig).length) body.generationConfig = generationConfig;
   return body;
 }

@@ -2,7 +2,7 @@ import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { upstreamBaseUrl } from "../config/schema.ts";
 import { upstreamStatusError } from "../upstream_error.ts";
 import { openAiError } from "./errors.ts";
-import { chatRequestBody, parseChatRequest } from "./request.ts";
+import { chatRequestBody, parseChatRequest, unsupportedFor } from "./request.ts";
 import { decodeChatWhole, encodeChatWhole } from "./response.ts";
 import { chatStreamEncoder, decodeChatStream } from "./stream.ts";
 
@@ -21,6 +21,7 @@ export const chatClient: ClientCodec = {
 
 export const chatUpstream: UpstreamAdapter = {
   kind: "openai-chat",
+  unsupportedFor,
   buildRequest(call) {
     const body = call.passthrough
       ? { ...call.passthrough, model: call.model }

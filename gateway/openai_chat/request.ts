@@ -1,5 +1,13 @@
 import { clientError } from "../gateway_error.ts";
-import type { IrMessage, IrPart, IrRequest, IrTool, IrToolChoice } from "../ir.ts";
+import type {
+  IrMessage,
+  IrNativeFeature,
+  IrPart,
+  IrRequest,
+  IrResponseFormat,
+  IrTool,
+  IrToolChoice,
+} from "../ir.ts";
 import {
   imageFromUrl,
   optionalBoolean,
@@ -12,45 +20,114 @@ import {
 } from "../request_fields.ts";
 import { isRecord } from "../sse_frames.ts";
 
-/** Reads a Chat Completions body into the gateway's request. */
+/** Where parsed input lands: system text, turns, and what only a Chat upstream can take. */
+interface Into {
+  system: string[];
+  out: IrMessage[];
+  native: IrNativeFeature[];
+}
+
+/**
+ * Reads a Chat Completions body into the gateway's request.
+ *
+ * Hints that only tune the answer (`seed`, `frequency_penalty`,
+ * `presence_penalty`, `logit_bias`, `reasoning_effort`, `verbosity`,
+ * `parallel_tool_calls`, `service_tier`, `store`, `metadata`, `prediction`)
+ * are carried by same-format pass-through and left out of translations.
+ * What changes the answer itself and has no IR slot (audio or file parts,
+ * non-function tools, several choices, audio output, log probabilities,
+ * web search) is recorded in `nativeOnly`, so only a Chat upstream is tried.
+ */
 export function parseChatRequest(body: unknown): IrRequest {
   const b = requireRecord(body, "body");
   const model = requireString(b.model, "model");
   if (model === "") throw clientError("'model' must not be empty", { param: "model" });
   const messages = requireArray(b.messages, "messages");
-  const system: string[] = [];
-  const out: IrMessage[] = [];
-  messages.forEach((m, i) => readMessage(m, `messages[${i}]`, { system, out }));
+  const into: Into = { system: [], out: [], native: [] };
+  messages.forEach((m, i) => readMessage(m, `messages[${i}]`, into));
+  readAnswerShape(b, into);
   return {
     model,
-    system: system.length ? system.join("\n\n") : undefined,
-    messages: out,
-    tools: readTools(b.tools),
-    toolChoice: readToolChoice(b.tool_choice),
+    system: into.system.length ? into.system.join("\n\n") : undefined,
+    messages: into.out,
+    tools: readTools(b.tools, into),
+    toolChoice: readToolChoice(b.tool_choice, into),
     maxTokens: optionalNumber(b.max_completion_tokens, "max_completion_tokens") ??
       optionalNumber(b.max_tokens, "max_tokens"),
     temperature: optionalNumber(b.temperature, "temperature"),
     topP: optionalNumber(b.top_p, "top_p"),
     stop: optionalStringList(b.stop, "stop"),
     stream: optionalBoolean(b.stream, "stream") ?? false,
+    responseFormat: readResponseFormat(b.response_format),
     sessionHint: optionalString(b.prompt_cache_key, "prompt_cache_key") ??
       optionalString(b.user, "user"),
+    ...(into.native.length ? { nativeOnly: into.native } : {}),
   };
 }
 
-function readMessage(
-  value: unknown,
-  param: string,
-  into: { system: string[]; out: IrMessage[] },
-): void {
+/** Fields that ask for a different answer than one text/tool message: the IR has none of them. */
+function readAnswerShape(b: Record<string, unknown>, into: Into): void {
+  const n = optionalNumber(b.n, "n");
+  if (n !== undefined && n > 1) into.native.push({ param: "n", what: "several choices ('n')" });
+  const modalities = optionalStringList(b.modalities, "modalities");
+  if (modalities?.some((m) => m !== "text") || hasValue(b.audio)) {
+    into.native.push({ param: "modalities", what: "audio output ('modalities', 'audio')" });
+  }
+  if (optionalBoolean(b.logprobs, "logprobs")) {
+    into.native.push({ param: "logprobs", what: "log probabilities ('logprobs')" });
+  }
+  if (hasValue(b.web_search_options)) {
+    into.native.push({ param: "web_search_options", what: "web search ('web_search_options')" });
+  }
+}
+
+function hasValue(value: unknown): boolean {
+  return value !== undefined && value !== null;
+}
+
+/** `response_format`: text (the default), `json_object`, or `json_schema` with its schema. */
+function readResponseFormat(value: unknown): IrResponseFormat | undefined {
+  if (value === undefined || value === null) return undefined;
+  const format = requireRecord(value, "response_format");
+  const type = requireString(format.type, "response_format.type");
+  if (type === "text") return undefined;
+  if (type === "json_object") return { type: "json_object" };
+  if (type !== "json_schema") {
+    throw clientError("'response_format.type' must be text, json_object or json_schema", {
+      param: "response_format.type",
+    });
+  }
+  const spec = requireRecord(format.json_schema, "response_format.json_schema");
+  return jsonSchemaFormat(spec, "response_format.json_schema");
+}
+
+/** The `{name, description, schema, strict}` both OpenAI formats use for a JSON schema. */
+export function jsonSchemaFormat(spec: Record<string, unknown>, param: string): IrResponseFormat {
+  const description = optionalString(spec.description, `${param}.description`);
+  const strict = optionalBoolean(spec.strict, `${param}.strict`);
+  return {
+    type: "json_schema",
+    name: requireString(spec.name, `${param}.name`),
+    ...(description === undefined ? {} : { description }),
+    schema: spec.schema === undefined || spec.schema === null
+      ? {}
+      : requireRecord(spec.schema, `${param}.schema`),
+    ...(strict === undefined ? {} : { strict }),
+  };
+}
+
+function readMessage(value: unknown, param: string, into: Into): void {
   const m = requireRecord(value, param);
   const role = requireString(m.role, `${param}.role`);
   if (role === "system" || role === "developer") {
     into.system.push(textOf(m.content, `${param}.content`));
   } else if (role === "user") {
-    into.out.push({ role: "user", content: readParts(m.content, `${param}.content`) });
+    into.out.push({
+      role: "user",
+      content: readParts(m.content, { param: `${param}.content`, into }),
+    });
   } else if (role === "assistant") {
-    into.out.push({ role: "assistant", content: readAssistant(m, param) });
+    into.out.push({ role: "assistant", content: readAssistant(m, { param, into }) });
   } else if (role === "tool") {
     const part: IrPart = {
       type: "tool_result",
@@ -69,10 +146,11 @@ function readMessage(
   }
 }
 
-function readAssistant(m: Record<string, unknown>, param: string): IrPart[] {
+function readAssistant(m: Record<string, unknown>, opts: { param: string; into: Into }): IrPart[] {
+  const { param } = opts;
   const parts: IrPart[] = m.content === undefined || m.content === null
     ? []
-    : readParts(m.content, `${param}.content`);
+    : readParts(m.content, { param: `${param}.content`, into: opts.into });
   const refusal = optionalString(m.refusal, `${param}.refusal`);
   if (refusal) parts.push({ type: "refusal", text: refusal });
   if (m.tool_calls !== undefined && m.tool_calls !== null) {
@@ -91,62 +169,98 @@ function readAssistant(m: Record<string, unknown>, param: string): IrPart[] {
   return parts;
 }
 
-function readParts(content: unknown, param: string): IrPart[] {
+/**
+ * Text, images and refusals become IR parts; any other part (audio, a file)
+ * is recorded as native-only, or refused where the IR needs text.
+ */
+function readParts(content: unknown, opts: { param: string; into?: Into }): IrPart[] {
   if (typeof content === "string") return [{ type: "text", text: content }];
-  return requireArray(content, param).map((p, i) => {
-    const at = `${param}[${i}]`;
+  return requireArray(content, opts.param).flatMap((p, i): IrPart[] => {
+    const at = `${opts.param}[${i}]`;
     const part = requireRecord(p, at);
-    if (part.type === "text") return { type: "text", text: requireString(part.text, `${at}.text`) };
-    if (part.type === "image_url") {
+    const type = requireString(part.type, `${at}.type`);
+    if (type === "text") return [{ type: "text", text: requireString(part.text, `${at}.text`) }];
+    if (type === "image_url") {
       const image = requireRecord(part.image_url, `${at}.image_url`);
-      return imageFromUrl(requireString(image.url, `${at}.image_url.url`));
+      return [imageFromUrl(requireString(image.url, `${at}.image_url.url`))];
     }
-    if (part.type === "refusal") {
-      return { type: "refusal", text: requireString(part.refusal, `${at}.refusal`) };
+    if (type === "refusal") {
+      return [{ type: "refusal", text: requireString(part.refusal, `${at}.refusal`) }];
     }
-    throw clientError(`content part type '${String(part.type)}' is not supported`, {
-      param: `${at}.type`,
-      code: "gw.client.unsupported",
-    });
+    if (!opts.into) {
+      throw clientError(`'${opts.param}' must be text`, { param: `${at}.type` });
+    }
+    opts.into.native.push({ param: `${at}.type`, what: `a '${type}' content part` });
+    return [];
   });
 }
 
 function textOf(content: unknown, param: string): string {
-  return readParts(content, param).map((p) => {
+  return readParts(content, { param }).map((p) => {
     if (p.type !== "text") throw clientError(`'${param}' must be text`, { param });
     return p.text;
   }).join("");
 }
 
-function readTools(value: unknown): IrTool[] | undefined {
+function readTools(value: unknown, into: Into): IrTool[] | undefined {
   if (value === undefined || value === null) return undefined;
-  return requireArray(value, "tools").map((t, i) => {
+  return requireArray(value, "tools").flatMap((t, i) => {
     const tool = requireRecord(t, `tools[${i}]`);
-    if (tool.type !== "function") {
-      throw clientError(`tool type '${String(tool.type)}' is not supported`, {
-        param: `tools[${i}].type`,
-        code: "gw.client.unsupported",
-      });
+    const type = requireString(tool.type, `tools[${i}].type`);
+    if (type !== "function") {
+      into.native.push({ param: `tools[${i}].type`, what: `a '${type}' tool` });
+      return [];
     }
     const fn = requireRecord(tool.function, `tools[${i}].function`);
-    return {
+    return [{
       name: requireString(fn.name, `tools[${i}].function.name`),
       description: optionalString(fn.description, `tools[${i}].function.description`),
       parameters: isRecord(fn.parameters) ? fn.parameters : { type: "object", properties: {} },
-    };
+    }];
   });
 }
 
-function readToolChoice(value: unknown): IrToolChoice | undefined {
+function readToolChoice(value: unknown, into: Into): IrToolChoice | undefined {
   if (value === undefined || value === null) return undefined;
   if (value === "auto" || value === "none" || value === "required") return value;
   const choice = requireRecord(value, "tool_choice");
+  const type = optionalString(choice.type, "tool_choice.type") ?? "function";
+  if (type !== "function") {
+    // `allowed_tools` and custom tools: a restriction only OpenAI knows how to apply.
+    into.native.push({ param: "tool_choice.type", what: `tool_choice '${type}'` });
+    return undefined;
+  }
   const fn = requireRecord(choice.function, "tool_choice.function");
   return { name: requireString(fn.name, "tool_choice.function.name") };
 }
 
+/** Parts a Chat user turn can carry besides tool results (which become `tool` messages). */
+const userPartTypes = new Set<IrPart["type"]>(["text", "image", "image_url", "tool_result"]);
+
+/**
+ * What of a translated request a Chat Completions body cannot say: a user
+ * turn holds only text and images (reasoning, refusals and calls are the
+ * assistant's).
+ */
+export function unsupportedFor(ir: IrRequest): string[] {
+  const out = new Set<string>();
+  for (const m of ir.messages) {
+    if (m.role !== "user") continue;
+    for (const p of m.content) {
+      if (!userPartTypes.has(p.type)) out.add(`part '${p.type}' in a user turn`);
+    }
+  }
+  return [...out];
+}
+
 /** Writes the gateway's request as a Chat Completions body for `model`. */
 export function chatRequestBody(ir: IrRequest, model: string): Record<string, unknown> {
+  const refused = unsupportedFor(ir);
+  if (refused.length) {
+    throw clientError(`a Chat Completions upstream cannot take ${refused.join("; ")}`, {
+      code: "gw.client.unsupported",
+    });
+  }
   const messages: Record<string, unknown>[] = [];
   if (ir.system !== undefined) messages.push({ role: "system", content: ir.system });
   for (const m of ir.messages) messages.push(...chatMessages(m));
@@ -166,11 +280,22 @@ export function chatRequestBody(ir: IrRequest, model: string): Record<string, un
   if (ir.temperature !== undefined) body.temperature = ir.temperature;
   if (ir.topP !== undefined) body.top_p = ir.topP;
   if (ir.stop !== undefined) body.stop = ir.stop;
+  if (ir.responseFormat) body.response_format = chatResponseFormat(ir.responseFormat);
   if (ir.stream) {
     body.stream = true;
     body.stream_options = { include_usage: true };
   }
   return body;
+}
+
+type ChatUserPart =
+  | { type: "text"; text: string }
+  | { type: "image_url"; image_url: { url: string } };
+
+function chatResponseFormat(format: IrResponseFormat): Record<string, unknown> {
+  if (format.type === "json_object") return { type: "json_object" };
+  const { type, ...jsonSchema } = format;
+  return { type, json_schema: jsonSchema };
 }
 
 function chatMessages(m: IrMessage): Record<string, unknown>[] {
@@ -192,15 +317,14 @@ function chatMessages(m: IrMessage): Record<string, unknown>[] {
   );
   const rest = m.content.filter((p) => p.type !== "tool_result");
   if (!rest.length) return results;
-  const content = rest.map((p) => {
-    if (p.type === "text") return { type: "text", text: p.text };
+  // unsupportedFor has refused every other part a user turn might hold.
+  const content = rest.flatMap((p): ChatUserPart[] => {
+    if (p.type === "text") return [{ type: "text", text: p.text }];
     if (p.type === "image") {
-      return { type: "image_url", image_url: { url: `data:${p.mediaType};base64,${p.data}` } };
+      return [{ type: "image_url", image_url: { url: `data:${p.mediaType};base64,${p.data}` } }];
     }
-    if (p.type === "image_url") return { type: "image_url", image_url: { url: p.url } };
-    throw clientError(`a ${p.type} part cannot be sent to a Chat Completions upstream`, {
-      code: "gw.client.unsupported",
-    });
+    if (p.type === "image_url") return [{ type: "image_url", image_url: { url: p.url } }];
+    return [];
   });
   const only = content.length === 1 ? content[0] : undefined;
   return [...results, {

@@ -2,7 +2,7 @@ import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { upstreamBaseUrl } from "../config/schema.ts";
 import { upstreamStatusError } from "../upstream_error.ts";
 import { openAiError } from "../openai_chat/errors.ts";
-import { parseResponsesRequest, responsesRequestBody } from "./request.ts";
+import { parseResponsesRequest, responsesRequestBody, unsupportedFor } from "./request.ts";
 import { decodeResponsesWhole, encodeResponsesWhole } from "./response.ts";
 import { decodeResponsesStream, responsesStreamEncoder } from "./stream.ts";
 
@@ -21,6 +21,7 @@ export const responsesClient: ClientCodec = {
 
 export const responsesUpstream: UpstreamAdapter = {
   kind: "openai-responses",
+  unsupportedFor,
   buildRequest(call) {
     const body = call.passthrough
       ? { ...call.passthrough, model: call.model }

@@ -1,5 +1,14 @@
 import { clientError } from "../gateway_error.ts";
-import type { IrMessage, IrPart, IrRequest, IrTool, IrToolChoice } from "../ir.ts";
+import type {
+  IrMessage,
+  IrNativeFeature,
+  IrPart,
+  IrRequest,
+  IrResponseFormat,
+  IrTool,
+  IrToolChoice,
+} from "../ir.ts";
+import { jsonSchemaFormat } from "../openai_chat/request.ts";
 import {
   imageFromUrl,
   optionalBoolean,
@@ -11,68 +20,92 @@ import {
 } from "../request_fields.ts";
 import { isRecord } from "../sse_frames.ts";
 
-/** Where parsed input lands: system text and the alternating turns. */
+/** Where parsed input lands: system text, turns, and what only a Responses upstream can take. */
 interface Into {
   system: string[];
   out: IrMessage[];
+  native: IrNativeFeature[];
 }
 
 function unsupported(message: string, param: string) {
   return clientError(message, { param, code: "gw.client.unsupported" });
 }
 
-/** Reads a Responses API body into the gateway's request. */
+/**
+ * Reads a Responses API body into the gateway's request.
+ *
+ * Hints that only tune the answer (`reasoning`, `text.verbosity`,
+ * `parallel_tool_calls`, `truncation`, `service_tier`, `store`, `metadata`,
+ * `include`) are carried by same-format pass-through and left out of
+ * translations. What the IR cannot carry (built-in tools, files, audio,
+ * stored state such as `previous_response_id`, log probabilities) is
+ * recorded in `nativeOnly`, so only a Responses upstream is tried.
+ */
 export function parseResponsesRequest(body: unknown): IrRequest {
   const b = requireRecord(body, "body");
-  refuseStateful(b);
   const model = requireString(b.model, "model");
   if (model === "") throw clientError("'model' must not be empty", { param: "model" });
-  const into: Into = { system: [], out: [] };
+  const into: Into = { system: [], out: [], native: [] };
+  readStateful(b, into);
   const instructions = optionalString(b.instructions, "instructions");
   if (instructions) into.system.push(instructions);
   readInput(b.input, into);
+  const topLogprobs = optionalNumber(b.top_logprobs, "top_logprobs");
+  if (topLogprobs !== undefined && topLogprobs > 0) {
+    into.native.push({ param: "top_logprobs", what: "log probabilities ('top_logprobs')" });
+  }
   return {
     model,
     system: into.system.length ? into.system.join("\n\n") : undefined,
     messages: into.out,
-    tools: readTools(b.tools),
-    toolChoice: readToolChoice(b.tool_choice),
+    tools: readTools(b.tools, into),
+    toolChoice: readToolChoice(b.tool_choice, into),
     maxTokens: optionalNumber(b.max_output_tokens, "max_output_tokens"),
     temperature: optionalNumber(b.temperature, "temperature"),
     topP: optionalNumber(b.top_p, "top_p"),
     stream: optionalBoolean(b.stream, "stream") ?? false,
+    responseFormat: readTextFormat(b.text, into),
     sessionHint: optionalString(b.prompt_cache_key, "prompt_cache_key") ??
       optionalString(b.user, "user"),
+    ...(into.native.length ? { nativeOnly: into.native } : {}),
   };
 }
 
 /**
- * The gateway keeps no state between requests and may answer from a
- * different provider each time, so anything that points at a stored
- * response, conversation or prompt on OpenAI's side cannot be honoured.
+ * A stored response, conversation or prompt lives at OpenAI: a Responses
+ * upstream given the body as is can read it, a translation cannot.
+ * `background` is refused outright: its answer is fetched later by id, from
+ * an endpoint the gateway does not serve.
  */
-function refuseStateful(b: Record<string, unknown>): void {
+function readStateful(b: Record<string, unknown>, into: Into): void {
   const stateful: [string, string][] = [
-    ["previous_response_id", "send the whole conversation in 'input' instead"],
-    ["conversation", "send the whole conversation in 'input' instead"],
-    ["prompt", "send the prompt text in 'instructions' and 'input' instead"],
+    ["previous_response_id", "a stored previous response ('previous_response_id')"],
+    ["conversation", "a stored conversation ('conversation')"],
+    ["prompt", "a stored prompt ('prompt')"],
   ];
-  for (const [field, hint] of stateful) {
-    if (b[field] !== undefined && b[field] !== null) {
-      throw unsupported(`'${field}' is not supported: the gateway is stateless; ${hint}`, field);
-    }
+  for (const [field, what] of stateful) {
+    if (b[field] !== undefined && b[field] !== null) into.native.push({ param: field, what });
   }
-  if (b.background === true) {
-    throw unsupported("'background' is not supported: the gateway is stateless", "background");
-  }
-  const text = isRecord(b.text) ? b.text : {};
-  const format = isRecord(text.format) ? text.format : undefined;
-  if (format && format.type !== "text") {
+  if (optionalBoolean(b.background, "background")) {
     throw unsupported(
-      `'text.format' of type '${String(format.type)}' is not supported by the gateway`,
-      "text.format",
+      "'background' is not supported: its answer is fetched later by id, which the gateway does not serve",
+      "background",
     );
   }
+}
+
+/** `text.format`: text (the default), `json_object`, or `json_schema` with its schema inline. */
+function readTextFormat(value: unknown, into: Into): IrResponseFormat | undefined {
+  if (value === undefined || value === null) return undefined;
+  const text = requireRecord(value, "text");
+  if (text.format === undefined || text.format === null) return undefined;
+  const format = requireRecord(text.format, "text.format");
+  const type = requireString(format.type, "text.format.type");
+  if (type === "text") return undefined;
+  if (type === "json_object") return { type: "json_object" };
+  if (type === "json_schema") return jsonSchemaFormat(format, "text.format");
+  into.native.push({ param: "text.format.type", what: `text format '${type}'` });
+  return undefined;
 }
 
 function readInput(input: unknown, into: Into): void {
@@ -86,7 +119,7 @@ function readInput(input: unknown, into: Into): void {
 function readItem(value: unknown, param: string, into: Into): void {
   const item = requireRecord(value, param);
   // Short-hand messages ({role, content}) may leave the type out.
-  const type = item.type ?? "message";
+  const type = optionalString(item.type, `${param}.type`) ?? "message";
   if (type === "message") return readMessage(item, param, into);
   if (type === "function_call") {
     return pushAssistant(into, [{
@@ -100,28 +133,23 @@ function readItem(value: unknown, param: string, into: Into): void {
     return pushToolResult(into, {
       type: "tool_result",
       toolCallId: requireString(item.call_id, `${param}.call_id`),
-      content: toolOutputText(item.output, `${param}.output`),
+      content: toolOutputText(item.output, { param: `${param}.output`, into }),
     });
   }
   if (type === "reasoning") return pushAssistant(into, reasoningParts(item, param));
-  if (type === "item_reference") {
-    throw unsupported(
-      "'item_reference' input items are not supported: the gateway is stateless",
-      `${param}.type`,
-    );
-  }
-  throw unsupported(`input item type '${String(type)}' is not supported`, `${param}.type`);
+  // item_reference, built-in tool calls and their outputs: OpenAI's own items.
+  into.native.push({ param: `${param}.type`, what: `a '${type}' input item` });
 }
 
 function readMessage(item: Record<string, unknown>, param: string, into: Into): void {
   const role = requireString(item.role, `${param}.role`);
-  const at = `${param}.content`;
+  const at = { param: `${param}.content`, into };
   if (role === "system" || role === "developer") {
-    into.system.push(textOf(readParts(item.content, { param: at, images: false })));
+    into.system.push(textOf(readParts(item.content, { ...at, images: false })));
   } else if (role === "user") {
-    into.out.push({ role: "user", content: readParts(item.content, { param: at, images: true }) });
+    into.out.push({ role: "user", content: readParts(item.content, { ...at, images: true }) });
   } else if (role === "assistant") {
-    pushAssistant(into, readParts(item.content, { param: at, images: false }));
+    pushAssistant(into, readParts(item.content, { ...at, images: false }));
   } else {
     throw clientError(`'${param}.role' must be system, developer, user or assistant`, {
       param: `${param}.role`,
@@ -144,40 +172,45 @@ function pushToolResult(into: Into, part: Extract<IrPart, { type: "tool_result" 
   } else into.out.push({ role: "user", content: [part] });
 }
 
-function readParts(content: unknown, opts: { param: string; images: boolean }): IrPart[] {
-  if (typeof content === "string") return [{ type: "text", text: content }];
-  return requireArray(content, opts.param).map((p, i) => {
-    const at = `${opts.param}[${i}]`;
-    const part = requireRecord(p, at);
-    if (part.type === "input_text" || part.type === "output_text") {
-      return { type: "text", text: requireString(part.text, `${at}.text`) };
-    }
-    if (part.type === "refusal") {
-      return { type: "refusal", text: requireString(part.refusal, `${at}.refusal`) };
-    }
-    if (part.type === "input_image" && opts.images) return readImage(part, at);
-    throw unsupported(
-      `content part type '${String(part.type)}' is not supported here`,
-      `${at}.type`,
-    );
-  });
+interface PartOpts {
+  param: string;
+  into: Into;
+  /** Whether an image is an IR part here (a user turn) or OpenAI's alone (elsewhere). */
+  images: boolean;
 }
 
-function readImage(part: Record<string, unknown>, param: string): IrPart {
-  if (typeof part.image_url === "string") return imageFromUrl(part.image_url);
-  throw unsupported(
-    "images by 'file_id' are not supported: the gateway cannot read OpenAI files; send 'image_url'",
-    `${param}.image_url`,
-  );
+function readParts(content: unknown, opts: PartOpts): IrPart[] {
+  if (typeof content === "string") return [{ type: "text", text: content }];
+  return requireArray(content, opts.param).flatMap((p, i): IrPart[] => {
+    const at = `${opts.param}[${i}]`;
+    const part = requireRecord(p, at);
+    const type = requireString(part.type, `${at}.type`);
+    if (type === "input_text" || type === "output_text") {
+      return [{ type: "text", text: requireString(part.text, `${at}.text`) }];
+    }
+    if (type === "refusal") {
+      return [{ type: "refusal", text: requireString(part.refusal, `${at}.refusal`) }];
+    }
+    if (type === "input_image" && opts.images && typeof part.image_url === "string") {
+      return [imageFromUrl(part.image_url)];
+    }
+    // A `file_id` names an upload in OpenAI's Files API, which no other provider can read.
+    const what = type === "input_image" && part.file_id !== undefined
+      ? "an image by 'file_id'"
+      : `a '${type}' content part here`;
+    const param = type === "input_image" ? `${at}.image_url` : `${at}.type`;
+    opts.into.native.push({ param, what });
+    return [];
+  });
 }
 
 function textOf(parts: IrPart[]): string {
   return parts.map((p) => (p.type === "text" ? p.text : "")).join("");
 }
 
-function toolOutputText(output: unknown, param: string): string {
+function toolOutputText(output: unknown, opts: { param: string; into: Into }): string {
   if (typeof output === "string") return output;
-  return textOf(readParts(output, { param, images: false }));
+  return textOf(readParts(output, { ...opts, images: false }));
 }
 
 function reasoningParts(item: Record<string, unknown>, param: string): IrPart[] {
@@ -192,43 +225,63 @@ function reasoningParts(item: Record<string, unknown>, param: string): IrPart[] 
   return text ? [{ type: "reasoning", text }] : [];
 }
 
-function readTools(value: unknown): IrTool[] | undefined {
+function readTools(value: unknown, into: Into): IrTool[] | undefined {
   if (value === undefined || value === null) return undefined;
-  return requireArray(value, "tools").map((t, i) => {
+  return requireArray(value, "tools").flatMap((t, i) => {
     const at = `tools[${i}]`;
     const tool = requireRecord(t, at);
-    if (tool.type !== "function") {
-      throw unsupported(
-        `built-in tool '${String(tool.type)}' is not supported: the gateway forwards only ` +
-          "function tools, which any upstream can run",
-        `${at}.type`,
-      );
+    const type = requireString(tool.type, `${at}.type`);
+    if (type !== "function") {
+      // web_search, file_search, mcp, code_interpreter, ...: run by OpenAI itself.
+      into.native.push({ param: `${at}.type`, what: `built-in tool '${type}'` });
+      return [];
     }
-    return {
+    return [{
       name: requireString(tool.name, `${at}.name`),
       description: optionalString(tool.description, `${at}.description`),
       parameters: isRecord(tool.parameters) ? tool.parameters : { type: "object", properties: {} },
-    };
+    }];
   });
 }
 
-function readToolChoice(value: unknown): IrToolChoice | undefined {
+function readToolChoice(value: unknown, into: Into): IrToolChoice | undefined {
   if (value === undefined || value === null) return undefined;
   if (value === "auto" || value === "none" || value === "required") return value;
   const choice = requireRecord(value, "tool_choice");
-  if (choice.type !== "function") {
-    throw unsupported(
-      `tool_choice type '${String(choice.type)}' is not supported`,
-      "tool_choice.type",
-    );
+  const type = requireString(choice.type, "tool_choice.type");
+  if (type !== "function") {
+    into.native.push({ param: "tool_choice.type", what: `tool_choice '${type}'` });
+    return undefined;
   }
   return { name: requireString(choice.name, "tool_choice.name") };
 }
 
+/**
+ * What of a translated request a Responses body cannot say: it has no stop
+ * sequences, a user turn holds no refusals or calls and an assistant turn no
+ * images or tool results.
+ */
+export function unsupportedFor(ir: IrRequest): string[] {
+  const out = new Set<string>();
+  if (ir.stop?.length) out.add("stop sequences");
+  for (const m of ir.messages) {
+    for (const p of m.content) {
+      if (p.type !== "reasoning" && !standaloneItem(p, m.role) && !contentPart(p, m.role)) {
+        out.add(`part '${p.type}' in ${m.role === "user" ? "a user" : "an assistant"} turn`);
+      }
+    }
+  }
+  return [...out];
+}
+
 /** Writes the gateway's request as a Responses API body for `model`. */
 export function responsesRequestBody(ir: IrRequest, model: string): Record<string, unknown> {
-  if (ir.stop?.length) {
-    throw unsupported("stop sequences cannot be sent to an OpenAI Responses upstream", "stop");
+  const refused = unsupportedFor(ir);
+  if (refused.length) {
+    throw unsupported(
+      `an OpenAI Responses upstream cannot take ${refused.join("; ")}`,
+      ir.stop?.length ? "stop" : "input",
+    );
   }
   // Nothing is ever read back by id, so nothing is left stored at OpenAI.
   const body: Record<string, unknown> = {
@@ -254,6 +307,8 @@ export function responsesRequestBody(ir: IrRequest, model: string): Record<strin
   if (ir.temperature !== undefined) body.temperature = ir.temperature;
   if (ir.topP !== undefined) body.top_p = ir.topP;
   if (ir.stream) body.stream = true;
+  // The IR's response format is Responses' own `text.format` shape, field for field.
+  if (ir.responseFormat) body.text = { format: { ...ir.responseFormat } };
   return body;
 }
 
@@ -275,7 +330,11 @@ function inputItems(m: IrMessage): Record<string, unknown>[] {
     if (item) {
       flush();
       items.push(item);
-    } else if (part.type !== "reasoning") content.push(contentPart(part, m.role));
+    } else {
+      // unsupportedFor has refused the parts with no place here; reasoning is left out.
+      const piece = contentPart(part, m.role);
+      if (piece) content.push(piece);
+    }
   }
   flush();
   return items;
@@ -291,7 +350,8 @@ function standaloneItem(part: IrPart, role: IrMessage["role"]): Record<string, u
   return null;
 }
 
-function contentPart(part: IrPart, role: IrMessage["role"]): Record<string, unknown> {
+/** A part as message content, or null where a message of this role has no place for it. */
+function contentPart(part: IrPart, role: IrMessage["role"]): Record<string, unknown> | null {
   if (part.type === "text") {
     return { type: role === "assistant" ? "output_text" : "input_text", text: part.text };
   }
@@ -308,7 +368,5 @@ function contentPart(part: IrPart, role: IrMessage["role"]): Record<string, unkn
   if (part.type === "image_url" && role === "user") {
     return { type: "input_image", image_url: part.url, detail: "auto" };
   }
-  throw clientError(`a ${role} ${part.type} part cannot be sent to an OpenAI Responses upstream`, {
-    code: "gw.client.unsupported",
-  });
+  return null;
 }

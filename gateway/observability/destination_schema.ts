@@ -1,0 +1,28 @@
+import { z } from "zod";
+
+/**
+ * SPEC §10: where finished request records are sent. Created through the
+ * admin API; secrets for the receiver's headers are env var NAMES.
+ */
+export const DestinationSchema = z.object({
+  id: z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, {
+    error: "must be 1-64 characters of a-z, 0-9, '.', '_' or '-'",
+  }).describe("Unique name of the destination."),
+  kind: z.enum(["webhook", "otlp"]).describe(
+    "webhook: JSON `{records: [...]}` POSTed to url; otlp: OTLP/HTTP JSON logs POSTed to url.",
+  ),
+  url: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" })
+    .describe("Receiver URL (for otlp, the full logs endpoint, e.g. .../v1/logs)."),
+  enabled: z.boolean().default(true).describe("Set to false to keep it but send nothing."),
+  headers_env: z.record(
+    z.string().regex(/^[A-Za-z0-9-]+$/, { error: "must be an HTTP header name" }),
+    z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: "must be an env var NAME" }),
+  ).default({}).describe("Headers to send, each read from the named env var at send time."),
+}).strict();
+
+export type Destination = z.output<typeof DestinationSchema>;
+
+/** A create body may leave out the id; the API names it. */
+export const DestinationCreateSchema = DestinationSchema.extend({
+  id: DestinationSchema.shape.id.optional(),
+}).strict();

@@ -1,0 +1,93 @@
+import assert from "node:assert/strict";
+import { chatRoute, postJson, startTestGateway, type TestGateway } from "./harness.ts";
+import { headersNever } from "./fake_upstreams/openai_chat_script.ts";
+import { startFakeUpstream } from "./fake_upstreams/server.ts";
+
+const ADMIN = { authorization: "Bearer shared-admin" };
+const body = { model: "smart", messages: [{ role: "user", content: "hi" }] };
+
+/** Waits until the owner's open row is in the shared database. */
+async function rowLanded(gw: TestGateway, id: string): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    await gw.writer.flush();
+    const rows = await gw.db.client.execute({
+      sql: "SELECT 1 FROM requests WHERE id = ? AND state = 'open'",
+      args: [id],
+    });
+    if (rows.rows.length) return;
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  throw new Error(`row ${id} never landed`);
+}
+
+Deno.test("two instances on one database: an abort at either reaches the owner", async () => {
+  const up = startFakeUpstream({ fallback: () => headersNever });
+  const dir = await Deno.makeTempDir({ prefix: "pulsegate-multi-" });
+  const env = { PULSEGATE_ADMIN_TOKEN: "shared-admin" };
+  const a = await startTestGateway(chatRoute([up.url], { failover: { idle_timeout_secs: 3600 } }), {
+    dir,
+    env,
+  });
+  const b = await startTestGateway(undefined, { dir, env });
+  try {
+    assert.ok(b.state.config, "the second instance runs the stored config");
+    const one = postJson(`${a.url}/v1/chat/completions`, body, {
+      "x-request-id": "on-a",
+      "x-session-id": "s",
+    });
+    const two = postJson(`${b.url}/v1/chat/completions`, body, {
+      "x-request-id": "on-b",
+      "x-session-id": "s",
+    });
+    await rowLanded(a, "on-a");
+    await rowLanded(b, "on-b");
+
+    const viaB = await fetch(`${b.url}/request/on-a/abort`, { method: "POST", headers: ADMIN });
+    assert.equal(viaB.status, 200);
+    assert.deepEqual(await viaB.json(), { requests: ["on-a"] });
+    assert.equal((await one).status, 499);
+
+    const unknown = await fetch(`${b.url}/request/nowhere/abort`, {
+      method: "POST",
+      headers: ADMIN,
+    });
+    assert.equal(unknown.status, 404);
+    await unknown.body?.cancel();
+
+    const three = postJson(`${a.url}/v1/chat/completions`, body, {
+      "x-request-id": "on-a2",
+      "x-session-id": "s",
+    });
+    await rowLanded(a, "on-a2");
+    const session = await fetch(`${b.url}/sessions/s/abort`, { method: "POST", headers: ADMIN });
+    assert.equal(session.status, 200);
+    assert.deepEqual((await session.json()).requests.sort(), ["on-a2", "on-b"]);
+    assert.equal((await two).status, 499);
+    assert.equal((await three).status, 499);
+  } finally {
+    await a.stop();
+    await b.stop();
+    await up.close();
+  }
+});
+
+Deno.test("a pause decided by one instance reaches the other at its next heartbeat", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "pulsegate-multi-" });
+  const config = chatRoute(["http://127.0.0.1:9", "http://127.0.0.1:9"], {
+    failover: { pause_secs: 600, max_pause_secs: 600 },
+  });
+  const a = await startTestGateway(config, { dir });
+  const b = await startTestGateway(undefined, { dir });
+  try {
+    assert.equal(b.cooldowns.isPaused("up1"), false);
+    a.cooldowns.pauseFor("up1", 600);
+    // Heartbeat every 10 s, scaled to 100 ms.
+    for (let i = 0; i < 50 && !b.cooldowns.isPaused("up1"); i++) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.equal(b.cooldowns.isPaused("up1"), true);
+  } finally {
+    await a.stop();
+    await b.stop();
+  }
+});
