@@ -73,7 +73,7 @@ export class HistoryWriter {
     this.#db = db;
     this.#flushEveryMs = Math.max(0, opts.flushEveryMs ?? 50);
     this.#maxPending = Math.max(1, opts.maxPending ?? 100_000);
-    this.#batchSize = Math.max(1, opts.batchSize ?? 500);
+    this.#batchSize = Math.max(1, opts.batchSize ?? 200);
     this.#after = opts.after ?? timerFrom(opts);
     this.#onError = opts.onError ?? (() => {});
   }
@@ -174,6 +174,8 @@ export class HistoryWriter {
   async #drainAll(): Promise<boolean> {
     while (this.#pending.size > 0) {
       if (!await this.#writeBatch(this.#oldest(this.#batchSize))) return false;
+      // A local batch runs on this thread: let requests in between batches.
+      if (this.#pending.size > 0) await new Promise((resolve) => setTimeout(resolve, 0));
     }
     return true;
   }

@@ -13,6 +13,12 @@ import { idleTimeout, stopReason } from "./stop_reasons.ts";
 import { isRetryableStatus, retryAfterSecs } from "./upstream_error.ts";
 import type { Affinity } from "./affinity.ts";
 
+/**
+ * The reason a finished hop's connection is dropped. Shared and plain: the
+ * default DOMException would build a stack trace on every request.
+ */
+const HOP_DONE = Object.freeze({ reason: "hop finished" });
+
 /** Everything the request path shares across requests. */
 export interface ForwardDeps {
   clock: Clock;
@@ -220,6 +226,6 @@ export class Hop {
     this.idle.stop();
     this.#unlink();
     this.opts.release();
-    if (!this.controller.signal.aborted) this.controller.abort();
+    if (!this.controller.signal.aborted) this.controller.abort(HOP_DONE);
   }
 }

@@ -4,11 +4,14 @@ import type { Clock } from "./clock.ts";
  * Fires when nothing restarts it within `ms`. Only content restarts it
  * (SPEC §5); the caller decides what content is. Time spent paused (while a
  * slow client drains what we already have) is not the upstream's silence.
+ *
+ * A restart only moves the deadline; the one pending timer re-arms itself
+ * when it finds the deadline moved, so a fast stream costs no timer churn.
  */
 export class IdleTimer {
   #cancel: (() => void) | null = null;
-  /** When the timer fires, in real (scaled) epoch ms; null while stopped. */
-  #due: number | null = null;
+  /** Real (scaled) epoch ms at which silence becomes a timeout; null when stopped or paused. */
+  #deadline: number | null = null;
   #pausedLeft: number | null = null;
 
   constructor(private clock: Clock, private opts: { ms: number; onIdle: () => void }) {
@@ -16,41 +19,47 @@ export class IdleTimer {
   }
 
   touch(): void {
-    this.#arm(this.opts.ms);
+    this.#pausedLeft = null;
+    this.#deadline = this.clock.now() + this.opts.ms * this.clock.scale;
+    if (!this.#cancel) this.#arm();
   }
 
   /** Holds the countdown where it is; `resume` continues it. */
   pause(): void {
-    if (this.#due === null || this.#pausedLeft !== null) return;
-    this.#pausedLeft = Math.max(0, this.clock.unscale(this.#due - this.clock.now()));
-    this.#clear();
+    if (this.#deadline === null) return;
+    this.#pausedLeft = Math.max(0, this.#deadline - this.clock.now());
+    this.#deadline = null;
+    this.#disarm();
   }
 
   resume(): void {
     if (this.#pausedLeft === null) return;
-    const left = this.#pausedLeft;
+    this.#deadline = this.clock.now() + this.#pausedLeft;
     this.#pausedLeft = null;
-    this.#arm(left);
+    this.#arm();
   }
 
   stop(): void {
+    this.#deadline = null;
     this.#pausedLeft = null;
-    this.#clear();
+    this.#disarm();
   }
 
-  #arm(ms: number): void {
-    this.#clear();
-    this.#pausedLeft = null;
-    this.#due = this.clock.now() + ms * this.clock.scale;
-    this.#cancel = this.clock.after(ms, () => {
-      this.#clear();
+  #arm(): void {
+    this.#disarm();
+    if (this.#deadline === null) return;
+    const left = this.clock.unscale(Math.max(0, this.#deadline - this.clock.now()));
+    this.#cancel = this.clock.after(left, () => {
+      this.#cancel = null;
+      if (this.#deadline === null) return;
+      if (this.clock.now() < this.#deadline) return this.#arm();
+      this.#deadline = null;
       this.opts.onIdle();
     });
   }
 
-  #clear(): void {
+  #disarm(): void {
     this.#cancel?.();
     this.#cancel = null;
-    this.#due = null;
   }
 }

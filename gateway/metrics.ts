@@ -4,7 +4,20 @@ type Labels = Record<string, string>;
 
 const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
+const labelKeys = new Map<string, string>();
+
+/** Rendered label sets, cached: the same few sets are counted on every request. */
 function labelKey(labels: Labels): string {
+  const id = Object.values(labels).join("\u0000") + "\u0001" + Object.keys(labels).join("\u0000");
+  let key = labelKeys.get(id);
+  if (key === undefined) {
+    key = renderLabels(labels);
+    if (labelKeys.size < 10_000) labelKeys.set(id, key);
+  }
+  return key;
+}
+
+function renderLabels(labels: Labels): string {
   return Object.entries(labels)
     .map(([k, v]) =>
       `${k}="${v.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n")}"`
