@@ -1,5 +1,5 @@
 import type { UpstreamFrame } from "./format.ts";
-import { SseDecoderStream, type SseEvent } from "./sse_stream.ts";
+import { type SseEvent, SseParser } from "./sse_stream.ts";
 
 /** What a format module says about one SSE event. */
 export type SseReading = Omit<UpstreamFrame, "raw">;
@@ -7,21 +7,26 @@ export type SseReading = Omit<UpstreamFrame, "raw">;
 const encoder = new TextEncoder();
 
 /**
- * Turns an SSE body into frames using a format's reader. SSE comments are
- * keep-alives for every format (SPEC §5), so readers never see them.
+ * Turns an SSE body into frames using a format's reader, in one stream step.
+ * SSE comments are keep-alives for every format (SPEC §5), so readers never
+ * see them.
  */
 export function sseFrameStream(
   read: (event: SseEvent) => SseReading,
 ): ReadableWritablePair<UpstreamFrame, Uint8Array> {
-  const frames = new TransformStream<SseEvent, UpstreamFrame>({
-    transform(event, controller) {
-      const raw = encoder.encode(event.raw);
-      if (event.comment) controller.enqueue({ raw, content: false, events: [] });
-      else controller.enqueue({ raw, ...read(event) });
+  const parser = new SseParser();
+  const frame = (event: SseEvent): UpstreamFrame => {
+    const raw = encoder.encode(event.raw);
+    return event.comment ? { raw, content: false, events: [] } : { raw, ...read(event) };
+  };
+  return new TransformStream<Uint8Array, UpstreamFrame>({
+    transform(chunk, controller) {
+      for (const event of parser.push(chunk)) controller.enqueue(frame(event));
+    },
+    flush(controller) {
+      for (const event of parser.end()) controller.enqueue(frame(event));
     },
   });
-  const decoder = new SseDecoderStream();
-  return { writable: decoder.writable, readable: decoder.readable.pipeThrough(frames) };
 }
 
 /** JSON.parse that answers undefined instead of throwing. */

@@ -11,44 +11,62 @@ export interface SseEvent {
 }
 
 /**
- * Splits a byte stream into SSE blocks. Raw text is kept per block so a
- * same-format stream can be passed on byte for byte after inspection; this is
- * the only place in the gateway that reads `data:` lines.
+ * Splits bytes into SSE blocks, incrementally. Raw text is kept per block so
+ * a same-format stream can be passed on byte for byte after inspection; this
+ * is the only place in the gateway that reads `data:` lines.
  */
-export class SseDecoderStream extends TransformStream<Uint8Array, SseEvent> {
-  constructor() {
-    const decoder = new TextDecoder();
-    let buffer = "";
-    const drain = (controller: TransformStreamDefaultController<SseEvent>, final: boolean) => {
-      for (;;) {
-        const end = blockEnd(buffer);
-        if (end < 0) break;
-        controller.enqueue(parseBlock(buffer.slice(0, end)));
-        buffer = buffer.slice(end);
-      }
-      if (final && buffer.trim() !== "") controller.enqueue(parseBlock(buffer));
-    };
-    super({
-      transform(chunk, controller) {
-        buffer += decoder.decode(chunk, { stream: true });
-        drain(controller, false);
-      },
-      flush(controller) {
-        buffer += decoder.decode();
-        drain(controller, true);
-      },
-    });
+export class SseParser {
+  #decoder = new TextDecoder();
+  #buffer = "";
+
+  push(chunk: Uint8Array): SseEvent[] {
+    this.#buffer += this.#decoder.decode(chunk, { stream: true });
+    return this.#drain(false);
+  }
+
+  /** The last block, when the stream ended without its blank line. */
+  end(): SseEvent[] {
+    this.#buffer += this.#decoder.decode();
+    return this.#drain(true);
+  }
+
+  #drain(final: boolean): SseEvent[] {
+    const text = this.#buffer;
+    const out: SseEvent[] = [];
+    const blank = /\r\n\r\n|\n\n|\r\r|\r\n\n|\n\r\n/g;
+    let start = 0;
+    for (;;) {
+      blank.lastIndex = start;
+      const match = blank.exec(text);
+      if (!match) break;
+      let end = match.index + match[0].length;
+      // "\r\r" may be followed by the "\n" of a CRLF: keep it with this block.
+      if (match[0] === "\r\r" && text[end] === "\n") end++;
+      out.push(parseBlock(text.slice(start, end)));
+      start = end;
+    }
+    this.#buffer = text.slice(start);
+    if (final && this.#buffer.trim() !== "") {
+      out.push(parseBlock(this.#buffer));
+      this.#buffer = "";
+    }
+    return out;
   }
 }
 
-/** Index just past the blank line that ends the first block, or -1. */
-function blockEnd(text: string): number {
-  const match = /\r\n\r\n|\n\n|\r\r|\r\n\n|\n\r\n/.exec(text);
-  if (!match) return -1;
-  // A lone trailing "\r" may be half of "\r\n": wait for more.
-  const end = match.index + match[0].length;
-  if (match[0] === "\r\r" && text[end] === "\n") return end + 1;
-  return end;
+/** SseParser as a stream, for callers that want one. */
+export class SseDecoderStream extends TransformStream<Uint8Array, SseEvent> {
+  constructor() {
+    const parser = new SseParser();
+    super({
+      transform(chunk, controller) {
+        for (const event of parser.push(chunk)) controller.enqueue(event);
+      },
+      flush(controller) {
+        for (const event of parser.end()) controller.enqueue(event);
+      },
+    });
+  }
 }
 
 function parseBlock(raw: string): SseEvent {
