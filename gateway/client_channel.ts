@@ -33,8 +33,11 @@ export function errorResponse(
 export class StreamChannel {
   readonly response: Promise<Response>;
   #resolve!: (r: Response) => void;
-  #writer: WritableStreamDefaultWriter<Uint8Array>;
+  #controller!: ReadableStreamDefaultController<Uint8Array>;
   #readable: ReadableStream<Uint8Array>;
+  /** Writers waiting for the client to take what is queued. */
+  #waiting: Array<() => void> = [];
+  #cancelled = false;
   #keepAlive: (() => void) | null = null;
   #closed = false;
   headersSent = false;
@@ -51,12 +54,19 @@ export class StreamChannel {
     },
   ) {
     this.response = new Promise((resolve) => (this.#resolve = resolve));
-    const pipe = new TransformStream<Uint8Array, Uint8Array>();
-    this.#writer = pipe.writable.getWriter();
-    this.#readable = pipe.readable;
-    this.#writer.closed.catch(() => {
-      if (!this.#closed) opts.onCancel();
-    });
+    // One stream stage, not a TransformStream pair: writes enqueue directly and
+    // wait (backpressure) only while the client has not taken the last chunk.
+    this.#readable = new ReadableStream<Uint8Array>({
+      start: (controller) => {
+        this.#controller = controller;
+      },
+      pull: () => this.#wakeWriters(),
+      cancel: () => {
+        this.#cancelled = true;
+        this.#wakeWriters();
+        if (!this.#closed) opts.onCancel();
+      },
+    }, { highWaterMark: 1 });
   }
 
   get closed(): boolean {
@@ -104,13 +114,22 @@ export class StreamChannel {
 
   /** Resolves false when the client has gone. */
   async write(bytes: Uint8Array): Promise<boolean> {
-    if (this.#closed) return false;
-    try {
-      await this.#writer.write(bytes);
-      return true;
-    } catch {
-      return false;
-    }
+    if (this.#closed || this.#cancelled) return false;
+    this.#controller.enqueue(bytes);
+    while (this.#full()) await new Promise<void>((wake) => this.#waiting.push(wake));
+    return !this.#cancelled;
+  }
+
+  #full(): boolean {
+    if (this.#closed || this.#cancelled) return false;
+    const room = this.#controller.desiredSize;
+    return room !== null && room <= 0;
+  }
+
+  #wakeWriters(): void {
+    const waiting = this.#waiting;
+    this.#waiting = [];
+    for (const wake of waiting) wake();
   }
 
   /** Closes a finished stream; a passed-through stream already carried its own ending. */
@@ -128,16 +147,18 @@ export class StreamChannel {
       this.headersSent = true;
       this.#closed = true;
       this.#resolve(errorResponse(this.opts.codec, err, { requestId: this.opts.requestId }));
-      await this.#writer.abort().catch(() => {});
+      this.#wakeWriters();
       return;
     }
     await this.write(this.opts.encoder.error(err));
     await this.#close();
   }
 
-  async #close(): Promise<void> {
-    if (this.#closed) return;
+  #close(): Promise<void> {
+    if (this.#closed) return Promise.resolve();
     this.#closed = true;
-    await this.#writer.close().catch(() => {});
+    this.#wakeWriters();
+    if (!this.#cancelled) this.#controller.close();
+    return Promise.resolve();
   }
 }

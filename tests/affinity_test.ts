@@ -51,7 +51,11 @@ Deno.test("among equal candidates the one with fewer live requests goes first", 
 });
 
 Deno.test("different models keep the operator's order whatever the load", async () => {
-  const a = startFakeUpstream({ fallback: () => chatStream(good, { gap: 150 }) });
+  // Streamed asks get a slow stream, whole asks a quick answer, whatever the arrival order.
+  const a = startFakeUpstream({
+    fallback: (call) =>
+      (call.json as { stream?: boolean }).stream ? chatStream(good, { gap: 150 }) : chatWhole(good),
+  });
   const b = startFakeUpstream({ fallback: () => chatWhole(good) });
   const gw = await startTestGateway(twoUpstreams([a.url, b.url], ["big", "small"]));
   try {
@@ -61,7 +65,6 @@ Deno.test("different models keep the operator's order whatever the load", async 
       messages,
     });
     while (gw.slots.inFlight("up1") === 0) await new Promise((r) => setTimeout(r, 5));
-    a.setHandler(() => chatWhole(good));
     const res = await postJson(`${gw.url}/v1/chat/completions`, { model: "smart", messages });
     await res.text();
     assert.equal(b.calls.length, 0);
