@@ -1,5 +1,6 @@
 import type { InStatement } from "@libsql/client";
-import { type Db, writing } from "./client.ts";
+import { type BatchExecutor, inProcessExecutor } from "./batch_executor.ts";
+import type { Db } from "./client.ts";
 import { upsertAttempts, upsertRequests } from "./history_rows.ts";
 import type { AttemptRecord, RequestRecord } from "./records.ts";
 
@@ -17,6 +18,8 @@ export interface HistoryWriterOptions {
   after?: (ms: number, fn: () => void) => () => void;
   /** Told about every failed write; the writer itself never throws to its callers. */
   onError?: (err: unknown) => void;
+  /** Where batches run; default: on this thread through `db`. The caller closes it. */
+  executor?: BatchExecutor;
 }
 
 export interface HistoryWriterStats {
@@ -51,7 +54,7 @@ const RETRY_FLOOR_MS = 25;
  * `maxPending` bound ever discards them.
  */
 export class HistoryWriter {
-  readonly #db: Db;
+  readonly #executor: BatchExecutor;
   readonly #flushEveryMs: number;
   readonly #maxPending: number;
   readonly #batchSize: number;
@@ -70,7 +73,7 @@ export class HistoryWriter {
   #lastError: string | null = null;
 
   constructor(db: Db, opts: HistoryWriterOptions = {}) {
-    this.#db = db;
+    this.#executor = opts.executor ?? inProcessExecutor(db);
     this.#flushEveryMs = Math.max(0, opts.flushEveryMs ?? 50);
     this.#maxPending = Math.max(1, opts.maxPending ?? 100_000);
     this.#batchSize = Math.max(1, opts.batchSize ?? 200);
@@ -192,7 +195,7 @@ export class HistoryWriter {
   async #writeBatch(batch: Entry[]): Promise<boolean> {
     try {
       const statements = statementsFor(batch);
-      await writing(this.#db, (client) => client.batch(statements, "write"));
+      await this.#executor.run(statements);
     } catch (err) {
       if (!isRowProblem(err)) return this.#fail(err);
       return batch.length > 1 ? await this.#writeEach(batch) : this.#reject(batch, err);

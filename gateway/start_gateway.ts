@@ -1,6 +1,7 @@
 import { type Db, openDatabase } from "../db/client.ts";
 import { loadStoredConfig, storeConfig } from "../db/config_store.ts";
 import { loadCooldowns, saveCooldown } from "../db/cooldown_store.ts";
+import { inProcessExecutor, workerExecutor } from "../db/batch_executor.ts";
 import { HistoryWriter } from "../db/history_writer.ts";
 import { registerInstance } from "../db/instances.ts";
 import { closeRowsOfDeadInstances, startHeartbeat } from "./instance_heartbeat.ts";
@@ -66,7 +67,12 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
   const closed = await closeRowsOfDeadInstances(db, { instanceId, clock });
   if (closed) log.event("history.interrupted_rows_closed", { rows: closed });
   const metrics = new Metrics();
+  // A local file's writes run synchronously in the driver: keep them off the serving thread.
+  const executor = db.client.protocol === "file"
+    ? workerExecutor(settings.dbUrl, { authToken: settings.dbAuthToken })
+    : inProcessExecutor(db);
   const writer = new HistoryWriter(db, {
+    executor,
     after: (ms, fn) => clock.after(ms, fn),
     onError: (err) => log.event("history.write_failed", { error: String(err) }),
   });
@@ -169,6 +175,7 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
       await serverDone;
       stopHeartbeat();
       await writer.close();
+      await executor.close();
       db.close();
       log.event("gateway.stopped", {});
     })();

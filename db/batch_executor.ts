@@ -1,0 +1,79 @@
+import type { InStatement } from "@libsql/client";
+import { type Db, DEFAULT_BUSY_TIMEOUT_MS, writing } from "./client.ts";
+import { historyWorkerMain } from "./history_worker.ts";
+
+/** Runs one write transaction of statements; how and where is the executor's business. */
+export interface BatchExecutor {
+  run(statements: InStatement[]): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** On this thread, through the given connection (remote databases: the wait is network I/O). */
+export function inProcessExecutor(db: Db): BatchExecutor {
+  return {
+    run: async (statements) => {
+      await writing(db, (client) => client.batch(statements, "write"));
+    },
+    close: () => Promise.resolve(),
+  };
+}
+
+interface Reply {
+  id: number;
+  error?: { message: string; code?: string };
+}
+
+/** An error from the worker, with the SQLite code the writer classifies by. */
+class WorkerWriteError extends Error {
+  constructor(message: string, readonly code: string | undefined) {
+    super(message);
+  }
+}
+
+/**
+ * On a worker thread with its own connection. The local libSQL driver runs a
+ * batch synchronously, so on the serving thread every batch would stall
+ * requests for its whole duration.
+ */
+export function workerExecutor(url: string, opts: { authToken?: string } = {}): BatchExecutor {
+  const source = `(${historyWorkerMain.toString()})()`;
+  const worker = new Worker(`data:application/javascript,${encodeURIComponent(source)}`, {
+    type: "module",
+  });
+  const waiting = new Map<number, { resolve: () => void; reject: (err: Error) => void }>();
+  let next = 0;
+  worker.onmessage = (event: MessageEvent<Reply>) => {
+    const { id, error } = event.data;
+    const pending = waiting.get(id);
+    waiting.delete(id);
+    if (error) pending?.reject(new WorkerWriteError(error.message, error.code));
+    else pending?.resolve();
+  };
+  worker.onerror = (event) => {
+    event.preventDefault();
+    for (const pending of waiting.values()) pending.reject(new Error(event.message));
+    waiting.clear();
+  };
+  const call = (message: Record<string, unknown>) =>
+    new Promise<void>((resolve, reject) => {
+      const id = next++;
+      waiting.set(id, { resolve, reject });
+      worker.postMessage({ id, ...message });
+    });
+  const opened = call({
+    open: { url, authToken: opts.authToken, timeoutMs: DEFAULT_BUSY_TIMEOUT_MS },
+  });
+  // Seen by the first write; never an unhandled rejection if the worker fails to start.
+  opened.catch(() => {});
+  return {
+    run: async (statements) => {
+      await opened;
+      await call({ statements });
+    },
+    close: async () => {
+      await opened.catch(() => {});
+      await call({ close: true }).catch(() => {});
+      worker.terminate();
+    },
+  };
+}
