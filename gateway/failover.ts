@@ -45,6 +45,15 @@ export async function runCandidates(
   let lastError: GatewayError | null = null;
   let waited = false;
   const full: Candidate[] = [];
+  // Every other candidate was full: wait for one of them (SPEC §6 slots).
+  // Undefined when none freed in time.
+  const lastChance = async (): Promise<GatewayError | null | undefined> => {
+    waited = true;
+    const next = await waitForAny(full, { req, deps });
+    if (!next) return undefined;
+    const last = await tryCandidate(req, { ...next, deps, runHop, isLast: true, tried });
+    return last === null ? null : exhausted(last, { tried, deps });
+  };
   for (let i = 0; i < plan.length; i++) {
     const target = plan[i]!;
     const isLast = i === plan.length - 1 && (full.length === 0 || waited);
@@ -63,24 +72,15 @@ export async function runCandidates(
       return result.withTried(tried);
     }
     if (i === plan.length - 1 && full.length && !waited) {
-      // Every other candidate was full: wait for one of them (SPEC §6 slots).
-      waited = true;
-      const next = await waitForAny(full, { req, deps });
-      if (next) {
-        const last = await tryCandidate(req, { ...next, deps, runHop, isLast: true, tried });
-        return last === null ? null : exhausted(last, { tried, deps });
-      }
+      const outcome = await lastChance();
+      if (outcome !== undefined) return outcome;
     }
   }
   if (lastError) return exhausted(lastError, { tried, deps });
   if (stopReason(live.signal)) return stopReason(live.signal)!;
   if (full.length && !waited) {
-    const next = await waitForAny(full, { req, deps });
-    if (next) {
-      const last = await tryCandidate(req, { ...next, deps, runHop, isLast: true, tried });
-      return last === null ? null : exhausted(last, { tried, deps });
-    }
-    return stopReason(live.signal) ?? slotsFull(deps);
+    const outcome = await lastChance();
+    return outcome !== undefined ? outcome : stopReason(live.signal) ?? slotsFull(deps);
   }
   return new GatewayError(`route ${req.route.model} has no enabled candidate`, {
     code: "gw.upstream.unavailable",
