@@ -1,0 +1,91 @@
+/**
+ * pulsegate as the bench runs it: its own process, started the way `main.ts` starts it (settings
+ * from the environment), plus what only the gateway's own process can measure, behind a second,
+ * bench-only port:
+ *
+ * - an event-loop probe (a 5 ms interval timer whose lateness is a stall, run only between
+ *   `/probe/start` and `/probe/stop`), so a synchronous database write shows up as the time
+ *   nothing else could run;
+ * - the time of every libSQL batch the history writer runs, taken by wrapping the client's
+ *   `batch` on this instance (the local libSQL driver runs it synchronously on this thread);
+ * - `BENCH_HISTORY=off`: the writer's `writeRequest`/`writeAttempt` become no-ops on this
+ *   instance, so every row is still built but none is queued or written. That is the cost of
+ *   history the bench can isolate without a gateway option for it.
+ *
+ * Prints `{"url": ..., "control": ...}` on stdout once both listen.
+ */
+import type { Client } from "@libsql/client";
+import { readSettings } from "../gateway/settings.ts";
+import { startGateway } from "../gateway/start_gateway.ts";
+import { LoopProbe } from "./loop_probe.ts";
+
+const env = (name: string) => Deno.env.get(name);
+// metricsOpen: the bench reads `pulsegate_inflight_requests` from /metrics like a scraper would.
+const gateway = await startGateway({
+  settings: readSettings(env),
+  env,
+  quiet: true,
+  metricsOpen: true,
+});
+
+if (env("BENCH_HISTORY") === "off") {
+  gateway.writer.writeRequest = () => {};
+  gateway.writer.writeAttempt = () => {};
+}
+
+const batches: number[] = [];
+const client: Client = gateway.db.client;
+const batch = client.batch.bind(client);
+client.batch = async (...args: Parameters<Client["batch"]>) => {
+  const started = performance.now();
+  try {
+    return await batch(...args);
+  } finally {
+    batches.push(performance.now() - started);
+  }
+};
+
+// Off until asked for: its 200 wake-ups a second would count in the CPU per delta and per
+// stream that other scenarios measure.
+const probeMs = Number(env("BENCH_PROBE_MS") ?? "0");
+const probe = probeMs > 0 ? new LoopProbe(probeMs, { running: false }) : null;
+
+function memory() {
+  const m = Deno.memoryUsage();
+  return { rssBytes: m.rss, heapUsedBytes: m.heapUsed, externalBytes: m.external };
+}
+
+const control = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
+  const path = new URL(req.url).pathname;
+  if (path === "/probe/start" || path === "/probe/stop") {
+    if (path === "/probe/start") probe?.start();
+    else probe?.stop();
+    return Response.json({ ok: true });
+  }
+  if (path === "/reset") {
+    probe?.reset();
+    batches.length = 0;
+    return Response.json({ ok: true });
+  }
+  if (path === "/stats") {
+    return Response.json({
+      inflight: gateway.metrics.inflight,
+      ...memory(),
+      writer: gateway.writer.stats(),
+      probe: probe?.summary() ?? null,
+      batchesMs: batches,
+    });
+  }
+  return new Response("not found", { status: 404 });
+});
+
+console.log(JSON.stringify({ url: gateway.url, control: `http://127.0.0.1:${control.addr.port}` }));
+
+const stop = async () => {
+  probe?.stop();
+  await control.shutdown();
+  await gateway.shutdown();
+  Deno.exit(0);
+};
+Deno.addSignalListener("SIGTERM", stop);
+Deno.addSignalListener("SIGINT", stop);

@@ -1,0 +1,169 @@
+/**
+ * Where pulsegate's CPU goes under load: a fresh gateway started with the V8 inspector, a CPU
+ * profile taken over the inspector protocol while autocannon drives the 20 ms route, and the
+ * samples summed by function and by file. Runs after the scenarios, in its own process, so the
+ * profiler's overhead never touches the figures above.
+ */
+import { autocannon, type LoadEnv } from "./autocannon.ts";
+import type { HotPathProfile, HotSpot } from "./results.ts";
+import { freePort } from "./services.ts";
+import { MAIN_ROUTES, REPO_ROOT, startPulsegate } from "./stack.ts";
+import { round } from "./stats.ts";
+import { gatewayConfig, requestFor } from "./targets.ts";
+
+const SAMPLING_US = 200;
+
+export interface HotPathOptions {
+  /** A route of MAIN_ROUTES: `delay20` (whole answers) or `stream64` (streams). */
+  route: string;
+  stream: boolean;
+  history: boolean;
+  concurrency: number;
+  seconds: number;
+}
+
+export const DEFAULT_HOT_PATH: HotPathOptions = {
+  route: "delay20",
+  stream: false,
+  history: true,
+  concurrency: 64,
+  seconds: 4,
+};
+
+export interface ProfileEnv extends LoadEnv {
+  fake: string;
+  workDir: string;
+  log(message: string): void;
+}
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  hitCount?: number;
+}
+
+/** A minimal inspector client: one request at a time, answers matched by id. */
+class Inspector {
+  #ws: WebSocket;
+  #next = 1;
+  #waiting = new Map<number, (result: unknown) => void>();
+
+  private constructor(ws: WebSocket) {
+    this.#ws = ws;
+    ws.onmessage = (e) => {
+      const msg = JSON.parse(String(e.data)) as { id?: number; result?: unknown };
+      if (msg.id !== undefined) this.#waiting.get(msg.id)?.(msg.result);
+    };
+  }
+
+  static async connect(port: number): Promise<Inspector> {
+    const list = await (await fetch(`http://127.0.0.1:${port}/json/list`)).json() as Array<
+      { webSocketDebuggerUrl: string }
+    >;
+    const url = list[0]?.webSocketDebuggerUrl;
+    if (!url) throw new Error("the inspector lists no target");
+    const ws = new WebSocket(url);
+    await new Promise((resolve, reject) => {
+      ws.onopen = resolve;
+      ws.onerror = reject;
+    });
+    return new Inspector(ws);
+  }
+
+  send(method: string, params: Record<string, unknown> = {}): Promise<unknown> {
+    const id = this.#next++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`${method}: no answer`)), 30_000);
+      this.#waiting.set(id, (result) => {
+        clearTimeout(timer);
+        this.#waiting.delete(id);
+        resolve(result);
+      });
+      this.#ws.send(JSON.stringify({ id, method, params }));
+    });
+  }
+
+  close(): void {
+    this.#ws.close();
+  }
+}
+
+/** Repository-relative paths, and npm packages by their own name. */
+function shortUrl(url: string): string {
+  return url
+    .replace(`file://${REPO_ROOT}`, "")
+    .replace(/^node_modules\/\.deno\/[^/]+\/node_modules\//, "npm:");
+}
+
+function top(totals: Map<string, number>, all: number, count: number): HotSpot[] {
+  return [...totals.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, count)
+    .map(([name, hits]) => ({ name, selfPercent: round((100 * hits) / all, 1) }));
+}
+
+/**
+ * With an inspector attached Deno reports every fetch to it (`inspector_network_bridge.js`,
+ * `op_inspector_emit_protocol_event`): the profiler's own cost, left out of the shares.
+ */
+function isProfilerCost(frame: ProfileNode["callFrame"]): boolean {
+  return frame.functionName === "(idle)" || /inspector/.test(frame.url + frame.functionName);
+}
+
+export function summarizeProfile(
+  nodes: ProfileNode[],
+): Pick<HotPathProfile, "byFunction" | "byFile"> {
+  const byFunction = new Map<string, number>();
+  const byFile = new Map<string, number>();
+  let all = 0;
+  for (const node of nodes) {
+    const hits = node.hitCount ?? 0;
+    const { functionName, url, lineNumber } = node.callFrame;
+    if (!hits || isProfilerCost(node.callFrame)) continue;
+    all += hits;
+    const file = url ? shortUrl(url) : functionName;
+    const fn = url ? `${functionName || "(anonymous)"} (${file}:${lineNumber + 1})` : functionName;
+    byFunction.set(fn, (byFunction.get(fn) ?? 0) + hits);
+    byFile.set(file, (byFile.get(file) ?? 0) + hits);
+  }
+  return { byFunction: top(byFunction, all, 25), byFile: top(byFile, all, 15) };
+}
+
+export async function profileHotPath(
+  env: ProfileEnv,
+  opts: HotPathOptions = DEFAULT_HOT_PATH,
+): Promise<HotPathProfile | null> {
+  const port = freePort();
+  const gw = await startPulsegate(env.layout, {
+    name: "pulsegate_profiled",
+    dir: `${env.workDir}/profiled_${opts.route}_${opts.history ? "on" : "off"}`,
+    config: gatewayConfig({ fake: env.fake, routes: MAIN_ROUTES }),
+    history: opts.history,
+    denoFlags: [`--inspect=127.0.0.1:${port}`],
+  });
+  let inspector: Inspector | null = null;
+  try {
+    inspector = await Inspector.connect(port);
+    const request = requestFor("pulsegate", {
+      endpoints: { fake: env.fake, pulsegate: gw.url },
+      mode: opts.route,
+      stream: opts.stream,
+    });
+    const load = { request, connections: opts.concurrency, warmupSeconds: 0 };
+    // Warm up first, so the profile shows steady state rather than compilation.
+    await autocannon(env, { ...load, seconds: 2 });
+    await inspector.send("Profiler.enable");
+    await inspector.send("Profiler.setSamplingInterval", { interval: SAMPLING_US });
+    await inspector.send("Profiler.start");
+    const run = await autocannon(env, { ...load, seconds: opts.seconds });
+    const stopped = await inspector.send("Profiler.stop") as { profile: { nodes: ProfileNode[] } };
+    env.log(`hot path profile (${opts.route}): ${Math.round(run.rps)} req/s under the profiler`);
+    return { ...opts, rps: round(run.rps, 1), ...summarizeProfile(stopped.profile.nodes) };
+  } catch (err) {
+    env.log(`hot path profile failed: ${(err as Error).message}`);
+    return null;
+  } finally {
+    inspector?.close();
+    await gw.stop();
+  }
+}

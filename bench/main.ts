@@ -1,0 +1,141 @@
+/**
+ * `deno task bench [--quick] [--out DIR]`: runs the five scenarios of issue 7 against pulsegate,
+ * the floor proxy and Portkey, each in its own process, and writes `bench/results.json`,
+ * `bench/latency_vs_load.svg` and `docs/benchmarks.md` under DIR (default: the repository).
+ */
+import type { BenchContext } from "./context.ts";
+import { cpuSnapshot, describeMachine, pinning, waitForQuiet } from "./machine.ts";
+import { AUTOCANNON, defaultToolsDir, ensureNodeTools, PORTKEY } from "./npm_tools.ts";
+import { FULL, type Profile, QUICK } from "./profile.ts";
+import { profileHotPath } from "./hot_path.ts";
+import { checkTargets } from "./report/checks.ts";
+import { renderMarkdown } from "./report/markdown.ts";
+import { latencyChart } from "./report/svg_chart.ts";
+import type { BenchResults } from "./results.ts";
+import { addedLatency } from "./scenarios/added_latency.ts";
+import { heldStreams } from "./scenarios/held_streams.ts";
+import { historyWrites } from "./scenarios/history_writes.ts";
+import { streaming } from "./scenarios/streaming.ts";
+import { throughput } from "./scenarios/throughput.ts";
+import type { Layout } from "./services.ts";
+import { REPO_ROOT, startStack } from "./stack.ts";
+
+interface Args {
+  profile: Profile;
+  out: string;
+  keep: boolean;
+}
+
+function parseArgs(args: string[]): Args {
+  let out = REPO_ROOT;
+  const at = args.indexOf("--out");
+  if (at >= 0) {
+    const dir = args[at + 1];
+    if (!dir) throw new Error("--out needs a directory");
+    out = dir.endsWith("/") ? dir : `${dir}/`;
+  }
+  return { profile: args.includes("--quick") ? QUICK : FULL, out, keep: args.includes("--keep") };
+}
+
+async function run(args: Args): Promise<BenchResults> {
+  const started = performance.now();
+  const log = (message: string) =>
+    console.error(`[bench ${((performance.now() - started) / 1000).toFixed(1)}s] ${message}`);
+  const machine = await describeMachine();
+  const pins = await pinning(machine.cpus);
+  const workDir = await Deno.makeTempDir({ prefix: "pulsegate-bench-" });
+  const layout: Layout = {
+    proxyCpus: pins?.proxy ?? null,
+    loadCpus: pins?.load ?? null,
+    nofile: 65_536,
+    logDir: `${workDir}/logs`,
+  };
+  await Deno.mkdir(layout.logDir, { recursive: true });
+  log(`${args.profile.name} run; work dir ${workDir}; tools in ${defaultToolsDir()}`);
+  const tools = await ensureNodeTools({
+    dir: defaultToolsDir(),
+    installPortkey: args.profile.installPortkey,
+  });
+  if (!tools.autocannon) throw new Error(`autocannon is needed: ${tools.problems.join("; ")}`);
+  machine.otherLoadAtStartPercentOfCore = await waitForQuiet({
+    maxMs: args.profile.name === "full" ? 90_000 : 0,
+    quietPercent: 25,
+    log,
+  });
+  const cpuBefore = await cpuSnapshot();
+  const measuredFrom = performance.now();
+  const stack = await startStack(layout, { tools, workDir });
+  const ctx: BenchContext = { profile: args.profile, layout, tools, stack, workDir, log };
+  const notes: string[] = [...tools.problems];
+  let scenarios: BenchResults["scenarios"];
+  let hot: BenchResults["hotPath"] = null;
+  try {
+    scenarios = {
+      addedLatency: await addedLatency(ctx),
+      throughput: await throughput(ctx),
+      streaming: await streaming(ctx),
+      heldStreams: await heldStreams(ctx),
+      historyWrites: await historyWrites(ctx),
+    };
+    if (args.profile.name === "full") hot = await profileHotPath({ ...ctx, fake: stack.fake.url });
+  } finally {
+    await stack.stop();
+    if (!args.keep) await Deno.remove(workDir, { recursive: true }).catch(() => {});
+  }
+  const cpuAfter = await cpuSnapshot();
+  const wallMs = performance.now() - measuredFrom;
+  const otherMs = (cpuAfter.machineBusyMs - cpuBefore.machineBusyMs) -
+    (cpuAfter.oursMs - cpuBefore.oursMs);
+  machine.otherLoadPercentOfCore = Math.max(0, Math.round((100 * otherMs) / wallMs));
+  return {
+    version: 1,
+    profile: args.profile.name,
+    startedAt: new Date(Date.now() - (performance.now() - started)).toISOString(),
+    seconds: Math.round((performance.now() - started) / 1000),
+    machine,
+    setup: {
+      proxyCpus: layout.proxyCpus,
+      loadCpus: layout.loadCpus,
+      loadGenerator: `${AUTOCANNON} (Node) for throughput; bench/load/*.ts (Deno) for the rest`,
+      peer: tools.portkey ? PORTKEY : null,
+      historyOff: "the history writer's writeRequest/writeAttempt replaced by no-ops in " +
+        "bench/gateway_entry.ts (rows are still built, none is queued or written)",
+      database: "a fresh local libSQL file per gateway process, in the OS temp directory",
+      notes,
+    },
+    scenarios,
+    hotPath: hot,
+    targets: checkTargets(scenarios, hot),
+  };
+}
+
+async function write(results: BenchResults, out: string): Promise<void> {
+  await Deno.mkdir(`${out}bench`, { recursive: true });
+  await Deno.mkdir(`${out}docs`, { recursive: true });
+  await Deno.writeTextFile(`${out}bench/results.json`, JSON.stringify(results, null, 2) + "\n");
+  await Deno.writeTextFile(
+    `${out}bench/latency_vs_load.svg`,
+    latencyChart(results.scenarios.throughput),
+  );
+  await Deno.writeTextFile(`${out}docs/benchmarks.md`, renderMarkdown(results));
+  // The outputs are committed, and `deno task check` runs `deno fmt --check` over them.
+  await new Deno.Command(Deno.execPath(), {
+    args: [
+      "fmt",
+      "--quiet",
+      `${out}docs/benchmarks.md`,
+      `${out}bench/results.json`,
+      `${out}bench/latency_vs_load.svg`,
+    ],
+    cwd: REPO_ROOT,
+    stdout: "null",
+    stderr: "null",
+  }).output();
+}
+
+if (import.meta.main) {
+  const args = parseArgs(Deno.args);
+  const results = await run(args);
+  await write(results, args.out);
+  console.error(`bench: wrote ${args.out}docs/benchmarks.md in ${results.seconds} s`);
+}

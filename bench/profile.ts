@@ -1,0 +1,61 @@
+/**
+ * How much of each scenario a run does. The full profile is sized to finish in well under 10
+ * minutes on the 2-core machine; `--quick` runs every scenario in miniature (under a minute) so
+ * the test that runs it keeps the whole pipeline from rotting.
+ */
+export interface Profile {
+  name: "full" | "quick";
+  latency: { rounds: number; perRound: number; warmup: number; budgetMs: number };
+  throughput: { concurrency: number[]; seconds: number; warmupSeconds: number };
+  streaming: { rounds: number; concurrency: number; budgetMs: number };
+  held: {
+    counts: number[];
+    /** Also hold this many through the floor, for a reference figure of memory per stream. */
+    floorCount: number | null;
+    openPerSecond: number;
+    deltas: number;
+    deltaGapMs: number;
+  };
+  history: {
+    requests: number;
+    chunk: number;
+    backlog: number;
+    /** Load put on the gateway while the in-process probe watches for stalls. */
+    concurrency: number;
+    seconds: number;
+  };
+  /** Portkey is installed with npm on first use; quick runs use it only if already there. */
+  installPortkey: boolean;
+}
+
+export const FULL: Profile = {
+  name: "full",
+  latency: { rounds: 20, perRound: 150, warmup: 300, budgetMs: 90_000 },
+  throughput: {
+    concurrency: [1, 2, 4, 8, 16, 32, 64, 128, 256],
+    seconds: 3,
+    warmupSeconds: 1,
+  },
+  streaming: { rounds: 4, concurrency: 4, budgetMs: 60_000 },
+  held: {
+    counts: [250, 1_000, 5_000],
+    floorCount: 5_000,
+    openPerSecond: 2_500,
+    // Slow content: 5,000 streams at one delta per 2.5 s is 2,000 deltas/s in all, which the
+    // load core (fake + client) relays on time, so lateness is the proxy's.
+    deltas: 4,
+    deltaGapMs: 2_500,
+  },
+  history: { requests: 50_000, chunk: 250, backlog: 5_000, concurrency: 64, seconds: 5 },
+  installPortkey: true,
+};
+
+export const QUICK: Profile = {
+  name: "quick",
+  latency: { rounds: 2, perRound: 50, warmup: 30, budgetMs: 10_000 },
+  throughput: { concurrency: [1, 16], seconds: 1, warmupSeconds: 0 },
+  streaming: { rounds: 1, concurrency: 2, budgetMs: 10_000 },
+  held: { counts: [50], floorCount: null, openPerSecond: 1_000, deltas: 2, deltaGapMs: 200 },
+  history: { requests: 2_000, chunk: 250, backlog: 500, concurrency: 16, seconds: 1 },
+  installPortkey: false,
+};

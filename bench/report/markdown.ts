@@ -1,0 +1,385 @@
+/**
+ * docs/benchmarks.md, written whole from one run's results: every figure in it comes from
+ * results.json, so the doc and the data cannot disagree.
+ */
+import type { BenchResults, Skipped, ThroughputRow } from "../results.ts";
+import type { Summary } from "../stats.ts";
+import { methodSection } from "./method.ts";
+
+const n = (v: number | null | undefined, digits = 2): string =>
+  v === null || v === undefined || !Number.isFinite(v)
+    ? "–"
+    : v.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: 0 });
+
+function table(head: string[], rows: string[][]): string {
+  const line = (cells: string[]) => `| ${cells.join(" | ")} |`;
+  return [line(head), line(head.map(() => "---")), ...rows.map(line)].join("\n");
+}
+
+const pair = (a: number | undefined, b: number | undefined, digits = 3) =>
+  `${n(a, digits)} / ${n(b, digits)}`;
+
+function skippedNotes(skipped: Skipped[]): string {
+  if (!skipped.length) return "";
+  return "\n\n" + skipped.map((s) => `- **${s.target}** not measured: ${s.reason}`).join("\n");
+}
+
+function machine(r: BenchResults): string {
+  const m = r.machine;
+  const pin = r.setup.proxyCpus
+    ? `The proxy under test runs alone on CPU ${r.setup.proxyCpus}; the fake upstream and the ` +
+      `load generator share CPU ${r.setup.loadCpus} (\`taskset -c\`, set on each spawned process).`
+    : "No pinning: fewer than two CPUs or no `taskset` here.";
+  return [
+    "## Machine",
+    "",
+    table(
+      ["CPUs (nproc)", "model", "memory", "kernel", "Deno", "V8", "Node", "file limit"],
+      [[
+        String(m.cpus),
+        m.cpuModel,
+        `${m.memoryGiB} GiB`,
+        m.kernel,
+        m.deno,
+        m.v8,
+        m.node ?? "–",
+        String(m.fileLimit ?? "–"),
+      ]],
+    ),
+    "",
+    pin,
+    "",
+    `While the bench ran, other processes on the machine used about ` +
+    `${m.otherLoadPercentOfCore ?? "?"} % of one core on average ` +
+    `(${m.otherLoadAtStartPercentOfCore ?? "?"} % just before it; busy time from /proc/stat ` +
+    `minus the bench's own processes). They are not pinned and can land on the proxy's core: ` +
+    `the more there is, the noisier the tails (p99, max, stalls).`,
+  ].join("\n");
+}
+
+function targets(r: BenchResults): string {
+  const verdict = (
+    met: boolean | null,
+  ) => (met === null ? "not measured" : met ? "**met**" : "**missed**");
+  const closing = r.targets.filter((t) => t.closeWith);
+  return [
+    "## Targets",
+    "",
+    table(
+      ["target (issue 7)", "measured", "result", "by how much"],
+      r.targets.map((t) => [t.target, t.measured, verdict(t.met), t.gap || "–"]),
+    ),
+    ...(closing.length
+      ? [
+        "",
+        "What would close the missed ones:",
+        "",
+        ...closing.map((t) => `- *${t.target}*: ${t.closeWith}`),
+      ]
+      : []),
+  ].join("\n");
+}
+
+function addedLatency(r: BenchResults): string {
+  const s = r.scenarios.addedLatency;
+  return [
+    "## 1. Added latency, one request at a time",
+    "",
+    `Zero-delay fake upstream, ${s.requestsPerTarget} requests per target in ${s.rounds} ` +
+    `alternating rounds, one keep-alive connection each. Added = the target's percentile minus ` +
+    `direct's. Milliseconds.`,
+    "",
+    table(
+      ["target", "p50", "p90", "p99", "max", "added p50", "added p99", "errors"],
+      s.rows.map((row) => [
+        row.label,
+        n(row.latencyMs.p50, 3),
+        n(row.latencyMs.p90, 3),
+        n(row.latencyMs.p99, 3),
+        n(row.latencyMs.max, 3),
+        n(row.addedMs?.p50, 3),
+        n(row.addedMs?.p99, 3),
+        row.errors ? `${row.errors}: ${row.errorExamples[0] ?? ""}` : "0",
+      ]),
+    ),
+  ].join("\n") + skippedNotes(s.skipped);
+}
+
+function levelCell(row: ThroughputRow, c: number): string {
+  const l = row.levels.find((x) => x.concurrency === c);
+  if (!l) return "–";
+  const over = l.p99Ms >= 50 || l.errors > 0;
+  const text = `${n(l.rps, 0)} / ${l.p99Ms}${l.errors ? ` / ${l.errors} err` : ""}` +
+    (l.retried ? " ↻" : "");
+  return over ? `*${text}*` : text;
+}
+
+function throughput(r: BenchResults): string {
+  const s = r.scenarios.throughput;
+  const byId = (id: string) => s.rows.find((x) => x.target === id);
+  const floor = byId("floor")?.bestRps;
+  const portkey = byId("portkey")?.bestRps;
+  const levels = [...new Set(s.rows.flatMap((x) => x.levels.map((l) => l.concurrency)))].sort((
+    a,
+    b,
+  ) => a - b);
+  const cpuAt = (row: ThroughputRow) =>
+    row.levels.find((l) => l.concurrency === row.bestConcurrency)?.cpuUsPerRequest;
+  return [
+    "## 2. Throughput at a latency bound",
+    "",
+    `Fake upstream answers after ${s.upstreamDelayMs} ms. autocannon, closed loop, ` +
+    `${s.secondsPerLevel} s per level after a warm-up. Best = the highest requests/s of a level ` +
+    `with p99 under ${s.boundMs} ms and no error.`,
+    "",
+    table(
+      ["target", "best req/s", "at concurrency", "CPU µs/request there", "× floor", "× Portkey"],
+      s.rows.map((row) => [
+        row.label,
+        n(row.bestRps, 0),
+        String(row.bestConcurrency ?? "none"),
+        n(cpuAt(row), 0),
+        floor ? n(row.bestRps / floor) : "–",
+        portkey ? n(row.bestRps / portkey) : "–",
+      ]),
+    ),
+    "",
+    "![p99 latency against load](../bench/latency_vs_load.svg)",
+    "",
+    `Every level: requests/s / p99 ms (*italics*: over the bound or with errors; ↻: the ` +
+    `first level to miss the bound is run a second time and the better run kept, since a ` +
+    `neighbour's burst can only make a run worse).`,
+    "",
+    table(
+      ["concurrency", ...s.rows.map((x) => x.label)],
+      levels.map((c) => [String(c), ...s.rows.map((row) => levelCell(row, c))]),
+    ),
+    "",
+    "CPU the proxy process used per request (user + system, from /proc), µs:",
+    "",
+    table(
+      ["concurrency", ...s.rows.filter((x) => x.target !== "direct").map((x) => x.label)],
+      levels.map((c) => [
+        String(c),
+        ...s.rows.filter((x) => x.target !== "direct").map((row) =>
+          n(row.levels.find((l) => l.concurrency === c)?.cpuUsPerRequest, 0)
+        ),
+      ]),
+    ),
+  ].join("\n") + skippedNotes(s.skipped);
+}
+
+const ms = (s: Summary) => pair(s.p50, s.p99);
+
+function streaming(r: BenchResults): string {
+  const s = r.scenarios.streaming;
+  return [
+    "## 3. Streaming relay",
+    "",
+    `${s.deltas} deltas ${s.deltaGapMs} ms apart per stream. Each cell is p50 / p99 in ms. ` +
+    `*Delay*: arrival here minus the fake's send stamp (one machine, one clock). *Added gap*: the ` +
+    `gap between two deltas as they arrived minus the gap the fake left between them.`,
+    "",
+    table(
+      [
+        "target",
+        "streams (complete)",
+        "lost deltas",
+        "first token",
+        "added first token",
+        "delay",
+        "added delay",
+        "added gap",
+        "added gap − direct's",
+        "CPU µs per delta",
+      ],
+      s.rows.map((row) => {
+        const direct = s.rows.find((x) => x.target === "direct");
+        return [
+          row.label,
+          `${row.streams} (${row.complete})`,
+          String(row.lostDeltas),
+          row.complete ? ms(row.ttftMs) : "–",
+          row.added ? pair(row.added.ttftP50, row.added.ttftP99) : "–",
+          row.complete ? ms(row.delayMs) : "–",
+          row.added ? pair(row.added.delayP50, row.added.delayP99) : "–",
+          row.complete ? ms(row.addedGapMs) : "–",
+          direct && row.target !== "direct" && row.complete
+            ? pair(
+              row.addedGapMs.p50 - direct.addedGapMs.p50,
+              row.addedGapMs.p99 - direct.addedGapMs.p99,
+            )
+            : "–",
+          n(row.cpuUsPerDelta, 0),
+        ];
+      }),
+    ),
+    ...s.rows.filter((x) => x.errors.length).map((x) =>
+      `\n- ${x.label}: ${x.errors.length} error(s), e.g. \`${x.errors[0]}\``
+    ),
+  ].join("\n") + skippedNotes(s.skipped);
+}
+
+function held(r: BenchResults): string {
+  const s = r.scenarios.heldStreams;
+  return [
+    "## 4. Held streams",
+    "",
+    `The fake sends headers, then nothing until every stream is held; pulsegate holds each ` +
+    `stream for its opening hold and then sends \`: keep-alive\` comments (time scale ` +
+    `${s.timeScale}: hold ${s.holdMs / 1000} s, a keep-alive every ${s.keepAliveMs / 1000} s). ` +
+    `Resident memory is read from /proc once all are held; then the fake sends each stream ` +
+    `${s.deltas} deltas ${s.deltaGapMs} ms apart. Late: delay over ${s.lateMs} ms. Each count ` +
+    `runs on a fresh gateway process; the floor row is a reference for what holding a socket ` +
+    `pair costs at all.`,
+    "",
+    table(
+      [
+        "target",
+        "streams",
+        "held",
+        "ramp s",
+        "RSS before → held MiB",
+        "per stream (JS heap, external)",
+        "proxy CPU s",
+        "complete",
+        "lost",
+        "late",
+        "delay p50 / p99 / max ms",
+        "min keep-alives",
+        "in-flight after",
+      ],
+      s.rows.map((row) => [
+        row.label,
+        n(row.count, 0),
+        n(row.held, 0),
+        n(row.rampMs / 1000, 1),
+        `${n(row.rssBeforeMiB, 1)} → ${n(row.rssHeldMiB, 1)}`,
+        `${n(row.bytesPerStream / 1024, 1)} KiB` +
+        (row.heapBytesPerStream === null
+          ? ""
+          : ` (${n(row.heapBytesPerStream / 1024, 1)}, ${
+            n((row.externalBytesPerStream ?? 0) / 1024, 1)
+          })`),
+        n(row.proxyCpuSeconds, 1),
+        n(row.completeStreams, 0),
+        n(row.lostDeltas, 0),
+        n(row.lateDeltas, 0),
+        `${n(row.delayMs.p50, 2)} / ${n(row.delayMs.p99, 2)} / ${n(row.delayMs.max, 2)}`,
+        String(row.keepAlivesMin),
+        row.inflightAfter === null ? "–" : String(row.inflightAfter),
+      ]),
+    ),
+    ...s.rows.filter((x) => x.errors).map((x) =>
+      `\n- ${x.label} ${x.count}: ${x.errors} stream error(s), e.g. \`${x.errorExamples[0]}\``
+    ),
+  ].join("\n");
+}
+
+function history(r: BenchResults): string {
+  const s = r.scenarios.historyWrites;
+  const w = s.writer;
+  return [
+    "## 5. History writes",
+    "",
+    `The batched writer alone (\`HistoryWriter\`, default batching) into a fresh local libSQL ` +
+    `file, fed finished request + attempt rows one batch at a time:`,
+    "",
+    table(
+      [
+        "rows",
+        "rows/s",
+        "rows per batch",
+        "batch ms p50 / p99 / max",
+        "longest stall",
+        `backlog of ${n(w.backlogRows, 0)} rows: stall`,
+      ],
+      [[
+        n(w.rows, 0),
+        n(w.rowsPerSecond, 0),
+        n(w.rowsPerBatch, 0),
+        `${n(w.batchMs.p50)} / ${n(w.batchMs.p99)} / ${n(w.batchMs.max)}`,
+        `${n(w.maxStallMs, 1)} ms`,
+        `${n(w.backlogStallMs, 1)} ms`,
+      ]],
+    ),
+    "",
+    `Inside the gateway, serving the zero-delay route at concurrency ${s.underLoad.concurrency} ` +
+    `for ${s.underLoad.seconds} s (the event-loop probe is a 5 ms timer; a stall is how late it ` +
+    `fired):`,
+    "",
+    table(
+      [
+        "gateway",
+        "req/s",
+        "rows written/s",
+        "batches",
+        "batch ms p50 / p99 / max",
+        "stall max / p99 ms",
+        "stalls > 10 ms",
+      ],
+      s.underLoad.rows.map((row) => [
+        row.target === "pulsegate" ? "history on" : "history off",
+        n(row.rps, 0),
+        n(row.rowsPerSecond, 0),
+        n(row.batches, 0),
+        row.batches ? `${n(row.batchMs.p50)} / ${n(row.batchMs.p99)} / ${n(row.batchMs.max)}` : "–",
+        `${n(row.maxStallMs, 1)} / ${n(row.p99StallMs, 1)}`,
+        n(row.stallsOver10ms, 0),
+      ]),
+    ),
+    "",
+    "Longest stall seen inside pulsegate at each throughput level of scenario 2 (ms):",
+    "",
+    table(
+      ["concurrency", "history on", "history off"],
+      (r.scenarios.throughput.rows.find((x) => x.target === "pulsegate")?.levels ?? []).map((l) => [
+        String(l.concurrency),
+        n(l.maxStallMs, 1),
+        n(
+          r.scenarios.throughput.rows.find((x) => x.target === "pulsegate_no_history")?.levels
+            .find((o) => o.concurrency === l.concurrency)?.maxStallMs,
+          1,
+        ),
+      ]),
+    ),
+  ].join("\n");
+}
+
+function hotPath(r: BenchResults): string {
+  const p = r.hotPath;
+  if (!p) return "";
+  return [
+    "## Where pulsegate's CPU goes",
+    "",
+    `A V8 CPU profile of a fresh gateway (history on) over the inspector, ${p.seconds} s at ` +
+    `concurrency ${p.concurrency} on the 20 ms route (${n(p.rps, 0)} req/s under the profiler). ` +
+    `Self time, as a share of all non-idle samples.`,
+    "",
+    table(["function", "self %"], p.byFunction.map((h) => [`\`${h.name}\``, n(h.selfPercent, 1)])),
+    "",
+    table(["file", "self %"], p.byFile.map((h) => [`\`${h.name}\``, n(h.selfPercent, 1)])),
+  ].join("\n");
+}
+
+export function renderMarkdown(r: BenchResults): string {
+  const sections = [
+    "# Benchmarks",
+    "",
+    `Generated by \`deno task bench\`${
+      r.profile === "quick" ? " --quick (a short run: figures are indicative only)" : ""
+    } ` +
+    `on ${r.startedAt.slice(0, 10)} in ${r.seconds} s; the raw figures are in ` +
+    `[bench/results.json](../bench/results.json). Do not edit by hand: rerun the bench.`,
+    machine(r),
+    targets(r),
+    addedLatency(r),
+    throughput(r),
+    streaming(r),
+    held(r),
+    history(r),
+    hotPath(r),
+    methodSection(r),
+  ];
+  return sections.filter(Boolean).join("\n\n") + "\n";
+}

@@ -1,0 +1,213 @@
+/** The shape of bench/results.json: every figure the doc shows, and how it was taken. */
+import type { Summary } from "./stats.ts";
+import type { TargetId } from "./targets.ts";
+
+export interface Machine {
+  cpus: number;
+  cpuModel: string;
+  memoryGiB: number;
+  kernel: string;
+  deno: string;
+  v8: string;
+  node: string | null;
+  fileLimit: number | null;
+  /**
+   * CPU that processes other than the bench's used during the run, as a share of one core:
+   * other sessions' work on a shared machine shows here, and disturbs the figures.
+   */
+  otherLoadPercentOfCore?: number;
+  /** The same just before the run, after waiting (bounded) for a quiet moment. */
+  otherLoadAtStartPercentOfCore?: number;
+}
+
+export interface Skipped {
+  target: TargetId;
+  reason: string;
+}
+
+export interface LatencyRow {
+  target: TargetId;
+  label: string;
+  latencyMs: Summary;
+  /** This target's p50/p99 minus direct's; null for direct itself. */
+  addedMs: { p50: number; p99: number } | null;
+  errors: number;
+  errorExamples: string[];
+}
+
+export interface AddedLatencyResult {
+  requestsPerTarget: number;
+  rounds: number;
+  rows: LatencyRow[];
+  skipped: Skipped[];
+}
+
+export interface ThroughputLevel {
+  concurrency: number;
+  rps: number;
+  p50Ms: number;
+  p99Ms: number;
+  /** Connection errors, timeouts and non-2xx answers together. */
+  errors: number;
+  /** CPU the proxy process spent per request (user + system), null for direct. */
+  cpuUsPerRequest: number | null;
+  /** Longest event-loop stall inside pulsegate during the level (its probe), else null. */
+  maxStallMs: number | null;
+  /** The first level to miss the bound is run twice; the better run is kept. */
+  retried: boolean;
+}
+
+export interface ThroughputRow {
+  target: TargetId;
+  label: string;
+  levels: ThroughputLevel[];
+  /** Highest requests/s of a level with p99 under the bound and no error; 0 when none. */
+  bestRps: number;
+  bestConcurrency: number | null;
+}
+
+export interface ThroughputResult {
+  upstreamDelayMs: number;
+  boundMs: number;
+  secondsPerLevel: number;
+  rows: ThroughputRow[];
+  skipped: Skipped[];
+}
+
+export interface StreamingRow {
+  target: TargetId;
+  label: string;
+  streams: number;
+  complete: number;
+  lostDeltas: number;
+  ttftMs: Summary;
+  delayMs: Summary;
+  addedGapMs: Summary;
+  /** Versus direct: time to first token, per-delta delay (p50, p99). Null for direct. */
+  added: { ttftP50: number; ttftP99: number; delayP50: number; delayP99: number } | null;
+  /** The proxy's CPU over the scenario divided by the deltas it relayed; null for direct. */
+  cpuUsPerDelta: number | null;
+  errors: string[];
+}
+
+export interface StreamingResult {
+  deltas: number;
+  deltaGapMs: number;
+  rows: StreamingRow[];
+  skipped: Skipped[];
+}
+
+export interface HeldRow {
+  target: TargetId;
+  label: string;
+  count: number;
+  held: number;
+  rampMs: number;
+  rssBeforeMiB: number;
+  rssHeldMiB: number;
+  bytesPerStream: number;
+  /** Of that, V8 heap in use and external memory (read buffers); null outside pulsegate. */
+  heapBytesPerStream: number | null;
+  externalBytesPerStream: number | null;
+  completeStreams: number;
+  lostDeltas: number;
+  lateDeltas: number;
+  delayMs: Summary;
+  keepAlivesMin: number;
+  /** CPU the proxy used from the first stream opened to the last one ended. */
+  proxyCpuSeconds: number;
+  /** `pulsegate_inflight_requests` once every stream ended; null where there is no such metric. */
+  inflightAfter: number | null;
+  errors: number;
+  errorExamples: string[];
+}
+
+export interface HeldResult {
+  timeScale: number;
+  holdMs: number;
+  keepAliveMs: number;
+  deltas: number;
+  deltaGapMs: number;
+  lateMs: number;
+  rows: HeldRow[];
+}
+
+export interface HistoryUnderLoad {
+  target: TargetId;
+  rps: number;
+  rowsPerSecond: number;
+  batches: number;
+  batchMs: Summary;
+  maxStallMs: number;
+  p99StallMs: number;
+  stallsOver10ms: number;
+}
+
+export interface HistoryResult {
+  writer: {
+    rows: number;
+    rowsPerSecond: number;
+    rowsPerBatch: number;
+    batchMs: Summary;
+    maxStallMs: number;
+    backlogRows: number;
+    backlogStallMs: number;
+  };
+  underLoad: { concurrency: number; seconds: number; rows: HistoryUnderLoad[] };
+}
+
+export interface TargetCheck {
+  id: string;
+  target: string;
+  measured: string;
+  met: boolean | null;
+  /** How far off, in words, when missed; what was measured instead when not measurable. */
+  gap: string;
+  /** What would close it, with the measured figures that say so; empty when met. */
+  closeWith: string;
+}
+
+export interface BenchResults {
+  version: 1;
+  profile: "full" | "quick";
+  startedAt: string;
+  seconds: number;
+  machine: Machine;
+  setup: {
+    proxyCpus: string | null;
+    loadCpus: string | null;
+    loadGenerator: string;
+    peer: string | null;
+    historyOff: string;
+    database: string;
+    notes: string[];
+  };
+  scenarios: {
+    addedLatency: AddedLatencyResult;
+    throughput: ThroughputResult;
+    streaming: StreamingResult;
+    heldStreams: HeldResult;
+    historyWrites: HistoryResult;
+  };
+  /** Where pulsegate's CPU goes under load (inspector profile), when it was taken. */
+  hotPath: HotPathProfile | null;
+  targets: TargetCheck[];
+}
+
+export interface HotSpot {
+  /** `function (file:line)`, or a file alone in `byFile`. */
+  name: string;
+  selfPercent: number;
+}
+
+export interface HotPathProfile {
+  route: string;
+  stream: boolean;
+  history: boolean;
+  concurrency: number;
+  seconds: number;
+  rps: number;
+  /** Top functions by self time, and the same time summed per file. */
+  byFunction: HotSpot[];
+  byFile: HotSpot[];
+}

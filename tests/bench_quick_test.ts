@@ -1,0 +1,88 @@
+import assert from "node:assert/strict";
+import type { BenchResults } from "../bench/results.ts";
+
+const ROOT = new URL("..", import.meta.url).pathname;
+
+/**
+ * Runs `deno task bench --quick` end to end into a temp directory (never over docs/), so the
+ * bench cannot rot: every scenario must run and give sane figures. The figures themselves are
+ * not judged here; the targets are the full run's business.
+ */
+Deno.test({
+  name: "bench --quick runs every scenario and writes results, chart and doc",
+  // The bench spawns and stops its own processes; their resources are not this test's.
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    const out = await Deno.makeTempDir({ prefix: "pulsegate-bench-quick-" });
+    try {
+      const run = await new Deno.Command(Deno.execPath(), {
+        args: ["run", "-A", "bench/main.ts", "--quick", "--out", out],
+        cwd: ROOT,
+        stdout: "piped",
+        stderr: "piped",
+        signal: AbortSignal.timeout(120_000),
+      }).output();
+      const log = new TextDecoder().decode(run.stderr);
+      assert.ok(run.success, `bench --quick failed:\n${log.slice(-3000)}`);
+      const r = JSON.parse(await Deno.readTextFile(`${out}/bench/results.json`)) as BenchResults;
+      assert.equal(r.profile, "quick");
+      assert.ok(r.seconds < 90, `the quick run took ${r.seconds} s`);
+      assert.ok(r.machine.cpus >= 1 && r.machine.deno.length > 0);
+
+      const lat = r.scenarios.addedLatency;
+      for (const target of ["direct", "floor", "pulsegate", "pulsegate_no_history"]) {
+        const row = lat.rows.find((x) => x.target === target);
+        assert.ok(row, `added latency has no ${target} row`);
+        assert.equal(row.errors, 0, `${target}: ${row.errorExamples.join("; ")}`);
+        assert.ok(row.latencyMs.count > 0 && row.latencyMs.p50 > 0, `${target} p50`);
+        assert.ok(row.latencyMs.p99 >= row.latencyMs.p50);
+      }
+
+      const tp = r.scenarios.throughput;
+      for (const target of ["direct", "floor", "pulsegate", "pulsegate_no_history"]) {
+        const row = tp.rows.find((x) => x.target === target);
+        assert.ok(row && row.levels.length > 0, `throughput has no ${target} levels`);
+        for (const level of row.levels) {
+          assert.ok(level.rps > 0 && level.p99Ms > 0, `${target} c=${level.concurrency}`);
+        }
+      }
+      const gw = tp.rows.find((x) => x.target === "pulsegate")!;
+      assert.ok(gw.levels.every((l) => l.cpuUsPerRequest! > 0 && l.maxStallMs !== null));
+
+      const st = r.scenarios.streaming;
+      for (const target of ["direct", "floor", "pulsegate"]) {
+        const row = st.rows.find((x) => x.target === target);
+        assert.ok(row, `streaming has no ${target} row`);
+        assert.equal(row.complete, row.streams, `${target}: ${row.errors.join("; ")}`);
+        assert.equal(row.lostDeltas, 0);
+        assert.ok(row.ttftMs.p50 > 0 && row.delayMs.p50 > 0);
+      }
+
+      const held = r.scenarios.heldStreams.rows.find((x) => x.target === "pulsegate");
+      assert.ok(held, "no held-stream run through pulsegate");
+      assert.equal(held.held, held.count, "every stream was held");
+      assert.equal(held.completeStreams, held.count, held.errorExamples.join("; "));
+      assert.equal(held.lostDeltas, 0);
+      assert.ok(held.keepAlivesMin >= 1, "every held stream had a keep-alive");
+      assert.equal(held.inflightAfter, 0, "in-flight returned to 0");
+      assert.ok(held.rssHeldMiB > 0);
+
+      const hist = r.scenarios.historyWrites;
+      assert.ok(hist.writer.rowsPerSecond > 0 && hist.writer.batchMs.max > 0);
+      const on = hist.underLoad.rows.find((x) => x.target === "pulsegate");
+      assert.ok(on && on.rowsPerSecond > 0 && on.batches > 0, "history rows were written");
+      assert.ok(on.maxStallMs >= 0);
+
+      assert.equal(r.targets.length, 6, "one check per target of the issue");
+      const doc = await Deno.readTextFile(`${out}/docs/benchmarks.md`);
+      for (const heading of ["## Targets", "## 1.", "## 2.", "## 3.", "## 4.", "## 5."]) {
+        assert.ok(doc.includes(heading), `the doc lacks ${heading}`);
+      }
+      const svg = await Deno.readTextFile(`${out}/bench/latency_vs_load.svg`);
+      assert.match(svg, /^<svg[\s\S]*<polyline[\s\S]*<\/svg>\n$/);
+    } finally {
+      await Deno.remove(out, { recursive: true });
+    }
+  },
+});
