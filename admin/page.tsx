@@ -1,22 +1,54 @@
 import { renderToString } from "preact-render-to-string";
 
-/** The admin shell. Assets are inlined so a compiled binary serves it without a file system. */
-export function renderAdminPage(opts: { demo: boolean }): string {
+export interface PageAssets {
+  /** Hashed file names under /admin/assets/. */
+  script: string;
+  style: string;
+}
+
+const SECTIONS = [
+  ["live", "Live"],
+  ["history", "History"],
+  ["health", "Health"],
+  ["config", "Config"],
+] as const;
+
+/**
+ * The admin shell: static markup with one empty host per island, filled in by the bundled
+ * script (admin/client/main.tsx). It carries no data, so it is served without a token; every
+ * number on the page comes from /admin/api/ after sign-in.
+ */
+export function renderAdminPage(opts: { demo: boolean; assets: PageAssets }): string {
   return "<!doctype html>" + renderToString(
     <html lang="en">
       <head>
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <title>pulsegate admin</title>
+        <link rel="icon" href="data:," />
+        <link rel="stylesheet" href={`/admin/assets/${opts.assets.style}`} />
+        <script type="module" src={`/admin/assets/${opts.assets.script}`} />
       </head>
-      <body>
-        <h1>pulsegate</h1>
+      <body data-auth="checking">
         {opts.demo && (
           <p class="demo">
             Demo profile: every upstream here is SIMULATED inside this process.
           </p>
         )}
-        <p>Live requests, history and config editing arrive with the admin issue.</p>
+        <header class="top">
+          <h1>pulsegate</h1>
+          <nav aria-label="Sections">
+            {SECTIONS.map(([id, label]) => <a key={id} href={`#${id}`}>{label}</a>)}
+          </nav>
+          <div data-island="login" />
+        </header>
+        <main>
+          <noscript>
+            <p>This page needs JavaScript. The same data is served as JSON under /admin/api/.</p>
+          </noscript>
+          <div data-island="safe-mode" />
+          {SECTIONS.map(([id]) => <div key={id} id={id} data-island={id} />)}
+        </main>
       </body>
     </html>,
   );

@@ -1,24 +1,224 @@
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
+import { recentAttempts } from "../db/admin_queries.ts";
+import type { Db } from "../db/client.ts";
+import type { AbortRegistry } from "../gateway/abort_registry.ts";
+import type { AccessDeps } from "../gateway/access.ts";
+import type { Clock } from "../gateway/clock.ts";
 import { configJsonSchema } from "../gateway/config/json_schema.ts";
-import { type AccessDeps, requireAdmin } from "../gateway/access.ts";
+import { validateConfig } from "../gateway/config/validate.ts";
+import type { Cooldowns } from "../gateway/cooldown.ts";
+import { GatewayError } from "../gateway/gateway_error.ts";
+import type { Logger } from "../gateway/logger.ts";
 import type { RunState } from "../gateway/proxy.ts";
+import { readJsonBody } from "../gateway/read_body.ts";
+import type { Slots } from "../gateway/slots.ts";
+import type { ConfigChecked, SessionInfo } from "./api_types.ts";
+import { ADMIN_SCRIPT, ADMIN_STYLE } from "./assets.gen.ts";
+import {
+  type ConfigAdminDeps,
+  type ConfigChange,
+  configView,
+  patchConfig,
+  repairConfig,
+  RepairRequestSchema,
+  saveConfig,
+} from "./config_admin.ts";
+import { adminGuard, requireJson } from "./guard.ts";
+import { HEALTH_SAMPLE_LIMIT, HEALTH_WINDOW_MS, healthView } from "./health.ts";
+import { historyPage, type LiveRecord, parseHistoryQuery, requestDetail } from "./history_api.ts";
+import { liveEvents } from "./live_events.ts";
+import { liveSnapshot } from "./live_snapshot.ts";
 import { renderAdminPage } from "./page.tsx";
 
 export interface AdminDeps extends AccessDeps {
   state: RunState;
   demo: boolean;
+  registry: AbortRegistry;
+  cooldowns: Cooldowns;
+  slots: Slots;
+  db: Db;
+  clock: Clock;
+  instanceId: string;
+  log?: Logger;
+  /** More JSON APIs under /admin/api/, behind the same guard (e.g. SPEC §10 observability). */
+  apis?: Hono[];
 }
 
-/** The admin page and its JSON API under /admin/api/, all behind the admin token. */
+/** Config documents are small; anything near this is a mistake, not a config. */
+const CONFIG_BODY_LIMIT = 1024 * 1024;
+
+const ASSETS = new Map([
+  [ADMIN_SCRIPT.name, { body: ADMIN_SCRIPT.body, type: "text/javascript; charset=utf-8" }],
+  [ADMIN_STYLE.name, { body: ADMIN_STYLE.body, type: "text/css; charset=utf-8" }],
+]);
+
+// The page loads only its own script and stylesheet and may not be framed (its buttons abort
+// requests), so an injected script or a clickjacking frame has nothing to work with.
+const PAGE_HEADERS = {
+  "content-security-policy":
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; " +
+    "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  "x-frame-options": "DENY",
+  "referrer-policy": "no-referrer",
+  "x-content-type-options": "nosniff",
+};
+
+/** The admin page, its embedded assets and its JSON API under /admin/api/ (admin token). */
 export function adminRoutes(deps: AdminDeps): Hono {
   const app = new Hono();
+  const page = renderAdminPage({
+    demo: deps.demo,
+    assets: { script: ADMIN_SCRIPT.name, style: ADMIN_STYLE.name },
+  });
   // The page itself carries no data, so it loads without a token and asks for one.
-  app.get("/admin", (c) => c.html(renderAdminPage({ demo: deps.demo })));
-  app.use("/admin/api/*", requireAdmin(deps));
-  app.get("/admin/api/config/schema", (c) => c.json(configJsonSchema()));
-  app.get(
-    "/admin/api/config",
-    (c) => c.json({ config: deps.state.config, safe_mode: deps.state.safeModeReason }),
-  );
+  app.get("/admin", (c) => c.html(page, 200, { ...PAGE_HEADERS, "cache-control": "no-cache" }));
+  app.get("/admin/assets/:name", (c) => {
+    const asset = ASSETS.get(c.req.param("name"));
+    if (!asset) return c.notFound();
+    return c.body(asset.body, 200, {
+      "content-type": asset.type,
+      "cache-control": "public, max-age=31536000, immutable",
+      "x-content-type-options": "nosniff",
+    });
+  });
+  app.use("/admin/api/*", adminGuard(deps));
+  app.use("/admin/api/*", requireJson());
+  app.get("/admin/api/session", (c) => c.json(sessionInfo(deps)));
+  mountLive(app, deps);
+  mountHistory(app, deps);
+  app.get("/admin/api/health", async (c) => {
+    const now = deps.clock.now();
+    const upstreams = deps.state.config?.upstreams.map((u) => u.id) ?? [];
+    const recent = await recentAttempts(deps.db, {
+      upstreams,
+      since: now - HEALTH_WINDOW_MS,
+      limit: HEALTH_SAMPLE_LIMIT,
+    });
+    return c.json(healthView({
+      config: deps.state.config,
+      now,
+      demo: deps.demo,
+      inFlight: (id) => deps.slots.inFlight(id),
+      cooldown: (id) => deps.cooldowns.get(id),
+      recent,
+    }));
+  });
+  mountConfig(app, deps);
+  for (const api of deps.apis ?? []) app.route("/", api);
   return app;
+}
+
+function sessionInfo(deps: AdminDeps): SessionInfo {
+  return {
+    tokenRequired: Boolean(deps.adminToken),
+    demo: deps.demo,
+    safeMode: deps.state.config === null && deps.state.safeModeReason !== null,
+    instanceId: deps.instanceId,
+  };
+}
+
+function mountLive(app: Hono, deps: AdminDeps): void {
+  const snapshot = () => liveSnapshot(deps.registry.all(), { now: deps.clock.now() });
+  app.get("/admin/api/live", (c) =>
+    new Response(
+      liveEvents({
+        clock: deps.clock,
+        snapshot,
+        stopping: () => deps.state.shuttingDown,
+        signal: c.req.raw.signal,
+      }),
+      {
+        headers: {
+          "content-type": "text/event-stream; charset=utf-8",
+          "cache-control": "no-cache, no-transform",
+          "x-accel-buffering": "no",
+        },
+      },
+    ));
+  // One snapshot as plain JSON, for scripts and curl.
+  app.get("/admin/api/live/snapshot", (c) => c.json(snapshot()));
+}
+
+function mountHistory(app: Hono, deps: AdminDeps): void {
+  const live: LiveRecord = (id) => deps.registry.get(id)?.record;
+  app.get("/admin/api/requests", async (c) => {
+    const query = parseHistoryQuery(new URL(c.req.url).searchParams);
+    if (!query.ok) {
+      return apiError(c, { status: 400, code: "admin.bad_query", message: query.message });
+    }
+    return c.json(await historyPage(deps.db, { query: query.options, live }));
+  });
+  app.get("/admin/api/requests/:id", async (c) => {
+    const detail = await requestDetail(deps.db, { id: c.req.param("id"), live });
+    if (detail) return c.json(detail);
+    return apiError(c, {
+      status: 404,
+      code: "admin.request_not_found",
+      message: "no request with this id is recorded (yet)",
+    });
+  });
+}
+
+function mountConfig(app: Hono, deps: AdminDeps): void {
+  const configDeps: ConfigAdminDeps = { ...deps, now: () => deps.clock.now() };
+  app.get("/admin/api/config/schema", (c) => c.json(configJsonSchema()));
+  app.get("/admin/api/config", async (c) => c.json(await configView(configDeps)));
+  app.put(
+    "/admin/api/config",
+    (c) => withBody(c, async (body) => answer(c, await saveConfig(configDeps, body))),
+  );
+  app.patch(
+    "/admin/api/config",
+    (c) => withBody(c, async (body) => answer(c, await patchConfig(configDeps, body))),
+  );
+  // A dry run: the problems the document has, nothing stored.
+  app.post("/admin/api/config/validate", (c) =>
+    withBody(c, (body) => {
+      const checked = validateConfig(body);
+      const result: ConfigChecked = checked.ok
+        ? { ok: true, problems: [] }
+        : { ok: false, problems: checked.problems };
+      return Promise.resolve(c.json(result));
+    }));
+  app.post("/admin/api/config/repair", (c) =>
+    withBody(c, async (body) => {
+      const request = RepairRequestSchema.safeParse(body);
+      if (request.success) return answer(c, await repairConfig(configDeps, request.data));
+      return apiError(c, {
+        status: 400,
+        code: "admin.bad_repair",
+        message: 'send {"actions": [...]} as offered by GET /admin/api/config, or {}',
+      });
+    }));
+}
+
+/** Reads the JSON body (1 MiB at most) and hands it on; a bad body is answered 400 or 413. */
+async function withBody(
+  c: Context,
+  handle: (body: unknown) => Promise<Response>,
+): Promise<Response> {
+  let body: unknown;
+  try {
+    body = await readJsonBody(c.req.raw, { limit: CONFIG_BODY_LIMIT, signal: c.req.raw.signal });
+  } catch (err) {
+    if (!(err instanceof GatewayError)) throw err;
+    const status = err.status === 413 ? 413 : 400;
+    return apiError(c, { status, code: err.code, message: err.message });
+  }
+  return await handle(body);
+}
+
+function answer(c: Context, change: ConfigChange): Response {
+  if (change.ok) return c.json(change.saved);
+  return c.json(
+    { error: { code: change.code, message: change.message }, problems: change.problems },
+    change.status,
+  );
+}
+
+function apiError(
+  c: Context,
+  opts: { status: 400 | 404 | 413; code: string; message: string },
+): Response {
+  return c.json({ error: { code: opts.code, message: opts.message } }, opts.status);
 }

@@ -6,44 +6,33 @@
  * - an event-loop probe (a 5 ms interval timer whose lateness is a stall, run only between
  *   `/probe/start` and `/probe/stop`), so a synchronous database write shows up as the time
  *   nothing else could run;
- * - the time of every libSQL batch the history writer runs, taken by wrapping the client's
- *   `batch` on this instance (the local libSQL driver runs it synchronously on this thread);
+ * - the time of every history batch, as the writer reports it (for a local file the batch runs on
+ *   the writer's worker thread, so it is no longer time the serving thread is blocked);
  * - `BENCH_HISTORY=off`: the writer's `writeRequest`/`writeAttempt` become no-ops on this
  *   instance, so every row is still built but none is queued or written. That is the cost of
  *   history the bench can isolate without a gateway option for it.
  *
  * Prints `{"url": ..., "control": ...}` on stdout once both listen.
  */
-import type { Client } from "@libsql/client";
 import { readSettings } from "../gateway/settings.ts";
 import { startGateway } from "../gateway/start_gateway.ts";
 import { LoopProbe } from "./loop_probe.ts";
 
 const env = (name: string) => Deno.env.get(name);
 // metricsOpen: the bench reads `pulsegate_inflight_requests` from /metrics like a scraper would.
+const batches: number[] = [];
 const gateway = await startGateway({
   settings: readSettings(env),
   env,
   quiet: true,
   metricsOpen: true,
+  onHistoryBatch: ({ ms }) => batches.push(ms),
 });
 
 if (env("BENCH_HISTORY") === "off") {
   gateway.writer.writeRequest = () => {};
   gateway.writer.writeAttempt = () => {};
 }
-
-const batches: number[] = [];
-const client: Client = gateway.db.client;
-const batch = client.batch.bind(client);
-client.batch = async (...args: Parameters<Client["batch"]>) => {
-  const started = performance.now();
-  try {
-    return await batch(...args);
-  } finally {
-    batches.push(performance.now() - started);
-  }
-};
 
 // Off until asked for: its 200 wake-ups a second would count in the CPU per delta and per
 // stream that other scenarios measure.

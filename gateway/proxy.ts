@@ -7,6 +7,7 @@ import { clientError, GatewayError } from "./gateway_error.ts";
 import type { ForwardDeps } from "./hop.ts";
 import type { IrRequest } from "./ir.ts";
 import { type HistorySink, LiveRequest } from "./live_request.ts";
+import { checkGuardrails, type Guardrails } from "./guardrails.ts";
 import { readJsonBody } from "./read_body.ts";
 import { isRecord } from "./sse_frames.ts";
 import { clientDisconnected } from "./stop_reasons.ts";
@@ -23,6 +24,8 @@ export interface RunState {
   /** Proxy open without keys is only allowed on loopback (SPEC §4). */
   loopback: boolean;
   shuttingDown: boolean;
+  /** SPEC §10 guardrails in force. */
+  guardrails: () => Guardrails;
 }
 
 export interface ProxyDeps extends Omit<ForwardDeps, "config"> {
@@ -178,6 +181,7 @@ async function begin(
         status: 403,
       });
     }
+    checkGuardrails(ir, deps.state.guardrails());
     return { config, ir, body, route };
   } catch (err) {
     return GatewayError.from(err);

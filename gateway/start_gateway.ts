@@ -6,6 +6,10 @@ import { HistoryWriter } from "../db/history_writer.ts";
 import { registerInstance } from "../db/instances.ts";
 import { closeRowsOfDeadInstances, startHeartbeat } from "./instance_heartbeat.ts";
 import { migrate } from "../db/migrate.ts";
+import { observabilityApi } from "../admin/observability_api.ts";
+import { Exporter } from "./observability/exporter.ts";
+import { exportingSink } from "./observability/export_sink.ts";
+import { ObservabilityState } from "./observability/observability_state.ts";
 import { AbortRegistry } from "./abort_registry.ts";
 import { Affinity } from "./affinity.ts";
 import { type Clock, createClock } from "./clock.ts";
@@ -35,6 +39,8 @@ export interface StartOptions {
   quiet?: boolean;
   /** Open /metrics to anyone on loopback (scrapers). */
   metricsOpen?: boolean;
+  /** Told about each history batch written (the benchmark measures them). */
+  onHistoryBatch?: (batch: { ms: number; rows: number }) => void;
 }
 
 export interface Gateway {
@@ -73,12 +79,21 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
     : inProcessExecutor(db);
   const writer = new HistoryWriter(db, {
     executor,
+    onBatch: opts.onHistoryBatch,
     after: (ms, fn) => clock.after(ms, fn),
     onError: (err) => log.event("history.write_failed", { error: String(err) }),
   });
+  const exporter = new Exporter({ clock, env: opts.env, fetch: opts.fetch ?? fetch, log });
+  const observability = new ObservabilityState({ db, clock, exporter, log });
+  await observability.load();
   const loaded = await loadConfig({ ...opts, db, log, now: clock.now() });
   const loopback = isLoopback(settings.host);
-  const state: RunState = { ...loaded, loopback, shuttingDown: false };
+  const state: RunState = {
+    ...loaded,
+    loopback,
+    shuttingDown: false,
+    guardrails: () => observability.guardrails,
+  };
   const cooldowns = new Cooldowns(clock, {
     policy: () => {
       const f = state.config?.failover;
@@ -115,13 +130,26 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
     fetch: opts.fetch ?? fetch,
     state,
     registry,
-    sink: writer,
+    sink: exportingSink(writer, exporter),
     instanceId,
     pending,
     adminToken: settings.adminToken,
     db,
     metricsOpen: (opts.metricsOpen ?? settings.metricsOpen) && loopback,
-    admin: { adminToken: settings.adminToken, loopback, state, demo },
+    admin: {
+      adminToken: settings.adminToken,
+      loopback,
+      state,
+      demo,
+      registry,
+      cooldowns,
+      slots,
+      db,
+      clock,
+      instanceId,
+      log,
+      apis: [observabilityApi(observability)],
+    },
     demo: demo ? (request) => serveDemoUpstream(request, { clock }) : null,
     ready: () =>
       state.shuttingDown
@@ -175,6 +203,7 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
       await serverDone;
       stopHeartbeat();
       await writer.close();
+      await exporter.close();
       await executor.close();
       db.close();
       log.event("gateway.stopped", {});

@@ -1,0 +1,148 @@
+/**
+ * The shapes of the admin JSON API under /admin/api/, shared by the server and the browser
+ * bundle. Type-only: the bundle must not pull server modules (zod, libSQL) into the page.
+ */
+import type { AttemptRecord, RequestRecord } from "../db/records.ts";
+import type { LiveState } from "../gateway/live_request.ts";
+import type { ConfigProblem } from "../gateway/config/validate.ts";
+import type { RepairAction } from "../gateway/config/repair.ts";
+
+export type { AttemptRecord, ConfigProblem, LiveState, RepairAction, RequestRecord };
+
+/** Every error of the admin API; the same envelope as the control endpoints. */
+export interface ApiError {
+  error: { code: string; message: string };
+  /** Config saves: each problem at its key path. */
+  problems?: ConfigProblem[];
+}
+
+/** GET /admin/api/session: answers 200 only to an admin, so it doubles as the sign-in check. */
+export interface SessionInfo {
+  /** False when the gateway has no admin token and serves loopback only. */
+  tokenRequired: boolean;
+  /** The built-in demo profile runs: its upstreams are simulated. */
+  demo: boolean;
+  safeMode: boolean;
+  instanceId: string;
+}
+
+/** One live request of this process, as the live list shows it. */
+export interface LiveRow {
+  id: string;
+  sessionId: string | null;
+  clientFormat: string;
+  route: string | null;
+  stream: boolean;
+  /** The upstream of the current hop; null before the first pick. */
+  upstream: string | null;
+  /** 1-based number of the current hop; 0 before the first pick. */
+  hop: number;
+  state: LiveState;
+  startedAt: number;
+  elapsedMs: number;
+  /** Since content last reached the client; null while none has. */
+  idleMs: number | null;
+  inputTokens: number | null;
+  outputTokens: number | null;
+  /** The abort switch was thrown and the request is unwinding. */
+  aborting: boolean;
+}
+
+/** One `snapshot` event of GET /admin/api/live. Times are real milliseconds. */
+export interface LiveSnapshot {
+  at: number;
+  requests: LiveRow[];
+}
+
+/** A history row with its attempt chain in short, for the list. */
+export interface HistoryRow extends RequestRecord {
+  hops: Pick<AttemptRecord, "hop" | "upstream" | "outcome" | "status">[];
+}
+
+export interface HistoryCursor {
+  startedAt: number;
+  id: string;
+}
+
+/** GET /admin/api/requests: newest first; `next` continues after the last row. */
+export interface HistoryPage {
+  requests: HistoryRow[];
+  next: HistoryCursor | null;
+}
+
+/** GET /admin/api/requests/{id}. */
+export interface RequestDetail {
+  request: RequestRecord;
+  attempts: AttemptRecord[];
+}
+
+/** Counts over an upstream's recent attempts (GET /admin/api/health). */
+export interface RecentAttempts {
+  windowMs: number;
+  attempts: number;
+  successes: number;
+  /** Idle timeouts, 5xx, 429, our-credential 401/403 and connection errors; not caller 4xx. */
+  failures: number;
+  idleTimeouts: number;
+  /** Operator aborts and client disconnects: not the upstream's fault. */
+  cancelled: number;
+  /** Time to first content of the successful attempts, in real milliseconds. */
+  firstContentP50Ms: number | null;
+  firstContentP95Ms: number | null;
+}
+
+export interface UpstreamHealth {
+  id: string;
+  kind: string;
+  enabled: boolean;
+  inFlight: number;
+  maxInFlight: number;
+  paused: boolean;
+  /** Epoch ms the pause ends; null when not paused. */
+  pausedUntil: number | null;
+  consecutiveFailures: number;
+  pauseCount: number;
+  recent: RecentAttempts;
+}
+
+export interface HealthView {
+  at: number;
+  demo: boolean;
+  upstreams: UpstreamHealth[];
+}
+
+export interface SafeModeView {
+  reason: string;
+  problems: ConfigProblem[];
+  /** The smallest edits that make the stored config load; null when none is obvious. */
+  repair: RepairAction[] | null;
+}
+
+/** GET /admin/api/config: the document the editor edits. Secrets are env var names only. */
+export interface ConfigView {
+  /** The stored config as stored (even when invalid), or the demo config when none is. */
+  config: unknown;
+  source: "stored" | "demo" | "none";
+  updatedAt: number | null;
+  demo: boolean;
+  safeMode: SafeModeView | null;
+}
+
+/** Answer of a successful save or repair. */
+export interface ConfigSaved {
+  ok: true;
+  config: unknown;
+  /** What the repair changed; empty for a plain save. */
+  applied: RepairAction[];
+}
+
+/** Answer of POST /admin/api/config/validate: a dry run that stores nothing. */
+export interface ConfigChecked {
+  ok: boolean;
+  problems: ConfigProblem[];
+}
+
+/** Answer of the abort endpoints (SPEC §7). */
+export interface AbortResult {
+  requests: string[];
+}

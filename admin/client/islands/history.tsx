@@ -1,0 +1,271 @@
+import { useSignal } from "@preact/signals";
+import type { AttemptRecord, HistoryRow, RequestDetail } from "../../api_types.ts";
+import type { HistoryFilters } from "../api.ts";
+import { formatMs, formatTime, formatTokens, parseLocalDateTime } from "../format.ts";
+import type { History as HistoryModel } from "../history_model.ts";
+
+export interface HistoryProps {
+  history: HistoryModel;
+  now: () => number;
+}
+
+/** Recorded requests, newest first, with filters, keyset pages and each attempt chain. */
+export function History({ history, now }: HistoryProps) {
+  const page = history.page.value;
+  const rows = page?.requests ?? [];
+  const clock = now();
+  return (
+    <section aria-labelledby="history-title">
+      <header class="panel-head">
+        <h2 id="history-title">History</h2>
+        <button type="button" class="quiet" onClick={() => history.refresh()}>Refresh</button>
+      </header>
+      <FilterForm onSearch={(filters) => history.search(filters)} />
+      {history.error.value && <p class="notice error" role="alert">{history.error.value}</p>}
+      {page && rows.length === 0 && <p class="empty">No request matches.</p>}
+      {rows.length > 0 && (
+        <table class="cards history">
+          <thead>
+            <tr>
+              <th>Started</th>
+              <th>Request</th>
+              <th>Route</th>
+              <th>Session</th>
+              <th>Attempts</th>
+              <th>Result</th>
+              <th>Duration</th>
+              <th>Tokens</th>
+            </tr>
+          </thead>
+          <tbody>
+            {rows.map((row) => (
+              <HistoryRowView
+                key={row.id}
+                row={row}
+                now={clock}
+                onOpen={() => history.open(row.id)}
+              />
+            ))}
+          </tbody>
+        </table>
+      )}
+      <nav class="pager" aria-label="History pages">
+        <button
+          type="button"
+          disabled={history.trail.value.length <= 1 || history.loading.value}
+          onClick={() => history.newer()}
+        >
+          ← Newer
+        </button>
+        <span>Page {history.trail.value.length}</span>
+        <button
+          type="button"
+          disabled={!page?.next || history.loading.value}
+          onClick={() => history.older()}
+        >
+          Older →
+        </button>
+      </nav>
+      {history.detailError.value && (
+        <p class="notice error" role="alert">{history.detailError.value}</p>
+      )}
+      {history.detail.value && (
+        <Detail
+          detail={history.detail.value}
+          now={clock}
+          onClose={() => history.close()}
+        />
+      )}
+    </section>
+  );
+}
+
+function FilterForm({ onSearch }: { onSearch: (filters: HistoryFilters) => void }) {
+  const fields = useSignal({
+    route: "",
+    upstream: "",
+    outcome: "",
+    session: "",
+    since: "",
+    until: "",
+  });
+  const set = (name: keyof typeof fields.value) =>
+  (
+    e: { currentTarget: { value: string } },
+  ) => (fields.value = { ...fields.value, [name]: e.currentTarget.value });
+  const f = fields.value;
+  return (
+    <form
+      class="filters"
+      onSubmit={(e) => {
+        e.preventDefault();
+        onSearch({
+          route: f.route.trim() || undefined,
+          upstream: f.upstream.trim() || undefined,
+          outcome: f.outcome === "success" || f.outcome === "error" ? f.outcome : undefined,
+          session: f.session.trim() || undefined,
+          since: parseLocalDateTime(f.since),
+          until: parseLocalDateTime(f.until),
+        });
+      }}
+    >
+      <label>
+        Route<input name="route" value={f.route} onInput={set("route")} />
+      </label>
+      <label>
+        Upstream<input name="upstream" value={f.upstream} onInput={set("upstream")} />
+      </label>
+      <label>
+        Outcome
+        <select name="outcome" value={f.outcome} onChange={set("outcome")}>
+          <option value="">any</option>
+          <option value="success">success</option>
+          <option value="error">error</option>
+        </select>
+      </label>
+      <label>
+        Session<input name="session" value={f.session} onInput={set("session")} />
+      </label>
+      <label>
+        From<input
+          type="datetime-local"
+          step="1"
+          name="since"
+          value={f.since}
+          onInput={set("since")}
+        />
+      </label>
+      <label>
+        To<input
+          type="datetime-local"
+          step="1"
+          name="until"
+          value={f.until}
+          onInput={set("until")}
+        />
+      </label>
+      <button type="submit">Search</button>
+    </form>
+  );
+}
+
+function chain(row: HistoryRow): string {
+  if (row.hops.length === 0) return "no upstream called";
+  return row.hops.map((h) => `${h.upstream} ${h.outcome ?? "running"}`).join(" → ");
+}
+
+function result(row: { state: string; status: number | null; errorCode: string | null }): string {
+  if (row.state === "open") return "running";
+  if (row.state === "interrupted") return "interrupted";
+  return `${row.status ?? "—"}${row.errorCode ? ` ${row.errorCode}` : ""}`;
+}
+
+function HistoryRowView(props: { row: HistoryRow; now: number; onOpen: () => void }) {
+  const { row } = props;
+  return (
+    <tr class={row.outcome === "error" ? "failed" : ""} data-request-id={row.id}>
+      <td data-label="Started">{formatTime(row.startedAt, { now: props.now })}</td>
+      <td data-label="Request">
+        <button
+          type="button"
+          class="link"
+          aria-label={`Show request ${row.id}`}
+          onClick={props.onOpen}
+        >
+          {row.id}
+        </button>
+        <small>{row.clientFormat}{row.stream ? " · stream" : ""}</small>
+      </td>
+      <td data-label="Route">{row.route ?? "—"}</td>
+      <td data-label="Session">{row.sessionId ?? "—"}</td>
+      <td data-label="Attempts" class="chain">{chain(row)}</td>
+      <td data-label="Result">{result(row)}</td>
+      <td data-label="Duration">{formatMs(row.durationMs)}</td>
+      <td data-label="Tokens">{formatTokens(row.inputTokens, row.outputTokens)}</td>
+    </tr>
+  );
+}
+
+function Detail(props: { detail: RequestDetail; now: number; onClose: () => void }) {
+  const { request, attempts } = props.detail;
+  return (
+    <article class="detail" aria-labelledby="detail-title">
+      <header class="panel-head">
+        <h3 id="detail-title">Request {request.id}</h3>
+        <button type="button" class="quiet" onClick={props.onClose}>Close</button>
+      </header>
+      <dl>
+        <dt>Started</dt>
+        <dd>{formatTime(request.startedAt, { now: props.now })}</dd>
+        <dt>Client format</dt>
+        <dd>{request.clientFormat}{request.stream ? " (stream)" : ""}</dd>
+        <dt>Route</dt>
+        <dd>{request.route ?? "—"}</dd>
+        <dt>Session</dt>
+        <dd>{request.sessionId ?? "—"}</dd>
+        <dt>Key</dt>
+        <dd>{request.keyId ?? "—"}</dd>
+        <dt>Result</dt>
+        <dd>
+          {result(request)}
+          {request.failureSource && ` (failure source: ${request.failureSource})`}
+        </dd>
+        {request.errorMessage && (
+          <>
+            <dt>Error</dt>
+            <dd>{request.errorMessage}</dd>
+          </>
+        )}
+        <dt>First content</dt>
+        <dd>{formatMs(request.firstContentMs)}</dd>
+        <dt>Duration</dt>
+        <dd>{formatMs(request.durationMs)}</dd>
+        <dt>Tokens</dt>
+        <dd>{formatTokens(request.inputTokens, request.outputTokens)}</dd>
+      </dl>
+      <h4>Attempt chain</h4>
+      {attempts.length === 0
+        ? <p class="empty">No upstream was called.</p>
+        : (
+          <table class="cards attempts">
+            <thead>
+              <tr>
+                <th>Hop</th>
+                <th>Upstream</th>
+                <th>Outcome</th>
+                <th>Status</th>
+                <th>Code</th>
+                <th>Headers</th>
+                <th>First content</th>
+                <th>Duration</th>
+                <th>Tokens</th>
+              </tr>
+            </thead>
+            <tbody>{attempts.map((a) => <AttemptRow key={a.hop} attempt={a} />)}</tbody>
+          </table>
+        )}
+    </article>
+  );
+}
+
+function AttemptRow({ attempt: a }: { attempt: AttemptRecord }) {
+  return (
+    <tr class={a.outcome === "success" ? "" : "failed"}>
+      <td data-label="Hop">{a.hop}</td>
+      <td data-label="Upstream">
+        {a.upstream}
+        <small>{a.model}</small>
+      </td>
+      <td data-label="Outcome">{a.outcome ?? "running"}</td>
+      <td data-label="Status">{a.status ?? "—"}</td>
+      <td data-label="Code">
+        {a.errorCode ?? "—"}
+        {a.errorMessage && <small>{a.errorMessage}</small>}
+      </td>
+      <td data-label="Headers">{formatMs(a.headersMs)}</td>
+      <td data-label="First content">{formatMs(a.firstContentMs)}</td>
+      <td data-label="Duration">{formatMs(a.durationMs)}</td>
+      <td data-label="Tokens">{formatTokens(a.inputTokens, a.outputTokens)}</td>
+    </tr>
+  );
+}

@@ -1,0 +1,86 @@
+import type { UpstreamHealth as Row } from "../../api_types.ts";
+import { formatMs, formatTime, plural } from "../format.ts";
+import type { Health } from "../health_model.ts";
+
+export interface UpstreamHealthProps {
+  health: Health;
+}
+
+/** Slots, cooldowns and the last minutes of attempts, per configured upstream. */
+export function UpstreamHealth({ health }: UpstreamHealthProps) {
+  const view = health.view.value;
+  const minutes = Math.round((view?.upstreams[0]?.recent.windowMs ?? 0) / 60_000);
+  return (
+    <section aria-labelledby="health-title">
+      <header class="panel-head">
+        <h2 id="health-title">Upstream health</h2>
+        <button type="button" class="quiet" onClick={() => health.refresh()}>Refresh</button>
+      </header>
+      {health.error.value && <p class="notice error" role="alert">{health.error.value}</p>}
+      {view && view.upstreams.length === 0 && <p class="empty">No upstream is configured.</p>}
+      {view && view.upstreams.length > 0 && (
+        <table class="cards health">
+          <thead>
+            <tr>
+              <th>Upstream</th>
+              <th>In flight</th>
+              <th>Cooldown</th>
+              <th>Last {minutes} min</th>
+              <th>First content p50 / p95</th>
+            </tr>
+          </thead>
+          <tbody>
+            {view.upstreams.map((u) => (
+              <HealthRow key={u.id} row={u} now={view.at} simulated={view.demo} />
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
+
+function HealthRow(props: { row: Row; now: number; simulated: boolean }) {
+  const u = props.row;
+  const used = u.maxInFlight > 0 ? Math.min(1, u.inFlight / u.maxInFlight) : 0;
+  const r = u.recent;
+  return (
+    <tr class={u.paused ? "paused" : ""} data-upstream={u.id}>
+      <td data-label="Upstream">
+        <strong>{u.id}</strong>
+        <small>
+          {u.kind}
+          {u.enabled ? "" : " · disabled"}
+          {props.simulated && <span class="tag simulated">SIMULATED</span>}
+        </small>
+      </td>
+      <td data-label="In flight">
+        {u.inFlight} / {u.maxInFlight}
+        <meter min={0} max={1} value={used} aria-label={`${u.id} slots in use`} />
+      </td>
+      <td data-label="Cooldown">
+        {u.paused && u.pausedUntil !== null
+          ? (
+            <span class="state paused">
+              paused until {formatTime(u.pausedUntil, { now: props.now })} (
+              {formatMs(u.pausedUntil - props.now)} left)
+            </span>
+          )
+          : <span class="state ok">ok</span>}
+        <small>
+          {plural(u.consecutiveFailures, "failure")} in a row · paused{" "}
+          {plural(u.pauseCount, "time")}
+        </small>
+      </td>
+      <td data-label="Recent">
+        {plural(r.attempts, "attempt")} · {r.failures} failed
+        <small>
+          {plural(r.idleTimeouts, "idle timeout")} · {r.cancelled} aborted or disconnected
+        </small>
+      </td>
+      <td data-label="First content p50 / p95">
+        {formatMs(r.firstContentP50Ms)} / {formatMs(r.firstContentP95Ms)}
+      </td>
+    </tr>
+  );
+}

@@ -1,0 +1,91 @@
+/**
+ * The browser entry of /admin, bundled into admin/assets.gen.ts by `deno task admin:build`.
+ * This is the only module that touches the DOM, storage, timers and the network: it builds the
+ * models from them and mounts one Preact island per `data-island` element of the page shell.
+ */
+import { effect, untracked } from "@preact/signals";
+import { type ComponentChildren, render } from "preact";
+import { createAborts } from "./aborts.ts";
+import { createAdminApi } from "./api.ts";
+import { createAuth, resumeSession, signIn } from "./auth.ts";
+import { createConfigModel } from "./config_model.ts";
+import { createHealth } from "./health_model.ts";
+import { createHistory } from "./history_model.ts";
+import { ConfigEditor } from "./islands/config_editor.tsx";
+import { History } from "./islands/history.tsx";
+import { LiveRequests } from "./islands/live_requests.tsx";
+import { Login } from "./islands/login.tsx";
+import { SafeMode } from "./islands/safe_mode.tsx";
+import { SignedIn } from "./islands/signed_in.tsx";
+import { UpstreamHealth } from "./islands/upstream_health.tsx";
+import { createLiveFeed } from "./live_feed.ts";
+
+const HEALTH_EVERY_MS = 2000;
+
+const now = () => Date.now();
+const wait = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const id = setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => {
+      clearTimeout(id);
+      resolve();
+    }, { once: true });
+  });
+
+const auth = createAuth(sessionStorage);
+const api = createAdminApi({
+  fetch: (input, init) => fetch(input, init),
+  token: () => auth.token.peek(),
+  refused: (message) => auth.signOut(`The gateway refused the admin token: ${message}.`),
+});
+const feed = createLiveFeed({ open: (signal) => api.live(signal), wait });
+const aborts = createAborts(api);
+const history = createHistory(api);
+const health = createHealth(api);
+const config = createConfigModel(api);
+
+function mount(name: string, island: ComponentChildren): void {
+  const host = document.querySelector(`[data-island="${name}"]`);
+  if (host) render(<>{island}</>, host);
+}
+
+const gated = (island: ComponentChildren) => <SignedIn auth={auth}>{island}</SignedIn>;
+
+mount("login", <Login auth={auth} onSignIn={(token) => void signIn(api, { auth, token })} />);
+mount("safe-mode", gated(<SafeMode config={config} />));
+mount("live", gated(<LiveRequests feed={feed} aborts={aborts} />));
+mount("history", gated(<History history={history} now={now} />));
+mount("health", gated(<UpstreamHealth health={health} />));
+mount("config", gated(<ConfigEditor config={config} now={now} />));
+
+// Panels load when the tab signs in and forget everything when it signs out.
+let healthTimer: ReturnType<typeof setInterval> | undefined;
+effect(() => {
+  const signedIn = auth.status.value === "signed_in";
+  document.body.dataset.auth = auth.status.value;
+  untracked(() => {
+    clearInterval(healthTimer);
+    if (!signedIn) {
+      feed.stop();
+      health.clear();
+      config.clear();
+      return;
+    }
+    feed.start();
+    void history.search({});
+    void health.refresh();
+    void config.load();
+    healthTimer = setInterval(() => void health.refresh(), HEALTH_EVERY_MS);
+  });
+});
+
+// A request that leaves the live list has just been recorded: show it on the newest page.
+let liveIds = new Set<string>();
+effect(() => {
+  const ids = new Set((feed.snapshot.value?.requests ?? []).map((r) => r.id));
+  const ended = [...liveIds].some((id) => !ids.has(id));
+  liveIds = ids;
+  if (ended) untracked(() => history.trail.value.length === 1 && void history.refresh());
+});
+
+void resumeSession(api, auth);

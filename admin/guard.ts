@@ -1,0 +1,50 @@
+import type { Context, MiddlewareHandler } from "hono";
+import { type AccessDeps, isAdmin } from "../gateway/access.ts";
+import { presentedKey } from "../gateway/auth.ts";
+
+/**
+ * The admin API's gate: the admin token (or loopback with no token set), with a refusal that
+ * says what is wrong, so the login form can show it. The token itself is never echoed or logged.
+ */
+export function adminGuard(deps: AccessDeps): MiddlewareHandler {
+  return async (c: Context, next) => {
+    if (isAdmin(c.req.raw, deps)) return await next();
+    return c.json(
+      { error: refusal(c.req.raw, deps) },
+      401,
+      { "www-authenticate": 'Bearer realm="pulsegate admin"' },
+    );
+  };
+}
+
+/** The code `admin.closed` tells the page no token can help: the operator must set one. */
+function refusal(request: Request, deps: AccessDeps): { code: string; message: string } {
+  if (!deps.adminToken) {
+    return {
+      code: "admin.closed",
+      message: "the gateway has no admin token (PULSEGATE_ADMIN_TOKEN) and does not listen on " +
+        "loopback only, so the admin API is closed",
+    };
+  }
+  const message = presentedKey(request.headers) === null
+    ? "admin token required"
+    : "wrong admin token";
+  return { code: "control.unauthorized", message };
+}
+
+/**
+ * Changes must be sent as JSON. Besides saying what the API expects, this makes every change a
+ * CORS-preflighted request, so another site open in the operator's browser cannot post one to
+ * a loopback gateway that runs without a token.
+ */
+export function requireJson(): MiddlewareHandler {
+  return async (c: Context, next) => {
+    if (c.req.method === "GET" || c.req.method === "HEAD") return await next();
+    const type = c.req.header("content-type") ?? "";
+    if (/^application\/json\b/i.test(type)) return await next();
+    return c.json(
+      { error: { code: "admin.json_required", message: "send the body as application/json" } },
+      415,
+    );
+  };
+}

@@ -1,0 +1,81 @@
+import type { AttemptSample } from "../db/admin_queries.ts";
+import type { Config } from "../gateway/config/schema.ts";
+import type { CooldownState } from "../gateway/cooldown.ts";
+import type { HealthView, RecentAttempts, UpstreamHealth } from "./api_types.ts";
+
+/** How far back the recent failure counts and latencies look, in real milliseconds. */
+export const HEALTH_WINDOW_MS = 15 * 60_000;
+/** At most this many attempts per upstream are read for them, whatever the traffic. */
+export const HEALTH_SAMPLE_LIMIT = 500;
+
+export interface HealthInputs {
+  config: Config | null;
+  now: number;
+  demo: boolean;
+  inFlight: (upstream: string) => number;
+  cooldown: (upstream: string) => CooldownState;
+  recent: Map<string, AttemptSample[]>;
+}
+
+/** Every configured upstream with its slots, cooldown and recent attempts, in config order. */
+export function healthView(inputs: HealthInputs): HealthView {
+  const upstreams = (inputs.config?.upstreams ?? []).map((u): UpstreamHealth => {
+    const cooldown = inputs.cooldown(u.id);
+    const paused = cooldown.pausedUntil !== null && cooldown.pausedUntil > inputs.now;
+    return {
+      id: u.id,
+      kind: u.kind,
+      enabled: u.enabled,
+      inFlight: inputs.inFlight(u.id),
+      maxInFlight: u.max_in_flight,
+      paused,
+      pausedUntil: paused ? cooldown.pausedUntil : null,
+      consecutiveFailures: cooldown.consecutiveFailures,
+      pauseCount: cooldown.pauseCount,
+      recent: summarise(inputs.recent.get(u.id) ?? []),
+    };
+  });
+  return { at: inputs.now, demo: inputs.demo, upstreams };
+}
+
+/** Counts by outcome; attempts still in progress have none and are left out. */
+export function summarise(samples: readonly AttemptSample[]): RecentAttempts {
+  const ended = samples.filter((s) => s.outcome !== null);
+  const count = (...outcomes: AttemptSample["outcome"][]) =>
+    ended.filter((s) => outcomes.includes(s.outcome)).length;
+  const firstContent = ended
+    .filter((s) => s.outcome === "success" && s.firstContentMs !== null)
+    .map((s) => s.firstContentMs ?? 0)
+    .sort((a, b) => a - b);
+  return {
+    windowMs: HEALTH_WINDOW_MS,
+    attempts: ended.length,
+    successes: count("success"),
+    failures: ended.filter(countsAgainstUpstream).length,
+    idleTimeouts: count("idle_timeout"),
+    cancelled: count("aborted", "client_disconnected"),
+    firstContentP50Ms: percentile(firstContent, 0.5),
+    firstContentP95Ms: percentile(firstContent, 0.95),
+  };
+}
+
+/**
+ * SPEC §6: what the upstream is blamed for. Another 4xx is the caller's request (passed back, no
+ * cooldown), so it is not one of the upstream's failures.
+ */
+const OUR_PROBLEM_4XX = new Set([401, 403, 429]);
+
+function countsAgainstUpstream(s: AttemptSample): boolean {
+  if (s.outcome === "idle_timeout") return true;
+  if (s.outcome !== "error") return false;
+  const status = s.status ?? 0;
+  const callers = status >= 400 && status < 500 && !OUR_PROBLEM_4XX.has(status);
+  return !callers;
+}
+
+/** Nearest-rank percentile of sorted values; null when there are none. */
+export function percentile(sorted: readonly number[], p: number): number | null {
+  if (sorted.length === 0) return null;
+  const rank = Math.min(sorted.length, Math.max(1, Math.ceil(p * sorted.length)));
+  return sorted[rank - 1] ?? null;
+}

@@ -1,0 +1,52 @@
+import type { Db } from "./client.ts";
+import type { AttemptOutcome } from "./records.ts";
+import { memberOrNull, numOrNull } from "./row_values.ts";
+
+/** The parts of an attempt the admin page's upstream health needs. */
+export interface AttemptSample {
+  outcome: AttemptOutcome | null;
+  status: number | null;
+  firstContentMs: number | null;
+  durationMs: number | null;
+}
+
+const OUTCOMES: Record<AttemptOutcome, true> = {
+  success: true,
+  error: true,
+  idle_timeout: true,
+  aborted: true,
+  client_disconnected: true,
+};
+
+// Newest first along `attempts_upstream_started`, so the cost is the limit, not the table size.
+const RECENT_ATTEMPTS = `SELECT outcome, status, first_content_ms, duration_ms FROM attempts
+  WHERE upstream = ? AND started_at >= ? ORDER BY started_at DESC LIMIT ?`;
+
+/** Each upstream's latest attempts started at or after `since` (epoch ms), at most `limit`. */
+export async function recentAttempts(
+  db: Db,
+  opts: { upstreams: readonly string[]; since: number; limit: number },
+): Promise<Map<string, AttemptSample[]>> {
+  const samples = new Map<string, AttemptSample[]>();
+  if (opts.upstreams.length === 0) return samples;
+  const results = await db.client.batch(
+    opts.upstreams.map((upstream) => ({
+      sql: RECENT_ATTEMPTS,
+      args: [upstream, opts.since, opts.limit],
+    })),
+    "read",
+  );
+  opts.upstreams.forEach((upstream, i) => {
+    const rows = results[i]?.rows ?? [];
+    samples.set(
+      upstream,
+      rows.map((row) => ({
+        outcome: memberOrNull(row, { column: "outcome", members: OUTCOMES }),
+        status: numOrNull(row, "status"),
+        firstContentMs: numOrNull(row, "first_content_ms"),
+        durationMs: numOrNull(row, "duration_ms"),
+      })),
+    );
+  });
+  return samples;
+}

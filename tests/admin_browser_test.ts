@@ -1,0 +1,470 @@
+/**
+ * The admin page in headless Chromium (Debian's, driven by playwright-core). Each step runs its
+ * own gateway at the test time scale and a fresh browser context (so a fresh sessionStorage).
+ * With PULSEGATE_SCREENSHOTS=1 the steps also write the screenshots of docs/admin.md.
+ *
+ * playwright-core probes /proc/sys/fs/binfmt_misc/WSLInterop when it loads, which Deno allows
+ * only with --allow-all, more than `deno task test` grants. So under the suite this file runs
+ * itself again in a child `deno test --allow-all` and passes or fails with it; only the child
+ * imports playwright.
+ */
+import assert from "node:assert/strict";
+import type { Browser, BrowserContext, Locator, Page } from "playwright-core";
+import { loadStoredConfig } from "../db/config_store.ts";
+import type { ConfigInput } from "../gateway/config/schema.ts";
+import { ADMIN, dirWithStoredConfig, eventually } from "./admin_helpers.ts";
+import {
+  chatError,
+  chatStream,
+  contentThenSilence,
+  silentAfterHeaders,
+} from "./fake_upstreams/openai_chat_script.ts";
+import { type FakeUpstream, startFakeUpstream } from "./fake_upstreams/server.ts";
+import { chatRoute, postJson, startTestGateway, type TestGateway } from "./harness.ts";
+
+const CHROMIUM = "/usr/bin/chromium";
+const CHILD_ENV = "PULSEGATE_BROWSER_TEST_CHILD";
+const inChild = Deno.env.get(CHILD_ENV) === "1";
+const SCREENSHOTS = Deno.env.get("PULSEGATE_SCREENSHOTS") === "1";
+const IMG = new URL("../docs/img/", import.meta.url);
+const WAIT = { timeout: 5000 };
+
+// 36 s at the test scale: a hanging request stays live until the test aborts it.
+const patient = { idle_timeout_secs: 3600, retries_per_candidate: 0 };
+const ask = (stream: boolean) => ({
+  model: "smart",
+  stream,
+  messages: [{ role: "user", content: "hi" }],
+});
+const good = { text: ["good ", "answer"], usage: { input: 12, output: 2 } };
+
+// Tabs opened during a step; closed before its gateway stops, whether the step passed or not.
+const tabs = new Set<BrowserContext>();
+
+async function closeTabs(): Promise<void> {
+  for (const tab of tabs) await tab.close();
+  tabs.clear();
+}
+
+const hasChromium = await Deno.stat(CHROMIUM).then(() => true, () => false);
+if (!hasChromium) console.log(`admin browser test SKIPPED: no ${CHROMIUM}`);
+
+async function withGateway(
+  run: (gw: TestGateway, ups: FakeUpstream[]) => Promise<void>,
+  opts: { upstreams?: number; config?: (urls: string[]) => ConfigInput; dir?: string } = {},
+): Promise<void> {
+  const ups = Array.from({ length: opts.upstreams ?? 1 }, () => startFakeUpstream());
+  const urls = ups.map((u) => u.url);
+  const config = opts.dir
+    ? undefined
+    : opts.config?.(urls) ?? chatRoute(urls, { failover: patient });
+  const gw = await startTestGateway(config, {
+    dir: opts.dir,
+    env: { PULSEGATE_ADMIN_TOKEN: ADMIN },
+  });
+  try {
+    await run(gw, ups);
+  } finally {
+    await closeTabs();
+    await gw.stop();
+    for (const u of ups) await u.close();
+  }
+}
+
+/** A fresh tab (own sessionStorage) on /admin; signed in unless told otherwise. */
+async function openAdmin(
+  browser: Browser,
+  gw: TestGateway,
+  opts: { token?: string | null; width?: number } = {},
+): Promise<Page> {
+  const context = await browser.newContext({
+    viewport: { width: opts.width ?? 1180, height: 900 },
+    deviceScaleFactor: 1,
+  });
+  tabs.add(context);
+  const page = await context.newPage();
+  page.on("pageerror", (err) => console.error(`page error: ${err.message}`));
+
+  await page.goto(`${gw.url}/admin`);
+  const token = opts.token === undefined ? ADMIN : opts.token;
+  if (token !== null) await signIn(page, token);
+  return page;
+}
+
+async function signIn(page: Page, token: string): Promise<void> {
+  await page.getByLabel("Admin token").fill(token);
+  await page.getByRole("button", { name: "Sign in" }).click();
+}
+
+async function shot(target: Page | Locator, name: string): Promise<void> {
+  if (!SCREENSHOTS) return;
+  await Deno.mkdir(IMG, { recursive: true });
+  const path = new URL(`${name}.png`, IMG).pathname;
+  await target.screenshot({ path });
+}
+
+/**
+ * Starts a streamed request and reads until its first content arrived. The rest of the stream is
+ * read in the background; it comes back in an object, since an async function would otherwise
+ * wait for the promise it returns.
+ */
+async function streaming(
+  gw: TestGateway,
+  headers: Record<string, string>,
+): Promise<{ rest: Promise<string> }> {
+  const res = await postJson(`${gw.url}/v1/chat/completions`, ask(true), headers);
+  assert.equal(res.status, 200);
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let text = "";
+  while (!text.includes("partial")) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`stream ended early: ${text}`);
+    text += value;
+  }
+  const rest = (async () => {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return text;
+      text += value;
+    }
+  })();
+  return { rest };
+}
+
+function liveRow(page: Page, id: string): Locator {
+  return page.locator(`#live tr[data-request-id="${id}"]`);
+}
+
+async function text(locator: Locator): Promise<string> {
+  return (await locator.textContent()) ?? "";
+}
+
+// One of the two is registered: the parent in the suite, the real test in the child.
+const test = (def: Deno.TestDefinition, opts: { inChild: boolean }) => {
+  if (opts.inChild === inChild) Deno.test(def);
+};
+
+test({
+  name: "admin page in headless Chromium (in a child deno test --allow-all, for playwright)",
+  ignore: !hasChromium,
+  async fn() {
+    const out = await new Deno.Command(Deno.execPath(), {
+      // Type-checked already by this run; the child only executes.
+      args: ["test", "--allow-all", "--no-check", new URL(import.meta.url).pathname],
+      cwd: new URL("..", import.meta.url).pathname,
+      env: { [CHILD_ENV]: "1", NO_COLOR: "1" },
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const decoder = new TextDecoder();
+    const log = decoder.decode(out.stdout) + decoder.decode(out.stderr);
+    console.log(log.replace(/^.*__proto__.*\n.*unsafe-proto.*\n/gm, ""));
+    assert.equal(out.code, 0, "the browser test failed: its output is above");
+    assert.match(log, /ok \| 1 passed \(\d+ steps\) \| 0 failed/, "every step ran");
+  },
+}, { inChild: false });
+
+test({
+  name: "admin page in headless Chromium",
+  ignore: !hasChromium,
+  // playwright keeps its driver connection and the browser process between steps.
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn(t) {
+    const { chromium } = await import("playwright-core");
+    const browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+      ],
+    });
+    try {
+      await t.step("a wrong token is refused with a visible message", async () => {
+        await withGateway(async (gw) => {
+          const page = await openAdmin(browser, gw, { token: "not-the-token" });
+          const refusal = page.getByRole("alert");
+          await refusal.waitFor(WAIT);
+          assert.equal(await text(refusal), "Token refused: wrong admin token.");
+          assert.equal(await page.locator("#live-title").count(), 0, "no panel shows");
+          assert.equal(await page.evaluate(() => sessionStorage.length), 0, "nothing stored");
+          await shot(page.locator("header.top"), "admin-login-refused");
+          await signIn(page, ADMIN);
+          await page.locator("#live-title").waitFor(WAIT);
+          await page.reload();
+          await page.locator("#live-title").waitFor(WAIT);
+          assert.match(await text(page.locator(".login")), /Signed in/, "kept for the tab");
+        });
+      });
+
+      await t.step(
+        "a live stream appears in the live list; its Abort button stops it",
+        async () => {
+          await withGateway(async (gw, [up]) => {
+            up!.setHandler(() => contentThenSilence("partial "));
+            const page = await openAdmin(browser, gw);
+            const { rest } = await streaming(gw, {
+              "x-request-id": "live-1",
+              "x-session-id": "chat-7",
+            });
+            const row = liveRow(page, "live-1");
+            await row.getByText("streaming").waitFor(WAIT);
+            const cells = await text(row);
+            assert.match(cells, /chat-7/);
+            assert.match(cells, /smart/);
+            assert.match(cells, /up1 \(hop 1\)/);
+            assert.match(cells, /openai-chat · stream/);
+            await shot(page.locator("#live"), "admin-live");
+            await row.getByRole("button", { name: "Abort request live-1" }).click();
+            const result = page.locator("#live .notice");
+            await result.waitFor(WAIT);
+            assert.equal(
+              await text(result),
+              "Aborted request live-1: 1 request stopped (live-1)",
+            );
+            const seen = await rest;
+            assert.match(seen, /data: \{"error":/, "the client's stream ends with an error event");
+            assert.match(seen, /gw\.request\.aborted/);
+            const { request } = await gw.row("live-1");
+            assert.equal(request.failureSource, "aborted");
+            assert.equal(request.errorCode, "gw.request.aborted");
+            await page.locator("#live").getByText("No request is running.").waitFor(WAIT);
+          });
+        },
+      );
+
+      await t.step("Abort session stops every request of that session and no other", async () => {
+        await withGateway(async (gw, [up]) => {
+          up!.setHandler(() => contentThenSilence("partial "));
+          const page = await openAdmin(browser, gw);
+          const a = await streaming(gw, { "x-request-id": "sa-1", "x-session-id": "sess-A" });
+          const b = await streaming(gw, { "x-request-id": "sa-2", "x-session-id": "sess-A" });
+          const other = await streaming(gw, { "x-request-id": "sb-1", "x-session-id": "sess-B" });
+          for (const id of ["sa-1", "sa-2", "sb-1"]) {
+            await liveRow(page, id).getByText("streaming").waitFor(WAIT);
+          }
+          await liveRow(page, "sa-2").getByRole("button", { name: "Abort session sess-A" })
+            .click();
+          const result = page.locator("#live .notice");
+          await result.waitFor(WAIT);
+          assert.equal(
+            await text(result),
+            "Aborted session sess-A: 2 requests stopped (sa-1, sa-2)",
+          );
+          for (const seen of [await a.rest, await b.rest]) {
+            assert.match(seen, /gw\.request\.aborted/);
+          }
+          for (const id of ["sa-1", "sa-2"]) {
+            assert.equal((await gw.row(id)).request.errorCode, "gw.request.aborted");
+          }
+          await eventually(async () => await liveRow(page, "sa-1").count() === 0);
+          assert.equal(await liveRow(page, "sb-1").count(), 1, "the other session runs on");
+          await liveRow(page, "sb-1").getByRole("button", { name: "Abort request sb-1" }).click();
+          assert.match(await other.rest, /gw\.request\.aborted/);
+        });
+      });
+
+      await t.step(
+        "history shows the attempt chain of a failed-over request; health its cost",
+        async () => {
+          await withGateway(async (gw, [a, b]) => {
+            a!.enqueue(chatStream(good), silentAfterHeaders, chatError(500, "upstream broke"));
+            b!.enqueue(chatStream(good), chatError(503, "also down"));
+            for (const id of ["ok-1", "fo-1", "fail-1"]) {
+              // No session: affinity would send the last one to up2 first.
+              const res = await postJson(`${gw.url}/v1/chat/completions`, ask(true), {
+                "x-request-id": id,
+              });
+              await res.text();
+              await gw.row(id);
+            }
+            // up1 is paused by now: this one runs on up2, a slow steady stream that stays live
+            // for the overview (content every 100 ms never lets the idle timer fire).
+            const ticks = Array.from({ length: 300 }, () => "tick ");
+            b!.enqueue(chatStream({ text: ["partial ", ...ticks] }, { gap: 100 }));
+            await streaming(gw, { "x-request-id": "still-running", "x-session-id": "chat-42" });
+            const page = await openAdmin(browser, gw);
+            const history = page.locator("#history");
+            const listed = history.locator('tr[data-request-id="fo-1"]');
+            await listed.waitFor(WAIT);
+            await liveRow(page, "still-running").getByText("streaming").waitFor(WAIT);
+            await page.locator('#health tr[data-upstream="up2"]').waitFor(WAIT);
+            await shot(page, "admin-overview");
+            assert.match(await text(listed), /up1 idle_timeout → up2 success/);
+            assert.match(
+              await text(history.locator('tr[data-request-id="fail-1"]')),
+              /up1 error → up2 error/,
+            );
+            await listed.getByRole("button", { name: "Show request fo-1" }).click();
+            const hops = history.locator(".detail table.attempts tbody tr");
+            await hops.first().waitFor(WAIT);
+            assert.equal(await hops.count(), 2);
+            const first = await text(hops.nth(0));
+            assert.match(first, /up1/);
+            assert.match(first, /idle_timeout/);
+            assert.match(first, /gw\.upstream\.idle_timeout/);
+            const second = await text(hops.nth(1));
+            assert.match(second, /up2/);
+            assert.match(second, /success/);
+            assert.match(second, /200/);
+            assert.match(second, /12 in \/ 2 out/);
+            await shot(history, "admin-history");
+
+            await history.getByLabel("Outcome").selectOption("error");
+            await history.getByRole("button", { name: "Search" }).click();
+            await history.locator('tr[data-request-id="fo-1"]').waitFor({
+              state: "detached",
+              ...WAIT,
+            });
+            assert.equal(await history.locator("tbody tr[data-request-id]").count(), 1);
+            assert.equal(await history.locator('tr[data-request-id="fail-1"]').count(), 1);
+
+            const up1 = page.locator('#health tr[data-upstream="up1"]');
+            await up1.waitFor(WAIT);
+            assert.match(await text(up1), /0 \/ 64/);
+            assert.match(await text(up1), /paused until/, "two failures in a row paused it");
+            assert.match(await text(up1), /3 attempts · 2 failed/);
+            await shot(page.locator("#health"), "admin-health");
+          }, {
+            upstreams: 2,
+            config: (urls) =>
+              chatRoute(urls, {
+                failover: {
+                  idle_timeout_secs: 30,
+                  retries_per_candidate: 0,
+                  failures_to_pause: 2,
+                  pause_secs: 3600,
+                  max_pause_secs: 3600,
+                },
+              }),
+          });
+        },
+      );
+
+      await t.step(
+        "the config editor shows each problem at its key path; a valid save applies",
+        async () => {
+          await withGateway(async (gw) => {
+            const page = await openAdmin(browser, gw);
+            const editor = page.getByLabel("Config JSON");
+            await eventually(async () => (await editor.inputValue()).includes("3600"));
+            const original = await editor.inputValue();
+            await editor.fill(
+              original.replace('"idle_timeout_secs": 3600', '"idle_timeout_secs": 5, "idle": 1'),
+            );
+            await page.getByRole("button", { name: "Save" }).click();
+            const problems = page.getByRole("list", { name: "Config problems" });
+            await problems.waitFor(WAIT);
+            const listed = await text(problems);
+            assert.match(listed, /failover\.idle_timeout_secs\s*must be between 30 and 3600/);
+            assert.match(listed, /failover\.idle\s*unknown field "idle"/);
+            assert.equal(
+              await text(page.locator("#config .notice")),
+              "Not saved: the config has 2 problems (config.invalid)",
+            );
+            await editor.evaluate((area) => (area.scrollTop = 0));
+            await shot(page.locator("#config"), "admin-config-errors");
+            assert.equal(gw.state.config?.failover.idle_timeout_secs, 3600, "nothing applied");
+
+            await editor.fill("{ not json");
+            await page.getByRole("button", { name: "Save" }).click();
+            await page.locator("#config").getByText("Not valid JSON").waitFor(WAIT);
+
+            await editor.fill(
+              original.replace('"idle_timeout_secs": 3600', '"idle_timeout_secs": 60'),
+            );
+            await page.getByRole("button", { name: "Save" }).click();
+            await page.locator("#config").getByText("Saved: the new config is in force.").waitFor(
+              WAIT,
+            );
+            assert.equal(gw.state.config?.failover.idle_timeout_secs, 60);
+            const stored = (await loadStoredConfig(gw.db))?.body as ConfigInput;
+            assert.equal(stored.failover?.idle_timeout_secs, 60);
+          });
+        },
+      );
+
+      await t.step(
+        "safe mode: an unknown key is shown with its repair; Apply repair resumes proxying",
+        async () => {
+          const up = startFakeUpstream({ fallback: () => chatStream(good) });
+          const config = chatRoute([up.url]);
+          const dir = await dirWithStoredConfig({ ...config, failover: { idle_timeout: 30 } });
+          try {
+            await withGateway(async (gw) => {
+              const refused = await postJson(`${gw.url}/v1/chat/completions`, ask(false));
+              assert.equal(refused.status, 503);
+              assert.equal((await refused.json()).error.code, "config.invalid");
+              const page = await openAdmin(browser, gw);
+              const banner = page.locator(".safe-mode");
+              await banner.waitFor(WAIT);
+              const shown = await text(banner);
+              assert.match(shown, /Safe mode/);
+              assert.match(
+                shown,
+                /failover\.idle_timeout unknown field "idle_timeout" \(did you mean "idle_timeout_secs"\?\)/,
+              );
+              assert.match(shown, /Delete failover\.idle_timeout \(unknown field\)/);
+              await shot(banner, "admin-safe-mode");
+              await banner.getByRole("button", { name: "Apply repair" }).click();
+              const notice = page.getByText(/^Repaired \(failover\.idle_timeout\)/);
+              await notice.waitFor(WAIT);
+              assert.match(await text(notice), /proxying has resumed/);
+              assert.equal(await page.locator(".safe-mode").count(), 0, "the banner is gone");
+              assert.deepEqual((await loadStoredConfig(gw.db))?.body, { ...config, failover: {} });
+              const ok = await postJson(`${gw.url}/v1/chat/completions`, ask(true));
+              assert.equal(ok.status, 200, "proxying resumed");
+              assert.match(await ok.text(), /good /);
+            }, { dir });
+          } finally {
+            await up.close();
+          }
+        },
+      );
+
+      await t.step(
+        "the demo profile is labelled SIMULATED; loopback without a token needs no sign-in",
+        async () => {
+          const gw = await startTestGateway(undefined);
+          try {
+            const page = await openAdmin(browser, gw, { token: null });
+            await page.locator("#live-title").waitFor(WAIT);
+            assert.match(await text(page.locator(".demo")), /SIMULATED/);
+            assert.match(await text(page.locator(".login")), /Open on loopback/);
+            await page.locator("#health .tag.simulated").first().waitFor(WAIT);
+            assert.equal(await page.locator("#health .tag.simulated").count(), 3);
+          } finally {
+            await closeTabs();
+            await gw.stop();
+          }
+        },
+      );
+
+      await t.step("on a phone the page fits the screen", async () => {
+        await withGateway(async (gw, [up]) => {
+          up!.setHandler(() => contentThenSilence("partial "));
+          const page = await openAdmin(browser, gw, { width: 390 });
+          const { rest } = await streaming(gw, {
+            "x-request-id": "phone-1",
+            "x-session-id": "s-9",
+          });
+          await liveRow(page, "phone-1").getByText("streaming").waitFor(WAIT);
+          const overflow = await page.evaluate(() =>
+            document.documentElement.scrollWidth - document.documentElement.clientWidth
+          );
+          assert.equal(overflow, 0, "no sideways scrolling");
+          await shot(page.locator("#live"), "admin-phone-live");
+          await liveRow(page, "phone-1").getByRole("button", { name: "Abort request phone-1" })
+            .click();
+          assert.match(await rest, /gw\.request\.aborted/);
+        });
+      });
+    } finally {
+      await browser.close();
+    }
+  },
+}, { inChild: true });

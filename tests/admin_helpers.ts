@@ -1,0 +1,78 @@
+/** Helpers shared by the admin page's tests: the token, the live feed, a safe-mode data dir. */
+import { openDatabase } from "../db/client.ts";
+import { storeConfig } from "../db/config_store.ts";
+import { migrate } from "../db/migrate.ts";
+import type { LiveSnapshot } from "../admin/api_types.ts";
+import { createSseParser } from "../admin/client/sse_parser.ts";
+import type { TestGateway } from "./harness.ts";
+
+export const ADMIN = "admin-secret";
+export const adminHeaders = { authorization: `Bearer ${ADMIN}` };
+
+/** A call to the admin API with the admin token; `body` is sent as JSON. */
+export function adminFetch(
+  gw: TestGateway,
+  path: string,
+  opts: { method?: string; body?: unknown; token?: string | null } = {},
+): Promise<Response> {
+  const headers: Record<string, string> = {};
+  const token = opts.token === undefined ? ADMIN : opts.token;
+  if (token !== null) headers.authorization = `Bearer ${token}`;
+  if (opts.body !== undefined) headers["content-type"] = "application/json";
+  return fetch(`${gw.url}${path}`, {
+    method: opts.method ?? (opts.body === undefined ? "GET" : "POST"),
+    headers,
+    body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+  });
+}
+
+/** Reads `snapshot` events of GET /admin/api/live until `until` accepts one, then closes. */
+export async function waitForSnapshot(
+  gw: TestGateway,
+  until: (snapshot: LiveSnapshot) => boolean,
+): Promise<LiveSnapshot> {
+  const res = await adminFetch(gw, "/admin/api/live");
+  if (res.status !== 200 || !res.body) throw new Error(`live feed answered ${res.status}`);
+  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+  // A box, not a `let`: the parser's callback sets it, which flow analysis cannot see.
+  const found: { snapshot?: LiveSnapshot } = {};
+  const parse = createSseParser((event) => {
+    if (found.snapshot || event.event !== "snapshot") return;
+    const snapshot = JSON.parse(event.data) as LiveSnapshot;
+    if (until(snapshot)) found.snapshot = snapshot;
+  });
+  const deadline = Date.now() + 5000;
+  try {
+    while (!found.snapshot && Date.now() < deadline) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      parse(value);
+    }
+  } finally {
+    await reader.cancel();
+  }
+  if (!found.snapshot) throw new Error("no live snapshot matched in time");
+  return found.snapshot;
+}
+
+/** A data dir whose stored config is `body`, as a previous run (or an operator) left it. */
+export async function dirWithStoredConfig(body: unknown): Promise<string> {
+  const dir = await Deno.makeTempDir({ prefix: "pulsegate-admin-" });
+  const db = await openDatabase(`file:${dir}/pulsegate.db`);
+  try {
+    await migrate(db);
+    await storeConfig(db, body, { now: Date.now() });
+  } finally {
+    db.close();
+  }
+  return dir;
+}
+
+/** Polls `check` every 10 ms until it answers true, for at most `ms`. */
+export async function eventually(check: () => boolean | Promise<boolean>, ms = 3000) {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
