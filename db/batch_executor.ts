@@ -33,9 +33,14 @@ class WorkerWriteError extends Error {
 /**
  * On a worker thread with its own connection. The local libSQL driver runs a
  * batch synchronously, so on the serving thread every batch would stall
- * requests for its whole duration.
+ * requests for its whole duration. Where a worker cannot start (a runtime
+ * without workers, or without the package in reach), `fallback` writes
+ * instead, so history is slower but never lost.
  */
-export function workerExecutor(url: string, opts: { authToken?: string } = {}): BatchExecutor {
+export function workerExecutor(
+  url: string,
+  opts: { authToken?: string; fallback?: BatchExecutor; onFallback?: (err: unknown) => void } = {},
+): BatchExecutor {
   const source = `(${historyWorkerMain.toString()})()`;
   const worker = new Worker(`data:application/javascript,${encodeURIComponent(source)}`, {
     type: "module",
@@ -63,17 +68,24 @@ export function workerExecutor(url: string, opts: { authToken?: string } = {}): 
   const opened = call({
     open: { url, authToken: opts.authToken, timeoutMs: DEFAULT_BUSY_TIMEOUT_MS },
   });
-  // Seen by the first write; never an unhandled rejection if the worker fails to start.
-  opened.catch(() => {});
+  const started = opened.then(() => true, (err) => {
+    if (!opts.fallback) return false;
+    opts.onFallback?.(err);
+    worker.terminate();
+    return false;
+  });
   return {
     run: async (statements) => {
-      await opened;
+      if (!(await started)) {
+        if (opts.fallback) return await opts.fallback.run(statements);
+        await opened; // rethrows why the worker could not start
+      }
       await call({ statements });
     },
     close: async () => {
-      await opened.catch(() => {});
-      await call({ close: true }).catch(() => {});
+      if (await started) await call({ close: true }).catch(() => {});
       worker.terminate();
+      await opts.fallback?.close();
     },
   };
 }

@@ -75,7 +75,11 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
   const metrics = new Metrics();
   // A local file's writes run synchronously in the driver: keep them off the serving thread.
   const executor = db.client.protocol === "file"
-    ? workerExecutor(settings.dbUrl, { authToken: settings.dbAuthToken })
+    ? workerExecutor(settings.dbUrl, {
+      authToken: settings.dbAuthToken,
+      fallback: inProcessExecutor(db),
+      onFallback: (err) => log.event("history.worker_unavailable", { error: String(err) }),
+    })
     : inProcessExecutor(db);
   const writer = new HistoryWriter(db, {
     executor,

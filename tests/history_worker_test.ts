@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { workerExecutor } from "../db/batch_executor.ts";
+import { inProcessExecutor, workerExecutor } from "../db/batch_executor.ts";
 import { withTempDb } from "./db_helpers.ts";
 
 Deno.test("the worker executor writes batches off the serving thread and reports SQLite codes", async () => {
@@ -31,6 +31,26 @@ Deno.test("the worker executor writes batches off the serving thread and reports
       ]);
       const after = await db.client.execute("SELECT count(*) AS n FROM instances");
       assert.equal(after.rows[0]?.n, 3);
+    } finally {
+      await executor.close();
+    }
+  });
+});
+
+Deno.test("where the worker cannot open the database, the fallback writes instead", async () => {
+  await withTempDb(async ({ db }) => {
+    let reason = "";
+    const executor = workerExecutor("file:/proc/no/such/dir/x.db", {
+      fallback: inProcessExecutor(db),
+      onFallback: (err) => (reason = String(err)),
+    });
+    try {
+      await executor.run([
+        { sql: "INSERT INTO instances (id, started_at, heartbeat_at) VALUES ('fb', 1, 1)" },
+      ]);
+      const rows = await db.client.execute("SELECT id FROM instances WHERE id = 'fb'");
+      assert.equal(rows.rows.length, 1);
+      assert.notEqual(reason, "");
     } finally {
       await executor.close();
     }
