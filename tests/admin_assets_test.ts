@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { buildAssets, OUTPUT, renderAssetsModule } from "../admin/build_assets.ts";
+import { spawnGateway } from "./spawn_gateway.ts";
 
 const ROOT = new URL("..", import.meta.url);
 const STALE = `${OUTPUT} is stale: run \`deno task admin:build\` and commit the result`;
@@ -11,29 +12,10 @@ Deno.test("admin/assets.gen.ts matches a fresh bundle of admin/client/", async (
 
 Deno.test("the page and its assets are served with file reads limited to the data directory", async () => {
   const dir = await Deno.makeTempDir({ prefix: "pulsegate-admin-proc-" });
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--allow-net",
-      "--allow-env",
-      `--allow-read=${dir}`,
-      `--allow-write=${dir}`,
-      "--allow-ffi",
-      "--allow-sys",
-      "main.ts",
-    ],
-    cwd: ROOT,
-    env: {
-      PULSEGATE_PORT: "0",
-      PULSEGATE_DB_URL: `file:${dir}/pulsegate.db`,
-      PULSEGATE_ADMIN_TOKEN: "proc-token",
-    },
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  const lines = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
+  const { child, url, log } = await spawnGateway(dir, {
+    env: { PULSEGATE_ADMIN_TOKEN: "proc-token" },
+  });
   try {
-    const { url, log } = await listening(lines);
     assert.doesNotMatch(log, /proc-token/, "the admin token is never logged");
     const html = await (await fetch(`${url}/admin`)).text();
     assert.match(html, /SIMULATED/);
@@ -52,19 +34,5 @@ Deno.test("the page and its assets are served with file reads limited to the dat
   } finally {
     child.kill("SIGTERM");
     assert.equal((await child.status).code, 0);
-    await lines.cancel();
   }
 });
-
-async function listening(
-  lines: ReadableStreamDefaultReader<string>,
-): Promise<{ url: string; log: string }> {
-  let log = "";
-  for (;;) {
-    const { value, done } = await lines.read();
-    if (done) throw new Error(`gateway exited before listening:\n${log}`);
-    log += value;
-    const url = log.match(/pulsegate listening on (http:\/\/\S+)/)?.[1];
-    if (url) return { url, log };
-  }
-}

@@ -3,8 +3,8 @@ import { getRequest } from "../db/history_queries.ts";
 import { chatRoute, postJson, startTestGateway } from "./harness.ts";
 import { chatStream, headersNever } from "./fake_upstreams/openai_chat_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
+import { spawnGateway } from "./spawn_gateway.ts";
 
-const ROOT = new URL("..", import.meta.url).pathname;
 const messages = [{ role: "user", content: "hi" }];
 
 Deno.test("shutdown lets requests finish within the grace period and aborts the rest, recorded", async () => {
@@ -59,28 +59,9 @@ Deno.test("rows left open by a crash are closed as interrupted by the next start
   const up = startFakeUpstream({ fallback: () => headersNever });
   const dir = await Deno.makeTempDir({ prefix: "pulsegate-crash-" });
   await Deno.writeTextFile(`${dir}/config.json`, JSON.stringify(chatRoute([up.url])));
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "main.ts"],
-    cwd: ROOT,
-    env: {
-      PULSEGATE_PORT: "0",
-      PULSEGATE_DB_URL: `file:${dir}/pulsegate.db`,
-      PULSEGATE_CONFIG: `${dir}/config.json`,
-      PULSEGATE_TIME_SCALE: "0.01",
-    },
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  const lines = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
-  let log = "";
-  let url = "";
-  while (!url) {
-    const { value, done } = await lines.read();
-    if (done) throw new Error(log);
-    log += value;
-    url = log.match(/pulsegate listening on (http:\/\/\S+)/)?.[1] ?? "";
-  }
-  const caller = new AbortController();
+  const { child, url } = await spawnGateway(dir, {
+    env: { PULSEGATE_CONFIG: `${dir}/config.json`, PULSEGATE_TIME_SCALE: "0.01" },
+  });
   const pending = postJson(`${url}/v1/chat/completions`, { model: "smart", messages }, {
     "x-request-id": "crashed",
   }).catch(() => null);
@@ -88,9 +69,7 @@ Deno.test("rows left open by a crash are closed as interrupted by the next start
   await new Promise((r) => setTimeout(r, 150)); // let the open row reach the database
   child.kill("SIGKILL");
   await child.status;
-  caller.abort();
-  await pending;
-  await lines.cancel().catch(() => {});
+  await pending; // the connection died with the process
   const gw = await startTestGateway(undefined, { dir });
   try {
     let row = await getRequest(gw.db, "crashed");

@@ -1,51 +1,11 @@
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { openDatabase } from "../db/client.ts";
-
-const ROOT = new URL("..", import.meta.url).pathname;
-
-/** Starts main.ts as `deno task start` does, but with reads and writes limited to `dir`. */
-async function spawnGateway(dir: string) {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--allow-net",
-      "--allow-env",
-      `--allow-read=${dir}`,
-      `--allow-write=${dir}`,
-      "--allow-ffi",
-      "--allow-sys",
-      "main.ts",
-    ],
-    cwd: ROOT,
-    env: {
-      PULSEGATE_PORT: "0",
-      PULSEGATE_DB_URL: `file:${dir}/pulsegate.db`,
-      PULSEGATE_TIME_SCALE: "0.01",
-    },
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  const lines = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
-  let log = "";
-  for (;;) {
-    const { value, done } = await lines.read();
-    if (done) throw new Error(`gateway exited before listening:\n${log}`);
-    log += value;
-    const match = log.match(/pulsegate listening on (http:\/\/\S+)/);
-    if (match) {
-      // Keep draining stderr so the child never blocks on a full pipe.
-      (async () => {
-        while (!(await lines.read()).done) { /* drain */ }
-      })();
-      return { child, url: match[1]!, log };
-    }
-  }
-}
+import { spawnGateway } from "./spawn_gateway.ts";
 
 Deno.test("the gateway serves with file reads limited to its data directory, and stops cleanly on SIGTERM", async () => {
   const dir = await Deno.makeTempDir({ prefix: "pulsegate-proc-" });
-  const { child, url, log } = await spawnGateway(dir);
+  const { child, url, log } = await spawnGateway(dir, { env: { PULSEGATE_TIME_SCALE: "0.01" } });
   try {
     assert.match(log, /SIMULATED/, "the demo profile says its upstreams are simulated");
     const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 });

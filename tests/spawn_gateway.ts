@@ -1,0 +1,53 @@
+/** Starts `main.ts` as its own process, the way `deno task start` does. */
+
+const ROOT = new URL("..", import.meta.url).pathname;
+
+/** The permissions of `deno task start`, with reads and writes limited to `dir`. */
+export function narrowPermissions(dir: string): string[] {
+  return [
+    "--allow-net",
+    "--allow-env",
+    `--allow-read=${dir}`,
+    `--allow-write=${dir}`,
+    "--allow-ffi",
+    "--allow-sys",
+  ];
+}
+
+export interface SpawnedGateway {
+  child: Deno.ChildProcess;
+  url: string;
+  /** stderr up to the listening line. */
+  log: string;
+}
+
+/**
+ * Resolves once the gateway says it listens. Its stderr keeps being drained
+ * afterwards, so the child never blocks on a full pipe.
+ */
+export async function spawnGateway(
+  dir: string,
+  opts: { permissions?: string[]; env?: Record<string, string> } = {},
+): Promise<SpawnedGateway> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", ...(opts.permissions ?? narrowPermissions(dir)), "main.ts"],
+    cwd: ROOT,
+    env: { PULSEGATE_PORT: "0", PULSEGATE_DB_URL: `file:${dir}/pulsegate.db`, ...opts.env },
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const lines = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
+  let log = "";
+  for (;;) {
+    const { value, done } = await lines.read();
+    if (done) throw new Error(`gateway exited before listening:\n${log}`);
+    log += value;
+    const url = log.match(/pulsegate listening on (http:\/\/\S+)/)?.[1];
+    if (url) {
+      (async () => {
+        while (!(await lines.read()).done) { /* drain */ }
+      })();
+      return { child, url, log };
+    }
+  }
+}
