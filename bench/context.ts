@@ -3,6 +3,7 @@ import type { Profile } from "./profile.ts";
 import { type Layout, runJob } from "./services.ts";
 import { BENCH_DIR, REPO_ROOT, type Stack } from "./stack.ts";
 import type { TargetId } from "./targets.ts";
+import type { ThreadCpu } from "./thread_cpu.ts";
 
 /** What every scenario gets: the profile, the processes, where to put files, a progress log. */
 export interface BenchContext {
@@ -65,4 +66,6 @@ export interface GatewayStats {
   writer: { pending: number; written: number; dropped: number; failures: number };
   probe: { maxStallMs: number; p99StallMs: number; over10ms: number; ticks: number } | null;
   batchesMs: number[];
+  /** The process's CPU by thread (serving, worker, all) so far; null off Linux. */
+  threads: ThreadCpu | null;
 }

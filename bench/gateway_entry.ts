@@ -4,10 +4,10 @@
  * bench-only port:
  *
  * - an event-loop probe (a 5 ms interval timer whose lateness is a stall, run only between
- *   `/probe/start` and `/probe/stop`), so a synchronous database write shows up as the time
- *   nothing else could run;
+ *   `/probe/start` and `/probe/stop`): how long the serving thread could run nothing else;
  * - the time of every history batch, as the writer reports it (for a local file the batch runs on
  *   the writer's worker thread, so it is no longer time the serving thread is blocked);
+ * - the process's CPU split by thread (serving thread, the history worker, all), from /proc;
  * - `BENCH_HISTORY=off`: the writer's `writeRequest`/`writeAttempt` become no-ops on this
  *   instance, so every row is still built but none is queued or written. That is the cost of
  *   history the bench can isolate without a gateway option for it.
@@ -17,6 +17,7 @@
 import { readSettings } from "../gateway/settings.ts";
 import { startGateway } from "../gateway/start_gateway.ts";
 import { LoopProbe } from "./loop_probe.ts";
+import { threadCpu } from "./thread_cpu.ts";
 
 const env = (name: string) => Deno.env.get(name);
 // metricsOpen: the bench reads `pulsegate_inflight_requests` from /metrics like a scraper would.
@@ -44,7 +45,7 @@ function memory() {
   return { rssBytes: m.rss, heapUsedBytes: m.heapUsed, externalBytes: m.external };
 }
 
-const control = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (req) => {
+const control = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
   const path = new URL(req.url).pathname;
   if (path === "/probe/start" || path === "/probe/stop") {
     if (path === "/probe/start") probe?.start();
@@ -63,6 +64,7 @@ const control = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (r
       writer: gateway.writer.stats(),
       probe: probe?.summary() ?? null,
       batchesMs: batches,
+      threads: await threadCpu(),
     });
   }
   return new Response("not found", { status: 404 });

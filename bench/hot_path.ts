@@ -2,7 +2,8 @@
  * Where pulsegate's CPU goes under load: a fresh gateway started with the V8 inspector, a CPU
  * profile taken over the inspector protocol while autocannon drives the 20 ms route, and the
  * samples summed by function and by file. Runs after the scenarios, in its own process, so the
- * profiler's overhead never touches the figures above.
+ * profiler's overhead never touches the figures above. It profiles the serving thread only: the
+ * history writer's worker thread (a local database's batches) is not in it.
  */
 import { autocannon, type LoadEnv } from "./autocannon.ts";
 import type { HotPathProfile, HotSpot } from "./results.ts";
@@ -27,6 +28,15 @@ export const DEFAULT_HOT_PATH: HotPathOptions = {
   stream: false,
   history: true,
   concurrency: 64,
+  seconds: 4,
+};
+
+/** The streaming path: 64 deltas 20 ms apart per stream, 32 streams at a time. */
+export const STREAM_HOT_PATH: HotPathOptions = {
+  route: "stream64",
+  stream: true,
+  history: true,
+  concurrency: 32,
   seconds: 4,
 };
 
@@ -58,9 +68,11 @@ class Inspector {
 
   static async connect(port: number): Promise<Inspector> {
     const list = await (await fetch(`http://127.0.0.1:${port}/json/list`)).json() as Array<
-      { webSocketDebuggerUrl: string }
+      { webSocketDebuggerUrl: string; url?: string }
     >;
-    const url = list[0]?.webSocketDebuggerUrl;
+    // The serving thread: the entry module's target, not a worker's (the history writer's).
+    const main = list.find((t) => t.url?.endsWith("/gateway_entry.ts")) ?? list[0];
+    const url = main?.webSocketDebuggerUrl;
     if (!url) throw new Error("the inspector lists no target");
     const ws = new WebSocket(url);
     await new Promise((resolve, reject) => {

@@ -17,7 +17,10 @@ export interface Profile {
     deltaGapMs: number;
   };
   history: {
+    /** Requests' rows the writer alone writes through its worker (the gateway's executor). */
     requests: number;
+    /** The same on the calling thread, a contrast only: fewer, to keep it cheap. */
+    inThreadRequests: number;
     chunk: number;
     backlog: number;
     /** Load put on the gateway while the in-process probe watches for stalls. */
@@ -46,7 +49,14 @@ export const FULL: Profile = {
     deltas: 4,
     deltaGapMs: 2_500,
   },
-  history: { requests: 50_000, chunk: 250, backlog: 5_000, concurrency: 64, seconds: 5 },
+  history: {
+    requests: 50_000,
+    inThreadRequests: 20_000,
+    chunk: 100,
+    backlog: 5_000,
+    concurrency: 64,
+    seconds: 5,
+  },
   installPortkey: true,
 };
 
@@ -56,6 +66,13 @@ export const QUICK: Profile = {
   throughput: { concurrency: [1, 16], seconds: 1, warmupSeconds: 0 },
   streaming: { rounds: 1, concurrency: 2, budgetMs: 10_000 },
   held: { counts: [50], floorCount: null, openPerSecond: 1_000, deltas: 2, deltaGapMs: 200 },
-  history: { requests: 2_000, chunk: 250, backlog: 500, concurrency: 16, seconds: 1 },
+  history: {
+    requests: 2_000,
+    inThreadRequests: 1_000,
+    chunk: 100,
+    backlog: 500,
+    concurrency: 16,
+    seconds: 1,
+  },
   installPortkey: false,
 };

@@ -136,23 +136,43 @@ export interface HistoryUnderLoad {
   target: TargetId;
   rps: number;
   rowsPerSecond: number;
+  /** Rows the writer wrote during the run divided by the requests answered. */
+  rowsPerRequest: number;
   batches: number;
+  /** Each batch's time as the writer reports it: on the worker thread for a local file. */
   batchMs: Summary;
+  /** The serving thread's event-loop probe. */
   maxStallMs: number;
   p99StallMs: number;
   stallsOver10ms: number;
+  /** The gateway process's CPU (all threads) per request answered; null off Linux. */
+  cpuUsPerRequest: number | null;
+  /** Of that, the serving (main) thread's and the history worker thread's. */
+  servingCpuUsPerRequest: number | null;
+  workerCpuUsPerRequest: number | null;
+}
+
+/** The writer alone, in a process of its own, with one executor. */
+export interface HistoryWriterRun {
+  /** `worker`: the gateway's executor for a local file; `in-thread`: a contrast only. */
+  executor: "worker" | "in-thread";
+  rows: number;
+  rowsPerSecond: number;
+  rowsPerBatch: number;
+  batchMs: Summary;
+  /** The calling thread's event-loop probe while rows were written. */
+  maxStallMs: number;
+  p99StallMs: number;
+  /** The same probe before any row was written: this machine's stall floor. */
+  idleStallMs: { max: number; p99: number };
+  backlogRows: number;
+  backlogStallMs: number;
 }
 
 export interface HistoryResult {
-  writer: {
-    rows: number;
-    rowsPerSecond: number;
-    rowsPerBatch: number;
-    batchMs: Summary;
-    maxStallMs: number;
-    backlogRows: number;
-    backlogStallMs: number;
-  };
+  writer: HistoryWriterRun;
+  /** The same with each batch run on the calling thread (`inProcessExecutor`), for contrast. */
+  writerInThread: HistoryWriterRun | null;
   underLoad: { concurrency: number; seconds: number; rows: HistoryUnderLoad[] };
 }
 
@@ -191,6 +211,8 @@ export interface BenchResults {
   };
   /** Where pulsegate's CPU goes under load (inspector profile), when it was taken. */
   hotPath: HotPathProfile | null;
+  /** The same for streamed answers. */
+  hotPathStream: HotPathProfile | null;
   targets: TargetCheck[];
 }
 

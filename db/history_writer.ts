@@ -22,6 +22,14 @@ export interface HistoryWriterOptions {
   executor?: BatchExecutor;
   /** Told how long each successful batch took, for measurement (the benchmark). */
   onBatch?: (batch: { ms: number; rows: number }) => void;
+  /**
+   * How long the background loop keeps a row of a request (or hop) still running before
+   * writing it, in `now` milliseconds. Most requests end sooner, so their open and closed
+   * versions merge into one write. An explicit `flush` writes them at once. Default 0.
+   */
+  deferOpenMs?: number;
+  /** The clock `deferOpenMs` is measured on. Default Date.now. */
+  now?: () => number;
 }
 
 export interface HistoryWriterStats {
@@ -38,9 +46,10 @@ export interface HistoryWriterStats {
   lastError: string | null;
 }
 
+/** `dueAt`: the background loop leaves the row queued until then (epoch ms from `now`). */
 type Pending =
-  | { readonly kind: "request"; readonly row: RequestRecord }
-  | { readonly kind: "attempt"; readonly row: AttemptRecord };
+  | { readonly kind: "request"; readonly row: RequestRecord; readonly dueAt: number }
+  | { readonly kind: "attempt"; readonly row: AttemptRecord; readonly dueAt: number };
 
 type Entry = readonly [key: string, pending: Pending];
 
@@ -58,6 +67,8 @@ const RETRY_FLOOR_MS = 25;
 export class HistoryWriter {
   readonly #executor: BatchExecutor;
   readonly #onBatch: (batch: { ms: number; rows: number }) => void;
+  readonly #deferOpenMs: number;
+  readonly #now: () => number;
   readonly #flushEveryMs: number;
   readonly #maxPending: number;
   readonly #batchSize: number;
@@ -78,6 +89,8 @@ export class HistoryWriter {
   constructor(db: Db, opts: HistoryWriterOptions = {}) {
     this.#executor = opts.executor ?? inProcessExecutor(db);
     this.#onBatch = opts.onBatch ?? (() => {});
+    this.#deferOpenMs = Math.max(0, opts.deferOpenMs ?? 0);
+    this.#now = opts.now ?? Date.now;
     this.#flushEveryMs = Math.max(0, opts.flushEveryMs ?? 50);
     this.#maxPending = Math.max(1, opts.maxPending ?? 100_000);
     this.#batchSize = Math.max(1, opts.batchSize ?? 200);
@@ -86,12 +99,14 @@ export class HistoryWriter {
   }
 
   writeRequest(record: RequestRecord): void {
-    this.#enqueue(`r\u0000${record.id}`, { kind: "request", row: { ...record } });
+    const dueAt = record.state === "open" ? this.#now() + this.#deferOpenMs : 0;
+    this.#enqueue(`r\u0000${record.id}`, { kind: "request", row: { ...record }, dueAt });
   }
 
   writeAttempt(record: AttemptRecord): void {
     const key = `a\u0000${record.requestId}\u0000${record.hop}`;
-    this.#enqueue(key, { kind: "attempt", row: { ...record } });
+    const dueAt = record.outcome === null ? this.#now() + this.#deferOpenMs : 0;
+    this.#enqueue(key, { kind: "attempt", row: { ...record }, dueAt });
   }
 
   /**
@@ -102,7 +117,7 @@ export class HistoryWriter {
   async flush(): Promise<boolean> {
     while (this.#draining !== null) await this.#draining;
     this.#disarm();
-    return await this.#drain();
+    return await this.#drain({ all: true });
   }
 
   /**
@@ -146,7 +161,7 @@ export class HistoryWriter {
     try {
       this.#disarmTimer = this.#after(ms, () => {
         this.#disarmTimer = null;
-        void this.#drain();
+        void this.#drain({ all: false });
       });
     } catch (err) {
       // A broken timer hook must not reach a request; rows wait for an explicit flush.
@@ -160,8 +175,8 @@ export class HistoryWriter {
     disarm?.();
   }
 
-  #drain(): Promise<boolean> {
-    this.#draining ??= this.#drainAll().finally(() => {
+  #drain(opts: { all: boolean }): Promise<boolean> {
+    this.#draining ??= this.#drainAll(opts).finally(() => {
       this.#draining = null;
       this.#rearm();
     });
@@ -178,20 +193,21 @@ export class HistoryWriter {
     this.#arm(this.#failStreak > 0 ? backoff : this.#flushEveryMs);
   }
 
-  async #drainAll(): Promise<boolean> {
-    while (this.#pending.size > 0) {
-      if (!await this.#writeBatch(this.#oldest(this.#batchSize))) return false;
-      // A local batch runs on this thread: let requests in between batches.
-      if (this.#pending.size > 0) await new Promise((resolve) => setTimeout(resolve, 0));
+  async #drainAll(opts: { all: boolean }): Promise<boolean> {
+    for (;;) {
+      const batch = this.#oldest(this.#batchSize, { dueBy: opts.all ? Infinity : this.#now() });
+      if (!batch.length) return true;
+      if (!await this.#writeBatch(batch)) return false;
+      // Let requests in between batches (they may share this thread with the driver).
+      await new Promise((resolve) => setTimeout(resolve, 0));
     }
-    return true;
   }
 
-  #oldest(count: number): Entry[] {
+  #oldest(count: number, opts: { dueBy: number }): Entry[] {
     const batch: Entry[] = [];
     for (const entry of this.#pending) {
       if (batch.length >= count) break;
-      batch.push(entry);
+      if (entry[1].dueAt <= opts.dueBy) batch.push(entry);
     }
     return batch;
   }

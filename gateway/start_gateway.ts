@@ -26,6 +26,9 @@ import { isLoopback, type Settings } from "./settings.ts";
 import { Slots } from "./slots.ts";
 import { shuttingDown } from "./stop_reasons.ts";
 
+/** How long a running request's row waits in memory before it is written as open. */
+const OPEN_ROW_DEFER_MS = 1_000;
+
 /** SPEC §2: how long in-flight requests may finish after SIGTERM. */
 export const SHUTDOWN_GRACE_MS = 30_000;
 
@@ -83,6 +86,9 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
     : inProcessExecutor(db);
   const writer = new HistoryWriter(db, {
     executor,
+    // Most requests end within a second: their open and closed rows then merge into one write.
+    deferOpenMs: OPEN_ROW_DEFER_MS * clock.scale,
+    now: () => clock.now(),
     onBatch: opts.onHistoryBatch,
     after: (ms, fn) => clock.after(ms, fn),
     onError: (err) => log.event("history.write_failed", { error: String(err) }),

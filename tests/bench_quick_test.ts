@@ -70,6 +70,8 @@ Deno.test({
 
       const hist = r.scenarios.historyWrites;
       assert.ok(hist.writer.rowsPerSecond > 0 && hist.writer.batchMs.max > 0);
+      assert.equal(hist.writer.executor, "worker", "the writer alone runs as the gateway does");
+      assert.ok(hist.writerInThread && hist.writerInThread.rowsPerSecond > 0);
       const on = hist.underLoad.rows.find((x) => x.target === "pulsegate");
       assert.ok(on && on.rowsPerSecond > 0 && on.batches > 0, "history rows were written");
       assert.ok(on.maxStallMs >= 0);
@@ -81,6 +83,17 @@ Deno.test({
       }
       const svg = await Deno.readTextFile(`${out}/bench/latency_vs_load.svg`);
       assert.match(svg, /^<svg[\s\S]*<polyline[\s\S]*<\/svg>\n$/);
+
+      // --render rewrites the same doc from results.json alone.
+      const render = await new Deno.Command(Deno.execPath(), {
+        args: ["run", "-A", "bench/main.ts", "--render", "--out", out],
+        cwd: ROOT,
+        stdout: "piped",
+        stderr: "piped",
+        signal: AbortSignal.timeout(60_000),
+      }).output();
+      assert.ok(render.success, new TextDecoder().decode(render.stderr).slice(-2000));
+      assert.equal(await Deno.readTextFile(`${out}/docs/benchmarks.md`), doc);
     } finally {
       await Deno.remove(out, { recursive: true });
     }

@@ -172,9 +172,9 @@ Deno.test("the injected clock drives the loop and close cancels its timer", asyn
     assert.deepEqual(timers.map((t) => t.ms), [20]); // one timer per batch, not per row
     timers[0]?.fire();
     await waitFor(async () => (await countRequests(db)) === 1, "the timed flush");
+    await writer.flush(); // nothing in flight from here on
     writer.writeRequest(requestRecord({ id: "req-2" }));
-    // Armed at once, or when the batch in flight settles: either way one more timer.
-    await waitFor(() => Promise.resolve(timers.length === 2), "a timer for the new row");
+    assert.equal(timers.length, 2, "an idle writer arms one timer for the new row");
     await writer.close();
     assert.equal(timers[1]?.cancelled, true);
     assert.equal(await countRequests(db), 2);
@@ -272,5 +272,26 @@ Deno.test("closeInterruptedRows closes open rows of dead instances only", async 
       await closeInterruptedRows(db, { instanceId: "me", now, staleAfterMs: 30_000 }),
       0,
     );
+  });
+});
+
+Deno.test("deferred open rows: a short request is written once, a long one as open after the delay", async () => {
+  await withTempDb(async ({ db }) => {
+    let now = 1_000;
+    const writer = new HistoryWriter(db, { flushEveryMs: 1, deferOpenMs: 500, now: () => now });
+    try {
+      writer.writeRequest(requestRecord({ id: "short" }));
+      writer.writeRequest(requestRecord({ id: "long" }));
+      await new Promise((r) => setTimeout(r, 30)); // background loop runs: nothing is due
+      assert.equal(writer.stats().written, 0);
+      writer.writeRequest(requestRecord({ id: "short", state: "closed", outcome: "success" }));
+      await waitFor(async () => (await getRequest(db, "short"))?.state === "closed", "short row");
+      assert.equal(await getRequest(db, "long"), null, "still in its deferral");
+      now += 600;
+      await waitFor(async () => (await getRequest(db, "long"))?.state === "open", "long row");
+      assert.equal(writer.stats().written, 2, "the short request cost one write");
+    } finally {
+      await writer.close();
+    }
   });
 });

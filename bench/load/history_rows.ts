@@ -1,10 +1,17 @@
 /**
  * Scenario 5's writer bench, in its own process: the gateway's `HistoryWriter` with its default
  * batching, into a fresh local libSQL file, fed finished request + attempt rows in chunks as
- * fast as it drains them. Answers rows per second, the time of each batch (the local driver runs
- * it synchronously, so that is how long the thread is blocked) and the longest event-loop stall.
+ * fast as it drains them. Answers rows per second, the time of each batch (as the writer's
+ * `onBatch` reports it) and the longest stall of this process's event loop.
+ *
+ * `executor: "worker"` is what the gateway uses for a local file (`workerExecutor`): a batch runs
+ * on a worker thread, so its time is not time this thread is blocked, and the stall is what
+ * building and posting the statements costs (plus, pinned to one core as the bench runs it, any
+ * wait for the worker to yield that core). `"in-thread"` (`inProcessExecutor`, the executor
+ * of remote databases) runs the local driver's synchronous batch on this thread: a contrast only,
+ * to show what the worker takes off the serving thread.
  */
-import type { Client } from "@libsql/client";
+import { type BatchExecutor, inProcessExecutor, workerExecutor } from "../../db/batch_executor.ts";
 import { openDatabase } from "../../db/client.ts";
 import { HistoryWriter } from "../../db/history_writer.ts";
 import { migrate } from "../../db/migrate.ts";
@@ -15,11 +22,14 @@ import { printResult, readJob } from "./job.ts";
 
 export interface HistoryRowsJob {
   dbPath: string;
+  executor: "worker" | "in-thread";
   requests: number;
-  /** Requests queued before each flush: 250 requests are 500 rows, one default batch. */
+  /** Requests queued before each flush: 100 requests are 200 rows, one default batch. */
   chunk: number;
   /** Requests queued at once afterwards, as after a database outage or a burst. */
   backlog: number;
+  /** How long the probe first runs with nothing else to do: the stall floor of this machine. */
+  idleMs: number;
   budgetMs: number;
 }
 
@@ -30,7 +40,9 @@ export interface HistoryRowsResult {
   batchMs: Summary;
   rowsPerBatch: number;
   probe: LoopProbeSummary;
-  /** Draining `backlog` requests' rows: the writer runs batch after batch without yielding. */
+  /** The probe alone, before any row: what a stall figure is to be compared with. */
+  idle: LoopProbeSummary;
+  /** Draining `backlog` requests' rows queued at once: the longest stall it caused here. */
   backlogRows: number;
   backlogStallMs: number;
 }
@@ -86,19 +98,17 @@ async function run(job: HistoryRowsJob): Promise<HistoryRowsResult> {
   const db = await openDatabase(`file:${job.dbPath}`);
   await migrate(db);
   const batches: number[] = [];
-  const client: Client = db.client;
-  const batch = client.batch.bind(client);
-  client.batch = async (...args: Parameters<Client["batch"]>) => {
-    const started = performance.now();
-    try {
-      return await batch(...args);
-    } finally {
-      batches.push(performance.now() - started);
-    }
-  };
-  const writer = new HistoryWriter(db);
+  const executor: BatchExecutor = job.executor === "worker"
+    ? workerExecutor(`file:${job.dbPath}`)
+    : inProcessExecutor(db);
+  // The worker opens its connection on first use: not a batch's time, so done before the clock.
+  await executor.run([]);
+  const writer = new HistoryWriter(db, { executor, onBatch: ({ ms }) => batches.push(ms) });
   const instanceId = crypto.randomUUID();
   const probe = new LoopProbe(5);
+  await new Promise((resolve) => setTimeout(resolve, job.idleMs));
+  const idle = probe.summary();
+  probe.reset();
   const started = performance.now();
   const deadline = started + job.budgetMs;
   let queued = 0;
@@ -122,6 +132,7 @@ async function run(job: HistoryRowsJob): Promise<HistoryRowsResult> {
   probe.stop();
   const backlogRows = writer.stats().written - rows;
   await writer.close();
+  await executor.close();
   db.close();
   return {
     rows,
@@ -130,6 +141,7 @@ async function run(job: HistoryRowsJob): Promise<HistoryRowsResult> {
     batchMs,
     rowsPerBatch,
     probe: steady,
+    idle,
     backlogRows,
     backlogStallMs,
   };
@@ -139,13 +151,14 @@ async function drainBacklog(
   writer: HistoryWriter,
   opts: { probe: LoopProbe; requests: number; instanceId: string },
 ): Promise<number> {
+  const rows = Array.from({ length: opts.requests }, (_, i) => rowsFor(i, opts.instanceId));
   await new Promise((resolve) => setTimeout(resolve, 20));
-  opts.probe.reset();
-  for (let i = 0; i < opts.requests; i++) {
-    const [request, attempt] = rowsFor(i, opts.instanceId);
+  for (const [request, attempt] of rows) {
     writer.writeRequest(request);
     writer.writeAttempt(attempt);
   }
+  // From here on only the drain runs: queuing rows is each request's own (tiny) cost.
+  opts.probe.reset();
   await writer.flush();
   // One more probe tick, so the stall just caused is counted.
   await new Promise((resolve) => setTimeout(resolve, opts.probe.intervalMs * 2));

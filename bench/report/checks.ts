@@ -8,6 +8,8 @@ import type {
   HeldResult,
   HistoryResult,
   HotPathProfile,
+  HotSpot,
+  Machine,
   StreamingResult,
   TargetCheck,
   ThroughputResult,
@@ -24,9 +26,22 @@ function unmeasured(id: string, target: string, why: string): TargetCheck {
   return { id, target, measured: "not measured", met: null, gap: why, closeWith: "" };
 }
 
-function latencyChecks(s: AddedLatencyResult): TargetCheck[] {
+/** A share of the serving thread's profile: names matching `pattern`, summed. */
+function shareOf(list: HotSpot[], pattern: RegExp): number {
+  return list.filter((h) => pattern.test(h.name)).reduce((a, h) => a + h.selfPercent, 0);
+}
+
+/** The same in words; a name below the profile's listed top is "under" its last share. */
+function shareText(list: HotSpot[], pattern: RegExp): string {
+  const sum = shareOf(list, pattern);
+  if (sum > 0) return `${fmt(sum, 1)} %`;
+  return `under ${fmt(list.at(-1)?.selfPercent ?? 0, 1)} %`;
+}
+
+function latencyChecks(s: AddedLatencyResult, opts: Context): TargetCheck[] {
   const floor = s.rows.find((r) => r.target === "floor");
   const gw = s.rows.find((r) => r.target === "pulsegate");
+  const off = s.rows.find((r) => r.target === "pulsegate_no_history");
   const target = "added latency p50 within 0.3 ms and p99 within 1 ms of the floor";
   if (!floor || !gw) return [unmeasured("latency", target, "floor or pulsegate did not run")];
   const d50 = gw.latencyMs.p50 - floor.latencyMs.p50;
@@ -42,11 +57,40 @@ function latencyChecks(s: AddedLatencyResult): TargetCheck[] {
     measured: `pulsegate − floor: p50 ${fmt(d50, 3)} ms, p99 ${fmt(d99, 3)} ms`,
     met,
     gap: met ? "" : `missed: ${misses.join(", ")}`,
-    closeWith: met ? "" : "The same CPU per request as the throughput target (every µs of work " +
-      "on the gateway's one thread is a µs here), plus the tail: history batches run " +
-      "synchronously on that thread, so a request that arrives during one waits it out " +
-      "(scenario 5's batch times are the p99 floor this sets).",
+    closeWith: met ? "" : latencyAdvice({ d99, off, floor, opts }),
   }];
+}
+
+function latencyAdvice(a: {
+  d99: number;
+  off: AddedLatencyResult["rows"][number] | undefined;
+  floor: AddedLatencyResult["rows"][number];
+  opts: Context;
+}): string {
+  const tp = a.opts.scenarios.throughput;
+  const parts = [
+    `One request at a time, the added time is pulsegate's extra work per request: ` +
+    `${cpuVsFloor(tp)}. Where it goes and what is left to cut is under the 0.8× floor target.`,
+  ];
+  if (a.off) {
+    const d99off = a.off.latencyMs.p99 - a.floor.latencyMs.p99;
+    parts.push(
+      `With history off the p99 is ${fmt(d99off, 3)} ms over the floor (${fmt(a.d99, 3)} ms ` +
+        (a.d99 - d99off > 0.5
+          ? `with it on), so about ${fmt(a.d99 - d99off, 1)} ms of it is history's: its rows ` +
+            "are built and posted on the serving thread, and its worker thread shares the " +
+            "proxy's one core."
+          : "with it on), so history is not what sets this tail."),
+    );
+  }
+  const other = a.opts.machine?.otherLoadPercentOfCore;
+  if (other !== undefined && other >= 10) {
+    parts.push(
+      `Other processes used about ${other} % of a core during the run, unpinned, and land on ` +
+        "the tails of every target.",
+    );
+  }
+  return parts.join(" ");
 }
 
 function row(s: ThroughputResult, target: TargetId): ThroughputRow | undefined {
@@ -55,53 +99,120 @@ function row(s: ThroughputResult, target: TargetId): ThroughputRow | undefined {
 
 /** CPU per request at the busiest level that held the bound, the figure to compare costs by. */
 function cpuAtBest(r: ThroughputRow | undefined): number {
-  const best = r?.levels.find((l) => l.concurrency === r.bestConcurrency);
-  return best?.cpuUsPerRequest ?? NaN;
+  return cpuAt(r, r?.bestConcurrency ?? null);
 }
 
-/** Sum of the profile's per-file shares whose name matches. */
-function share(hot: HotPathProfile | null, pattern: RegExp): string {
-  if (!hot) return "n/a";
-  const sum = hot.byFile.filter((h) => pattern.test(h.name)).reduce((a, h) => a + h.selfPercent, 0);
-  return `${fmt(sum, 1)} %`;
+function cpuAt(r: ThroughputRow | undefined, concurrency: number | null): number {
+  return r?.levels.find((l) => l.concurrency === concurrency)?.cpuUsPerRequest ?? NaN;
 }
 
+/** Pulsegate's CPU per request at its best level against the floor's at the same level. */
+function cpuVsFloor(s: ThroughputResult): string {
+  const gw = row(s, "pulsegate");
+  const c = gw?.bestConcurrency ?? null;
+  if (c === null) return "";
+  return `at concurrency ${c}, its best level in scenario 2, pulsegate spends ` +
+    `${fmt(cpuAtBest(gw), 0)} µs of CPU per request and the floor ` +
+    `${fmt(cpuAt(row(s, "floor"), c), 0)} µs`;
+}
+
+/**
+ * History's share of the serving thread's profile: building and queuing rows (db/), and
+ * posting them to the worker (structured clone and the message op).
+ */
+function historyShare(hot: HotPathProfile): string {
+  return shareText(
+    hot.byFunction,
+    /\(db\/|libsql|^op_host_post_message|^serialize \(ext:core/,
+  );
+}
+
+/** What the serving thread's profile says is left on the whole-answer path, with its shares. */
 function cpuAdvice(hot: HotPathProfile | null): string {
-  const where = hot
-    ? `The profile below: libSQL history writes ${share(hot, /libsql/)}, Web Streams ` +
-      `${share(hot, /06_streams/)}, fetch internals ${share(hot, /deno_fetch|op_fetch/)}, ` +
-      `GC ${share(hot, /garbage/)} of the gateway's CPU. `
-    : "";
-  return where + "To cut: write history from a Worker (db/history_writer.ts; the local libSQL " +
-    "driver runs each batch on the serving thread); read the request body with " +
-    "`request.arrayBuffer()` when Content-Length is known instead of `for await` over " +
-    "`request.body` (gateway/read_body.ts), and the upstream answer without `for await` " +
-    "(gateway/whole_forward.ts `readUntilContent`): each loop's reader release builds an error " +
-    "object; abort a finished hop with a shared reason instead of a new DOMException " +
-    "(gateway/hop.ts `close`); hand fetch a URL and init instead of a Request it copies again " +
-    "(gateway/openai_chat/mod.ts `buildRequest`); cache metric label keys (gateway/metrics.ts " +
-    "`labelKey`).";
+  if (!hot) return "";
+  const f = hot.byFile;
+  const requests = shareOf(f, /23_request/) + shareOf(hot.byFunction, /^buildRequest /);
+  const fetchRest = shareOf(f, /deno_fetch|op_fetch/) - shareOf(f, /23_request/);
+  return `The whole-answer profile (below): Web Streams ${shareText(f, /06_streams/)} (reader ` +
+    `releases, each building an error object, ${shareText(hot.byFunction, /Reader\w*Release/)}); ` +
+    `Request objects ${fmt(requests, 1)} %; the rest of fetch ${fmt(fetchRest, 1)} %, which ` +
+    `the floor pays too; building, queuing and posting history rows ${historyShare(hot)}; GC ` +
+    `${shareText(f, /garbage/)}. Left to cut: hand fetch a URL and init instead of a Request ` +
+    "it copies again (each adapter's `buildRequest`, e.g. gateway/openai_chat/mod.ts), and " +
+    "read the upstream answer without the per-chunk `for await` of gateway/whole_forward.ts " +
+    "`readUntilContent` (a stream step per chunk and a reader released per answer).";
 }
 
-function historyAdvice(h: HistoryResult | null): string {
+/** Whether the first level over the bound was CPU-bound or lost to its tail. */
+function firstMiss(r: ThroughputRow, boundMs: number): string {
+  const best = r.levels.findIndex((l) => l.concurrency === r.bestConcurrency);
+  const next = r.levels[best + 1];
+  if (!next || next.cpuUsPerRequest === null || next.errors > 0 || next.p99Ms < boundMs) {
+    return "";
+  }
+  const busy = (next.rps * next.cpuUsPerRequest) / 1e6;
+  return ` At concurrency ${next.concurrency}, the first level past it, the process kept ` +
+    `${fmt(busy * 100, 0)} % of its one core busy (p99 ${fmt(next.p99Ms, 0)} ms` +
+    (next.maxStallMs === null ? "" : `, serving-thread stall up to ${fmt(next.maxStallMs, 0)} ms`) +
+    ").";
+}
+
+function historyAdvice(
+  h: HistoryResult | null,
+  opts: { hot: HotPathProfile | null; on: ThroughputRow; off: ThroughputRow },
+): string {
+  const parts: string[] = [];
+  const on1 = opts.on.bestConcurrency;
+  const off1 = opts.off.bestConcurrency;
+  if (on1 !== null && off1 !== null && off1 === 2 * on1) {
+    parts.push(
+      `The best levels are concurrency ${on1} (on) and ${off1} (off): levels double, so ` +
+        "missing the bound one level earlier reads as about half the throughput.",
+    );
+  }
   const on = h?.underLoad.rows.find((r) => r.target === "pulsegate");
-  const figures = h && on
-    ? `Under load each libSQL batch held the serving thread ${fmt(on.batchMs.p50, 1)} ms ` +
-      `(max ${fmt(on.batchMs.max, 1)} ms), the loop stalled up to ${fmt(on.maxStallMs, 0)} ms, ` +
-      `and ${fmt(on.rowsPerSecond / on.rps, 2)} rows were written per request; a backlog of ` +
-      `${fmt(h.writer.backlogRows, 0)} rows stalls it ${fmt(h.writer.backlogStallMs, 0)} ms, as ` +
-      `the writer drains batch after batch without yielding. `
-    : "";
-  return figures + "To close: run the writer's database in a Worker (db/history_writer.ts " +
-    "posts plain rows; the local driver is synchronous), or at least yield between batches and " +
-    "cap a batch by time; write a request's open row only if it is still running after a " +
-    "second (crash recovery needs no more), so a short request costs two rows, not three or four.";
+  const off = h?.underLoad.rows.find((r) => r.target === "pulsegate_no_history");
+  if (on && off && on.cpuUsPerRequest !== null && off.cpuUsPerRequest !== null) {
+    const total = on.cpuUsPerRequest - off.cpuUsPerRequest;
+    const worker = on.workerCpuUsPerRequest ?? NaN;
+    const serving = (on.servingCpuUsPerRequest ?? NaN) - (off.servingCpuUsPerRequest ?? NaN);
+    const other = total - worker - serving;
+    const db = opts.hot ? `: ${historyShare(opts.hot)} of its whole-answer profile` : "";
+    parts.push(
+      `Under load (scenario 5) history costs ${fmt(total, 0)} µs of CPU per request ` +
+        `(${fmt(on.cpuUsPerRequest, 0)} on vs ${fmt(off.cpuUsPerRequest, 0)} off): ` +
+        `${fmt(worker, 0)} µs on the writer's worker thread, which here shares the proxy's one ` +
+        `pinned core, ${fmt(serving, 0)} µs more on the serving thread (building and posting ` +
+        `rows${db}) and ${fmt(other, 0)} µs on the runtime's other threads. Sharing that core, ` +
+        `the serving thread's p99 stall was ${fmt(on.p99StallMs, 1)} ms with history on and ` +
+        `${fmt(off.p99StallMs, 1)} ms off (${fmt(on.stallsOver10ms, 0)} vs ` +
+        `${fmt(off.stallsOver10ms, 0)} stalls over 10 ms).`,
+    );
+  }
+  if (on && on.rowsPerRequest > 2.05) {
+    parts.push(
+      `${fmt(on.rowsPerRequest, 2)} rows were written per request. To close: write a ` +
+        "request's open rows only if it is still running after a second (crash recovery needs " +
+        "no more), so a short request costs two rows (its closed request and its attempt), " +
+        `${fmt((1 - 2 / on.rowsPerRequest) * 100, 0)} % fewer for the worker to write and the ` +
+        "serving thread to build.",
+    );
+  }
+  return parts.join(" ");
 }
 
-function throughputChecks(
-  s: ThroughputResult,
-  opts: { hot: HotPathProfile | null; history: HistoryResult | null },
-): TargetCheck[] {
+function portkeyAdvice(s: ThroughputResult, portkeyRps: number): string {
+  const off = row(s, "pulsegate_no_history");
+  if (!off || off.bestRps < 3 * portkeyRps) {
+    return "See the floor target: the same CPU per request closes both.";
+  }
+  return `With history off pulsegate holds ${fmt(off.bestRps, 0)} req/s, ` +
+    `${fmt(off.bestRps / portkeyRps)}× Portkey's: closing the history cost (below) closes this.`;
+}
+
+const capital = (text: string) => text.charAt(0).toUpperCase() + text.slice(1);
+
+function throughputChecks(s: ThroughputResult, opts: Context): TargetCheck[] {
   const { hot } = opts;
   const gw = row(s, "pulsegate");
   const floor = row(s, "floor");
@@ -129,7 +240,7 @@ function throughputChecks(
       gap: ratio >= 3
         ? ""
         : `missed by ${fmt(3 - ratio)}× (needs ${fmt(3 * portkey.bestRps, 0)} req/s)`,
-      closeWith: ratio >= 3 ? "" : "See the floor target: the same CPU per request closes both.",
+      closeWith: ratio >= 3 ? "" : portkeyAdvice(s, portkey.bestRps),
     });
   }
   const vsFloor = "throughput at the bound at least 0.8× the floor's";
@@ -137,7 +248,6 @@ function throughputChecks(
     checks.push(unmeasured("throughput_floor", vsFloor, "floor or pulsegate did not run"));
   } else {
     const ratio = gw.bestRps / floor.bestRps;
-    const gwCpu = cpuAtBest(gw);
     const floorCpu = cpuAtBest(floor);
     checks.push({
       id: "throughput_floor",
@@ -147,11 +257,10 @@ function throughputChecks(
       gap: ratio >= 0.8
         ? ""
         : `missed by ${fmt(0.8 - ratio)}× (needs ${fmt(0.8 * floor.bestRps, 0)} req/s)`,
-      closeWith: ratio >= 0.8 ? "" : `Pulsegate spends ${fmt(gwCpu, 0)} µs of CPU per request ` +
-        `where the floor spends ${fmt(floorCpu, 0)} µs (at each one's best level), and misses ` +
-        `the p99 bound early because history batches stall its loop (scenario 5). 0.8× the ` +
-        `floor needs about ${fmt(floorCpu / 0.8, 0)} µs per request and no stall near 30 ms. ` +
-        cpuAdvice(hot),
+      closeWith: ratio >= 0.8 ? "" : `${capital(cpuVsFloor(s))}; the floor spends ` +
+        `${fmt(floorCpu, 0)} µs at its own best (concurrency ${floor.bestConcurrency}), and 0.8× ` +
+        `its throughput needs about ${fmt(floorCpu / 0.8, 0)} µs per request.` +
+        `${firstMiss(gw, s.boundMs)} ` + cpuAdvice(hot),
     });
   }
   const history = "history on costs under 10 % of that throughput";
@@ -169,13 +278,15 @@ function throughputChecks(
         `${fmt(cost * 100, 1)} % (CPU ${fmt(cpuOn, 0)} vs ${fmt(cpuOff, 0)} µs/request)`,
       met: cost < 0.1,
       gap: cost < 0.1 ? "" : `missed by ${fmt((cost - 0.1) * 100, 1)} points`,
-      closeWith: cost < 0.1 ? "" : historyAdvice(opts.history),
+      closeWith: cost < 0.1
+        ? ""
+        : historyAdvice(opts.scenarios.historyWrites, { hot, on: gw, off }),
     });
   }
   return checks;
 }
 
-function streamingChecks(s: StreamingResult): TargetCheck[] {
+function streamingChecks(s: StreamingResult, opts: Context): TargetCheck[] {
   const gw = s.rows.find((r) => r.target === "pulsegate");
   const direct = s.rows.find((r) => r.target === "direct");
   const target = "streaming: added per-chunk gap p99 under 0.2 ms";
@@ -184,6 +295,7 @@ function streamingChecks(s: StreamingResult): TargetCheck[] {
   }
   const added = gw.addedGapMs.p99 - direct.addedGapMs.p99;
   const met = added < 0.2;
+  const floorCpu = s.rows.find((r) => r.target === "floor")?.cpuUsPerDelta ?? NaN;
   return [{
     id: "stream_gap",
     target,
@@ -192,23 +304,34 @@ function streamingChecks(s: StreamingResult): TargetCheck[] {
     met,
     gap: met ? "" : `missed by ${fmt(added - 0.2, 3)} ms`,
     closeWith: met ? "" : `Per delta pulsegate spends ${fmt(gw.cpuUsPerDelta ?? NaN, 0)} µs of ` +
-      `CPU where the floor spends ${
-        fmt(s.rows.find((r) => r.target === "floor")?.cpuUsPerDelta ?? NaN, 0)
-      } µs. ` +
-      "Each delta goes through three TransformStreams (gateway/sse_stream.ts SseDecoderStream, " +
-      "gateway/sse_frames.ts sseFrameStream, the client pipe in gateway/client_channel.ts) and " +
-      "restarts the idle timer with clearTimeout + setTimeout (gateway/idle_timer.ts `touch`), " +
-      "and its JSON is parsed even when the bytes pass through unchanged " +
-      "(gateway/openai_chat/stream.ts `readChatEvent`). To close: one reader loop that splits " +
-      "SSE and writes to a ReadableStream controller, an idle timer that notes the time and " +
-      "re-arms only when it fires, and a string-level pulse check for passthrough deltas " +
-      '(parse only when `"usage"` or `"error"` appears).',
+      `CPU where the floor spends ${fmt(floorCpu, 0)} µs. ` + streamAdvice(opts.hotStream),
   }];
+}
+
+/** What the streams profile says, and the one known cause left on that path. */
+function streamAdvice(hot: HotPathProfile | null): string {
+  const cut = "Left to cut: each delta's JSON is parsed even when its bytes pass through " +
+    "unchanged (gateway/openai_chat/stream.ts `readChatEvent`); a string-level pulse check, " +
+    "parsing only deltas that may carry usage or an error, would skip that.";
+  if (!hot) return cut;
+  const json = shareOf(hot.byFunction, /^parseJson /) +
+    shareOf(hot.byFile, /openai_chat\/(stream|pulse)\.ts/);
+  const sse = shareOf(hot.byFile, /sse_stream\.ts|sse_frames\.ts/) -
+    shareOf(hot.byFunction, /^parseJson /);
+  const streams = shareOf(hot.byFile, /06_streams/);
+  const gc = shareOf(hot.byFile, /garbage/);
+  return `In the streams profile (below) Web Streams take ${fmt(streams, 1)} % and GC ` +
+    `${fmt(gc, 1)} %; splitting SSE ${fmt(sse, 1)} %, parsing and reading each delta's JSON ` +
+    `${fmt(json, 1)} %. ${cut}` +
+    (json < (streams + gc) / 4
+      ? " That is the smaller part: the bench names no cut for the Web Streams and GC share."
+      : "");
 }
 
 function heldAdvice(s: HeldResult, r: HeldResult["rows"][number]): string {
   const floor = s.rows.find((x) => x.target === "floor");
   const kib = (b: number | null | undefined) => `${fmt((b ?? NaN) / 1024, 1)} KiB`;
+  const rest = r.bytesPerStream - (r.heapBytesPerStream ?? 0) - (r.externalBytesPerStream ?? 0);
   return (floor
     ? `The floor itself holds a stream for ${kib(floor.bytesPerStream)} here (Deno's fetch + ` +
       `serve, a socket pair), so 40 KiB is below what this runtime's fetch costs at all. `
@@ -216,10 +339,9 @@ function heldAdvice(s: HeldResult, r: HeldResult["rows"][number]): string {
     `Of pulsegate's ${kib(r.bytesPerStream)}: ${kib(r.externalBytesPerStream)} is external ` +
     `memory, the 64 KiB buffer Deno's fetch body allocates for each pending read (read the ` +
     `upstream body with a BYOB reader and a small buffer in gateway/stream_forward.ts ` +
-    `\`streamHop\`); ${kib(r.heapBytesPerStream)} is JS heap: per stream a LiveRequest with ` +
-    `its row copies, a Hop with two AbortControllers and listeners, an idle timer, a ` +
-    `keep-alive timer, three TransformStreams and their pending promises. The rest is native ` +
-    `(connections, timers) and heap slack.`;
+    `\`streamHop\`); ${kib(r.heapBytesPerStream)} is JS heap (each stream's request, hop, ` +
+    `timers and its two stream stages); the other ${kib(rest)} is native (sockets, buffers) ` +
+    `and heap slack.`;
 }
 
 function heldChecks(s: HeldResult): TargetCheck[] {
@@ -249,11 +371,29 @@ function heldChecks(s: HeldResult): TargetCheck[] {
   }];
 }
 
-export function checkTargets(s: Scenarios, hot: HotPathProfile | null): TargetCheck[] {
+/** What every check may quote besides its own scenario. */
+interface Context {
+  scenarios: Scenarios;
+  /** The serving thread's profiles: whole answers, streams. */
+  hot: HotPathProfile | null;
+  hotStream: HotPathProfile | null;
+  machine: Machine | null;
+}
+
+export function checkTargets(
+  s: Scenarios,
+  opts: Partial<Omit<Context, "scenarios">> = {},
+): TargetCheck[] {
+  const ctx: Context = {
+    scenarios: s,
+    hot: opts.hot ?? null,
+    hotStream: opts.hotStream ?? null,
+    machine: opts.machine ?? null,
+  };
   return [
-    ...latencyChecks(s.addedLatency),
-    ...throughputChecks(s.throughput, { hot, history: s.historyWrites }),
-    ...streamingChecks(s.streaming),
+    ...latencyChecks(s.addedLatency, ctx),
+    ...throughputChecks(s.throughput, ctx),
+    ...streamingChecks(s.streaming, ctx),
     ...heldChecks(s.heldStreams),
   ];
 }

@@ -2,7 +2,14 @@
  * docs/benchmarks.md, written whole from one run's results: every figure in it comes from
  * results.json, so the doc and the data cannot disagree.
  */
-import type { BenchResults, Skipped, ThroughputRow } from "../results.ts";
+import type {
+  BenchResults,
+  HistoryUnderLoad,
+  HistoryWriterRun,
+  HotPathProfile,
+  Skipped,
+  ThroughputRow,
+} from "../results.ts";
 import type { Summary } from "../stats.ts";
 import { methodSection } from "./method.ts";
 
@@ -276,45 +283,73 @@ function held(r: BenchResults): string {
   ].join("\n");
 }
 
+function writerRow(w: HistoryWriterRun): string[] {
+  return [
+    w.executor === "worker" ? "worker thread (as the gateway)" : "calling thread (contrast)",
+    n(w.rows, 0),
+    n(w.rowsPerSecond, 0),
+    n(w.rowsPerBatch, 0),
+    `${n(w.batchMs.p50)} / ${n(w.batchMs.p99)} / ${n(w.batchMs.max)}`,
+    `${n(w.maxStallMs, 1)} / ${n(w.p99StallMs, 1)}`,
+    `${n(w.idleStallMs.max, 1)} / ${n(w.idleStallMs.p99, 1)}`,
+    `${n(w.backlogStallMs, 1)} ms`,
+  ];
+}
+
 function history(r: BenchResults): string {
   const s = r.scenarios.historyWrites;
   const w = s.writer;
+  const cpu = (row: HistoryUnderLoad) =>
+    row.cpuUsPerRequest === null
+      ? "–"
+      : `${n(row.cpuUsPerRequest, 0)} (${n(row.workerCpuUsPerRequest, 0)})`;
   return [
     "## 5. History writes",
     "",
-    `The batched writer alone (\`HistoryWriter\`, default batching) into a fresh local libSQL ` +
-    `file, fed finished request + attempt rows one batch at a time:`,
+    `The batched writer alone (\`HistoryWriter\`, default batching) in a process of its own, ` +
+    `into a fresh local libSQL file, fed finished request + attempt rows one batch at a time, ` +
+    `then a backlog of ${n(w.backlogRows, 0)} rows queued at once. *Worker thread* is what the ` +
+    `gateway does with a local file (\`workerExecutor\`, db/batch_executor.ts): a batch's time ` +
+    `is its round trip to the worker, and the stall (how late a 5 ms timer on the writer's ` +
+    `thread fired) is what building and posting the statements costs that thread` +
+    (r.setup.loadCpus === null || r.setup.loadCpus.includes("-")
+      ? ". "
+      : `, plus any wait for its turn on the one core (CPU ${r.setup.loadCpus}) the job ` +
+        `shares with its worker, as the gateway shares its own. `) +
+    `*Calling thread* runs each batch there (\`inProcessExecutor\`, which the gateway uses ` +
+    `only for remote databases), shown only to say what the worker takes off the serving ` +
+    `thread. *Idle*: the same timer before any row, the stall this machine shows with nothing ` +
+    `to do.`,
     "",
     table(
       [
+        "batches run on",
         "rows",
         "rows/s",
         "rows per batch",
         "batch ms p50 / p99 / max",
-        "longest stall",
-        `backlog of ${n(w.backlogRows, 0)} rows: stall`,
+        "stall max / p99 ms",
+        "idle: stall max / p99 ms",
+        "backlog: longest stall",
       ],
-      [[
-        n(w.rows, 0),
-        n(w.rowsPerSecond, 0),
-        n(w.rowsPerBatch, 0),
-        `${n(w.batchMs.p50)} / ${n(w.batchMs.p99)} / ${n(w.batchMs.max)}`,
-        `${n(w.maxStallMs, 1)} ms`,
-        `${n(w.backlogStallMs, 1)} ms`,
-      ]],
+      [w, ...(s.writerInThread ? [s.writerInThread] : [])].map(writerRow),
     ),
     "",
     `Inside the gateway, serving the zero-delay route at concurrency ${s.underLoad.concurrency} ` +
-    `for ${s.underLoad.seconds} s (the event-loop probe is a 5 ms timer; a stall is how late it ` +
-    `fired):`,
+    `for ${s.underLoad.seconds} s. Batches run on the writer's worker thread, so their times are ` +
+    `the worker's, not stalls; the stall is the serving thread's (its 5 ms probe, how late it ` +
+    `fired). CPU is the whole process's per request, and in brackets the worker thread's: both ` +
+    `run on the proxy's one pinned core.`,
     "",
     table(
       [
         "gateway",
         "req/s",
         "rows written/s",
+        "rows per request",
         "batches",
         "batch ms p50 / p99 / max",
+        "CPU µs/request (worker)",
         "stall max / p99 ms",
         "stalls > 10 ms",
       ],
@@ -322,14 +357,16 @@ function history(r: BenchResults): string {
         row.target === "pulsegate" ? "history on" : "history off",
         n(row.rps, 0),
         n(row.rowsPerSecond, 0),
+        n(row.rowsPerRequest, 2),
         n(row.batches, 0),
         row.batches ? `${n(row.batchMs.p50)} / ${n(row.batchMs.p99)} / ${n(row.batchMs.max)}` : "–",
+        cpu(row),
         `${n(row.maxStallMs, 1)} / ${n(row.p99StallMs, 1)}`,
         n(row.stallsOver10ms, 0),
       ]),
     ),
     "",
-    "Longest stall seen inside pulsegate at each throughput level of scenario 2 (ms):",
+    "Longest stall of pulsegate's serving thread at each throughput level of scenario 2 (ms):",
     "",
     table(
       ["concurrency", "history on", "history off"],
@@ -346,19 +383,45 @@ function history(r: BenchResults): string {
   ].join("\n");
 }
 
+function profileTables(p: HotPathProfile, functions: number): string[] {
+  return [
+    table(
+      ["function", "self %"],
+      p.byFunction.slice(0, functions).map((h) => [`\`${h.name}\``, n(h.selfPercent, 1)]),
+    ),
+    "",
+    table(["file", "self %"], p.byFile.map((h) => [`\`${h.name}\``, n(h.selfPercent, 1)])),
+  ];
+}
+
 function hotPath(r: BenchResults): string {
   const p = r.hotPath;
-  if (!p) return "";
+  const st = r.hotPathStream ?? null;
+  if (!p && !st) return "";
   return [
     "## Where pulsegate's CPU goes",
     "",
-    `A V8 CPU profile of a fresh gateway (history on) over the inspector, ${p.seconds} s at ` +
-    `concurrency ${p.concurrency} on the 20 ms route (${n(p.rps, 0)} req/s under the profiler). ` +
-    `Self time, as a share of all non-idle samples.`,
-    "",
-    table(["function", "self %"], p.byFunction.map((h) => [`\`${h.name}\``, n(h.selfPercent, 1)])),
-    "",
-    table(["file", "self %"], p.byFile.map((h) => [`\`${h.name}\``, n(h.selfPercent, 1)])),
+    `V8 CPU profiles of a fresh gateway's serving thread (history on) over the inspector, taken ` +
+    `after the scenarios. Self time, as a share of all non-idle samples. The history writer's ` +
+    `worker thread is not in them (see scenario 5 for its CPU).`,
+    ...(p
+      ? [
+        "",
+        `**Whole answers**: ${p.seconds} s at concurrency ${p.concurrency} on the 20 ms route ` +
+        `(${n(p.rps, 0)} req/s under the profiler).`,
+        "",
+        ...profileTables(p, 25),
+      ]
+      : []),
+    ...(st
+      ? [
+        "",
+        `**Streams**: ${st.seconds} s at concurrency ${st.concurrency} on the streaming route ` +
+        `(64 deltas 20 ms apart; ${n(st.rps, 1)} streams/s under the profiler).`,
+        "",
+        ...profileTables(st, 15),
+      ]
+      : []),
   ].join("\n");
 }
 

@@ -26,10 +26,12 @@ export function methodSection(r: BenchResults): string {
       : "."),
     `- **History off.** ${s.historyOff}. History on is the gateway as shipped: ${s.database}.`,
     "- **Pulsegate's probe.** During scenarios 2 and 5 only, both pulsegate processes run a " +
-    "5 ms interval timer (`bench/loop_probe.ts`); how late it fires is the event-loop stall. " +
+    "5 ms interval timer (`bench/loop_probe.ts`) on the serving thread; how late it fires is " +
+    "the event-loop stall. History batches run on the writer's worker thread, not this one, " +
+    "but both share the proxy's one pinned core, so the worker's CPU can still delay it. " +
     "It costs ~200 wake-ups/s, which shows in CPU per request at the lowest concurrencies.",
-    "- **CPU.** Per request and per delta: the proxy process's user + system time from " +
-    "`/proc/PID/stat` across the run, divided by what it served; at low concurrency fixed " +
+    "- **CPU.** Per request and per delta: the proxy process's user + system time (all its " +
+    "threads, pulsegate's history worker included) from `/proc/PID/stat` across the run, divided by what it served; at low concurrency fixed " +
     "per-wake-up costs dominate, so compare at the busy levels.",
     "- **Time scale.** Only scenario 4 scales time (`PULSEGATE_TIME_SCALE`), to make the 15 s " +
     "opening hold and keep-alive interval short enough to hold thousands of streams in seconds.",
@@ -39,7 +41,8 @@ export function methodSection(r: BenchResults): string {
     ...s.notes.map((note) => `- **Note.** ${note}`),
     "",
     "Reproduce: `deno task bench` (full, under 10 minutes on 2 cores) or `deno task bench " +
-    "--quick` (under a minute; `tests/bench_quick_test.ts` runs it into a temp directory). " +
+    "--quick` (under a minute; `tests/bench_quick_test.ts` runs it into a temp directory); " +
+    "`deno task bench --render` rewrites this doc from bench/results.json without measuring. " +
     "autocannon and Portkey are installed with npm on first use into `~/.cache/pulsegate-bench` " +
     "(or `$PULSEGATE_BENCH_TOOLS`).",
   ].join("\n");
