@@ -8,7 +8,13 @@ import type {
 } from "../admin/api_types.ts";
 import { loadStoredConfig } from "../db/config_store.ts";
 import type { ConfigInput } from "../gateway/config/schema.ts";
-import { adminFetch, dirWithStoredConfig, eventually, waitForSnapshot } from "./admin_helpers.ts";
+import {
+  adminFetch,
+  dirWithStoredConfig,
+  eventually,
+  streamingRequest,
+  waitForSnapshot,
+} from "./admin_helpers.ts";
 import { ADMIN } from "./admin_helpers.ts";
 import {
   chatError,
@@ -45,30 +51,6 @@ async function withGateway(
     await gw.stop();
     for (const u of ups) await u.close();
   }
-}
-
-/** Starts a streamed request and reads until its first content arrived. */
-async function streamingRequest(
-  gw: TestGateway,
-  headers: Record<string, string>,
-): Promise<{ res: Response; rest: Promise<string> }> {
-  const res = await postJson(`${gw.url}/v1/chat/completions`, ask(true), headers);
-  assert.equal(res.status, 200);
-  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-  let text = "";
-  while (!text.includes("partial")) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`stream ended early: ${text}`);
-    text += value;
-  }
-  const rest = (async () => {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return text;
-      text += value;
-    }
-  })();
-  return { res, rest };
 }
 
 Deno.test("admin API refuses a missing or wrong token, and says which", async () => {

@@ -12,7 +12,7 @@ import assert from "node:assert/strict";
 import type { Browser, BrowserContext, Locator, Page } from "playwright-core";
 import { loadStoredConfig } from "../db/config_store.ts";
 import type { ConfigInput } from "../gateway/config/schema.ts";
-import { ADMIN, dirWithStoredConfig, eventually } from "./admin_helpers.ts";
+import { ADMIN, dirWithStoredConfig, eventually, streamingRequest } from "./admin_helpers.ts";
 import {
   chatError,
   chatStream,
@@ -27,7 +27,8 @@ const CHILD_ENV = "PULSEGATE_BROWSER_TEST_CHILD";
 const inChild = Deno.env.get(CHILD_ENV) === "1";
 const SCREENSHOTS = Deno.env.get("PULSEGATE_SCREENSHOTS") === "1";
 const IMG = new URL("../docs/img/", import.meta.url);
-const WAIT = { timeout: 5000 };
+// Generous: a loaded 2-core machine (CI) renders slowly; a passing step never waits it out.
+const WAIT = { timeout: 15_000 };
 
 // 36 s at the test scale: a hanging request stays live until the test aborts it.
 const patient = { idle_timeout_secs: 3600, retries_per_candidate: 0 };
@@ -101,34 +102,6 @@ async function shot(target: Page | Locator, name: string): Promise<void> {
   await Deno.mkdir(IMG, { recursive: true });
   const path = new URL(`${name}.png`, IMG).pathname;
   await target.screenshot({ path });
-}
-
-/**
- * Starts a streamed request and reads until its first content arrived. The rest of the stream is
- * read in the background; it comes back in an object, since an async function would otherwise
- * wait for the promise it returns.
- */
-async function streaming(
-  gw: TestGateway,
-  headers: Record<string, string>,
-): Promise<{ rest: Promise<string> }> {
-  const res = await postJson(`${gw.url}/v1/chat/completions`, ask(true), headers);
-  assert.equal(res.status, 200);
-  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-  let text = "";
-  while (!text.includes("partial")) {
-    const { value, done } = await reader.read();
-    if (done) throw new Error(`stream ended early: ${text}`);
-    text += value;
-  }
-  const rest = (async () => {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return text;
-      text += value;
-    }
-  })();
-  return { rest };
 }
 
 function liveRow(page: Page, id: string): Locator {
@@ -207,7 +180,7 @@ test({
           await withGateway(async (gw, [up]) => {
             up!.setHandler(() => contentThenSilence("partial "));
             const page = await openAdmin(browser, gw);
-            const { rest } = await streaming(gw, {
+            const { rest } = await streamingRequest(gw, {
               "x-request-id": "live-1",
               "x-session-id": "chat-7",
             });
@@ -241,9 +214,18 @@ test({
         await withGateway(async (gw, [up]) => {
           up!.setHandler(() => contentThenSilence("partial "));
           const page = await openAdmin(browser, gw);
-          const a = await streaming(gw, { "x-request-id": "sa-1", "x-session-id": "sess-A" });
-          const b = await streaming(gw, { "x-request-id": "sa-2", "x-session-id": "sess-A" });
-          const other = await streaming(gw, { "x-request-id": "sb-1", "x-session-id": "sess-B" });
+          const a = await streamingRequest(gw, {
+            "x-request-id": "sa-1",
+            "x-session-id": "sess-A",
+          });
+          const b = await streamingRequest(gw, {
+            "x-request-id": "sa-2",
+            "x-session-id": "sess-A",
+          });
+          const other = await streamingRequest(gw, {
+            "x-request-id": "sb-1",
+            "x-session-id": "sess-B",
+          });
           for (const id of ["sa-1", "sa-2", "sb-1"]) {
             await liveRow(page, id).getByText("streaming").waitFor(WAIT);
           }
@@ -286,7 +268,10 @@ test({
             // for the overview (content every 100 ms never lets the idle timer fire).
             const ticks = Array.from({ length: 300 }, () => "tick ");
             b!.enqueue(chatStream({ text: ["partial ", ...ticks] }, { gap: 100 }));
-            await streaming(gw, { "x-request-id": "still-running", "x-session-id": "chat-42" });
+            await streamingRequest(gw, {
+              "x-request-id": "still-running",
+              "x-session-id": "chat-42",
+            });
             const page = await openAdmin(browser, gw);
             const history = page.locator("#history");
             const listed = history.locator('tr[data-request-id="fo-1"]');
@@ -448,7 +433,7 @@ test({
         await withGateway(async (gw, [up]) => {
           up!.setHandler(() => contentThenSilence("partial "));
           const page = await openAdmin(browser, gw, { width: 390 });
-          const { rest } = await streaming(gw, {
+          const { rest } = await streamingRequest(gw, {
             "x-request-id": "phone-1",
             "x-session-id": "s-9",
           });

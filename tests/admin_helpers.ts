@@ -4,7 +4,7 @@ import { storeConfig } from "../db/config_store.ts";
 import { migrate } from "../db/migrate.ts";
 import type { LiveSnapshot } from "../admin/api_types.ts";
 import { createSseParser } from "../admin/client/sse_parser.ts";
-import type { TestGateway } from "./harness.ts";
+import { postJson, type TestGateway } from "./harness.ts";
 
 export const ADMIN = "admin-secret";
 export const adminHeaders = { authorization: `Bearer ${ADMIN}` };
@@ -41,7 +41,7 @@ export async function waitForSnapshot(
     const snapshot = JSON.parse(event.data) as LiveSnapshot;
     if (until(snapshot)) found.snapshot = snapshot;
   });
-  const deadline = Date.now() + 5000;
+  const deadline = Date.now() + 15_000; // generous for a loaded CI machine; a match returns at once
   try {
     while (!found.snapshot && Date.now() < deadline) {
       const { value, done } = await reader.read();
@@ -69,10 +69,39 @@ export async function dirWithStoredConfig(body: unknown): Promise<string> {
 }
 
 /** Polls `check` every 10 ms until it answers true, for at most `ms`. */
-export async function eventually(check: () => boolean | Promise<boolean>, ms = 3000) {
+export async function eventually(check: () => boolean | Promise<boolean>, ms = 10_000) {
   const deadline = Date.now() + ms;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error("condition not met in time");
     await new Promise((r) => setTimeout(r, 10));
   }
+}
+
+/**
+ * Starts a streamed chat request and reads until its first content ("partial") arrived. The rest
+ * is read in the background and comes back in an object, since an async function would otherwise
+ * wait for the promise it returns.
+ */
+export async function streamingRequest(
+  gw: TestGateway,
+  headers: Record<string, string>,
+): Promise<{ res: Response; rest: Promise<string> }> {
+  const body = { model: "smart", stream: true, messages: [{ role: "user", content: "hi" }] };
+  const res = await postJson(`${gw.url}/v1/chat/completions`, body, headers);
+  if (res.status !== 200) throw new Error(`stream answered ${res.status}`);
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let text = "";
+  while (!text.includes("partial")) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`stream ended early: ${text}`);
+    text += value;
+  }
+  const rest = (async () => {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return text;
+      text += value;
+    }
+  })();
+  return { res, rest };
 }

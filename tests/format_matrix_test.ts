@@ -245,21 +245,25 @@ const FINISH: Record<string, string> = {
   "gemini": "STOP",
 };
 
+/** The one upstream of a matrix cell; Bedrock signs with the test's AWS keys. */
+function upstreamOf(kind: string, url: string): ConfigInput["upstreams"][number] {
+  if (kind !== "bedrock") return { id: "u", kind: kind as "openai-chat", base_url: url };
+  return {
+    id: "u",
+    kind: "bedrock",
+    base_url: url,
+    region: AWS.region,
+    access_key_env: "AWS_AK",
+    secret_key_env: "AWS_SK",
+  };
+}
+
 for (const [kind, answer] of Object.entries(UPSTREAMS)) {
   for (const [format, ask] of Object.entries(CLIENTS)) {
     for (const stream of [false, true]) {
       Deno.test(`${format} client ← ${kind} upstream, ${stream ? "streamed" : "whole"}`, async () => {
         const up = startFakeUpstream({ fallback: answer });
-        const upstream = kind === "bedrock"
-          ? {
-            id: "u",
-            kind: "bedrock" as const,
-            base_url: up.url,
-            region: AWS.region,
-            access_key_env: "AWS_AK",
-            secret_key_env: "AWS_SK",
-          }
-          : { id: "u", kind: kind as "openai-chat", base_url: up.url };
+        const upstream = upstreamOf(kind, up.url);
         const config: ConfigInput = {
           upstreams: [upstream],
           routes: [{ model: "smart", candidates: [{ upstream: "u", model: "up-model" }] }],
@@ -355,16 +359,7 @@ for (const [kind, answer] of Object.entries(UPSTREAMS)) {
   for (const [format, ask] of Object.entries(STRUCTURED)) {
     Deno.test(`${format} client → ${kind} upstream: structured output keeps its schema`, async () => {
       const up = startFakeUpstream({ fallback: answer });
-      const upstream = kind === "bedrock"
-        ? {
-          id: "u",
-          kind: "bedrock" as const,
-          base_url: up.url,
-          region: AWS.region,
-          access_key_env: "AWS_AK",
-          secret_key_env: "AWS_SK",
-        }
-        : { id: "u", kind: kind as "openai-chat", base_url: up.url };
+      const upstream = upstreamOf(kind, up.url);
       const gw = await startTestGateway({
         upstreams: [upstream],
         routes: [{ model: "smart", candidates: [{ upstream: "u", model: "up-model" }] }],
