@@ -66,7 +66,7 @@ Deno.test("a slot given up on is free at once", async () => {
     const waited = (await up.calls[1]!.closed, Date.now()) - started;
     assert.ok(waited >= 290, "B waited for A's slot");
     assert.ok(up.calls.length === 2);
-    assert.ok(aEnded - started < 450, "A ended at its idle timeout");
+    assert.ok(aEnded - started < 1500, "A ended at its idle timeout, not later");
     assert.equal(gw.slots.inFlight("up1"), 0);
     assert.equal(gw.metrics.inflight, 0);
   } finally {
