@@ -26,6 +26,9 @@ import { isLoopback, type Settings } from "./settings.ts";
 import { Slots } from "./slots.ts";
 import { shuttingDown } from "./stop_reasons.ts";
 
+/** Upstream connections idle this long are not reused. */
+const UPSTREAM_POOL_IDLE_MS = 4_000;
+
 /** How long a running request's row waits in memory before it is written as open. */
 const OPEN_ROW_DEFER_MS = 1_000;
 
@@ -93,7 +96,12 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
     after: (ms, fn) => clock.after(ms, fn),
     onError: (err) => log.event("history.write_failed", { error: String(err) }),
   });
-  const exporter = new Exporter({ clock, env: opts.env, fetch: opts.fetch ?? fetch, log });
+  // Pooled connections idle longer than a server's keep-alive timeout (Node's is 5 s) may be
+  // closed under us; reusing one fails the next call with "connection reset". Drop them sooner.
+  const httpClient = Deno.createHttpClient({ poolIdleTimeout: UPSTREAM_POOL_IDLE_MS });
+  const upstreamFetch: typeof fetch = opts.fetch ??
+    ((input, init) => fetch(input, { ...init, client: httpClient }));
+  const exporter = new Exporter({ clock, env: opts.env, fetch: upstreamFetch, log });
   const observability = new ObservabilityState({ db, clock, exporter, log });
   await observability.load();
   const loaded = await loadConfig({ ...opts, db, log, now: clock.now() });
@@ -137,7 +145,7 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
     metrics,
     log,
     env: opts.env,
-    fetch: opts.fetch ?? fetch,
+    fetch: upstreamFetch,
     state,
     registry,
     sink: exportingSink(writer, exporter),
@@ -214,6 +222,7 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
       stopHeartbeat();
       await writer.close();
       await exporter.close();
+      httpClient.close();
       await executor.close();
       db.close();
       log.event("gateway.stopped", {});
