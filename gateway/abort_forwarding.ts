@@ -1,7 +1,7 @@
 import type { Db } from "../db/client.ts";
 import { findRequestOwner, findSessionOwners, type Owner } from "../db/live_owners.ts";
 import type { Clock } from "./clock.ts";
-import { HEARTBEAT_MS, STALE_AFTER_BEATS } from "./instance_heartbeat.ts";
+import { staleAfterMs } from "./instance_heartbeat.ts";
 
 /** Marks an abort already forwarded once, so two instances never bounce it. */
 export const FORWARDED_HEADER = "x-pulsegate-forwarded";
@@ -50,8 +50,7 @@ export async function forwardSessionAbort(
 }
 
 function ownerQuery(deps: ForwardingDeps) {
-  const staleMs = HEARTBEAT_MS * STALE_AFTER_BEATS * deps.clock.scale;
-  return { self: deps.instanceId, liveSince: deps.clock.now() - staleMs };
+  return { self: deps.instanceId, liveSince: deps.clock.now() - staleAfterMs(deps.clock) };
 }
 
 async function send(

@@ -2,7 +2,7 @@ import type { Config, Route, RouteCandidate, Upstream } from "./config/schema.ts
 import type { Clock } from "./clock.ts";
 import type { Cooldowns } from "./cooldown.ts";
 import type { ClientCodec, ClientRequestContext, UpstreamAdapter, UpstreamKind } from "./format.ts";
-import { GatewayError } from "./gateway_error.ts";
+import { type GatewayCode, GatewayError } from "./gateway_error.ts";
 import { IdleTimer } from "./idle_timer.ts";
 import type { IrRequest } from "./ir.ts";
 import type { Attempt, LiveRequest } from "./live_request.ts";
@@ -18,6 +18,13 @@ import type { Affinity } from "./affinity.ts";
  * default DOMException would build a stack trace on every request.
  */
 const HOP_DONE = Object.freeze({ reason: "hop finished" });
+
+/** Stops of the whole request (not the upstream's doing) and the outcome a hop gets for each. */
+const REQUEST_STOPS: Partial<Record<GatewayCode, "aborted" | "client_disconnected">> = {
+  "gw.request.aborted": "aborted",
+  "gw.client.disconnected": "client_disconnected",
+  "gw.gateway.shutting_down": "aborted",
+};
 
 /** Everything the request path shares across requests. */
 export interface ForwardDeps {
@@ -157,27 +164,13 @@ export class Hop {
   /** Classifies a thrown error: our own stop reasons, or a broken connection. */
   thrown(err: unknown): HopResult {
     const reason = stopReason(this.controller.signal);
-    if (reason?.code === "gw.request.aborted") {
-      this.end("aborted", reason);
-      return { kind: "stop", error: reason };
-    }
-    if (reason?.code === "gw.client.disconnected") {
-      this.end("client_disconnected", reason);
-      return { kind: "stop", error: reason };
-    }
-    if (reason?.code === "gw.gateway.shutting_down") {
-      this.end("aborted", reason);
+    const stopped = reason && REQUEST_STOPS[reason.code];
+    if (reason && stopped) {
+      this.end(stopped, reason);
       return { kind: "stop", error: reason };
     }
     if (reason?.code === "gw.upstream.idle_timeout") {
-      this.opts.deps.metrics.idleTimeouts.inc({
-        upstream: this.upstream.id,
-        phase: "before_content",
-      });
-      this.opts.deps.log.event("gw.upstream.idle_timeout", {
-        upstream: this.upstream.id,
-        secs: this.idleSecs,
-      });
+      this.reportIdle("before_content");
       this.fail(reason, "idle_timeout");
       this.opts.deps.affinity.drop(this.req.live.record.sessionId, this.upstream.id);
       return { kind: "next", error: reason };
@@ -203,6 +196,13 @@ export class Hop {
     );
     this.fail(error);
     return { kind: "retry", error };
+  }
+
+  /** Counts and logs an idle timeout (`gw.upstream.idle_timeout {upstream, secs}`). */
+  reportIdle(phase: "before_content" | "mid_stream"): void {
+    const { metrics, log } = this.opts.deps;
+    metrics.idleTimeouts.inc({ upstream: this.upstream.id, phase });
+    log.event("gw.upstream.idle_timeout", { upstream: this.upstream.id, secs: this.idleSecs });
   }
 
   /** A failure before content: charged to the upstream once, here. */

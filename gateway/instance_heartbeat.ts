@@ -5,7 +5,12 @@ import type { Logger } from "./logger.ts";
 
 export const HEARTBEAT_MS = 10_000;
 /** An instance silent for three beats is taken as gone, and its open rows as interrupted. */
-export const STALE_AFTER_BEATS = 3;
+const STALE_AFTER_BEATS = 3;
+
+/** How long (real, scaled ms) an instance may stay silent and still count as live. */
+export function staleAfterMs(clock: Clock): number {
+  return HEARTBEAT_MS * STALE_AFTER_BEATS * clock.scale;
+}
 
 /**
  * Keeps this instance marked alive and, on every beat, closes rows left open
@@ -23,13 +28,16 @@ export function startHeartbeat(
   },
 ): () => void {
   const { clock, log, instanceId } = opts;
-  const staleAfterMs = HEARTBEAT_MS * STALE_AFTER_BEATS * clock.scale;
   let cancel: () => void = () => {};
   let stopped = false;
   const beat = async () => {
     try {
       await heartbeat(db, instanceId, { now: clock.now() });
-      const rows = await closeInterruptedRows(db, { instanceId, now: clock.now(), staleAfterMs });
+      const rows = await closeInterruptedRows(db, {
+        instanceId,
+        now: clock.now(),
+        staleAfterMs: staleAfterMs(clock),
+      });
       if (rows) log.event("history.interrupted_rows_closed", { rows });
       await opts.onBeat?.();
     } catch (err) {
@@ -52,6 +60,6 @@ export async function closeRowsOfDeadInstances(
   return await closeInterruptedRows(db, {
     instanceId: opts.instanceId,
     now: opts.clock.now(),
-    staleAfterMs: HEARTBEAT_MS * STALE_AFTER_BEATS * opts.clock.scale,
+    staleAfterMs: staleAfterMs(opts.clock),
   });
 }

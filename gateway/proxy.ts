@@ -90,13 +90,15 @@ export async function handleProxy(
     deps.pending.delete(ended);
     settle();
   };
+  // Every way a request ends short of a stream: its row, its cleanup, its error in the client's format.
+  const endWith = (error: GatewayError): Response => {
+    live.finish({ status: error.status, error });
+    cleanup();
+    return errorResponse(codec, error, { requestId: id });
+  };
   try {
     const started = await begin(request, { ...opts, live });
-    if (started instanceof GatewayError) {
-      live.finish({ status: started.status, error: started });
-      cleanup();
-      return errorResponse(codec, started, { requestId: id });
-    }
+    if (started instanceof GatewayError) return endWith(started);
     const fdeps: ForwardDeps = { ...deps, config: started.config };
     const fwd = {
       live,
@@ -112,15 +114,12 @@ export async function handleProxy(
       return await response;
     }
     const { response, error } = await forwardWhole(fwd, fdeps);
-    const failure = error ?? (response ? null : GatewayError.from("no answer"));
-    live.finish({ status: failure?.status ?? 200, error: failure ?? undefined });
+    if (error || !response) return endWith(error ?? GatewayError.from("no answer"));
+    live.finish({ status: 200 });
     cleanup();
-    return failure ? errorResponse(codec, failure, { requestId: id }) : response!;
+    return response;
   } catch (err) {
-    const error = GatewayError.from(err);
-    live.finish({ status: error.status, error });
-    cleanup();
-    return errorResponse(codec, error, { requestId: id });
+    return endWith(GatewayError.from(err));
   }
 }
 

@@ -1,5 +1,5 @@
 import { StreamChannel } from "./client_channel.ts";
-import type { ClientStreamEncoder, UpstreamFrame } from "./format.ts";
+import type { ClientStreamEncoder, ClientStreamShape, UpstreamFrame } from "./format.ts";
 import { GatewayError } from "./gateway_error.ts";
 import { runCandidates } from "./failover.ts";
 import type { ForwardDeps, ForwardRequest, Hop, HopResult } from "./hop.ts";
@@ -46,7 +46,7 @@ export function forwardStream(
     try {
       error = await runCandidates(req, {
         deps,
-        runHop: (hop, opts) => streamHop(hop, { ...opts, channel, encoder, deps }),
+        runHop: (hop, opts) => streamHop(hop, { ...opts, shape, channel, encoder, deps }),
       });
     } catch (err) {
       // A bug must still end the client's stream and the row, never an unhandled rejection.
@@ -63,6 +63,7 @@ export function forwardStream(
 
 interface StreamHopOpts {
   isLast: boolean;
+  shape: ClientStreamShape;
   channel: StreamChannel;
   encoder: ClientStreamEncoder;
   deps: ForwardDeps;
@@ -72,7 +73,7 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
   const { channel, encoder } = opts;
   const live = hop.req.live;
   // The request body and the answer's bytes pass through separately (see passesBodyThrough).
-  const passthrough = hop.req.codec.streamShape(hop.req.ctx).passthroughFrom === hop.upstream.kind;
+  const passthrough = opts.shape.passthroughFrom === hop.upstream.kind;
   const res = await hop.send();
   if (!res.ok || !res.body) return await hop.failedStatus(res);
   live.state = "holding";
@@ -169,9 +170,7 @@ function afterContent(hop: Hop, err: unknown): HopResult {
     const result = hop.thrown(err);
     return result.kind === "done" ? result : { kind: "stop", error: result.error };
   }
-  const { metrics, log } = hop.opts.deps;
-  metrics.idleTimeouts.inc({ upstream: hop.upstream.id, phase: "mid_stream" });
-  log.event("gw.upstream.idle_timeout", { upstream: hop.upstream.id, secs: hop.idleSecs });
+  hop.reportIdle("mid_stream");
   hop.end("idle_timeout", reason);
   return { kind: "stop", error: reason };
 }

@@ -31,7 +31,7 @@ export const chatUpstream: UpstreamAdapter = {
       ? call.env(call.upstream.api_key_env)
       : undefined;
     if (key) headers.set("authorization", `Bearer ${key}`);
-    const url = `${upstreamBaseUrl(call.upstream).replace(/\/$/, "")}/chat/completions`;
+    const url = `${upstreamBaseUrl(call.upstream)}/chat/completions`;
     return Promise.resolve(
       new Request(url, { method: "POST", headers, body: JSON.stringify(body) }),
     );
