@@ -18,20 +18,75 @@ const MAX_RETRY_WAIT_SECS = 10;
 export type RunHop = (hop: Hop, opts: { isLast: boolean }) => Promise<HopResult>;
 
 /**
- * The candidate loop of SPEC §6: each candidate is tried (and retried on
- * retryable failures) until one answers or the request is stopped. Answers
- * the error to give the client, or null when a hop delivered the answer.
+ * The candidate loop of SPEC §6, in four steps: plan the candidates; try each
+ * in order (with its retries); if some were full, wait once for the first of
+ * them to free a slot and try it; then report. A hop's result reaches the loop
+ * whole: `stop` ends the request there (a failure after content reached the
+ * client, the caller's own error, an abort), so a started answer is never
+ * handed to another candidate. Answers the error to give the client, or null
+ * when a hop delivered the answer.
  */
 export async function runCandidates(
   req: ForwardRequest,
   opts: { deps: ForwardDeps; runHop: RunHop },
 ): Promise<GatewayError | null> {
-  const { deps, runHop } = opts;
+  const { deps } = opts;
   const { live } = req;
+  const { plan, skipped } = planFor(req, deps);
+  if (!plan.length) return skipped.size ? cannotExpress(req, { skipped, deps }) : noCandidate(req);
+  const tried: string[] = [];
+  const full: Candidate[] = [];
+  let failed: GatewayError | null = null;
+  for (const [i, target] of plan.entries()) {
+    const affine = isAffine(target, req, deps);
+    const release = await takeSlot(target, { req, deps, wait: affine });
+    if (!release) {
+      if (stopReason(live.signal)) return stopReason(live.signal)!;
+      // The session's own upstream was already waited for, for as long as a wait may last.
+      if (!affine) full.push(target);
+      continue;
+    }
+    // A later full candidate may still be waited for, so this one is last only if none was full.
+    const isLast = i === plan.length - 1 && !full.length;
+    const result = await tryCandidate(req, { target, release, isLast, tried, ...opts });
+    if (result.kind !== "next") return ended(result, { req, tried });
+    if (stopReason(live.signal)) return stopReason(live.signal)!;
+    failed = result.error;
+  }
+  if (full.length) {
+    const freed = await waitForAny(full, { req, deps });
+    if (stopReason(live.signal)) return stopReason(live.signal)!;
+    if (freed) {
+      const result = await tryCandidate(req, { ...freed, isLast: true, tried, ...opts });
+      if (result.kind !== "next") return ended(result, { req, tried });
+      failed = result.error;
+    }
+  }
+  return failed ? exhausted(failed, { tried, deps }) : slotsFull(deps);
+}
+
+/**
+ * A hop that ended the request: no error when it answered; the request's own
+ * stop told as it is (the row says "client disconnected", nothing more);
+ * anything else with the candidates tried.
+ */
+function ended(
+  result: { kind: "done" } | { kind: "stop"; error: GatewayError },
+  opts: { req: ForwardRequest; tried: string[] },
+): GatewayError | null {
+  if (result.kind === "done") return null;
+  return stopReason(opts.req.live.signal) ?? result.error.withTried(opts.tried);
+}
+
+/** The candidates to try, and why any was passed over as unable to take the request. */
+function planFor(
+  req: ForwardRequest,
+  deps: ForwardDeps,
+): { plan: Candidate[]; skipped: Map<UpstreamKind, string[]> } {
   const skipped = new Map<UpstreamKind, string[]>();
   const plan = planCandidates(req.route, {
     deps,
-    sessionId: live.record.sessionId,
+    sessionId: req.live.record.sessionId,
     // A candidate that cannot be sent the request is passed over, not tried:
     // no attempt row, no cooldown charge, no place in "tried".
     accept: ({ upstream }) => {
@@ -40,55 +95,14 @@ export async function runCandidates(
       return missing.length === 0;
     },
   });
-  if (!plan.length && skipped.size) return cannotExpress(req, { skipped, deps });
-  const tried: string[] = [];
-  let lastError: GatewayError | null = null;
-  let waited = false;
-  const full: Candidate[] = [];
-  // Every other candidate was full: wait for one of them (SPEC §6 slots).
-  // Undefined when none freed in time.
-  const lastChance = async (): Promise<GatewayError | null | undefined> => {
-    waited = true;
-    const next = await waitForAny(full, { req, deps });
-    if (!next) return undefined;
-    const last = await tryCandidate(req, { ...next, deps, runHop, isLast: true, tried });
-    return last === null ? null : exhausted(last, { tried, deps });
-  };
-  for (let i = 0; i < plan.length; i++) {
-    const target = plan[i]!;
-    const isLast = i === plan.length - 1 && (full.length === 0 || waited);
-    const release = await takeSlot(target, { req, deps, wait: isAffine(target, req, deps) });
-    if (!release) {
-      if (stopReason(live.signal)) return stopReason(live.signal)!;
-      full.push(target);
-      continue;
-    }
-    const result = await tryCandidate(req, { target, release, deps, runHop, isLast, tried });
-    if (result === null) return null;
-    lastError = result;
-    // The request itself was stopped (abort, disconnect, shutdown): that is the whole story.
-    if (stopReason(live.signal)) return stopReason(live.signal)!;
-    if (result.source === "client" || result.source === "aborted") {
-      return result.withTried(tried);
-    }
-    if (i === plan.length - 1 && full.length && !waited) {
-      const outcome = await lastChance();
-      if (outcome !== undefined) return outcome;
-    }
-  }
-  if (lastError) return exhausted(lastError, { tried, deps });
-  if (stopReason(live.signal)) return stopReason(live.signal)!;
-  if (full.length && !waited) {
-    const outcome = await lastChance();
-    return outcome !== undefined ? outcome : stopReason(live.signal) ?? slotsFull(deps);
-  }
-  return new GatewayError(`route ${req.route.model} has no enabled candidate`, {
-    code: "gw.upstream.unavailable",
-    source: "config",
-    status: 503,
-  });
+  return { plan, skipped };
 }
 
+/**
+ * One candidate, retried on retryable failures before content. Answers the
+ * last hop's result: only `done`, `next` or `stop` (a `retry` left over when
+ * retries run out is a `next`).
+ */
 async function tryCandidate(
   req: ForwardRequest,
   opts: {
@@ -99,13 +113,13 @@ async function tryCandidate(
     isLast: boolean;
     tried: string[];
   },
-): Promise<GatewayError | null> {
+): Promise<Exclude<HopResult, { kind: "retry" }>> {
   const { target, deps } = opts;
   let release: (() => void) | null = opts.release;
   for (let retry = 0;; retry++) {
     if (!release) {
       release = await takeSlot(target, { req, deps, wait: true });
-      if (!release) return stopReason(req.live.signal) ?? slotsFull(deps);
+      if (!release) return { kind: "stop", error: stopReason(req.live.signal) ?? slotsFull(deps) };
     }
     if (opts.tried.at(-1) !== target.upstream.id) opts.tried.push(target.upstream.id);
     const hop = new Hop(req, { target, deps, release });
@@ -118,16 +132,15 @@ async function tryCandidate(
       hop.close();
       release = null;
     }
-    if (result.kind === "done") return null;
-    if (result.kind !== "retry" || retry >= deps.config.failover.retries_per_candidate) {
-      return result.error;
-    }
+    if (result.kind !== "retry") return result;
     const wait = result.delaySecs ?? RETRY_BACKOFF_SECS * 2 ** retry;
-    if (wait > MAX_RETRY_WAIT_SECS) return result.error;
+    if (retry >= deps.config.failover.retries_per_candidate || wait > MAX_RETRY_WAIT_SECS) {
+      return { kind: "next", error: result.error };
+    }
     try {
       await deps.clock.sleep(wait * 1000, req.live.signal);
     } catch {
-      return stopReason(req.live.signal) ?? result.error;
+      return { kind: "stop", error: stopReason(req.live.signal) ?? result.error };
     }
   }
 }
@@ -196,6 +209,14 @@ function cannotExpress(
   );
 }
 
+function noCandidate(req: ForwardRequest): GatewayError {
+  return new GatewayError(`route ${req.route.model} has no enabled candidate`, {
+    code: "gw.upstream.unavailable",
+    source: "config",
+    status: 503,
+  });
+}
+
 function slotsFull(deps: ForwardDeps): GatewayError {
   return new GatewayError("every candidate upstream is at its max_in_flight", {
     code: "gw.slots.full",
@@ -210,9 +231,7 @@ function slotsFull(deps: ForwardDeps): GatewayError {
  * except when every upstream asked us to slow down, which stays a 429.
  */
 function exhausted(last: GatewayError, opts: { tried: string[]; deps: ForwardDeps }): GatewayError {
-  if (last.source === "client" || last.source === "aborted") return last.withTried(opts.tried);
   if (last.code === "gw.upstream.rate_limited") return last.withTried(opts.tried);
-  if (last.code === "gw.client.disconnected" || last.code === "gw.slots.full") return last;
   return new GatewayError(last.message, {
     code: last.code,
     source: last.source,

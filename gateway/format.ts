@@ -17,6 +17,8 @@ export interface UpstreamFrame {
   usage?: IrUsage;
   /** An error the upstream reported inside its stream. */
   error?: GatewayError;
+  /** The format's own end-of-stream marker (Chat's `[DONE]`): the answer is complete. */
+  terminal?: boolean;
 }
 
 export interface UpstreamCall {

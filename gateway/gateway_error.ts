@@ -13,6 +13,7 @@ export type GatewayCode =
   | "gw.upstream.unreachable"
   | "gw.upstream.rejected"
   | "gw.upstream.bad_response"
+  | "gw.upstream.incomplete"
   | "gw.upstream.unavailable"
   | "gw.request.aborted"
   | "gw.client.disconnected"

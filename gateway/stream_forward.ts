@@ -80,6 +80,9 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
   const reader = res.body.pipeThrough(hop.adapter.decodeStream()).getReader();
   const held: UpstreamFrame[] = [];
   let heldBytes = 0;
+  // Whether the upstream said its answer is complete: a finish reason, or the format's end marker.
+  let finished = false;
+  let terminal = false;
   const output = (frame: UpstreamFrame): Uint8Array[] =>
     passthrough
       ? [frame.raw]
@@ -100,6 +103,8 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
       const { done, value: frame } = await reader.read();
       if (done) break;
       if (frame.usage) hop.attempt.usage(frame.usage);
+      terminal ||= frame.terminal === true;
+      finished ||= terminal || frame.events.some((e) => e.type === "finish");
       if (frame.error) {
         if (hop.attempt.contentSeen) {
           hop.end("error", frame.error);
@@ -145,8 +150,18 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
     hop.fail(error);
     return { kind: "next", error };
   }
+  if (!finished) {
+    // Content went out, so nothing can be tried instead: the client is told the answer was cut.
+    const error = new GatewayError(
+      `upstream ${hop.upstream.id} ended its stream before the answer was finished`,
+      { code: "gw.upstream.incomplete", source: "upstream", status: 502 },
+    );
+    hop.end("error", error);
+    return { kind: "stop", error };
+  }
   hop.end("success");
-  await channel.end({ passthrough });
+  // A passed-through stream carries its own ending, unless the upstream left it out (no `[DONE]`).
+  await channel.end({ passthrough: passthrough && terminal });
   return { kind: "done" };
 }
 

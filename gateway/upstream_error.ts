@@ -1,5 +1,5 @@
 import { GatewayError } from "./gateway_error.ts";
-import { isRecord, parseJson } from "./sse_frames.ts";
+import { isRecord, parseJson } from "./json.ts";
 
 /** What a provider's error body says, as each format module reads it. */
 export interface UpstreamErrorBody {
@@ -68,6 +68,15 @@ export function upstreamStatusError(
     source: "upstream",
     status: 502,
     upstreamType: parsed?.type,
+  });
+}
+
+/** An upstream answer the gateway cannot read: the upstream's fault. */
+export function badResponse(message: string): GatewayError {
+  return new GatewayError(message, {
+    code: "gw.upstream.bad_response",
+    source: "upstream",
+    status: 502,
   });
 }
 

@@ -1,7 +1,8 @@
 import type { ClientStreamEncoder, UpstreamFrame } from "../format.ts";
 import type { GatewayError } from "../gateway_error.ts";
 import { type IrEvent, type IrFinishReason, type IrUsage, mergeUsage } from "../ir.ts";
-import { isRecord, parseJson, sseFrameStream, type SseReading } from "../sse_frames.ts";
+import { isRecord } from "../json.ts";
+import { sseFrameStream, type SseReading } from "../sse_frames.ts";
 import { formatSse, type SseEvent } from "../sse_stream.ts";
 import { anthropicError, anthropicStreamError } from "./errors.ts";
 import { anthropicEventIsContent, anthropicEventType } from "./pulse.ts";
@@ -16,7 +17,7 @@ import {
 /** Frames of a Messages SSE stream. */
 export function decodeAnthropicStream(): ReadableWritablePair<UpstreamFrame, Uint8Array> {
   const reader = new AnthropicStreamReader();
-  return sseFrameStream((event) => reader.read(event));
+  return sseFrameStream((event, json) => reader.read(event, json));
 }
 
 /**
@@ -28,8 +29,7 @@ class AnthropicStreamReader {
   #toolByBlock = new Map<number, number>();
   #usage: IrUsage = {};
 
-  read(event: SseEvent): SseReading {
-    const data = parseJson(event.data);
+  read(event: SseEvent, data: unknown): SseReading {
     const content = anthropicEventIsContent(event.event, data);
     const type = anthropicEventType(event.event, data);
     if (type === "error") return { content, events: [], error: anthropicStreamError(event.data) };

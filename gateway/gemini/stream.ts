@@ -1,7 +1,8 @@
 import type { ClientStreamEncoder, StreamMeta, UpstreamFrame } from "../format.ts";
 import type { GatewayError } from "../gateway_error.ts";
 import { type IrEvent, type IrFinishReason, type IrUsage, mergeUsage } from "../ir.ts";
-import { isRecord, parseJson, sseFrameStream, type SseReading } from "../sse_frames.ts";
+import { isRecord } from "../json.ts";
+import { sseFrameStream, type SseReading } from "../sse_frames.ts";
 import { formatSse } from "../sse_stream.ts";
 import { upstreamStatusError } from "../upstream_error.ts";
 import { geminiError } from "./errors.ts";
@@ -28,12 +29,14 @@ interface DecodeState {
 /** Frames of a `streamGenerateContent?alt=sse` body. */
 export function decodeGeminiStream(): ReadableWritablePair<UpstreamFrame, Uint8Array> {
   const state: DecodeState = { calls: 0, finished: false };
-  return sseFrameStream((event) => readGeminiEvent(event.data, state));
+  return sseFrameStream((event, json) => readGeminiEvent(event.data, { chunk: json, state }));
 }
 
-function readGeminiEvent(data: string | undefined, state: DecodeState): SseReading {
+function readGeminiEvent(
+  data: string | undefined,
+  { chunk, state }: { chunk: unknown; state: DecodeState },
+): SseReading {
   if (data === undefined) return { content: false, events: [] };
-  const chunk = parseJson(data);
   if (isRecord(chunk) && chunk.error !== undefined) {
     return { content: true, events: [], error: streamError(chunk.error, data) };
   }

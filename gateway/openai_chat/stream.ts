@@ -2,7 +2,8 @@ import type { ClientStreamEncoder, UpstreamFrame } from "../format.ts";
 import type { GatewayError } from "../gateway_error.ts";
 import type { IrEvent } from "../ir.ts";
 import { formatSse } from "../sse_stream.ts";
-import { isRecord, parseJson, sseFrameStream, type SseReading } from "../sse_frames.ts";
+import { isRecord } from "../json.ts";
+import { sseFrameStream, type SseReading } from "../sse_frames.ts";
 import { upstreamStatusError } from "../upstream_error.ts";
 import { openAiError } from "./errors.ts";
 import { chatChunkIsContent } from "./pulse.ts";
@@ -10,13 +11,12 @@ import { chatFinishToIr, chatUsageToIr, irFinishToChat, irUsageToChat } from "./
 
 /** Frames of a Chat Completions SSE stream. */
 export function decodeChatStream(): ReadableWritablePair<UpstreamFrame, Uint8Array> {
-  return sseFrameStream((event) => readChatEvent(event.data));
+  return sseFrameStream((event, json) => readChatEvent(event.data, json));
 }
 
-function readChatEvent(data: string | undefined): SseReading {
+function readChatEvent(data: string | undefined, chunk: unknown): SseReading {
   if (data === undefined) return { content: false, events: [] };
-  if (data.trim() === "[DONE]") return { content: true, events: [] };
-  const chunk = parseJson(data);
+  if (data.trim() === "[DONE]") return { content: true, events: [], terminal: true };
   if (isRecord(chunk) && chunk.error !== undefined) {
     return { content: true, events: [], error: upstreamStatusError(500, { body: data }) };
   }

@@ -1,7 +1,8 @@
 import type { ClientStreamEncoder, UpstreamFrame } from "../format.ts";
 import type { GatewayError } from "../gateway_error.ts";
 import { type IrEvent, type IrFinishReason, type IrUsage, mergeUsage } from "../ir.ts";
-import { isRecord, parseJson, sseFrameStream, type SseReading } from "../sse_frames.ts";
+import { isRecord } from "../json.ts";
+import { sseFrameStream, type SseReading } from "../sse_frames.ts";
 import { formatSse, type SseEvent } from "../sse_stream.ts";
 import { failedResponseError, responsesStreamFailure } from "./errors.ts";
 import { responsesEventIsContent } from "./pulse.ts";
@@ -43,12 +44,14 @@ class ReadState {
 /** Frames of a Responses API SSE stream. */
 export function decodeResponsesStream(): ReadableWritablePair<UpstreamFrame, Uint8Array> {
   const state = new ReadState();
-  return sseFrameStream((event) => readResponsesEvent(event, state));
+  return sseFrameStream((event, json) => readResponsesEvent(event, { payload: json, state }));
 }
 
-function readResponsesEvent(event: SseEvent, state: ReadState): SseReading {
+function readResponsesEvent(
+  event: SseEvent,
+  { payload, state }: { payload: unknown; state: ReadState },
+): SseReading {
   if (event.data === undefined) return { content: false, events: [] };
-  const payload = parseJson(event.data);
   const type = isRecord(payload) && typeof payload.type === "string" ? payload.type : event.event;
   const content = responsesEventIsContent(type);
   if (!isRecord(payload)) return { content, events: [] };
