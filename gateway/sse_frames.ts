@@ -17,7 +17,7 @@ const encoder = new TextEncoder();
 /**
  * Turns an SSE body into frames using a format's reader, in one stream step.
  * What every SSE format shares is decided here, once:
- * - comments are keep-alives (SPEC §5), so readers never see them;
+ * - comments, and blocks with no data, are keep-alives (SPEC §5): readers never see them;
  * - every provider sends JSON (or `[DONE]`) as data, so data that does not
  *   parse is a broken stream, not content to pass on;
  * - a block cut off by the end of the body is not dispatched (as the SSE
@@ -28,7 +28,8 @@ export function sseFrameStream(read: SseRead): ReadableWritablePair<UpstreamFram
   const parser = new SseParser();
   const frame = (event: SseEvent): UpstreamFrame => {
     const raw = encoder.encode(event.raw);
-    if (event.comment) return { raw, content: false, events: [] };
+    // The SSE standard dispatches no event for a block without data (a comment, a stray line).
+    if (event.comment || event.data === undefined) return { raw, content: false, events: [] };
     const json = parseJson(event.data);
     if (json === undefined && event.data !== undefined && event.data.trim() !== "[DONE]") {
       return malformed(raw, "the upstream sent an event whose data is not JSON");
@@ -41,7 +42,7 @@ export function sseFrameStream(read: SseRead): ReadableWritablePair<UpstreamFram
     },
     flush(controller) {
       for (const tail of parser.end()) {
-        const whole = tail.comment || tail.data?.trim() === "[DONE]" ||
+        const whole = tail.comment || tail.data === undefined || tail.data.trim() === "[DONE]" ||
           parseJson(tail.data) !== undefined;
         controller.enqueue(
           whole

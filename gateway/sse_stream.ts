@@ -18,6 +18,8 @@ export interface SseEvent {
 export class SseParser {
   #decoder = new TextDecoder();
   #buffer = "";
+  /** Where the search for a blank line resumes: text before it was searched already. */
+  #scanFrom = 0;
 
   push(chunk: Uint8Array): SseEvent[] {
     this.#buffer += this.#decoder.decode(chunk, { stream: true });
@@ -35,8 +37,11 @@ export class SseParser {
     const out: SseEvent[] = [];
     const blank = /\r\n\r\n|\n\n|\r\r|\r\n\n|\n\r\n/g;
     let start = 0;
+    // A long event arriving in many chunks is searched once, not again from its start per chunk.
+    let from = this.#scanFrom;
     for (;;) {
-      blank.lastIndex = start;
+      blank.lastIndex = Math.max(start, from);
+      from = 0;
       const match = blank.exec(text);
       if (!match) break;
       let end = match.index + match[0].length;
@@ -46,6 +51,8 @@ export class SseParser {
       start = end;
     }
     this.#buffer = text.slice(start);
+    // A terminator is at most four characters: its start may be among the last three seen.
+    this.#scanFrom = Math.max(0, this.#buffer.length - 3);
     if (final && this.#buffer.trim() !== "") {
       out.push(parseBlock(this.#buffer));
       this.#buffer = "";

@@ -8,7 +8,8 @@
 export type Step =
   | { send: string | Uint8Array }
   | { wait: number } // real milliseconds
-  | { hang: true }; // keep the connection open, send nothing, until cancelled
+  | { hang: true } // keep the connection open, send nothing, until cancelled
+  | { reset: true }; // break the connection: the caller's read fails
 
 export interface Script {
   status?: number;
@@ -64,7 +65,9 @@ export function startFakeUpstream(opts: { fallback?: Handler } = {}): FakeUpstre
     calls.push(call);
     const script = queue.shift() ?? (await handler(call));
     if (script.headerDelay === "never") {
-      await new Promise<void>((resolve) => req.signal.addEventListener("abort", () => resolve()));
+      if (!req.signal.aborted) {
+        await new Promise<void>((resolve) => req.signal.addEventListener("abort", () => resolve()));
+      }
       settle("cancelled");
       return new Response(null, { status: 499 });
     }
@@ -101,7 +104,11 @@ function bodyStream(
           return;
         }
         if ("wait" in step) await sleep(step.wait);
-        else if ("hang" in step) {
+        else if ("reset" in step) {
+          controller.error(new Error("fake upstream reset the connection"));
+          settle("ended");
+          return;
+        } else if ("hang" in step) {
           while (!cancelled) await sleep(20);
           return;
         } else {

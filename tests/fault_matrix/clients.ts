@@ -1,0 +1,211 @@
+/**
+ * The client formats of the fault matrix: how each asks, with which upstream
+ * kinds (its own and one it is translated to), and what a client of that
+ * format read back, from the raw bytes: how many answers started, the text,
+ * and how the answer ended. Raw, not through an SDK, so a byte from an
+ * abandoned hop cannot be smoothed over.
+ */
+import type { UpstreamKind } from "../../gateway/format.ts";
+import { SseParser } from "../../gateway/sse_stream.ts";
+
+export interface ClientView {
+  /** Answer starts seen (Chat's assistant role, Responses' created, Anthropic's message_start). */
+  starts: number;
+  text: string;
+  end: "done" | "error" | "none";
+  /** The error event or body, as sent. */
+  error?: string;
+  /** Bytes of the answer after its end (there must be none). */
+  trailing: boolean;
+}
+
+export interface ClientFormat {
+  name: string;
+  /** Its own upstream kind first, then one it is translated to. */
+  kinds: [UpstreamKind, UpstreamKind];
+  /** Gemini's streamed JSON array is never answered early (SPEC §6). */
+  answersEarly: boolean;
+  streamOnly?: boolean;
+  request(route: string, stream: boolean): { path: string; body: unknown };
+  readStream(body: string): ClientView;
+  wholeText(json: unknown): string;
+}
+
+type Json = Record<string, unknown>;
+const user = "hi";
+
+/** Runs over SSE data blocks, with each block's event name. */
+function sseData(body: string): { event?: string; data: string }[] {
+  const parser = new SseParser();
+  const events = [...parser.push(new TextEncoder().encode(body)), ...parser.end()];
+  return events.flatMap((e) => (e.data === undefined ? [] : [{ event: e.event, data: e.data }]));
+}
+
+function view(): ClientView {
+  return { starts: 0, text: "", end: "none", trailing: false };
+}
+
+/** Records what came after the end, then hands the block to `read` while the answer is open. */
+function reader(read: (v: ClientView, block: { event?: string; data: string }) => void) {
+  return (body: string): ClientView => {
+    const v = view();
+    for (const block of sseData(body)) {
+      if (v.end !== "none") v.trailing = true;
+      else read(v, block);
+    }
+    return v;
+  };
+}
+
+function parse(data: string): Json {
+  try {
+    return JSON.parse(data);
+  } catch {
+    return { unparsable: data };
+  }
+}
+
+const geminiText = (chunk: Json): string => {
+  const candidate = (chunk.candidates as Json[] | undefined)?.[0];
+  const parts = ((candidate?.content as Json | undefined)?.parts ?? []) as Json[];
+  return parts.filter((p) => !p.thought).map((p) => p.text ?? "").join("");
+};
+
+/** Gemini has no end marker: an answer is done when a finish reason came and no error after it. */
+function readGemini(chunks: { json: Json; raw: string }[]): ClientView {
+  const v = view();
+  let finished = false;
+  for (const { json, raw } of chunks) {
+    if (v.end === "error") v.trailing = true;
+    else if (json.error !== undefined || json.unparsable !== undefined) {
+      v.end = "error";
+      v.error = raw;
+    } else {
+      v.starts = 1;
+      v.text += geminiText(json);
+      const candidate = (json.candidates as Json[] | undefined)?.[0];
+      finished ||= Boolean(candidate?.finishReason);
+    }
+  }
+  if (v.end === "none" && finished) v.end = "done";
+  return v;
+}
+
+const geminiRequest = (stream: boolean, sse: boolean) => (route: string) => ({
+  path: `/v1beta/models/${route}:${stream ? "streamGenerateContent" : "generateContent"}${
+    stream && sse ? "?alt=sse" : ""
+  }`,
+  body: { contents: [{ role: "user", parts: [{ text: user }] }] },
+});
+
+export const CLIENTS: ClientFormat[] = [
+  {
+    name: "chat",
+    kinds: ["openai-chat", "anthropic"],
+    answersEarly: true,
+    request: (route, stream) => ({
+      path: "/v1/chat/completions",
+      body: { model: route, stream, messages: [{ role: "user", content: user }] },
+    }),
+    readStream: reader((v, { data }) => {
+      if (data.trim() === "[DONE]") return void (v.end = "done");
+      const chunk = parse(data);
+      if (chunk.error !== undefined || chunk.unparsable !== undefined) {
+        v.end = "error";
+        v.error = data;
+        return;
+      }
+      const delta = ((chunk.choices as Json[] | undefined)?.[0]?.delta ?? {}) as Json;
+      if (delta.role === "assistant") v.starts++;
+      if (typeof delta.content === "string") v.text += delta.content;
+    }),
+    wholeText: (json) =>
+      String((((json as Json).choices as Json[])[0]!.message as Json).content ?? ""),
+  },
+  {
+    name: "responses",
+    kinds: ["openai-responses", "openai-chat"],
+    answersEarly: true,
+    request: (route, stream) => ({
+      path: "/v1/responses",
+      body: { model: route, stream, input: user },
+    }),
+    // A failure may be told twice, as it is to the SDK: an `error` event, then `response.failed`.
+    readStream: (body) => {
+      const v = view();
+      for (const { data } of sseData(body)) {
+        const event = parse(data);
+        if (v.end !== "none" && !(v.error !== undefined && event.type === "response.failed")) {
+          v.trailing = true;
+        } else if (event.type === "response.created") v.starts++;
+        else if (event.type === "response.output_text.delta") v.text += String(event.delta);
+        else if (event.type === "response.completed") v.end = "done";
+        else if (
+          event.type === "response.failed" || event.type === "error" ||
+          event.unparsable !== undefined
+        ) {
+          v.end = "error";
+          v.error ??= data;
+        }
+      }
+      return v;
+    },
+    wholeText: (json) =>
+      ((json as Json).output as Json[])
+        .flatMap((item) => (item.content ?? []) as Json[])
+        .filter((part) => part.type === "output_text")
+        .map((part) => part.text)
+        .join(""),
+  },
+  {
+    name: "anthropic",
+    kinds: ["anthropic", "bedrock"],
+    answersEarly: true,
+    request: (route, stream) => ({
+      path: "/v1/messages",
+      body: { model: route, stream, max_tokens: 100, messages: [{ role: "user", content: user }] },
+    }),
+    readStream: reader((v, { data }) => {
+      const event = parse(data);
+      if (event.type === "message_start") v.starts++;
+      else if (event.type === "content_block_delta") {
+        const delta = event.delta as Json;
+        if (delta.type === "text_delta") v.text += String(delta.text);
+      } else if (event.type === "message_stop") v.end = "done";
+      else if (event.type === "error" || event.unparsable !== undefined) {
+        v.end = "error";
+        v.error = data;
+      }
+    }),
+    wholeText: (json) =>
+      ((json as Json).content as Json[]).filter((b) => b.type === "text").map((b) => b.text).join(
+        "",
+      ),
+  },
+  {
+    name: "gemini-sse",
+    kinds: ["gemini", "openai-responses"],
+    answersEarly: true,
+    request: (route, stream) => geminiRequest(stream, true)(route),
+    readStream: (body) =>
+      readGemini(sseData(body).map(({ data }) => ({ json: parse(data), raw: data }))),
+    wholeText: (json) => geminiText(json as Json),
+  },
+  {
+    name: "gemini-array",
+    kinds: ["gemini", "openai-chat"],
+    answersEarly: false,
+    streamOnly: true,
+    request: (route, stream) => geminiRequest(stream, false)(route),
+    readStream: (body) => {
+      let chunks: Json[];
+      try {
+        chunks = JSON.parse(body);
+      } catch {
+        return { ...view(), error: body };
+      }
+      return readGemini(chunks.map((json) => ({ json, raw: JSON.stringify(json) })));
+    },
+    wholeText: (json) => geminiText(json as Json),
+  },
+];

@@ -1,0 +1,388 @@
+/**
+ * The fault matrix: every fault of tests/fault_matrix/faults.ts × the faulty
+ * upstream's place in the route (only candidate, first of two, last of two) ×
+ * client format × streamed or whole × upstream kind (the client's own and one
+ * it is translated to). Each cell's expectation is derived from SPEC §6, not
+ * written by hand, and checked as invariants: what the client received byte
+ * for byte (one answer at most, no byte of an abandoned hop, the right status
+ * and ending), the rows, which upstream was called how often, cooldown, the
+ * in-flight gauge and that every upstream connection was closed.
+ */
+import assert from "node:assert/strict";
+import type { UpstreamKind } from "../gateway/format.ts";
+import type { ConfigInput } from "../gateway/config/schema.ts";
+import { type ClientFormat, CLIENTS, type ClientView } from "./fault_matrix/clients.ts";
+import {
+  type Behaviour,
+  type Fault,
+  FAULT_TEXT,
+  FAULTS,
+  GOOD_TEXT,
+} from "./fault_matrix/faults.ts";
+import { WIRES } from "./fault_matrix/wire.ts";
+import { type Call, type Script, startFakeUpstream } from "./fake_upstreams/server.ts";
+import { startTestGateway, type TestGateway } from "./harness.ts";
+
+/** 30 s of idle timeout last 600 ms and the 15 s opening hold 300 ms. */
+const SCALE = 0.02;
+/** Cells in flight at once. */
+const POOL = 24;
+const POSITIONS = ["only", "first", "last"] as const;
+/** `FAULT_MATRIX_ONLY=http_500,garbage_bytes` runs just those faults, when hunting one down. */
+const ONLY = Deno.env.get("FAULT_MATRIX_ONLY");
+type Position = typeof POSITIONS[number];
+type Role = "f" | "g" | "p";
+
+interface Cell {
+  n: number;
+  route: string;
+  client: ClientFormat;
+  kind: UpstreamKind;
+  stream: boolean;
+  fault: Fault;
+  behaviour: Behaviour;
+  position: Position;
+}
+
+interface Expected {
+  status: number;
+  /** The upstreams called, hop by hop. */
+  hops: Role[];
+  winner: Role | null;
+  text: string;
+  /**
+   * The client hears of the failure in its stream, after a 200: always for a
+   * failure after content or by the idle timer (which outlasts the opening
+   * hold); "maybe" for a quick failure of a stream that may be answered early,
+   * since a loaded machine may pass the hold first, and both are right.
+   */
+  inStream: boolean | "maybe";
+  paused: boolean;
+}
+
+function expected(cell: Cell): Expected {
+  const b = cell.behaviour;
+  const fHops = b.effect === "fail_before" && b.retried ? 2 : 1;
+  const failsOver = b.effect === "fail_before" && cell.position === "first";
+  const winner: Role | null = b.effect === "ok" ? "f" : failsOver ? "g" : null;
+  const said = cell.fault.text ?? FAULT_TEXT;
+  const early = cell.stream && cell.client.answersEarly;
+  const inStream = winner !== null || !cell.stream
+    ? false
+    : b.effect === "fail_after" || (early && b.slow)
+    ? true
+    : early
+    ? "maybe"
+    : false;
+  return {
+    status: winner || inStream === true ? 200 : b.effect === "reject" ? 400 : b.status ?? 504,
+    hops: [
+      ...(cell.position === "last" ? ["p" as const] : []),
+      ...Array<Role>(fHops).fill("f"),
+      ...(failsOver ? ["g" as const] : []),
+    ],
+    winner,
+    text: winner === "f"
+      ? said.join("")
+      : winner === "g"
+      ? GOOD_TEXT.join("")
+      : b.effect === "fail_after"
+      ? said[0]!
+      : "",
+    inStream,
+    paused: b.effect === "fail_before",
+  };
+}
+
+function cellsOf(client: ClientFormat, stream: boolean): Cell[] {
+  const cells: Cell[] = [];
+  for (const kind of client.kinds) {
+    for (const fault of FAULTS.filter((f) => !ONLY || ONLY.split(",").includes(f.name))) {
+      const behaviour = stream ? fault.stream : fault.whole;
+      if (!behaviour || (fault.kinds && !fault.kinds.includes(kind))) continue;
+      for (const position of POSITIONS) {
+        const n = cells.length;
+        cells.push({ n, route: `c${n}`, client, kind, stream, fault, behaviour, position });
+      }
+    }
+  }
+  return cells;
+}
+
+const label = (c: Cell) =>
+  `${c.client.name} ${c.stream ? "stream" : "whole"} ← ${c.kind} | ${c.fault.name} @${c.position}`;
+
+/** Where each role of each cell is served; connection faults get their own addresses. */
+interface Addresses {
+  fake: string;
+  refused: string;
+  reset: string;
+}
+
+function upstreamOf(
+  cell: Cell,
+  opts: { role: Role; at: Addresses },
+): ConfigInput["upstreams"][number] {
+  const { role, at } = opts;
+  const serve = role === "f" ? cell.behaviour.serve : null;
+  const origin = serve === "refused"
+    ? at.refused
+    : serve === "reset_before_headers"
+    ? at.reset
+    : at.fake;
+  const base = `${origin}/${cell.route}/${role}`;
+  const id = `${cell.route}-${role}`;
+  if (cell.kind === "bedrock") {
+    return {
+      id,
+      kind: "bedrock",
+      base_url: base,
+      region: "us-east-1",
+      access_key_env: "AWS_AK",
+      secret_key_env: "AWS_SK",
+    };
+  }
+  const versioned = cell.kind === "openai-chat" || cell.kind === "openai-responses";
+  return { id, kind: cell.kind, base_url: versioned ? `${base}/v1` : base };
+}
+
+function configOf(cells: Cell[], at: Addresses): ConfigInput {
+  const upstreams: ConfigInput["upstreams"] = [];
+  const routes: ConfigInput["routes"] = [];
+  for (const cell of cells) {
+    const roles: Role[] = cell.position === "only"
+      ? ["f"]
+      : cell.position === "first"
+      ? ["f", "g"]
+      : ["p", "f"];
+    for (const role of roles) upstreams.push(upstreamOf(cell, { role, at }));
+    routes.push({
+      model: cell.route,
+      candidates: roles.map((role) => ({ upstream: `${cell.route}-${role}`, model: `m-${role}` })),
+    });
+  }
+  return {
+    failover: {
+      idle_timeout_secs: 30,
+      failures_to_pause: 1,
+      pause_secs: 600,
+      max_pause_secs: 600,
+      retries_per_candidate: 1,
+    },
+    upstreams,
+    routes,
+  };
+}
+
+/** The fake upstreams' answers: the fault for `f`, a good answer for `g`, a 401 for `p`. */
+function scriptFor(cell: Cell, role: Role): Script {
+  const wire = WIRES[cell.kind];
+  const serve = cell.behaviour.serve;
+  if (role === "p") return wire.error(401, "bad key");
+  if (role === "g") {
+    return cell.stream
+      ? {
+        headers: { "content-type": wire.streamType },
+        body: wire.stream(GOOD_TEXT).map((send) => ({ send })),
+      }
+      : {
+        headers: { "content-type": "application/json" },
+        body: [{ send: wire.whole(GOOD_TEXT) }],
+      };
+  }
+  if (typeof serve !== "function") throw new Error(`${label(cell)}: ${serve} reached the fake`);
+  return serve(wire, cell.fault.text ?? FAULT_TEXT);
+}
+
+/** A server that takes each connection and closes it before any answer. */
+function startResetServer(): { url: string; close(): void } {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  (async () => {
+    for await (const conn of listener) {
+      conn.read(new Uint8Array(4096)).catch(() => null).finally(() => conn.close());
+    }
+  })().catch(() => {});
+  return { url: `http://127.0.0.1:${listener.addr.port}`, close: () => listener.close() };
+}
+
+function refusedUrl(): string {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr;
+  listener.close();
+  return `http://127.0.0.1:${port}`;
+}
+
+const CODE = /gw\.[a-z_]+\.[a-z_]+/;
+
+async function runCell(
+  cell: Cell,
+  opts: { gw: TestGateway; calls: Map<string, Call[]> },
+): Promise<string[]> {
+  const { gw } = opts;
+  const want = expected(cell);
+  const problems: string[] = [];
+  const check = (ok: boolean, what: string) => ok || problems.push(what);
+  const id = `fm-${cell.client.name}-${cell.stream ? "s" : "w"}-${cell.n}`;
+  const { path, body } = cell.client.request(cell.route, cell.stream);
+  const res = await fetch(`${gw.url}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-request-id": id },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  const b = cell.behaviour;
+  const source = b.effect === "reject" ? "client" : "upstream";
+  const inStream = !want.winner && res.status === 200;
+  check(
+    inStream ? want.inStream !== false : res.status === want.status,
+    `status ${res.status}, expected ${want.status}`,
+  );
+  if (want.winner || inStream) {
+    const seen: ClientView = cell.stream
+      ? cell.client.readStream(text)
+      : { starts: 1, text: cell.client.wholeText(JSON.parse(text)), end: "done", trailing: false };
+    check(seen.text === want.text, `client text ${JSON.stringify(seen.text.slice(0, 80))}`);
+    check(seen.starts <= 1, `${seen.starts} answer starts`);
+    check(!seen.trailing, "bytes after the end of the answer");
+    check(seen.end === (want.winner ? "done" : "error"), `stream ended ${seen.end}`);
+    if (inStream && b.code && b.effect !== "reject") {
+      check(seen.error?.match(CODE)?.[0] === b.code, `error event ${seen.error?.slice(0, 200)}`);
+    }
+  } else {
+    let parsed: Record<string, unknown> = {};
+    try {
+      parsed = JSON.parse(text);
+    } catch { /* checked below */ }
+    check(
+      parsed.error !== undefined,
+      `error body not in the client's format: ${text.slice(0, 200)}`,
+    );
+    check(
+      res.headers.get("x-pulsegate-error") === source,
+      `x-pulsegate-error ${res.headers.get("x-pulsegate-error")}`,
+    );
+    if (b.code && b.effect !== "reject") {
+      check(text.match(CODE)?.[0] === b.code, `error body ${text.slice(0, 200)}`);
+    }
+  }
+  const { request, attempts } = await gw.row(id);
+  check(
+    request.outcome === (want.winner ? "success" : "error"),
+    `request outcome ${request.outcome}`,
+  );
+  if (!want.winner) {
+    check(request.failureSource === source, `failure source ${request.failureSource}`);
+    check(
+      b.code ? request.errorCode === b.code : !!request.errorCode?.startsWith("gw.upstream."),
+      `request code ${request.errorCode}`,
+    );
+  } else {
+    check(request.upstream === `${cell.route}-${want.winner}`, `answered by ${request.upstream}`);
+    check((request.outputTokens ?? 0) > 0, `output tokens ${request.outputTokens}`);
+  }
+  const hops = attempts.map((a) => a.upstream.slice(cell.route.length + 1));
+  check(
+    hops.join(",") === want.hops.join(","),
+    `hops ${hops.join(",")}, expected ${want.hops.join(",")}`,
+  );
+  const fOutcome = b.effect === "ok" ? "success" : b.slow ? "idle_timeout" : "error";
+  for (const a of attempts) {
+    const role = a.upstream.slice(cell.route.length + 1);
+    const outcome = role === "f" ? fOutcome : role === "g" ? "success" : "error";
+    check(
+      a.outcome === outcome,
+      `hop ${a.hop} (${role}) outcome ${a.outcome}, expected ${outcome}`,
+    );
+  }
+  const paused = gw.cooldowns.isPaused(`${cell.route}-f`);
+  check(paused === want.paused, `cooldown of the faulty upstream: ${paused}`);
+  for (const role of ["f", "g", "p"] as const) {
+    const made = opts.calls.get(`${cell.route}/${role}`) ?? [];
+    const serve = role === "f" ? b.serve : null;
+    if (typeof serve === "string") continue;
+    const count = want.hops.filter((h) => h === role).length;
+    check(made.length === count, `${role} called ${made.length} times, expected ${count}`);
+    for (const call of made) {
+      const how = await Promise.race([call.closed, delay(5000).then(() => "still open")]);
+      check(how !== "still open", `${role}'s connection was left open`);
+    }
+  }
+  return problems.map((p) => `${label(cell)}: ${p}`);
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+async function pool<T, R>(items: T[], size: number, run: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = [];
+  let next = 0;
+  await Promise.all(Array.from({ length: size }, async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await run(items[i]!);
+    }
+  }));
+  return out;
+}
+
+for (const client of CLIENTS) {
+  for (const stream of [true, false]) {
+    if (client.streamOnly && !stream) continue;
+    const cells = cellsOf(client, stream);
+    Deno.test({
+      name: `fault matrix: ${client.name} client, ${
+        stream ? "streamed" : "whole"
+      } (${cells.length} cells)`,
+      sanitizeOps: false,
+      sanitizeResources: false,
+      async fn() {
+        const calls = new Map<string, Call[]>();
+        const byRoute = new Map(cells.map((c) => [c.route, c]));
+        const fake = startFakeUpstream({
+          fallback: (call) => {
+            const [, route, role] = call.path.split("/") as [string, string, Role];
+            const key = `${route}/${role}`;
+            calls.set(key, [...(calls.get(key) ?? []), call]);
+            if (Deno.env.get("FM_DEBUG")) {
+              const t0 = performance.now();
+              console.log("call", call.path, call.headers.get("content-length"));
+              call.closed.then((h) =>
+                console.log("closed", call.path, h, (performance.now() - t0).toFixed(0))
+              );
+            }
+            return scriptFor(byRoute.get(route)!, role);
+          },
+        });
+        const reset = startResetServer();
+        const at = { fake: fake.url, refused: refusedUrl(), reset: reset.url };
+        const gw = await startTestGateway(configOf(cells, at), {
+          scale: SCALE,
+          env: { AWS_AK: "AKIDEXAMPLE", AWS_SK: "secret" },
+        });
+        let last = performance.now();
+        let worst = 0;
+        const lag = setInterval(() => {
+          const now = performance.now();
+          worst = Math.max(worst, now - last - 10);
+          last = now;
+        }, 10);
+        try {
+          const problems = (await pool(cells, POOL, (cell) => runCell(cell, { gw, calls }))).flat();
+          clearInterval(lag);
+          console.log("worst lag", worst.toFixed(0));
+          for (let i = 0; i < 200 && gw.metrics.inflight !== 0; i++) await delay(10);
+          assert.equal(gw.metrics.inflight, 0, "pulsegate_inflight_requests after the matrix");
+          if (problems.length) {
+            await Deno.writeTextFile(`/tmp/fm-${client.name}-${stream}.txt`, problems.join("\n"));
+          }
+          assert.deepEqual(problems.slice(0, 40), [], `${problems.length} problems`);
+        } finally {
+          await gw.stop();
+          await fake.close();
+          reset.close();
+        }
+      },
+    });
+  }
+}
