@@ -8,7 +8,8 @@
 export type Step =
   | { send: string | Uint8Array }
   | { wait: number } // real milliseconds
-  | { hang: true }; // keep the connection open, send nothing, until cancelled
+  | { hang: true } // keep the connection open, send nothing, until cancelled
+  | { until: Promise<unknown> }; // send nothing until it settles: the test decides when
 
 export interface Script {
   status?: number;
@@ -101,6 +102,7 @@ function bodyStream(
           return;
         }
         if ("wait" in step) await sleep(step.wait);
+        else if ("until" in step) await step.until.catch(() => {});
         else if ("hang" in step) {
           while (!cancelled) await sleep(20);
           return;
