@@ -51,6 +51,8 @@ Deno.test("abort before headers: 499 aborted, upstream connection closed, upstre
       const pending = postJson(`${gw.url}/v1/chat/completions`, chat(false), {
         "x-request-id": id,
       });
+      // Registered is not yet sent: a loaded machine may take a while between the two.
+      await eventually(() => up.calls.length === i + 1);
       const control = await abortWhenLive(gw, id);
       assert.equal(control.status, 200);
       assert.deepEqual(await control.json(), { requests: [id] });

@@ -13,8 +13,8 @@ import { startFakeUpstream } from "./fake_upstreams/server.ts";
 
 // TEST_SCALE 0.01: idle timeout 300 ms, opening hold 150 ms, keep-alive every 150 ms.
 const failover = { idle_timeout_secs: 30 };
-// Where a test needs the hold to pass before an idle timeout: 600 ms is 4x the hold.
-const pastHold = { idle_timeout_secs: 60 };
+// A 600 ms window: where the hold must pass before an idle timeout, 4x the hold.
+const wideWindow = { idle_timeout_secs: 60 };
 const good = { text: ["good ", "answer"], usage: { input: 5, output: 2 } };
 const messages = [{ role: "user", content: "hi" }];
 const chat = (stream: boolean) => ({ model: "smart", stream, messages });
@@ -139,7 +139,7 @@ Deno.test("after early headers, an in-stream error fails over cleanly", async ()
 Deno.test("a last upstream's 400 after early headers is told in the stream", async () => {
   const a = startFakeUpstream({ fallback: () => silentAfterHeaders });
   const b = startFakeUpstream({ fallback: () => chatError(400, "messages too long") });
-  const gw = await startTestGateway(chatRoute([a.url, b.url], { failover: pastHold }));
+  const gw = await startTestGateway(chatRoute([a.url, b.url], { failover: wideWindow }));
   try {
     const res = await postJson(`${gw.url}/v1/chat/completions`, chat(true));
     assert.equal(res.status, 200);
@@ -238,9 +238,13 @@ Deno.test("chat keep-alives alone still time out", async () => {
 
 Deno.test("a client slow to read a fast answer is not taken for upstream silence", async () => {
   // Big enough to fill the socket and the server's buffers, so writes to the client block.
+  // Built once, here: building 40 MB of chunks per call took the idle window's time on a
+  // loaded machine before the first byte, so the upstream was not fast at all.
   const big = "x".repeat(1024 * 1024);
-  const up = startFakeUpstream({ fallback: () => chatStream({ text: Array(40).fill(big) }) });
-  const gw = await startTestGateway(chatRoute([up.url], { failover }));
+  const answer = chatStream({ text: Array(40).fill(big) });
+  const up = startFakeUpstream({ fallback: () => answer });
+  // A 600 ms window: the fast upstream's 1 MB chunks come far inside it, even loaded.
+  const gw = await startTestGateway(chatRoute([up.url], { failover: wideWindow }));
   try {
     const res = await postJson(`${gw.url}/v1/chat/completions`, chat(true));
     const reader = res.body!.getReader();
@@ -252,9 +256,9 @@ Deno.test("a client slow to read a fast answer is not taken for upstream silence
       if (done) break;
       bytes += value.byteLength;
       // Far slower than the upstream at first, for more than two idle windows.
-      if (++reads <= 12) await new Promise((r) => setTimeout(r, 60));
+      if (++reads <= 12) await new Promise((r) => setTimeout(r, 110));
     }
-    assert.ok(Date.now() - started > 600, "the read took longer than two idle windows");
+    assert.ok(Date.now() - started > 1200, "the read took longer than two idle windows");
     assert.ok(bytes > 40 * 1024 * 1024, `all ${bytes} bytes arrived`);
     const { request } = await gw.row(res.headers.get("x-request-id")!);
     assert.equal(request.status, 200);

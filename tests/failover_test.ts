@@ -15,10 +15,10 @@ import { type FakeUpstream, startFakeUpstream } from "./fake_upstreams/server.ts
 import type { ConfigInput } from "../gateway/config/schema.ts";
 
 // With TEST_SCALE 0.01: idle timeout 30 s = 300 ms, opening hold 15 s = 150 ms, keep-alive
-// every 150 ms. Tests that race the hold against an idle timeout use `pastHold`: its 600 ms
-// window is 4x the hold, a margin a loaded machine cannot eat.
+// every 150 ms. Tests that race the hold against an idle timeout, or pace a stream under the
+// window, use `wideWindow`: 600 ms is 4x the hold and 6x a 100 ms gap.
 const failover = { idle_timeout_secs: 30, failures_to_pause: 3, retries_per_candidate: 1 };
-const pastHold = { ...failover, idle_timeout_secs: 60 };
+const wideWindow = { ...failover, idle_timeout_secs: 60 };
 const ask = (stream: boolean) => ({
   model: "smart",
   stream,
@@ -118,7 +118,7 @@ Deno.test("past the opening hold: keep-alives, clean failover, error event when 
     assert.match(text, /data: \{"error":/);
     assert.match(text, /gw\.upstream\.idle_timeout/);
     assert.equal((text.match(/: keep-alive/g) ?? []).length >= 2, true, "comments every 15 s");
-  }, { failover: pastHold });
+  }, { failover: wideWindow });
 });
 
 Deno.test("after the hold, failover continues with no byte from the abandoned upstream", async () => {
@@ -131,7 +131,7 @@ Deno.test("after the hold, failover continues with no byte from the abandoned up
     assert.match(text, /: keep-alive/);
     assert.match(text, /good /);
     assert.match(text, /\[DONE\]/);
-  }, { failover: pastHold });
+  }, { failover: wideWindow });
 });
 
 Deno.test("an upstream 504 is retried on the same candidate", async () => {
@@ -153,7 +153,7 @@ Deno.test("a slow but steady stream longer than the idle window is not cut", asy
     const text = await res.text();
     for (const p of pieces) assert.ok(text.includes(p), p);
     assert.doesNotMatch(text, /"error"/);
-  }, { failover: pastHold });
+  }, { failover: wideWindow });
 });
 
 Deno.test("reasoning counts as content; content then silence ends with an event and no pause", async () => {
