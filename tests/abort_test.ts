@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { ConfigInput } from "../gateway/config/schema.ts";
-import { chatRoute, postJson, startTestGateway, type TestGateway } from "./harness.ts";
+import { chatRoute, eventually, postJson, startTestGateway, type TestGateway } from "./harness.ts";
 import {
   chatStream,
   contentThenSilence,
@@ -17,12 +17,17 @@ const admin = { authorization: `Bearer ${ADMIN}` };
 
 async function withGateway(
   run: (gw: TestGateway, up: FakeUpstream) => Promise<void>,
-  opts: { config?: (url: string) => ConfigInput; env?: Record<string, string> } = {},
+  opts: {
+    config?: (url: string) => ConfigInput;
+    env?: Record<string, string>;
+    scale?: number;
+  } = {},
 ): Promise<void> {
   const up = startFakeUpstream();
   const config = opts.config?.(up.url) ?? chatRoute([up.url], { failover });
   const gw = await startTestGateway(config, {
     env: { PULSEGATE_ADMIN_TOKEN: ADMIN, ...opts.env },
+    scale: opts.scale,
   });
   try {
     await run(gw, up);
@@ -34,7 +39,7 @@ async function withGateway(
 
 /** Aborts once the request is live, answering the control endpoint's response. */
 async function abortWhenLive(gw: TestGateway, id: string): Promise<Response> {
-  for (let i = 0; i < 200 && !gw.registry.has(id); i++) await new Promise((r) => setTimeout(r, 5));
+  await eventually(() => gw.registry.has(id));
   return await fetch(`${gw.url}/request/${id}/abort`, { method: "POST", headers: admin });
 }
 
@@ -46,6 +51,8 @@ Deno.test("abort before headers: 499 aborted, upstream connection closed, upstre
       const pending = postJson(`${gw.url}/v1/chat/completions`, chat(false), {
         "x-request-id": id,
       });
+      // Registered is not yet sent: a loaded machine may take a while between the two.
+      await eventually(() => up.calls.length === i + 1);
       const control = await abortWhenLive(gw, id);
       assert.equal(control.status, 200);
       assert.deepEqual(await control.json(), { requests: [id] });
@@ -74,15 +81,11 @@ Deno.test("abort during the opening hold and while waiting for a slot", async ()
     const holding = postJson(`${gw.url}/v1/chat/completions`, chat(true), {
       "x-request-id": "hold",
     });
-    for (let i = 0; i < 100 && gw.registry.get("hold")?.state !== "holding"; i++) {
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    await eventually(() => gw.registry.get("hold")?.state === "holding");
     const waiting = postJson(`${gw.url}/v1/chat/completions`, chat(true), {
       "x-request-id": "wait",
     });
-    for (let i = 0; i < 100 && gw.registry.get("wait")?.state !== "waiting_for_slot"; i++) {
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    await eventually(() => gw.registry.get("wait")?.state === "waiting_for_slot");
     assert.equal(gw.registry.get("wait")?.state, "waiting_for_slot");
     assert.equal((await abortWhenLive(gw, "wait")).status, 200);
     const w = await waiting;
@@ -91,11 +94,14 @@ Deno.test("abort during the opening hold and while waiting for a slot", async ()
     assert.equal(up.calls.length, 1, "the slot waiter never reached the upstream");
     assert.equal((await abortWhenLive(gw, "hold")).status, 200);
     const h = await holding;
-    assert.equal(h.status, 499, "aborted inside the 150 ms hold");
+    assert.equal(h.status, 499, "aborted inside the 1.5 s hold");
     assert.equal(h.headers.get("x-pulsegate-error"), "aborted");
     await h.body?.cancel();
     assert.equal(gw.slots.inFlight("up1"), 0);
   }, {
+    // Everything above happens inside the opening hold: at scale 0.1 it lasts 1.5 s, many
+    // times what these steps take even on a loaded machine (at 0.01 it was 150 ms).
+    scale: 0.1,
     config: (url) => ({
       failover: { ...failover, slot_wait_secs: 300 },
       upstreams: [{ id: "up1", kind: "openai-chat", base_url: url, max_in_flight: 1 }],
@@ -160,9 +166,7 @@ Deno.test("a session abort stops every request of that session and nothing else"
     const a = send("s1-a", "s1");
     const b = send("s1-b", "s1");
     const c = send("s2-c", "s2");
-    for (let i = 0; i < 200 && gw.registry.size < 3; i++) {
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    await eventually(() => gw.registry.size === 3);
     const control = await fetch(`${gw.url}/sessions/s1/abort`, { method: "POST", headers: admin });
     assert.equal(control.status, 200);
     assert.deepEqual((await control.json()).requests.sort(), ["s1-a", "s1-b"]);
@@ -202,9 +206,7 @@ Deno.test("abort of a finished or unknown id is 404; without a token, or with an
       "x-request-id": "owned",
       authorization: "Bearer key-a",
     });
-    for (let i = 0; i < 200 && !gw.registry.has("owned"); i++) {
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    await eventually(() => gw.registry.has("owned"));
     const anonymous = await fetch(`${gw.url}/request/owned/abort`, { method: "POST" });
     assert.equal(anonymous.status, 401);
     await anonymous.body?.cancel();
@@ -235,9 +237,7 @@ Deno.test("a client-named request id that is already live answers 409", async ()
   await withGateway(async (gw, up) => {
     up.setHandler(() => headersNever);
     const first = postJson(`${gw.url}/v1/chat/completions`, chat(false), { "x-request-id": "dup" });
-    for (let i = 0; i < 200 && !gw.registry.has("dup"); i++) {
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    await eventually(() => gw.registry.has("dup"));
     const second = await postJson(`${gw.url}/v1/chat/completions`, chat(false), {
       "x-request-id": "dup",
     });

@@ -265,9 +265,10 @@ test({
               await gw.row(id);
             }
             // up1 is paused by now: this one runs on up2, a slow steady stream that stays live
-            // for the overview (content every 100 ms never lets the idle timer fire).
-            const ticks = Array.from({ length: 300 }, () => "tick ");
-            b!.enqueue(chatStream({ text: ["partial ", ...ticks] }, { gap: 100 }));
+            // for the overview (30 s of content every 50 ms, 24x under the 1.2 s window: a
+            // loaded machine running Chromium stalls for far less than that).
+            const ticks = Array.from({ length: 600 }, () => "tick ");
+            b!.enqueue(chatStream({ text: ["partial ", ...ticks] }, { gap: 50 }));
             await streamingRequest(gw, {
               "x-request-id": "still-running",
               "x-session-id": "chat-42",
@@ -319,7 +320,7 @@ test({
             config: (urls) =>
               chatRoute(urls, {
                 failover: {
-                  idle_timeout_secs: 30,
+                  idle_timeout_secs: 120,
                   retries_per_candidate: 0,
                   failures_to_pause: 2,
                   pause_secs: 3600,

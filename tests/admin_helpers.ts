@@ -6,6 +6,8 @@ import type { LiveSnapshot } from "../admin/api_types.ts";
 import { createSseParser } from "../admin/client/sse_parser.ts";
 import { postJson, type TestGateway } from "./harness.ts";
 
+export { eventually } from "./harness.ts";
+
 export const ADMIN = "admin-secret";
 export const adminHeaders = { authorization: `Bearer ${ADMIN}` };
 
@@ -66,15 +68,6 @@ export async function dirWithStoredConfig(body: unknown): Promise<string> {
     db.close();
   }
   return dir;
-}
-
-/** Polls `check` every 10 ms until it answers true, for at most `ms`. */
-export async function eventually(check: () => boolean | Promise<boolean>, ms = 10_000) {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 /**

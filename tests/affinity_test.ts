@@ -1,9 +1,10 @@
 import assert from "node:assert/strict";
 import type { ConfigInput } from "../gateway/config/schema.ts";
-import { postJson, startTestGateway } from "./harness.ts";
+import { eventually, postJson, startTestGateway } from "./harness.ts";
 import {
   chatError,
   chatStream,
+  chatStreamHeld,
   chatWhole,
   silentAfterHeaders,
 } from "./fake_upstreams/openai_chat_script.ts";
@@ -13,9 +14,17 @@ import { startFakeUpstream } from "./fake_upstreams/server.ts";
 const messages = [{ role: "user", content: "hi" }];
 const good = { text: ["ok"], usage: { input: 1, output: 1 } };
 
-function twoUpstreams(urls: string[], models: [string, string]): ConfigInput {
+function twoUpstreams(
+  urls: string[],
+  opts: { models: [string, string]; idleSecs?: number },
+): ConfigInput {
+  const { models } = opts;
   return {
-    failover: { idle_timeout_secs: 30, failures_to_pause: 100, retries_per_candidate: 0 },
+    failover: {
+      idle_timeout_secs: opts.idleSecs ?? 30,
+      failures_to_pause: 100,
+      retries_per_candidate: 0,
+    },
     upstreams: urls.map((url, i) => ({
       id: `up${i + 1}`,
       kind: "openai-chat" as const,
@@ -28,22 +37,31 @@ function twoUpstreams(urls: string[], models: [string, string]): ConfigInput {
   };
 }
 
+// The busy stream stays live until the test releases it, so the second request always meets
+// it, however slow the machine; the long window (36 s) keeps the idle timer out of it.
+const held = { idleSecs: 3600 };
+
 Deno.test("among equal candidates the one with fewer live requests goes first", async () => {
-  const a = startFakeUpstream({ fallback: () => chatStream(good, { gap: 150 }) });
+  const release = Promise.withResolvers<void>();
+  const a = startFakeUpstream({ fallback: () => chatStreamHeld(good, release.promise) });
   const b = startFakeUpstream({ fallback: () => chatWhole(good) });
-  const gw = await startTestGateway(twoUpstreams([a.url, b.url], ["same", "same"]));
+  const gw = await startTestGateway(
+    twoUpstreams([a.url, b.url], { models: ["same", "same"], ...held }),
+  );
   try {
     const busy = postJson(`${gw.url}/v1/chat/completions`, {
       model: "smart",
       stream: true,
       messages,
     });
-    while (gw.slots.inFlight("up1") === 0) await new Promise((r) => setTimeout(r, 5));
+    await eventually(() => gw.slots.inFlight("up1") === 1);
     const res = await postJson(`${gw.url}/v1/chat/completions`, { model: "smart", messages });
     await res.text();
     assert.equal(b.calls.length, 1, "up2 had no live request, so it went first");
+    release.resolve();
     await (await busy).text();
   } finally {
+    release.resolve();
     await gw.stop();
     await a.close();
     await b.close();
@@ -51,26 +69,33 @@ Deno.test("among equal candidates the one with fewer live requests goes first", 
 });
 
 Deno.test("different models keep the operator's order whatever the load", async () => {
-  // Streamed asks get a slow stream, whole asks a quick answer, whatever the arrival order.
+  // Streamed asks get a held stream, whole asks a quick answer, whatever the arrival order.
+  const release = Promise.withResolvers<void>();
   const a = startFakeUpstream({
     fallback: (call) =>
-      (call.json as { stream?: boolean }).stream ? chatStream(good, { gap: 150 }) : chatWhole(good),
+      (call.json as { stream?: boolean }).stream
+        ? chatStreamHeld(good, release.promise)
+        : chatWhole(good),
   });
   const b = startFakeUpstream({ fallback: () => chatWhole(good) });
-  const gw = await startTestGateway(twoUpstreams([a.url, b.url], ["big", "small"]));
+  const gw = await startTestGateway(
+    twoUpstreams([a.url, b.url], { models: ["big", "small"], ...held }),
+  );
   try {
     const busy = postJson(`${gw.url}/v1/chat/completions`, {
       model: "smart",
       stream: true,
       messages,
     });
-    while (gw.slots.inFlight("up1") === 0) await new Promise((r) => setTimeout(r, 5));
+    await eventually(() => gw.slots.inFlight("up1") === 1);
     const res = await postJson(`${gw.url}/v1/chat/completions`, { model: "smart", messages });
     await res.text();
     assert.equal(b.calls.length, 0);
     assert.equal(a.calls.length, 2);
+    release.resolve();
     await (await busy).text();
   } finally {
+    release.resolve();
     await gw.stop();
     await a.close();
     await b.close();
@@ -80,7 +105,7 @@ Deno.test("different models keep the operator's order whatever the load", async 
 Deno.test("a session stays on its upstream, and an idle timeout drops that affinity", async () => {
   const a = startFakeUpstream();
   const b = startFakeUpstream();
-  const gw = await startTestGateway(twoUpstreams([a.url, b.url], ["m1", "m2"]));
+  const gw = await startTestGateway(twoUpstreams([a.url, b.url], { models: ["m1", "m2"] }));
   const ask = () =>
     postJson(`${gw.url}/v1/chat/completions`, { model: "smart", stream: true, messages }, {
       "x-session-id": "conv-1",

@@ -21,13 +21,15 @@ Deno.test({
         cwd: ROOT,
         stdout: "piped",
         stderr: "piped",
-        signal: AbortSignal.timeout(120_000),
+        signal: AbortSignal.timeout(240_000),
       }).output();
       const log = new TextDecoder().decode(run.stderr);
       assert.ok(run.success, `bench --quick failed:\n${log.slice(-3000)}`);
       const r = JSON.parse(await Deno.readTextFile(`${out}/bench/results.json`)) as BenchResults;
       assert.equal(r.profile, "quick");
-      assert.ok(r.seconds < 90, `the quick run took ${r.seconds} s`);
+      // ~35 s on an idle 2-core machine; the bound leaves a loaded one 3x that, and still tells a
+      // quick run from a full one (minutes).
+      assert.ok(r.seconds < 120, `the quick run took ${r.seconds} s`);
       assert.ok(r.machine.cpus >= 1 && r.machine.deno.length > 0);
 
       const lat = r.scenarios.addedLatency;

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import type { ConfigInput } from "../gateway/config/schema.ts";
 import { countRequests } from "../db/history_queries.ts";
-import { chatRoute, postJson, startTestGateway } from "./harness.ts";
+import { chatRoute, eventually, postJson, startTestGateway } from "./harness.ts";
 import {
   chatError,
   chatStream,
@@ -24,15 +24,17 @@ Deno.test("a non-streaming caller that times out is logged 499 once, with one at
   const gw = await startTestGateway(chatRoute([up.url], { failover: { idle_timeout_secs: 300 } }));
   try {
     const caller = new AbortController();
-    setTimeout(() => caller.abort(), 100);
-    await assert.rejects(
-      fetch(`${gw.url}/v1/chat/completions`, {
-        method: "POST",
-        body: JSON.stringify(chat(false)),
-        headers: { "x-request-id": "leaver" },
-        signal: caller.signal,
-      }),
-    );
+    const pending = fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      body: JSON.stringify(chat(false)),
+      headers: { "x-request-id": "leaver" },
+      signal: caller.signal,
+    });
+    // Leaves once the upstream has the request (not after a fixed 100 ms, which a loaded
+    // machine can spend before the request even gets there); the 3 s window is far off.
+    await eventually(() => up.calls.length === 1);
+    caller.abort();
+    await assert.rejects(pending);
     await settle(() => gw.metrics.inflight === 0);
     const { request, attempts } = await gw.row("leaver");
     assert.equal(request.status, 499);
@@ -88,8 +90,9 @@ Deno.test("a stream abandoned mid-body is logged 499 with the tokens it had bill
 });
 
 Deno.test("a caller who leaves during a retry backoff costs one failure charge, not two", async () => {
+  // Retry-After 10 s (the most the gateway waits out) is a 100 ms backoff at the test scale.
   const up = startFakeUpstream({
-    fallback: () => ({ ...chatError(503, "busy"), headers: { "retry-after": "5" } }),
+    fallback: () => ({ ...chatError(503, "busy"), headers: { "retry-after": "10" } }),
   });
   const gw = await startTestGateway(chatRoute([up.url]));
   try {
@@ -100,8 +103,8 @@ Deno.test("a caller who leaves during a retry backoff costs one failure charge, 
       headers: { "x-request-id": "backoff" },
       signal: caller.signal,
     });
-    await settle(() => up.calls.length === 1);
-    await new Promise((r) => setTimeout(r, 20)); // inside the 50 ms (scaled 5 s) backoff
+    // The failure is charged before the backoff starts: leave right after it, well inside it.
+    await eventually(() => gw.cooldowns.get("up1").consecutiveFailures === 1);
     caller.abort();
     await assert.rejects(pending);
     await settle(() => gw.metrics.inflight === 0);
@@ -111,7 +114,7 @@ Deno.test("a caller who leaves during a retry backoff costs one failure charge, 
     assert.equal(attempts[0]!.outcome, "error");
     assert.equal(gw.cooldowns.get("up1").consecutiveFailures, 1);
     assert.equal(gw.metrics.attempts.get({ upstream: "up1", outcome: "error" }), 1);
-    await new Promise((r) => setTimeout(r, 80));
+    await new Promise((r) => setTimeout(r, 300)); // 3x the backoff: a retry would have come
     assert.equal(up.calls.length, 1, "no retry after the caller left");
   } finally {
     await gw.stop();

@@ -7,10 +7,10 @@ import { responsesStreamChunks } from "./fake_upstreams/openai_responses_script.
 
 const config = (
   url: string,
-  kind: "openai-chat" | "anthropic" | "openai-responses" = "openai-chat",
+  opts: { kind?: "openai-chat" | "anthropic" | "openai-responses"; idleSecs?: number } = {},
 ) => ({
-  failover: { idle_timeout_secs: 30 },
-  upstreams: [{ id: "u", kind, base_url: url }],
+  failover: { idle_timeout_secs: opts.idleSecs ?? 30 },
+  upstreams: [{ id: "u", kind: opts.kind ?? "openai-chat", base_url: url }],
   routes: [{ model: "smart", candidates: [{ upstream: "u", model: "m" }] }],
 });
 
@@ -88,7 +88,7 @@ const PINGS: Array<[string, "anthropic" | "openai-responses", Script]> = [
 for (const [name, kind, script] of PINGS) {
   Deno.test(`${name} pings alone still time out`, async () => {
     const up = startFakeUpstream({ fallback: () => script });
-    const gw = await startTestGateway(config(up.url, kind));
+    const gw = await startTestGateway(config(up.url, { kind }));
     try {
       const res = await postJson(`${gw.url}/v1/chat/completions`, {
         model: "smart",
@@ -108,7 +108,8 @@ for (const [name, kind, script] of PINGS) {
 
 Deno.test("gemini SSE clients get the early headers without comments", async () => {
   const up = startFakeUpstream({ fallback: () => headersNever });
-  const gw = await startTestGateway(config(up.url));
+  // A 600 ms window: the 150 ms hold passes with a 4x margin before the timeout.
+  const gw = await startTestGateway(config(up.url, { idleSecs: 60 }));
   try {
     const res = await postJson(`${gw.url}/v1beta/models/smart:streamGenerateContent?alt=sse`, {
       contents: [{ role: "user", parts: [{ text: "hi" }] }],

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { ConfigInput } from "../gateway/config/schema.ts";
-import { chatRoute, postJson, startTestGateway } from "./harness.ts";
+import { chatRoute, eventually, postJson, startTestGateway } from "./harness.ts";
 import {
   chatError,
   chatStream,
@@ -13,6 +13,8 @@ import { startFakeUpstream } from "./fake_upstreams/server.ts";
 
 // TEST_SCALE 0.01: idle timeout 300 ms, opening hold 150 ms, keep-alive every 150 ms.
 const failover = { idle_timeout_secs: 30 };
+// A 600 ms window: where the hold must pass before an idle timeout, 4x the hold.
+const wideWindow = { idle_timeout_secs: 60 };
 const good = { text: ["good ", "answer"], usage: { input: 5, output: 2 } };
 const messages = [{ role: "user", content: "hi" }];
 const chat = (stream: boolean) => ({ model: "smart", stream, messages });
@@ -20,20 +22,22 @@ const chat = (stream: boolean) => ({ model: "smart", stream, messages });
 Deno.test("time waiting for a slot does not count towards the idle timeout", async () => {
   const up = startFakeUpstream();
   const config: ConfigInput = {
-    failover: { ...failover, slot_wait_secs: 30 },
+    // A 600 ms window, 300 s (3 s) of slot wait.
+    failover: { idle_timeout_secs: 60, slot_wait_secs: 300 },
     upstreams: [{ id: "up1", kind: "openai-chat", base_url: up.url, max_in_flight: 1 }],
     routes: [{ model: "smart", candidates: [{ upstream: "up1", model: "m" }] }],
   };
   const gw = await startTestGateway(config);
   try {
-    // A holds the only slot for ~240 ms (8 gaps); B then needs ~200 ms before its first content.
-    up.enqueue(chatStream({ text: ["a", "b", "c", "d", "e", "f"] }, { gap: 30 }));
-    up.enqueue({ ...chatStream(good), headerDelay: 200 });
+    // A holds the only slot for ~800 ms (8 gaps of 100 ms, each 6x under the window); B then
+    // needs 150 ms (4x under) before its first content.
+    up.enqueue(chatStream({ text: ["a", "b", "c", "d", "e", "f"] }, { gap: 100 }));
+    up.enqueue({ ...chatStream(good), headerDelay: 150 });
     const a = postJson(`${gw.url}/v1/chat/completions`, chat(true));
-    await new Promise((r) => setTimeout(r, 20));
+    await eventually(() => gw.slots.inFlight("up1") === 1);
     const b = await postJson(`${gw.url}/v1/chat/completions`, chat(true));
     const text = await b.text();
-    assert.match(text, /good /, "450 ms in total, but only 200 ms of it after sending");
+    assert.match(text, /good /, "950 ms in total, but only 150 ms of it after sending");
     await (await a).text();
     const { attempts } = await gw.row(b.headers.get("x-request-id")!);
     assert.equal(attempts.length, 1);
@@ -47,7 +51,8 @@ Deno.test("time waiting for a slot does not count towards the idle timeout", asy
 Deno.test("a slot given up on is free at once", async () => {
   const up = startFakeUpstream();
   const config: ConfigInput = {
-    failover: { ...failover, slot_wait_secs: 30 },
+    // B may wait 3 s for the slot A's 300 ms timeout frees: 10x.
+    failover: { ...failover, slot_wait_secs: 300 },
     upstreams: [{ id: "up1", kind: "openai-chat", base_url: up.url, max_in_flight: 1 }],
     routes: [{ model: "smart", candidates: [{ upstream: "up1", model: "m" }] }],
   };
@@ -56,7 +61,7 @@ Deno.test("a slot given up on is free at once", async () => {
     up.enqueue(silentAfterHeaders, chatStream(good));
     const started = Date.now();
     const a = postJson(`${gw.url}/v1/chat/completions`, chat(false));
-    await new Promise((r) => setTimeout(r, 20));
+    await eventually(() => gw.slots.inFlight("up1") === 1);
     const b = postJson(`${gw.url}/v1/chat/completions`, chat(true));
     const first = await a;
     const aEnded = Date.now();
@@ -103,13 +108,16 @@ Deno.test("whole answers are never answered early", async () => {
 Deno.test("after early headers, an in-stream error fails over cleanly", async () => {
   const a = startFakeUpstream();
   const b = startFakeUpstream({ fallback: () => chatStream(good) });
-  const gw = await startTestGateway(chatRoute([a.url, b.url], { failover }));
+  // The error comes 600 ms in: 4x the 150 ms hold, and a third of the 2 s window.
+  const gw = await startTestGateway(
+    chatRoute([a.url, b.url], { failover: { idle_timeout_secs: 200 } }),
+  );
   try {
     a.enqueue({
       headers: { "content-type": "text/event-stream" },
       body: [
         { send: ": ping\n\n" },
-        { wait: 200 },
+        { wait: 600 },
         { send: 'data: {"error":{"message":"overloaded mid-way","type":"server_error"}}\n\n' },
       ],
     });
@@ -131,7 +139,7 @@ Deno.test("after early headers, an in-stream error fails over cleanly", async ()
 Deno.test("a last upstream's 400 after early headers is told in the stream", async () => {
   const a = startFakeUpstream({ fallback: () => silentAfterHeaders });
   const b = startFakeUpstream({ fallback: () => chatError(400, "messages too long") });
-  const gw = await startTestGateway(chatRoute([a.url, b.url], { failover }));
+  const gw = await startTestGateway(chatRoute([a.url, b.url], { failover: wideWindow }));
   try {
     const res = await postJson(`${gw.url}/v1/chat/completions`, chat(true));
     assert.equal(res.status, 200);
@@ -230,9 +238,13 @@ Deno.test("chat keep-alives alone still time out", async () => {
 
 Deno.test("a client slow to read a fast answer is not taken for upstream silence", async () => {
   // Big enough to fill the socket and the server's buffers, so writes to the client block.
+  // Built once, here: building 40 MB of chunks per call took the idle window's time on a
+  // loaded machine before the first byte, so the upstream was not fast at all.
   const big = "x".repeat(1024 * 1024);
-  const up = startFakeUpstream({ fallback: () => chatStream({ text: Array(40).fill(big) }) });
-  const gw = await startTestGateway(chatRoute([up.url], { failover }));
+  const answer = chatStream({ text: Array(40).fill(big) });
+  const up = startFakeUpstream({ fallback: () => answer });
+  // A 600 ms window: the fast upstream's 1 MB chunks come far inside it, even loaded.
+  const gw = await startTestGateway(chatRoute([up.url], { failover: wideWindow }));
   try {
     const res = await postJson(`${gw.url}/v1/chat/completions`, chat(true));
     const reader = res.body!.getReader();
@@ -244,9 +256,9 @@ Deno.test("a client slow to read a fast answer is not taken for upstream silence
       if (done) break;
       bytes += value.byteLength;
       // Far slower than the upstream at first, for more than two idle windows.
-      if (++reads <= 12) await new Promise((r) => setTimeout(r, 60));
+      if (++reads <= 12) await new Promise((r) => setTimeout(r, 110));
     }
-    assert.ok(Date.now() - started > 600, "the read took longer than two idle windows");
+    assert.ok(Date.now() - started > 1200, "the read took longer than two idle windows");
     assert.ok(bytes > 40 * 1024 * 1024, `all ${bytes} bytes arrived`);
     const { request } = await gw.row(res.headers.get("x-request-id")!);
     assert.equal(request.status, 200);

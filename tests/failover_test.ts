@@ -3,6 +3,7 @@ import { chatRoute, postJson, startTestGateway, type TestGateway } from "./harne
 import {
   chatError,
   chatStream,
+  chatStreamHeld,
   chatWhole,
   contentThenSilence,
   headersNever,
@@ -13,8 +14,11 @@ import {
 import { type FakeUpstream, startFakeUpstream } from "./fake_upstreams/server.ts";
 import type { ConfigInput } from "../gateway/config/schema.ts";
 
-// With TEST_SCALE 0.01: idle timeout 30 s = 300 ms, opening hold 15 s = 150 ms.
+// With TEST_SCALE 0.01: idle timeout 30 s = 300 ms, opening hold 15 s = 150 ms, keep-alive
+// every 150 ms. Tests that race the hold against an idle timeout, or pace a stream under the
+// window, use `wideWindow`: 600 ms is 4x the hold and 6x a 100 ms gap.
 const failover = { idle_timeout_secs: 30, failures_to_pause: 3, retries_per_candidate: 1 };
+const wideWindow = { ...failover, idle_timeout_secs: 60 };
 const ask = (stream: boolean) => ({
   model: "smart",
   stream,
@@ -71,7 +75,7 @@ Deno.test("200 then silence: the next candidate answers; three timeouts pause th
       metrics,
       /pulsegate_idle_timeouts_total\{upstream="up1",phase="before_content"\} 3/,
     );
-  });
+  }, { failover: { ...failover, pause_secs: 600 } }); // 6 s: outlasts the checks on any machine
 });
 
 Deno.test("headers that never come time out the same way, and are not retried", async () => {
@@ -114,7 +118,7 @@ Deno.test("past the opening hold: keep-alives, clean failover, error event when 
     assert.match(text, /data: \{"error":/);
     assert.match(text, /gw\.upstream\.idle_timeout/);
     assert.equal((text.match(/: keep-alive/g) ?? []).length >= 2, true, "comments every 15 s");
-  });
+  }, { failover: wideWindow });
 });
 
 Deno.test("after the hold, failover continues with no byte from the abandoned upstream", async () => {
@@ -127,7 +131,7 @@ Deno.test("after the hold, failover continues with no byte from the abandoned up
     assert.match(text, /: keep-alive/);
     assert.match(text, /good /);
     assert.match(text, /\[DONE\]/);
-  });
+  }, { failover: wideWindow });
 });
 
 Deno.test("an upstream 504 is retried on the same candidate", async () => {
@@ -143,19 +147,21 @@ Deno.test("an upstream 504 is retried on the same candidate", async () => {
 Deno.test("a slow but steady stream longer than the idle window is not cut", async () => {
   await withGateway(1, async (gw, [a]) => {
     const pieces = Array.from({ length: 12 }, (_, i) => `p${i} `);
-    a!.enqueue(chatStream({ text: pieces }, { gap: 120 })); // ~1.5 s, window 300 ms
+    // Gaps of 100 ms under a 600 ms window (6x); the whole stream lasts 1.5 s, 2.5 windows.
+    a!.enqueue(chatStream({ text: pieces }, { gap: 100 }));
     const res = await postJson(`${gw.url}/v1/chat/completions`, ask(true));
     const text = await res.text();
     for (const p of pieces) assert.ok(text.includes(p), p);
     assert.doesNotMatch(text, /"error"/);
-  });
+  }, { failover: wideWindow });
 });
 
 Deno.test("reasoning counts as content; content then silence ends with an event and no pause", async () => {
   await withGateway(1, async (gw, [a]) => {
-    a!.enqueue({
-      ...chatStream({ reasoning: ["thinking..."], text: ["done"] }, { gap: 200 }),
-    });
+    // Reasoning every 100 ms under the 300 ms window (3x), 700 ms before the text: were
+    // reasoning not content, the window would close twice over before "done".
+    const reasoning = Array.from({ length: 6 }, (_, i) => `thinking ${i}... `);
+    a!.enqueue(chatStream({ reasoning, text: ["done"] }, { gap: 100 }));
     const ok = await postJson(`${gw.url}/v1/chat/completions`, ask(true));
     assert.match(await ok.text(), /done/);
     a!.setHandler(() => contentThenSilence("partial"));
@@ -174,7 +180,8 @@ Deno.test("reasoning counts as content; content then silence ends with an event 
 Deno.test("slots: a full upstream is skipped; every candidate full gives 429 with Retry-After", async () => {
   const ups = [startFakeUpstream(), startFakeUpstream()];
   const config: ConfigInput = {
-    failover: { ...failover, slot_wait_secs: 0 },
+    // The streams below stay live until released; the window must not end them first.
+    failover: { ...failover, idle_timeout_secs: 3600, slot_wait_secs: 0 },
     upstreams: ups.map((u, i) => ({
       id: `up${i + 1}`,
       kind: "openai-chat" as const,
@@ -187,8 +194,10 @@ Deno.test("slots: a full upstream is skipped; every candidate full gives 429 wit
     }],
   };
   const gw = await startTestGateway(config);
+  // Both slots stay taken until the test releases them, not for a stretch of real time.
+  const release = Promise.withResolvers<void>();
   try {
-    for (const u of ups) u.setHandler(() => chatStream(good, { gap: 100 }));
+    for (const u of ups) u.setHandler(() => chatStreamHeld(good, release.promise));
     const first = await postJson(`${gw.url}/v1/chat/completions`, ask(true));
     const second = await postJson(`${gw.url}/v1/chat/completions`, ask(true));
     assert.equal(ups[0]!.calls.length, 1);
@@ -197,10 +206,12 @@ Deno.test("slots: a full upstream is skipped; every candidate full gives 429 wit
     assert.equal(third.status, 429);
     assert.ok(Number(third.headers.get("retry-after")) >= 1);
     assert.equal((await third.json()).error.code, "gw.slots.full");
+    release.resolve();
     await first.text();
     await second.text();
     assert.equal(gw.slots.inFlight("up1") + gw.slots.inFlight("up2"), 0);
   } finally {
+    release.resolve();
     await gw.stop();
     for (const u of ups) await u.close();
   }

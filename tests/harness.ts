@@ -47,15 +47,17 @@ export async function startTestGateway(
     dir,
     stop: () => gw.shutdown(),
     async row(id) {
-      for (let i = 0; i < 100; i++) {
+      // A deadline, not a count: on a loaded machine each round may take far longer than 20 ms.
+      const deadline = Date.now() + 10_000;
+      for (;;) {
         await gw.writer.flush();
         const request = await getRequest(gw.db, id);
         if (request && request.state !== "open") {
           return { request, attempts: await listAttempts(gw.db, id) };
         }
+        if (Date.now() > deadline) throw new Error(`request ${id} was never recorded as ended`);
         await new Promise((r) => setTimeout(r, 20));
       }
-      throw new Error(`request ${id} was never recorded as ended`);
     },
     openai: (o = {}) =>
       new OpenAI({
@@ -96,4 +98,19 @@ export function postJson(
     headers: { "content-type": "application/json", ...headers },
     body: typeof body === "string" ? body : JSON.stringify(body),
   });
+}
+
+/**
+ * Polls `check` every 5 ms until it answers true; throws after `ms`. The deadline is generous
+ * for a loaded 2-core machine: a passing check returns at once, so it costs nothing.
+ */
+export async function eventually(
+  check: () => boolean | Promise<boolean>,
+  ms = 10_000,
+): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((r) => setTimeout(r, 5));
+  }
 }

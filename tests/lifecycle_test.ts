@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
+import { openDatabase } from "../db/client.ts";
 import { getRequest } from "../db/history_queries.ts";
-import { chatRoute, postJson, startTestGateway } from "./harness.ts";
-import { chatStream, headersNever } from "./fake_upstreams/openai_chat_script.ts";
+import { chatRoute, eventually, postJson, startTestGateway } from "./harness.ts";
+import { chatStreamHeld, headersNever } from "./fake_upstreams/openai_chat_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
 import { spawnGateway } from "./spawn_gateway.ts";
 
@@ -9,10 +10,15 @@ const messages = [{ role: "user", content: "hi" }];
 
 Deno.test("shutdown lets requests finish within the grace period and aborts the rest, recorded", async () => {
   const up = startFakeUpstream();
-  // Grace is 30 s, scaled to 300 ms: one answer takes ~150 ms, the other never comes.
+  // Grace is 30 s, scaled to 300 ms. One answer is held mid-stream until shutdown has begun and
+  // then ends at once, far inside the grace however loaded the machine; the other never comes.
   const gw = await startTestGateway(chatRoute([up.url], { failover: { idle_timeout_secs: 3600 } }));
+  const release = Promise.withResolvers<void>();
   try {
-    up.enqueue(chatStream({ text: ["slow ", "but ", "done"] }, { gap: 30 }), headersNever);
+    up.enqueue(
+      chatStreamHeld({ text: ["slow ", "but ", "done"] }, release.promise),
+      headersNever,
+    );
     const finishing = postJson(`${gw.url}/v1/chat/completions`, {
       model: "smart",
       stream: true,
@@ -21,11 +27,10 @@ Deno.test("shutdown lets requests finish within the grace period and aborts the 
     const stuck = postJson(`${gw.url}/v1/chat/completions`, { model: "smart", messages }, {
       "x-request-id": "stuck",
     });
-    for (let i = 0; i < 100 && gw.registry.size < 2; i++) {
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    await eventually(() => gw.registry.size === 2 && up.calls.length === 2);
     const started = Date.now();
     const stopping = gw.shutdown();
+    release.resolve();
     const res = await finishing;
     assert.match(
       await res.text(),
@@ -40,6 +45,7 @@ Deno.test("shutdown lets requests finish within the grace period and aborts the 
     const again = await fetch(`${gw.url}/healthz`).catch(() => null);
     assert.equal(again, null, "no longer accepting");
   } finally {
+    release.resolve();
     await gw.shutdown();
     await up.close();
   }
@@ -65,18 +71,23 @@ Deno.test("rows left open by a crash are closed as interrupted by the next start
   const pending = postJson(`${url}/v1/chat/completions`, { model: "smart", messages }, {
     "x-request-id": "crashed",
   }).catch(() => null);
-  while (up.calls.length === 0) await new Promise((r) => setTimeout(r, 5));
-  await new Promise((r) => setTimeout(r, 150)); // let the open row reach the database
+  await eventually(() => up.calls.length === 1);
+  // Kill only once the open row is in the database (WAL lets this second reader in), rather
+  // than after a fixed 150 ms that a loaded machine may need just to write it.
+  const reader = await openDatabase(`file:${dir}/pulsegate.db`);
+  try {
+    await eventually(async () => (await getRequest(reader, "crashed"))?.state === "open");
+  } finally {
+    reader.close();
+  }
   child.kill("SIGKILL");
   await child.status;
   await pending; // the connection died with the process
   const gw = await startTestGateway(undefined, { dir });
   try {
-    let row = await getRequest(gw.db, "crashed");
-    for (let i = 0; i < 100 && row?.state !== "interrupted"; i++) {
-      await new Promise((r) => setTimeout(r, 20));
-      row = await getRequest(gw.db, "crashed");
-    }
+    // The dead instance is stale after three missed heartbeats (300 ms scaled).
+    await eventually(async () => (await getRequest(gw.db, "crashed"))?.state === "interrupted");
+    const row = await getRequest(gw.db, "crashed");
     assert.equal(row?.state, "interrupted");
     assert.equal(row?.errorCode, "gw.gateway.interrupted");
   } finally {

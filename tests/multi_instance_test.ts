@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { chatRoute, postJson, startTestGateway, type TestGateway } from "./harness.ts";
+import { chatRoute, eventually, postJson, startTestGateway, type TestGateway } from "./harness.ts";
 import { headersNever } from "./fake_upstreams/openai_chat_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
 
@@ -24,11 +24,17 @@ Deno.test("two instances on one database: an abort at either reaches the owner",
   const up = startFakeUpstream({ fallback: () => headersNever });
   const dir = await Deno.makeTempDir({ prefix: "pulsegate-multi-" });
   const env = { PULSEGATE_ADMIN_TOKEN: "shared-admin" };
+  // Each instance takes the other for dead after three missed heartbeats. At scale 0.01 that
+  // is 300 ms, against beats 100 ms apart plus their unscaled database writes: a loaded
+  // machine stalls that long, and then the live owner's rows are closed as interrupted. At 0.1
+  // the beats are 1 s apart and a stall must last 3 s.
+  const scale = 0.1;
   const a = await startTestGateway(chatRoute([up.url], { failover: { idle_timeout_secs: 3600 } }), {
     dir,
     env,
+    scale,
   });
-  const b = await startTestGateway(undefined, { dir, env });
+  const b = await startTestGateway(undefined, { dir, env, scale });
   try {
     assert.ok(b.state.config, "the second instance runs the stored config");
     const one = postJson(`${a.url}/v1/chat/completions`, body, {
@@ -81,10 +87,8 @@ Deno.test("a pause decided by one instance reaches the other at its next heartbe
   try {
     assert.equal(b.cooldowns.isPaused("up1"), false);
     a.cooldowns.pauseFor("up1", 600);
-    // Heartbeat every 10 s, scaled to 100 ms.
-    for (let i = 0; i < 50 && !b.cooldowns.isPaused("up1"); i++) {
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    // Heartbeat every 10 s, scaled to 100 ms; the wait allows 100 of them.
+    await eventually(() => b.cooldowns.isPaused("up1"));
     assert.equal(b.cooldowns.isPaused("up1"), true);
   } finally {
     await a.stop();

@@ -62,6 +62,19 @@ export function chatStream(answer: ChatAnswer, opts: { gap?: number } = {}): Scr
   };
 }
 
+/**
+ * The role chunk and the first content at once, then nothing until `release` settles, then the
+ * rest: a stream that stays live exactly as long as the test needs, whatever the machine's load.
+ * Only the idle window bounds the silence, so give the test a long one.
+ */
+export function chatStreamHeld(answer: ChatAnswer, release: Promise<unknown>): Script {
+  const blocks = chatStreamBlocks(answer);
+  return {
+    headers: { "content-type": "text/event-stream" },
+    body: [...sseSteps(blocks.slice(0, 2)), { until: release }, ...sseSteps(blocks.slice(2))],
+  };
+}
+
 export function chatWholeBody(answer: ChatAnswer): string {
   const message: Record<string, unknown> = { role: "assistant", content: answer.text.join("") };
   if (answer.toolCall) {

@@ -9,7 +9,8 @@ export type Step =
   | { send: string | Uint8Array }
   | { wait: number } // real milliseconds
   | { hang: true } // keep the connection open, send nothing, until cancelled
-  | { reset: true }; // break the connection: the caller's read fails
+  | { reset: true } // break the connection: the caller's read fails
+  | { until: Promise<unknown> }; // send nothing until it settles: the test decides when
 
 export interface Script {
   status?: number;
@@ -104,6 +105,7 @@ function bodyStream(
           return;
         }
         if ("wait" in step) await sleep(step.wait);
+        else if ("until" in step) await step.until.catch(() => {});
         else if ("reset" in step) {
           controller.error(new Error("fake upstream reset the connection"));
           settle("ended");
