@@ -18,7 +18,11 @@ function readChatEvent(data: string | undefined): SseReading {
   if (data.trim() === "[DONE]") return { content: true, events: [] };
   const chunk = parseJson(data);
   if (isRecord(chunk) && chunk.error !== undefined) {
-    return { content: true, events: [], error: upstreamStatusError(500, { body: data }) };
+    return {
+      content: true,
+      events: [],
+      error: upstreamStatusError(500, { body: data, kind: "openai-chat" }),
+    };
   }
   const usage = isRecord(chunk) ? chatUsageToIr(chunk.usage) : undefined;
   const events = chatChunkEvents(chunk);
