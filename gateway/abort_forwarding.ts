@@ -1,6 +1,7 @@
 import type { Db } from "../db/client.ts";
 import { findRequestOwner, findSessionOwners, type Owner } from "../db/live_owners.ts";
 import type { Clock } from "./clock.ts";
+import { ERROR_CODE_HEADER } from "./gateway_error.ts";
 import { staleAfterMs } from "./instance_heartbeat.ts";
 
 /** Marks an abort already forwarded once, so two instances never bounce it. */
@@ -66,14 +67,10 @@ async function send(
     const res = await opts.deps.fetch(`${owner.url}${opts.path}`, { method: "POST", headers });
     return new Response(res.body, { status: res.status, headers: res.headers });
   } catch {
+    const code = "control.owner_unreachable";
     return Response.json(
-      {
-        error: {
-          code: "control.owner_unreachable",
-          message: `instance ${owner.instanceId} did not answer`,
-        },
-      },
-      { status: 502 },
+      { error: { code, message: `instance ${owner.instanceId} did not answer` } },
+      { status: 502, headers: { [ERROR_CODE_HEADER]: code } },
     );
   }
 }

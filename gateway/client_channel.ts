@@ -1,6 +1,7 @@
 import type { Clock } from "./clock.ts";
 import type { ClientCodec, ClientStreamEncoder, ClientStreamShape } from "./format.ts";
-import type { GatewayError } from "./gateway_error.ts";
+import { sameFormatAnswer } from "./error_vocab.ts";
+import { ERROR_CODE_HEADER, type GatewayError } from "./gateway_error.ts";
 
 /** Headers every answer carries; the request id is there from the first byte. */
 export function baseHeaders(requestId: string, extra: HeadersInit = {}): Headers {
@@ -9,20 +10,27 @@ export function baseHeaders(requestId: string, extra: HeadersInit = {}): Headers
   return headers;
 }
 
-/** The error response in the client's own format. */
+/**
+ * The error response in the client's own format; the gateway's code rides in
+ * `x-pulsegate-error-code`. An upstream's own 4xx reaches a client of the
+ * same format as it came: status, body and content type (SPEC §4).
+ */
 export function errorResponse(
   codec: ClientCodec,
   err: GatewayError,
   opts: { requestId: string },
 ): Response {
+  const answer = sameFormatAnswer(err, codec.format);
   const headers = baseHeaders(opts.requestId, {
-    "content-type": "application/json",
+    "content-type": answer?.contentType ?? "application/json",
     "x-pulsegate-error": err.source,
+    [ERROR_CODE_HEADER]: err.code,
   });
   if (err.retryAfterSecs !== undefined) {
     headers.set("retry-after", String(Math.max(1, Math.ceil(err.retryAfterSecs))));
   }
-  return new Response(JSON.stringify(codec.renderError(err)), { status: err.status, headers });
+  const body = answer?.text ?? JSON.stringify(codec.renderError(err));
+  return new Response(body, { status: err.status, headers });
 }
 
 /**

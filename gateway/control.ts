@@ -5,6 +5,7 @@ import { forwardRequestAbort, forwardSessionAbort, isForwarded } from "./abort_f
 import { findKey, presentedKey } from "./auth.ts";
 import type { LiveRequest } from "./live_request.ts";
 import type { ProxyDeps } from "./proxy.ts";
+import { ERROR_CODE_HEADER } from "./gateway_error.ts";
 import { abortedByOperator } from "./stop_reasons.ts";
 
 export interface ControlDeps extends ProxyDeps {
@@ -76,11 +77,14 @@ export function controlRoutes(deps: ControlDeps): Hono {
 
 function stoppedOrNotRunning(stopped: string[], opts: { code: string }): Response {
   if (stopped.length) return Response.json({ requests: stopped });
-  return Response.json({ error: { code: opts.code, message: "nothing is running" } }, {
-    status: 404,
-  });
+  return controlError(404, { code: opts.code, message: "nothing is running" });
 }
 
 function deny(status: number, message: string): Response {
-  return Response.json({ error: { code: "control.unauthorized", message } }, { status });
+  return controlError(status, { code: "control.unauthorized", message });
+}
+
+/** A control endpoint's error: its code in the body and, as on every error, in a header. */
+function controlError(status: number, error: { code: string; message: string }): Response {
+  return Response.json({ error }, { status, headers: { [ERROR_CODE_HEADER]: error.code } });
 }

@@ -45,8 +45,11 @@ export interface UpstreamAdapter {
   decodeStream(): ReadableWritablePair<UpstreamFrame, Uint8Array>;
   /** Parses a 200 whole body; throws GatewayError on a body it cannot read. */
   decodeWhole(body: string): IrResponse;
-  /** Reads an error status and body into the gateway's error. */
-  decodeError(status: number, body: string): GatewayError;
+  /**
+   * Reads an error status and body into the gateway's error; `headers` are
+   * the answer's (content type, Bedrock's exception name).
+   */
+  decodeError(status: number, body: string, opts?: { headers?: Headers }): GatewayError;
 }
 
 /** Writes one streamed answer in a client's format; stateful across events. */

@@ -1,4 +1,5 @@
 import type { FailureSource } from "../db/records.ts";
+import type { UpstreamKind } from "./format.ts";
 
 export type { FailureSource };
 
@@ -35,6 +36,15 @@ export type GatewayCode =
   | "control.request_not_running"
   | "control.session_not_running";
 
+/** Carries the gateway's code on every error response, next to `x-pulsegate-error` (SPEC §4). */
+export const ERROR_CODE_HEADER = "x-pulsegate-error-code";
+
+/** An upstream's error answer as it came, for a client of the same format (SPEC §4). */
+export interface UpstreamErrorAnswer {
+  text: string;
+  contentType: string;
+}
+
 export interface GatewayErrorInit {
   code: GatewayCode;
   source: FailureSource;
@@ -44,8 +54,15 @@ export interface GatewayErrorInit {
   /** Field name for a client error, rendered as OpenAI's `param`. */
   param?: string;
   retryAfterSecs?: number;
-  /** The upstream's own error type, kept so a passed-on 4xx keeps its meaning. */
+  /**
+   * The upstream's own error words, kept so a passed-on 4xx keeps its meaning:
+   * OpenAI `type` and `code`, Anthropic `type`, Gemini `status`, Bedrock
+   * exception name. `upstreamKind` says whose vocabulary they are in.
+   */
   upstreamType?: string;
+  upstreamCode?: string;
+  upstreamKind?: UpstreamKind;
+  upstreamAnswer?: UpstreamErrorAnswer;
   cause?: unknown;
 }
 
@@ -61,6 +78,9 @@ export class GatewayError extends Error {
   readonly param?: string;
   readonly retryAfterSecs?: number;
   readonly upstreamType?: string;
+  readonly upstreamCode?: string;
+  readonly upstreamKind?: UpstreamKind;
+  readonly upstreamAnswer?: UpstreamErrorAnswer;
 
   constructor(message: string, init: GatewayErrorInit) {
     super(message, { cause: init.cause });
@@ -72,6 +92,9 @@ export class GatewayError extends Error {
     this.param = init.param;
     this.retryAfterSecs = init.retryAfterSecs;
     this.upstreamType = init.upstreamType;
+    this.upstreamCode = init.upstreamCode;
+    this.upstreamKind = init.upstreamKind;
+    this.upstreamAnswer = init.upstreamAnswer;
   }
 
   /** The message a client reads: what happened, plus the chain of candidates. */
@@ -80,7 +103,12 @@ export class GatewayError extends Error {
   }
 
   withTried(tried: string[]): GatewayError {
-    return new GatewayError(this.message, { ...this.init(), tried });
+    return this.with({ tried });
+  }
+
+  /** The same error with some of its fields changed. */
+  with(changes: Partial<GatewayErrorInit>): GatewayError {
+    return new GatewayError(this.message, { ...this.init(), ...changes });
   }
 
   private init(): GatewayErrorInit {
@@ -92,6 +120,9 @@ export class GatewayError extends Error {
       param: this.param,
       retryAfterSecs: this.retryAfterSecs,
       upstreamType: this.upstreamType,
+      upstreamCode: this.upstreamCode,
+      upstreamKind: this.upstreamKind,
+      upstreamAnswer: this.upstreamAnswer,
       cause: this.cause,
     };
   }

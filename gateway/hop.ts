@@ -141,14 +141,8 @@ export class Hop {
     const body = await res.text();
     const { clock, cooldowns } = this.opts.deps;
     const retryAfter = retryAfterSecs(res.headers.get("retry-after"), clock.now());
-    const decoded = this.adapter.decodeError(res.status, body);
-    const error = retryAfter === undefined ? decoded : new GatewayError(decoded.message, {
-      code: decoded.code,
-      source: decoded.source,
-      status: decoded.status,
-      upstreamType: decoded.upstreamType,
-      retryAfterSecs: retryAfter,
-    });
+    const decoded = this.adapter.decodeError(res.status, body, { headers: res.headers });
+    const error = retryAfter === undefined ? decoded : decoded.with({ retryAfterSecs: retryAfter });
     if (error.source === "client") {
       this.end("error", error);
       return { kind: "stop", error };

@@ -1,49 +1,76 @@
-import { GatewayError } from "./gateway_error.ts";
+import type { UpstreamKind } from "./format.ts";
+import { GatewayError, type GatewayErrorInit } from "./gateway_error.ts";
 import { isRecord, parseJson } from "./json.ts";
 
 /** What a provider's error body says, as each format module reads it. */
 export interface UpstreamErrorBody {
   message: string;
+  /** OpenAI `type`, Anthropic `type`, Gemini `status` or Bedrock `__type`. */
   type?: string;
+  /** OpenAI's `code` (a string; Gemini's numeric `code` is only the HTTP status). */
+  code?: string;
+  /** The request field at fault: OpenAI `param`, or a Gemini BadRequest field violation. */
+  param?: string;
 }
 
 /**
- * Reads the common shapes of provider error bodies: `{error: {message, type}}`
- * (OpenAI, Anthropic, Gemini) and `{message}` (Bedrock).
+ * Reads the common shapes of provider error bodies: `{error: {message, type,
+ * code, param}}` (OpenAI), `{type: "error", error: {type, message}}`
+ * (Anthropic), `{error: {code, message, status, details}}` (Gemini) and
+ * `{message}` (Bedrock).
  */
 export function readErrorBody(text: string): UpstreamErrorBody | undefined {
   const body = parseJson(text);
   if (!isRecord(body)) return undefined;
   const inner = isRecord(body.error) ? body.error : body;
-  const message = typeof inner.message === "string" ? inner.message : undefined;
+  const message = stringOf(inner.message);
   if (message === undefined) return undefined;
-  const type = typeof inner.type === "string"
-    ? inner.type
-    : typeof inner.status === "string"
-    ? inner.status
-    : typeof body.__type === "string"
-    ? body.__type
-    : undefined;
-  return { message, type };
+  const type = stringOf(inner.type) ?? stringOf(inner.status) ?? stringOf(body.__type);
+  const param = stringOf(inner.param) ?? violatedField(inner.details);
+  return { message, type, code: stringOf(inner.code), param };
+}
+
+/** The first field a google.rpc.BadRequest detail names. */
+function violatedField(details: unknown): string | undefined {
+  if (!Array.isArray(details)) return undefined;
+  for (const detail of details) {
+    const violations = isRecord(detail) ? detail.fieldViolations : undefined;
+    const first = Array.isArray(violations) ? violations[0] : undefined;
+    const field = isRecord(first) ? stringOf(first.field) : undefined;
+    if (field) return field;
+  }
+  return undefined;
+}
+
+function stringOf(value: unknown): string | undefined {
+  return typeof value === "string" ? value : undefined;
 }
 
 /**
  * Turns an upstream's error status into the gateway's error, deciding whose
  * fault it is: 401/403 is our credential, 429 and 5xx are the upstream's,
- * any other 4xx is the caller's and is passed on with its status.
+ * any other 4xx is the caller's and is passed on with its status. `kind`
+ * names the vocabulary of the body's words; `headers`, given for an HTTP
+ * error answer (not an error inside a stream), keeps that answer so a client
+ * of the same format gets it unchanged.
  */
 export function upstreamStatusError(
   status: number,
-  opts: { body?: string; retryAfterSecs?: number } = {},
+  opts: { body?: string; retryAfterSecs?: number; kind?: UpstreamKind; headers?: Headers } = {},
 ): GatewayError {
   const parsed = opts.body === undefined ? undefined : readErrorBody(opts.body);
   const detail = parsed?.message ?? (opts.body?.trim().slice(0, 200) || `HTTP ${status}`);
+  const words: Partial<GatewayErrorInit> = {
+    upstreamType: parsed?.type,
+    upstreamCode: parsed?.code,
+    upstreamKind: opts.kind,
+  };
   if (status === 401 || status === 403) {
     return new GatewayError(`upstream refused the gateway's credentials: ${detail}`, {
       code: "gw.upstream.credentials",
       source: "upstream",
       status: 502,
-      upstreamType: parsed?.type,
+      ...words,
     });
   }
   if (status === 429) {
@@ -52,22 +79,30 @@ export function upstreamStatusError(
       source: "upstream",
       status: 429,
       retryAfterSecs: opts.retryAfterSecs,
-      upstreamType: parsed?.type,
+      ...words,
     });
   }
   if (status >= 400 && status < 500 && status !== 408) {
+    const answer = opts.headers && opts.body !== undefined
+      ? {
+        text: opts.body,
+        contentType: opts.headers.get("content-type") ?? "application/json",
+      }
+      : undefined;
     return new GatewayError(detail, {
       code: "gw.upstream.rejected",
       source: "client",
       status,
-      upstreamType: parsed?.type,
+      param: parsed?.param,
+      upstreamAnswer: answer,
+      ...words,
     });
   }
   return new GatewayError(`upstream error ${status}: ${detail}`, {
     code: "gw.upstream.error",
     source: "upstream",
     status: 502,
-    upstreamType: parsed?.type,
+    ...words,
   });
 }
 

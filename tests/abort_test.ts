@@ -59,6 +59,7 @@ Deno.test("abort before headers: 499 aborted, upstream connection closed, upstre
       const res = await pending;
       assert.equal(res.status, 499);
       assert.equal(res.headers.get("x-pulsegate-error"), "aborted");
+      assert.equal(res.headers.get("x-pulsegate-error-code"), "gw.request.aborted");
       assert.equal(res.headers.get("x-request-id"), id);
       assert.equal((await res.json()).error.code, "gw.request.aborted");
       assert.equal(await up.calls[i]!.closed, "cancelled");
@@ -193,6 +194,7 @@ Deno.test("abort of a finished or unknown id is 404; without a token, or with an
       headers: admin,
     });
     assert.equal(finished.status, 404);
+    assert.equal(finished.headers.get("x-pulsegate-error-code"), "control.request_not_running");
     assert.equal((await finished.json()).error.code, "control.request_not_running");
     const session = await fetch(`${gw.url}/sessions/none/abort`, {
       method: "POST",

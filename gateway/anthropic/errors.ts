@@ -1,60 +1,21 @@
+import { anthropicType, translatedWords } from "../error_vocab.ts";
 import type { GatewayError } from "../gateway_error.ts";
 import { isRecord, parseJson } from "../sse_frames.ts";
 import { upstreamStatusError } from "../upstream_error.ts";
 
 /**
- * Anthropic's documented error types by HTTP status. 499 has no Anthropic
- * equivalent: an abort or a departed caller is neither the caller's bad
- * request nor a rate limit, so it renders as the generic `api_error`, and
- * the `gw.*` code in `details.error_code` says which it was.
- */
-const typeByStatus: Record<number, string> = {
-  400: "invalid_request_error",
-  401: "authentication_error",
-  402: "billing_error",
-  403: "permission_error",
-  404: "not_found_error",
-  409: "conflict_error",
-  413: "request_too_large",
-  429: "rate_limit_error",
-  499: "api_error",
-  500: "api_error",
-  502: "api_error",
-  503: "overloaded_error",
-  504: "timeout_error",
-  529: "overloaded_error",
-};
-
-/** Types an Anthropic SDK knows; an upstream's type outside this set is re-derived from the status. */
-const knownTypes = new Set(Object.values(typeByStatus));
-
-/** Our timeouts are timeouts whatever status `timeout_status` gives them (SPEC §4). */
-const timeoutCodes = new Set([
-  "gw.upstream.idle_timeout",
-  "gw.upstream.idle_timeout_mid_stream",
-  "gw.upstream.deadline",
-]);
-
-export function anthropicErrorType(err: GatewayError): string {
-  if (timeoutCodes.has(err.code)) return "timeout_error";
-  if (err.source === "client" && err.upstreamType && knownTypes.has(err.upstreamType)) {
-    return err.upstreamType;
-  }
-  return typeByStatus[err.status] ?? (err.status >= 500 ? "api_error" : "invalid_request_error");
-}
-
-/**
  * The Anthropic error body. The gateway code rides in `error.details.error_code`,
  * which the official SDK surfaces as `APIError.errorCode` and older SDKs keep
- * in `APIError.error`; `message` stays the plain public message.
+ * in `APIError.error`; `message` stays the plain public message. A provider's
+ * error translated from another format keeps its own words in `details` too.
  */
 export function anthropicError(err: GatewayError): Record<string, unknown> {
   return {
     type: "error",
     error: {
-      type: anthropicErrorType(err),
+      type: anthropicType(err),
       message: err.publicMessage,
-      details: { error_code: err.code },
+      details: { error_code: err.code, ...translatedWords(err, "anthropic") },
     },
   };
 }
@@ -78,5 +39,5 @@ export function anthropicStreamError(data: string | undefined): GatewayError {
   const body = parseJson(data);
   const inner = isRecord(body) && isRecord(body.error) ? body.error : {};
   const status = typeof inner.type === "string" ? statusByType[inner.type] ?? 500 : 500;
-  return upstreamStatusError(status, { body: data ?? "" });
+  return upstreamStatusError(status, { body: data ?? "", kind: "anthropic" });
 }

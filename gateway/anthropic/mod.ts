@@ -44,5 +44,6 @@ export const anthropicUpstream: UpstreamAdapter = {
   },
   decodeStream: decodeAnthropicStream,
   decodeWhole: decodeAnthropicWhole,
-  decodeError: (status, body) => upstreamStatusError(status, { body }),
+  decodeError: (status, body, opts) =>
+    upstreamStatusError(status, { body, kind: "anthropic", headers: opts?.headers }),
 };

@@ -40,11 +40,15 @@ export function decodeBedrockError(
       source: "upstream",
       status: 502,
       upstreamType: type,
+      upstreamKind: "bedrock",
     });
   }
-  if (message === undefined) return upstreamStatusError(status, { body });
+  if (message === undefined) return upstreamStatusError(status, { body, kind: "bedrock" });
   // One shape for the shared classifier, whichever casing and header the exception came in.
-  return upstreamStatusError(status, { body: JSON.stringify({ message, __type: type }) });
+  return upstreamStatusError(status, {
+    body: JSON.stringify({ message, __type: type }),
+    kind: "bedrock",
+  });
 }
 
 /** An `:message-type: exception` frame: `:exception-type` names the member, e.g. throttlingException. */

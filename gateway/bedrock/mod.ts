@@ -17,7 +17,8 @@ export const bedrockUpstream: UpstreamAdapter = {
   buildRequest: buildBedrockRequest,
   decodeStream: decodeBedrockStream,
   decodeWhole: decodeBedrockWhole,
-  decodeError: (status, body) => decodeBedrockError(status, body),
+  decodeError: (status, body, opts) =>
+    decodeBedrockError(status, body, { errorType: opts?.headers?.get("x-amzn-errortype") }),
 };
 
 // Async so that a refusal or a missing key arrives as a rejection, like a failed fetch.

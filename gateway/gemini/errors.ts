@@ -1,51 +1,20 @@
+import { geminiStatusName, translatedWords } from "../error_vocab.ts";
 import type { GatewayError } from "../gateway_error.ts";
-
-/** google.rpc.Code names, by the HTTP status Google pairs them with. */
-const statusByHttp: Record<number, string> = {
-  400: "INVALID_ARGUMENT",
-  401: "UNAUTHENTICATED",
-  403: "PERMISSION_DENIED",
-  404: "NOT_FOUND",
-  409: "ALREADY_EXISTS",
-  413: "INVALID_ARGUMENT",
-  429: "RESOURCE_EXHAUSTED",
-  499: "CANCELLED",
-  500: "INTERNAL",
-  501: "UNIMPLEMENTED",
-  502: "UNAVAILABLE",
-  503: "UNAVAILABLE",
-  504: "DEADLINE_EXCEEDED",
-};
-
-const knownStatuses = new Set([
-  ...Object.values(statusByHttp),
-  "FAILED_PRECONDITION",
-  "OUT_OF_RANGE",
-  "ABORTED",
-  "DATA_LOSS",
-  "UNKNOWN",
-]);
-
-/** The google.rpc status string for an HTTP status. */
-export function geminiStatus(httpStatus: number): string {
-  return statusByHttp[httpStatus] ?? (httpStatus >= 500 ? "INTERNAL" : "FAILED_PRECONDITION");
-}
 
 /**
  * The Gemini error object. The gateway code rides in a google.rpc.ErrorInfo
  * detail (`reason`, domain "pulsegate"): that is where Google itself puts
  * machine-readable reasons, and the SDKs pass `details` through untouched.
+ * A provider's error translated from another format keeps its own words in
+ * that detail's metadata.
  */
 export function geminiError(err: GatewayError): { error: Record<string, unknown> } {
-  // A caller's error passed on from a Gemini upstream keeps the upstream's own status.
-  const status = err.source === "client" && err.upstreamType && knownStatuses.has(err.upstreamType)
-    ? err.upstreamType
-    : geminiStatus(err.status);
+  const status = geminiStatusName(err);
   const details: Record<string, unknown>[] = [{
     "@type": "type.googleapis.com/google.rpc.ErrorInfo",
     reason: err.code,
     domain: "pulsegate",
-    metadata: { source: err.source },
+    metadata: { source: err.source, ...translatedWords(err, "gemini") },
   }];
   if (err.param !== undefined) {
     details.push({

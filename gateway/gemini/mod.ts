@@ -45,5 +45,6 @@ export const geminiUpstream: UpstreamAdapter = {
   },
   decodeStream: decodeGeminiStream,
   decodeWhole: decodeGeminiWhole,
-  decodeError: (status, body) => upstreamStatusError(status, { body }),
+  decodeError: (status, body, opts) =>
+    upstreamStatusError(status, { body, kind: "gemini", headers: opts?.headers }),
 };

@@ -53,7 +53,7 @@ function readGeminiEvent(
 function streamError(error: unknown, data: string): GatewayError {
   const code = isRecord(error) ? numberOf(error.code) : undefined;
   const status = code !== undefined && code >= 400 && code < 600 ? code : 500;
-  return upstreamStatusError(status, { body: data });
+  return upstreamStatusError(status, { body: data, kind: "gemini" });
 }
 
 function chunkEvents(chunk: Record<string, unknown>, state: DecodeState): IrEvent[] {

@@ -38,5 +38,6 @@ export const chatUpstream: UpstreamAdapter = {
   },
   decodeStream: decodeChatStream,
   decodeWhole: decodeChatWhole,
-  decodeError: (status, body) => upstreamStatusError(status, { body }),
+  decodeError: (status, body, opts) =>
+    upstreamStatusError(status, { body, kind: "openai-chat", headers: opts?.headers }),
 };

@@ -18,7 +18,11 @@ function readChatEvent(data: string | undefined, chunk: unknown): SseReading {
   if (data === undefined) return { content: false, events: [] };
   if (data.trim() === "[DONE]") return { content: true, events: [], terminal: true };
   if (isRecord(chunk) && chunk.error !== undefined) {
-    return { content: true, events: [], error: upstreamStatusError(500, { body: data }) };
+    return {
+      content: true,
+      events: [],
+      error: upstreamStatusError(500, { body: data, kind: "openai-chat" }),
+    };
   }
   const usage = isRecord(chunk) ? chatUsageToIr(chunk.usage) : undefined;
   const events = chatChunkEvents(chunk);

@@ -38,5 +38,6 @@ export const responsesUpstream: UpstreamAdapter = {
   },
   decodeStream: decodeResponsesStream,
   decodeWhole: decodeResponsesWhole,
-  decodeError: (status, body) => upstreamStatusError(status, { body }),
+  decodeError: (status, body, opts) =>
+    upstreamStatusError(status, { body, kind: "openai-responses", headers: opts?.headers }),
 };

@@ -4,6 +4,7 @@ import { type IrEvent, type IrFinishReason, type IrUsage, mergeUsage } from "../
 import { isRecord } from "../json.ts";
 import { sseFrameStream, type SseReading } from "../sse_frames.ts";
 import { formatSse, type SseEvent } from "../sse_stream.ts";
+import { openAiError } from "../openai_chat/errors.ts";
 import { failedResponseError, responsesStreamFailure } from "./errors.ts";
 import { responsesEventIsContent } from "./pulse.ts";
 import {
@@ -248,17 +249,20 @@ class ResponsesStreamWriter implements ClientStreamEncoder {
    * we opened none, the bytes so far (if any) were the upstream's own, whose
    * response id we do not know: an `error` event comes first, which the SDK
    * raises as an APIError carrying the gateway code, then the
-   * `response.failed` SPEC §4 names.
+   * `response.failed` SPEC §4 names. The event has the published flat fields
+   * and the nested `error` object the SDK prefers, which also gives it a type.
    */
   error(err: GatewayError): Uint8Array {
     const error = failedResponseError(err);
     const out: string[] = [];
     if (!this.#started) {
+      const { error: detail } = openAiError(err);
       out.push(
         this.#event("error", {
           code: error.code,
           message: error.message,
           param: err.param ?? null,
+          error: detail,
         }),
       );
     }

@@ -115,6 +115,17 @@ export function chatError(status: number, message: string): Script {
   };
 }
 
+/**
+ * An OpenAI error body with its code and param, laid out as the API sends it
+ * (indented, trailing newline), so a byte-for-byte pass-through is visible.
+ */
+export function openAiErrorBody(
+  error: { message: string; type: string; param?: string | null; code?: string | null },
+): string {
+  const { message, type, param = null, code = null } = error;
+  return JSON.stringify({ error: { message, type, param, code } }, null, 4) + "\n";
+}
+
 /** Generic misbehaviours, valid for any SSE upstream. */
 export const silentAfterHeaders: Script = {
   headers: { "content-type": "text/event-stream" },

@@ -1,0 +1,512 @@
+/**
+ * An upstream's own 4xx keeps its meaning in every client format (SPEC §4):
+ * byte for byte when the client speaks the upstream's format, its type/code
+ * mapped into the client's words otherwise, and the gateway's code in
+ * `x-pulsegate-error-code`. Every client format against every provider error
+ * of the table, with the official SDKs as clients; then the same errors after
+ * early streaming headers, where they end the stream as its error event.
+ */
+import assert from "node:assert/strict";
+import OpenAI from "openai";
+import Anthropic from "@anthropic-ai/sdk";
+import { ApiError, GoogleGenAI } from "@google/genai";
+import type { ConfigInput } from "../gateway/config/schema.ts";
+import type { UpstreamKind } from "../gateway/format.ts";
+import { isRecord, parseJson } from "../gateway/sse_frames.ts";
+import { SseDecoderStream } from "../gateway/sse_stream.ts";
+import { postJson, startTestGateway, TEST_SCALE, type TestGateway } from "./harness.ts";
+import {
+  type Call,
+  type FakeUpstream,
+  type Script,
+  startFakeUpstream,
+} from "./fake_upstreams/server.ts";
+import { openAiErrorBody } from "./fake_upstreams/openai_chat_script.ts";
+import * as anthropicFake from "./fake_upstreams/anthropic_script.ts";
+import * as geminiFake from "./fake_upstreams/gemini_script.ts";
+import * as bedrockFake from "./fake_upstreams/bedrock_script.ts";
+import { OPENING_HOLD_MS } from "../gateway/stream_forward.ts";
+import { CLIENT_CODECS, UPSTREAM_ADAPTERS } from "../gateway/formats.ts";
+import { idleTimeout } from "../gateway/stop_reasons.ts";
+
+type Vocab = "openai" | "anthropic" | "gemini";
+type ClientFormat = "openai-chat" | "openai-responses" | "anthropic" | "gemini";
+
+/** What a client read: OpenAI type/code/param; Anthropic type; Gemini status (as `type`). */
+interface Words {
+  type: string | null;
+  code?: string | null;
+  param?: string | null;
+}
+
+interface ProviderError {
+  id: string;
+  /** The upstream kinds that answer with this error. */
+  kinds: UpstreamKind[];
+  message: string;
+  body: string;
+  headers: Record<string, string>;
+  /** What a client of each vocabulary must read. */
+  expect: Record<Vocab, Words>;
+}
+
+const INVALID = {
+  anthropic: { type: "invalid_request_error" },
+  gemini: { type: "INVALID_ARGUMENT" },
+};
+const REJECTED = "gw.upstream.rejected";
+
+const CONTEXT_MESSAGE = "This model's maximum context length is 128000 tokens. However, your " +
+  "messages resulted in 130412 tokens. Please reduce the length of the messages.";
+const POLICY_MESSAGE = "Your request was rejected as a result of our safety system.";
+const TOO_LONG_MESSAGE = "prompt is too long: 215000 tokens > 200000 maximum";
+const GEMINI_MESSAGE = "* GenerateContentRequest.generation_config.max_output_tokens: must be > 0";
+const BEDROCK_MESSAGE = "Malformed input request: #: extraneous key [foo] is not permitted";
+
+const ERRORS: ProviderError[] = [
+  {
+    id: "context-length",
+    kinds: ["openai-chat", "openai-responses"],
+    message: CONTEXT_MESSAGE,
+    body: openAiErrorBody({
+      message: CONTEXT_MESSAGE,
+      type: "invalid_request_error",
+      param: "messages",
+      code: "context_length_exceeded",
+    }),
+    headers: { "content-type": "application/json; charset=utf-8" },
+    expect: {
+      openai: { type: "invalid_request_error", code: "context_length_exceeded", param: "messages" },
+      ...INVALID,
+    },
+  },
+  {
+    id: "content-policy",
+    kinds: ["openai-chat", "openai-responses"],
+    message: POLICY_MESSAGE,
+    body: openAiErrorBody({
+      message: POLICY_MESSAGE,
+      type: "invalid_request_error",
+      code: "content_policy_violation",
+    }),
+    headers: { "content-type": "application/json; charset=utf-8" },
+    expect: {
+      openai: { type: "invalid_request_error", code: "content_policy_violation", param: null },
+      ...INVALID,
+    },
+  },
+  {
+    // Anthropic says "too long" only in the message; an OpenAI client still reads the code.
+    id: "prompt-too-long",
+    kinds: ["anthropic"],
+    message: TOO_LONG_MESSAGE,
+    body: anthropicFake.errorBody(400, TOO_LONG_MESSAGE),
+    headers: { "content-type": "application/json" },
+    expect: {
+      openai: { type: "invalid_request_error", code: "context_length_exceeded", param: null },
+      ...INVALID,
+    },
+  },
+  {
+    id: "invalid-argument",
+    kinds: ["gemini"],
+    message: GEMINI_MESSAGE,
+    body: geminiFake.errorBody(400, GEMINI_MESSAGE),
+    headers: { "content-type": "application/json; charset=UTF-8" },
+    // No provider code: the gateway's code stays in OpenAI's `code`.
+    expect: { openai: { type: "invalid_request_error", code: REJECTED, param: null }, ...INVALID },
+  },
+  {
+    // Bedrock names the exception only in a header.
+    id: "validation",
+    kinds: ["bedrock"],
+    message: BEDROCK_MESSAGE,
+    body: bedrockFake.errorBody(400, BEDROCK_MESSAGE),
+    headers: bedrockFake.errorHeaders(400),
+    expect: { openai: { type: "invalid_request_error", code: REJECTED, param: null }, ...INVALID },
+  },
+];
+
+const AWS = { AWS_AK: "AKIDEXAMPLE", AWS_SK: "test-secret" };
+
+/** Streamed calls get their error only after the opening hold sent 200 and the headers. */
+const LATE_MS = OPENING_HOLD_MS * TEST_SCALE * 4;
+
+const isStreamCall = (call: Call) =>
+  call.path.includes(":streamGenerateContent") || call.path.endsWith("/converse-stream") ||
+  (call.json as { stream?: boolean } | undefined)?.stream === true;
+
+function routeId(error: ProviderError, kind: UpstreamKind): string {
+  return `${error.id}.${kind}`;
+}
+
+/** One upstream and one route per provider error and kind that sends it. */
+function gatewayConfig(urls: Map<string, string>): ConfigInput {
+  const upstreams: ConfigInput["upstreams"] = [];
+  for (const error of ERRORS) {
+    for (const kind of error.kinds) {
+      const id = routeId(error, kind);
+      const base_url = urls.get(id)!;
+      upstreams.push(
+        kind === "bedrock"
+          ? {
+            id,
+            kind,
+            base_url,
+            region: "us-east-1",
+            access_key_env: "AWS_AK",
+            secret_key_env: "AWS_SK",
+          }
+          : { id, kind, base_url },
+      );
+    }
+  }
+  return {
+    upstreams,
+    routes: upstreams.map((u) => ({
+      model: u.id,
+      candidates: [{ upstream: u.id, model: "up-model" }],
+    })),
+  };
+}
+
+interface ClientCase {
+  vocab: Vocab;
+  /** The raw HTTP request, to see status, headers and bytes. */
+  fetch(gw: TestGateway, opts: { model: string; stream: boolean }): Promise<Response>;
+  /** The same request through the official SDK: what it threw, as words. */
+  sdk(gw: TestGateway, opts: { model: string; stream: boolean }): Promise<SdkOutcome>;
+}
+
+interface SdkOutcome {
+  words: Words;
+  /** HTTP status the SDK saw; undefined for an error met inside a stream. */
+  status: number | undefined;
+  /** Anthropic's `errorCode` (the gateway code in `details`). */
+  errorCode?: string | null;
+}
+
+async function thrownBy(run: () => Promise<unknown>): Promise<unknown> {
+  try {
+    await run();
+  } catch (err) {
+    return err;
+  }
+  throw new Error("the SDK call succeeded; an error was expected");
+}
+
+async function drain(iterable: AsyncIterable<unknown>): Promise<void> {
+  for await (const _ of iterable) { /* the error surfaces while iterating */ }
+}
+
+function openAiOutcome(err: unknown): SdkOutcome {
+  assert.ok(err instanceof OpenAI.APIError, String(err));
+  return {
+    status: err.status as number | undefined,
+    words: { type: err.type ?? null, code: err.code ?? null, param: err.param ?? null },
+  };
+}
+
+const CLIENTS: Record<ClientFormat, ClientCase> = {
+  "openai-chat": {
+    vocab: "openai",
+    fetch: (gw, { model, stream }) =>
+      postJson(`${gw.url}/v1/chat/completions`, {
+        model,
+        stream,
+        messages: [{ role: "user", content: "hi" }],
+      }),
+    sdk: async (gw, { model, stream }) => {
+      const body = { model, messages: [{ role: "user" as const, content: "hi" }] };
+      const chat = gw.openai().chat.completions;
+      return openAiOutcome(
+        await thrownBy(async () =>
+          stream ? drain(await chat.create({ ...body, stream: true })) : chat.create(body)
+        ),
+      );
+    },
+  },
+  "openai-responses": {
+    vocab: "openai",
+    fetch: (gw, { model, stream }) =>
+      postJson(`${gw.url}/v1/responses`, { model, stream, input: "hi" }),
+    sdk: async (gw, { model, stream }) => {
+      const responses = gw.openai().responses;
+      return openAiOutcome(
+        await thrownBy(async () =>
+          stream
+            ? drain(await responses.create({ model, input: "hi", stream: true }))
+            : responses.create({ model, input: "hi" })
+        ),
+      );
+    },
+  },
+  "anthropic": {
+    vocab: "anthropic",
+    fetch: (gw, { model, stream }) =>
+      postJson(`${gw.url}/v1/messages`, {
+        model,
+        stream,
+        max_tokens: 64,
+        messages: [{ role: "user", content: "hi" }],
+      }),
+    sdk: async (gw, { model, stream }) => {
+      const client = new Anthropic({ baseURL: gw.url, apiKey: "unused", maxRetries: 0 });
+      const body = {
+        model,
+        max_tokens: 64,
+        messages: [{ role: "user" as const, content: "hi" }],
+      };
+      const err = await thrownBy(async () =>
+        stream
+          ? drain(await client.messages.create({ ...body, stream: true }))
+          : client.messages.create(body)
+      );
+      assert.ok(err instanceof Anthropic.APIError, String(err));
+      return {
+        status: err.status as number | undefined,
+        words: { type: err.type },
+        errorCode: err.errorCode,
+      };
+    },
+  },
+  "gemini": {
+    vocab: "gemini",
+    fetch: (gw, { model, stream }) =>
+      postJson(
+        `${gw.url}/v1beta/models/${model}:${
+          stream ? "streamGenerateContent?alt=sse" : "generateContent"
+        }`,
+        { contents: [{ role: "user", parts: [{ text: "hi" }] }] },
+      ),
+    sdk: async (gw, { model, stream }) => {
+      const ai = new GoogleGenAI({
+        apiKey: "unused",
+        httpOptions: { baseUrl: gw.url, apiVersion: "v1beta" },
+      });
+      const request = { model, contents: "hi" };
+      const err = await thrownBy(async () =>
+        stream
+          ? drain(await ai.models.generateContentStream(request))
+          : ai.models.generateContent(request)
+      );
+      assert.ok(err instanceof ApiError, String(err));
+      // The SDK raises the error body (whole) or chunk (streamed) as JSON text in its message.
+      const status = /"status":"([A-Z_]+)"/.exec(err.message)?.[1] ?? null;
+      return { status: err.status, words: { type: status } };
+    },
+  },
+};
+
+/** The words of an error object in the client's vocabulary. */
+function wordsOf(vocab: Vocab, error: Record<string, unknown>): Words {
+  if (vocab === "openai") {
+    return {
+      type: error.type as string,
+      code: error.code as string | null,
+      param: error.param as string | null,
+    };
+  }
+  return { type: (vocab === "anthropic" ? error.type : error.status) as string };
+}
+
+/** The first error object a streamed answer carried (`{error: {...}}` in every format). */
+async function streamedError(res: Response): Promise<Record<string, unknown>> {
+  for await (const event of res.body!.pipeThrough(new SseDecoderStream())) {
+    const data = parseJson(event.data);
+    if (isRecord(data) && isRecord(data.error)) return data.error;
+  }
+  throw new Error("the stream ended without an error event");
+}
+
+const cases: Case[] = Object.entries(CLIENTS).flatMap(([format, client]) =>
+  ERRORS.flatMap((error) =>
+    error.kinds.map((kind) => ({ format: format as ClientFormat, client, error, kind }))
+  )
+);
+
+/** After early headers, per client: its own format and one other kind (Bedrock's once). */
+const LATE: Record<ClientFormat, [string, UpstreamKind][]> = {
+  "openai-chat": [["context-length", "openai-chat"], ["prompt-too-long", "anthropic"]],
+  "openai-responses": [["content-policy", "openai-responses"], ["invalid-argument", "gemini"]],
+  "anthropic": [["prompt-too-long", "anthropic"], ["context-length", "openai-chat"]],
+  "gemini": [["invalid-argument", "gemini"], ["validation", "bedrock"]],
+};
+
+const lateCases: Case[] = (Object.entries(LATE) as [ClientFormat, [string, UpstreamKind][]][])
+  .flatMap(([format, rows]) =>
+    rows.map(([id, kind]) => ({
+      format,
+      client: CLIENTS[format],
+      error: ERRORS.find((e) => e.id === id)!,
+      kind,
+    }))
+  );
+
+Deno.test("upstream 4xx errors keep the provider's meaning in every client format", async (t) => {
+  const upstreams = startUpstreams();
+  try {
+    const urls = new Map([...upstreams].map(([id, up]) => [id, up.url]));
+    const gw = await startTestGateway(gatewayConfig(urls), { env: AWS });
+    try {
+      for (const c of cases) await t.step(wholeName(c), () => wholeCase(gw, c));
+      for (const c of lateCases) await t.step(lateName(c), () => lateCase(gw, c));
+    } finally {
+      await gw.stop();
+    }
+  } finally {
+    for (const up of upstreams.values()) await up.close();
+  }
+});
+
+interface Case {
+  format: ClientFormat;
+  client: ClientCase;
+  error: ProviderError;
+  kind: UpstreamKind;
+}
+
+const wholeName = ({ format, error, kind }: Case) =>
+  `${format} client ← ${kind} ${error.id}${format === kind ? " (same format)" : ""}`;
+
+/** A whole answer: an HTTP error status in the client's format, or the upstream's own bytes. */
+async function wholeCase(gw: TestGateway, { format, client, error, kind }: Case): Promise<void> {
+  const same = format === kind;
+  const model = routeId(error, kind);
+  const expected = error.expect[client.vocab];
+  const res = await client.fetch(gw, { model, stream: false });
+  const text = await res.text();
+  assert.equal(res.status, 400, text);
+  assert.equal(res.headers.get("x-pulsegate-error"), "client");
+  assert.equal(res.headers.get("x-pulsegate-error-code"), REJECTED);
+  if (same) {
+    assert.equal(text, error.body);
+    assert.equal(res.headers.get("content-type"), error.headers["content-type"]);
+  } else {
+    assert.equal(res.headers.get("content-type"), "application/json");
+    const body = JSON.parse(text);
+    assert.deepEqual(wordsOf(client.vocab, body.error), expected);
+    assert.ok(body.error.message.startsWith(error.message), body.error.message);
+    if (client.vocab === "anthropic") assert.equal(body.error.details.error_code, REJECTED);
+    if (client.vocab === "gemini") {
+      assert.equal(body.error.code, 400);
+      assert.equal(body.error.details[0].reason, REJECTED);
+    }
+  }
+  const sdk = await client.sdk(gw, { model, stream: false });
+  assert.equal(sdk.status, 400);
+  assert.deepEqual(sdk.words, expected);
+  // Anthropic's own body has no gateway code; a translated one carries it in `details`.
+  if (client.vocab === "anthropic") assert.equal(sdk.errorCode, same ? null : REJECTED);
+}
+
+const lateName = ({ format, error, kind }: Case) =>
+  `${format} client ← ${kind} ${error.id}, after early streaming headers`;
+
+/** The error comes after the opening hold sent 200: it ends the stream as its error event. */
+async function lateCase(gw: TestGateway, { client, error, kind }: Case): Promise<void> {
+  const model = routeId(error, kind);
+  const expected = error.expect[client.vocab];
+  const res = await client.fetch(gw, { model, stream: true });
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get("content-type") ?? "", /^text\/event-stream/);
+  const streamed = await streamedError(res);
+  assert.deepEqual(wordsOf(client.vocab, streamed), expected);
+  assert.ok(String(streamed.message).startsWith(error.message), String(streamed.message));
+  const sdk = await client.sdk(gw, { model, stream: true });
+  // OpenAI and Anthropic SDKs raise an in-stream error without a status; Google's takes the
+  // error chunk's code.
+  assert.equal(sdk.status, client.vocab === "gemini" ? 400 : undefined);
+  assert.deepEqual(sdk.words, expected);
+}
+
+/** One fake upstream per provider error and kind; streamed calls are answered late. */
+function startUpstreams(): Map<string, FakeUpstream> {
+  const upstreams = new Map<string, FakeUpstream>();
+  for (const error of ERRORS) {
+    for (const kind of error.kinds) {
+      const answer: Script = { status: 400, headers: error.headers, body: [{ send: error.body }] };
+      upstreams.set(
+        routeId(error, kind),
+        startFakeUpstream({
+          fallback: (call) => (isStreamCall(call) ? { ...answer, headerDelay: LATE_MS } : answer),
+        }),
+      );
+    }
+  }
+  return upstreams;
+}
+
+// ---------------------------------------------------------------- the table's edges, unit
+
+/** Each client format's words for an error, read from its rendered body. */
+function rendered(err: Parameters<typeof CLIENT_CODECS.chat.renderError>[0]) {
+  const chat = CLIENT_CODECS.chat.renderError(err) as { error: Record<string, unknown> };
+  const anthropic = CLIENT_CODECS.anthropic.renderError(err) as { error: Record<string, unknown> };
+  const gemini = CLIENT_CODECS.gemini.renderError(err) as { error: Record<string, unknown> };
+  return {
+    openai: wordsOf("openai", chat.error),
+    anthropic: wordsOf("anthropic", anthropic.error),
+    gemini: wordsOf("gemini", gemini.error),
+    anthropicDetails: anthropic.error.details,
+  };
+}
+
+Deno.test("our own timeouts read as timeouts in every format, whatever timeout_status", () => {
+  const err = idleTimeout("a", { secs: 30, midStream: false, timeoutStatus: 503 });
+  const words = rendered(err);
+  assert.deepEqual(words.openai, { type: "timeout_error", code: err.code, param: null });
+  assert.deepEqual(words.anthropic, { type: "timeout_error" });
+  assert.deepEqual(words.gemini, { type: "DEADLINE_EXCEEDED" });
+});
+
+Deno.test("an upstream's words for a failure charged to it stay out of the caller's error", () => {
+  const rateLimited = UPSTREAM_ADAPTERS["openai-chat"].decodeError(
+    429,
+    openAiErrorBody({ message: "slow", type: "requests", code: "rate_limit_exceeded" }),
+  );
+  assert.deepEqual(rendered(rateLimited).openai, {
+    type: "rate_limit_error",
+    code: "gw.upstream.rate_limited",
+    param: null,
+  });
+  // Our credential refused: the caller's key is fine, so no authentication_error reaches it.
+  const refused = UPSTREAM_ADAPTERS.anthropic.decodeError(401, anthropicFake.errorBody(401, "no"));
+  const words = rendered(refused);
+  assert.deepEqual(words.openai, { type: "server_error", code: refused.code, param: null });
+  assert.deepEqual(words.anthropic, { type: "api_error" });
+  assert.deepEqual(words.gemini, { type: "UNAVAILABLE" });
+});
+
+Deno.test("a translated provider error keeps its own words in the formats' detail fields", () => {
+  const err = UPSTREAM_ADAPTERS["openai-chat"].decodeError(400, ERRORS[0]!.body);
+  assert.deepEqual(rendered(err).anthropicDetails, {
+    error_code: REJECTED,
+    upstream_type: "invalid_request_error",
+    upstream_code: "context_length_exceeded",
+  });
+  const gemini = CLIENT_CODECS.gemini.renderError(err) as {
+    error: { details: Record<string, unknown>[] };
+  };
+  assert.deepEqual(gemini.error.details[0]?.metadata, {
+    source: "client",
+    upstream_type: "invalid_request_error",
+    upstream_code: "context_length_exceeded",
+  });
+  // OpenAI's param becomes Google's field violation.
+  assert.equal(
+    (gemini.error.details[1]?.fieldViolations as { field: string }[])[0]?.field,
+    "messages",
+  );
+});
+
+Deno.test("Gemini statuses without an OpenAI code map by meaning, the gateway code kept", () => {
+  const body = JSON.stringify({
+    error: { code: 400, message: "billing is not enabled", status: "FAILED_PRECONDITION" },
+  });
+  const err = UPSTREAM_ADAPTERS.gemini.decodeError(400, body);
+  const words = rendered(err);
+  assert.deepEqual(words.openai, { type: "invalid_request_error", code: REJECTED, param: null });
+  assert.deepEqual(words.anthropic, { type: "invalid_request_error" });
+  assert.deepEqual(words.gemini, { type: "FAILED_PRECONDITION" });
+});
