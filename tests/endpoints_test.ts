@@ -140,6 +140,20 @@ Deno.test("count_tokens: a failing counter falls back to the estimate", async ()
   });
 });
 
+Deno.test("count_tokens: a counter that hangs is dropped after 10 s (scaled) for the estimate", async () => {
+  const upstream = counterUpstream(/count_tokens/, { headerDelay: "never" });
+  await withGateway("anthropic", upstream, async (gw) => {
+    const started = performance.now();
+    const { data, response } = await anthropic(gw).messages.countTokens(COUNT_PARAMS)
+      .withResponse();
+    // 10 s at TEST_SCALE is 100 ms; the bound leaves a loaded machine room.
+    assert.ok(performance.now() - started < 3_000);
+    assert.equal(data.input_tokens, COUNT_PARAMS_ESTIMATE);
+    assert.equal(response.headers.get("x-pulsegate-token-count"), "estimated");
+    assert.equal(await upstream.calls[0]?.closed, "cancelled", "the connection was closed");
+  });
+});
+
 Deno.test("count_tokens: a Gemini route is asked through its countTokens, translated", async () => {
   const upstream = counterUpstream(/:countTokens$/, json({ totalTokens: 77 }));
   await withGateway("gemini", upstream, async (gw) => {
