@@ -170,6 +170,7 @@ const BY_STATUS: Record<number, ErrorMeaning> = {
   429: "rate_limit",
   499: "cancelled",
   500: "server",
+  405: "unimplemented",
   501: "unimplemented",
   502: "bad_gateway",
   503: "unavailable",

@@ -25,6 +25,7 @@ export type GatewayCode =
   | "gw.client.unauthorized"
   | "gw.client.forbidden"
   | "gw.client.not_found"
+  | "gw.client.method_not_allowed"
   | "gw.client.duplicate_request_id"
   | "gw.client.unsupported"
   | "gw.slots.full"

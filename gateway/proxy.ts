@@ -1,5 +1,5 @@
 import type { AbortRegistry } from "./abort_registry.ts";
-import { findKey, presentedKey } from "./auth.ts";
+import { authorize, configInForce, routeFor } from "./admission.ts";
 import { errorResponse } from "./client_channel.ts";
 import type { Config } from "./config/schema.ts";
 import type { ClientCodec, ClientRequestContext } from "./format.ts";
@@ -136,23 +136,9 @@ async function begin(
   opts: { codec: ClientCodec; ctx: ClientRequestContext; deps: ProxyDeps; live: LiveRequest },
 ): Promise<Started | GatewayError> {
   const { deps, live } = opts;
-  const { config, safeModeReason, shuttingDown } = deps.state;
   try {
-    if (shuttingDown) {
-      throw new GatewayError("gateway is shutting down", {
-        code: "gw.gateway.shutting_down",
-        source: "gateway",
-        status: 503,
-      });
-    }
-    if (!config) {
-      throw new GatewayError(`gateway is in safe mode: ${safeModeReason ?? "no valid config"}`, {
-        code: "config.invalid",
-        source: "config",
-        status: 503,
-      });
-    }
-    const key = authorize(request, { config, deps });
+    const config = configInForce(deps.state);
+    const key = authorize(request, { config, loopback: deps.state.loopback, env: deps.env });
     live.record.keyId = key;
     const body = await readJsonBody(request, { signal: live.signal });
     if (!isRecord(body)) {
@@ -162,51 +148,10 @@ async function begin(
     live.record.route = ir.model;
     live.record.stream = ir.stream;
     live.record.sessionId ??= ir.sessionHint ?? null;
-    const route = config.routes.find((r) => r.model === ir.model && r.enabled);
-    if (!route) {
-      throw clientError(
-        `model '${ir.model}' is not a route of this gateway; GET /v1/models lists them`,
-        {
-          code: "gw.client.unknown_model",
-          status: 404,
-          param: "model",
-        },
-      );
-    }
-    const keyRoutes = config.keys.find((k) => k.id === key)?.routes;
-    if (keyRoutes && !keyRoutes.includes(route.model)) {
-      throw clientError(`this key may not use model '${route.model}'`, {
-        code: "gw.client.forbidden",
-        status: 403,
-      });
-    }
+    const route = routeFor(config, { model: ir.model, keyId: key });
     checkGuardrails(ir, deps.state.guardrails());
     return { config, ir, body, route };
   } catch (err) {
     return GatewayError.from(err);
   }
-}
-
-/** Answers the key id, or null for an open proxy; throws when refused. */
-function authorize(request: Request, opts: { config: Config; deps: ProxyDeps }): string | null {
-  const { config, deps } = opts;
-  if (!config.keys.length) {
-    if (deps.state.loopback) return null;
-    throw new GatewayError(
-      "no gateway keys are configured, so the proxy is open only on loopback",
-      {
-        code: "gw.client.forbidden",
-        source: "config",
-        status: 403,
-      },
-    );
-  }
-  const key = findKey(config, { presented: presentedKey(request.headers), env: deps.env });
-  if (!key) {
-    throw clientError("missing or unknown gateway key", {
-      code: "gw.client.unauthorized",
-      status: 401,
-    });
-  }
-  return key.id;
 }

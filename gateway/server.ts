@@ -1,8 +1,11 @@
-import { Hono } from "hono";
-import type { ClientRequestContext } from "./format.ts";
+import { type Context, Hono } from "hono";
 import { type AdminDeps, adminRoutes } from "../admin/routes.ts";
 import { type ControlDeps, controlRoutes } from "./control.ts";
+import { handleCountTokens } from "./count_tokens.ts";
 import { CLIENT_CODECS } from "./formats.ts";
+import { listModels } from "./model_list.ts";
+import { serveModelPath } from "./model_paths.ts";
+import { installFallbacks, refuseOtherMethods } from "./not_found.ts";
 import { handleProxy } from "./proxy.ts";
 
 export interface ServerDeps extends ControlDeps {
@@ -14,42 +17,26 @@ export interface ServerDeps extends ControlDeps {
 /** All routes of the one process: proxy, control, metrics, admin, health. */
 export function createApp(deps: ServerDeps): Hono {
   const app = new Hono();
+  installFallbacks(app, { log: deps.log });
+  const proxy = (codec: keyof typeof CLIENT_CODECS) => (c: Context) =>
+    handleProxy(c.req.raw, { codec: CLIENT_CODECS[codec], ctx: {}, deps });
+  app.post("/v1/chat/completions", proxy("chat"));
+  app.post("/v1/responses", proxy("responses"));
+  app.post("/v1/messages", proxy("anthropic"));
   app.post(
-    "/v1/chat/completions",
-    (c) => handleProxy(c.req.raw, { codec: CLIENT_CODECS.chat, ctx: {}, deps }),
+    "/v1/messages/count_tokens",
+    (c) => handleCountTokens(c.req.raw, { codec: CLIENT_CODECS.anthropic, ctx: {}, deps }),
   );
-  app.post(
-    "/v1/responses",
-    (c) => handleProxy(c.req.raw, { codec: CLIENT_CODECS.responses, ctx: {}, deps }),
-  );
-  app.post(
-    "/v1/messages",
-    (c) => handleProxy(c.req.raw, { codec: CLIENT_CODECS.anthropic, ctx: {}, deps }),
-  );
-  // Google's SDK calls /v1beta by default in the docs and /v1 in recent versions; both are served.
-  for (const version of ["v1beta", "v1"]) {
-    app.post(`/${version}/models/*`, (c) => {
-      const ctx = geminiContext(new URL(c.req.url));
-      if (!ctx) return c.notFound();
-      return handleProxy(c.req.raw, { codec: CLIENT_CODECS.gemini, ctx, deps });
-    });
-  }
-  app.get("/v1/models", (c) => {
-    const routes = deps.state.config?.routes.filter((r) => r.enabled) ?? [];
-    return c.json({
-      object: "list",
-      data: routes.map((r) => ({
-        id: r.model,
-        object: "model",
-        type: "model",
-        display_name: r.model,
-        created: 0,
-        created_at: new Date(0).toISOString(),
-        owned_by: "pulsegate",
-      })),
-      has_more: false,
-    });
+  refuseOtherMethods(app, {
+    paths: ["/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens"],
+    allow: ["POST"],
   });
+  // Google's SDK calls /v1beta by default and /v1 when asked; both are served.
+  app.get("/v1/models", (c) => listModels(c.req.raw, deps));
+  app.get("/v1beta/models", (c) => listModels(c.req.raw, deps));
+  refuseOtherMethods(app, { paths: ["/v1/models", "/v1beta/models"], allow: ["GET", "HEAD"] });
+  app.all("/v1/models/*", (c) => serveModelPath(c.req.raw, deps));
+  app.all("/v1beta/models/*", (c) => serveModelPath(c.req.raw, deps));
   app.get("/healthz", (c) => c.json({ ok: true }));
   app.get("/readyz", (c) => {
     const ready = deps.ready();
@@ -62,16 +49,4 @@ export function createApp(deps: ServerDeps): Hono {
     app.all("/_demo/*", async (c) => (await demo(c.req.raw)) ?? c.notFound());
   }
   return app;
-}
-
-/** `/v1beta/models/{model}:generateContent` or `:streamGenerateContent[?alt=sse]`. */
-function geminiContext(url: URL): ClientRequestContext | null {
-  const match = /^\/v1(?:beta)?\/models\/([^/:]+):(generateContent|streamGenerateContent)$/
-    .exec(url.pathname);
-  if (!match) return null;
-  return {
-    pathModel: decodeURIComponent(match[1]!),
-    pathStream: match[2] === "streamGenerateContent",
-    sse: url.searchParams.get("alt") === "sse",
-  };
 }
