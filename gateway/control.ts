@@ -1,7 +1,13 @@
 import { Hono } from "hono";
 import type { Db } from "../db/client.ts";
 import { isAdmin } from "./access.ts";
-import { forwardRequestAbort, forwardSessionAbort, isForwarded } from "./abort_forwarding.ts";
+import type { Peer } from "../db/instances.ts";
+import {
+  forwardRequestAbort,
+  forwardSessionAbort,
+  isForwarded,
+  PEER_ANSWER_MS,
+} from "./abort_forwarding.ts";
 import { findKey, presentedKey } from "./auth.ts";
 import type { LiveRequest } from "./live_request.ts";
 import type { ProxyDeps } from "./proxy.ts";
@@ -17,8 +23,9 @@ type Decision = { ok: true } | { ok: false; response: Response };
 
 /**
  * SPEC §7 abort endpoints and /metrics. An abort is allowed for the admin
- * token, or for the gateway key that made every request it would stop. A
- * request or session running on another instance is forwarded there (§11).
+ * token, or for the gateway key that made every request it would stop. An id
+ * this process does not run, and every session abort, are also put to every
+ * other live instance (§11); the answers are merged.
  */
 export function controlRoutes(deps: ControlDeps): Hono {
   const app = new Hono();
@@ -28,6 +35,7 @@ export function controlRoutes(deps: ControlDeps): Hono {
     instanceId: deps.instanceId,
     clock: deps.clock,
     fetch: deps.fetch,
+    log: deps.log,
   };
   const allowed = (request: Request, list: LiveRequest[]): Decision => {
     if (isAdmin(request, access())) return { ok: true };
@@ -46,13 +54,14 @@ export function controlRoutes(deps: ControlDeps): Hono {
     const list = live ? [live] : [];
     const check = allowed(c.req.raw, list);
     if (!check.ok) return check.response;
-    if (!live && !isForwarded(c.req.raw)) {
-      const remote = await forwardRequestAbort(id, { request: c.req.raw, deps: forwarding });
-      if (remote) return remote;
+    if (live || isForwarded(c.req.raw)) {
+      return stoppedOrNotRunning(deps.registry.abort(list, abortedByOperator), {
+        code: "control.request_not_running",
+      });
     }
-    return stoppedOrNotRunning(deps.registry.abort(list, abortedByOperator), {
-      code: "control.request_not_running",
-    });
+    const remote = await forwardRequestAbort(id, { request: c.req.raw, deps: forwarding });
+    if (remote.reply) return Response.json(remote.reply.body, { status: remote.reply.status });
+    return stoppedOrNotRunning([], { code: "control.request_not_running", silent: remote.silent });
   });
   app.post("/sessions/:id/abort", async (c) => {
     const id = c.req.param("id");
@@ -60,10 +69,18 @@ export function controlRoutes(deps: ControlDeps): Hono {
     const check = allowed(c.req.raw, list);
     if (!check.ok) return check.response;
     const stopped = deps.registry.abort(list, abortedByOperator);
-    if (!isForwarded(c.req.raw)) {
-      stopped.push(...await forwardSessionAbort(id, { request: c.req.raw, deps: forwarding }));
+    if (isForwarded(c.req.raw)) {
+      return stoppedOrNotRunning(stopped, { code: "control.session_not_running" });
     }
-    return stoppedOrNotRunning(stopped, { code: "control.session_not_running" });
+    const remote = await forwardSessionAbort(id, { request: c.req.raw, deps: forwarding });
+    stopped.push(...remote.stopped);
+    if (!stopped.length && remote.refusal) {
+      return Response.json(remote.refusal.body, { status: remote.refusal.status });
+    }
+    return stoppedOrNotRunning(stopped, {
+      code: "control.session_not_running",
+      silent: remote.silent,
+    });
   });
   app.get("/metrics", (c) => {
     if (!deps.metricsOpen && !isAdmin(c.req.raw, access())) {
@@ -74,11 +91,19 @@ export function controlRoutes(deps: ControlDeps): Hono {
   return app;
 }
 
-function stoppedOrNotRunning(stopped: string[], opts: { code: string }): Response {
+function stoppedOrNotRunning(
+  stopped: string[],
+  opts: { code: string; silent?: Peer[] },
+): Response {
   if (stopped.length) return Response.json({ requests: stopped });
-  return Response.json({ error: { code: opts.code, message: "nothing is running" } }, {
-    status: 404,
-  });
+  const silent = opts.silent ?? [];
+  // Honest about what was not asked: the request may run on an instance that did not answer.
+  const message = silent.length
+    ? `nothing is running on the instances that answered; no answer within ${PEER_ANSWER_MS} ms from ${
+      silent.map((p) => `${p.instanceId} (${p.url})`).join(", ")
+    }`
+    : "nothing is running";
+  return Response.json({ error: { code: opts.code, message } }, { status: 404 });
 }
 
 function deny(status: number, message: string): Response {
