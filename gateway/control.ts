@@ -97,10 +97,10 @@ function stoppedOrNotRunning(
 ): Response {
   if (stopped.length) return Response.json({ requests: stopped });
   const silent = opts.silent ?? [];
-  // Honest about what was not asked: the request may run on an instance that did not answer.
+  // The request may run on an instance that did not answer: say so. Addresses go to the log only.
   const message = silent.length
-    ? `nothing is running on the instances that answered; no answer within ${PEER_ANSWER_MS} ms from ${
-      silent.map((p) => `${p.instanceId} (${p.url})`).join(", ")
+    ? `nothing is running on the instances that answered; no answer within ${PEER_ANSWER_MS} ms from instance ${
+      silent.map((p) => p.instanceId).join(", ")
     }`
     : "nothing is running";
   return Response.json({ error: { code: opts.code, message } }, { status: 404 });

@@ -46,6 +46,10 @@ Deno.test("abort before headers: 499 aborted, upstream connection closed, upstre
       const pending = postJson(`${gw.url}/v1/chat/completions`, chat(false), {
         "x-request-id": id,
       });
+      // Live is not enough: the upstream call must have gone out for its close to be observed.
+      for (let w = 0; w < 400 && up.calls.length <= i; w++) {
+        await new Promise((r) => setTimeout(r, 5));
+      }
       const control = await abortWhenLive(gw, id);
       assert.equal(control.status, 200);
       assert.deepEqual(await control.json(), { requests: [id] });

@@ -235,9 +235,8 @@ Deno.test("two gateway processes: an abort at either stops a request from its fi
     db.close();
     a.child.kill("SIGTERM");
     b.child.kill("SIGTERM");
-    assert.equal((await a.child.status).code, 0);
-    assert.equal((await b.child.status).code, 0);
-    await hung.shutdown();
-    await up.close();
+    await Promise.all([a.child.status, b.child.status, hung.shutdown(), up.close()]);
   }
+  assert.equal((await a.child.status).code, 0, "A stops cleanly on SIGTERM");
+  assert.equal((await b.child.status).code, 0, "B stops cleanly on SIGTERM");
 });
