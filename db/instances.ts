@@ -1,4 +1,5 @@
 import { type Db, writing } from "./client.ts";
+import { text } from "./row_values.ts";
 
 export const INTERRUPTED_CODE = "gw.gateway.interrupted";
 export const INTERRUPTED_MESSAGE = "gateway stopped before the request ended";
@@ -32,6 +33,24 @@ export async function registerInstance(
 /** Keeps this instance live. An upsert, so a row pruned by someone else comes back. */
 export async function heartbeat(db: Db, id: string, opts: { now: number }): Promise<void> {
   await registerInstance(db, id, opts);
+}
+
+/** Another live instance, and where to reach it. */
+export interface Peer {
+  instanceId: string;
+  url: string;
+}
+
+const LIVE_PEERS = `SELECT id, url FROM instances
+  WHERE id <> ? AND heartbeat_at > ? AND url IS NOT NULL ORDER BY id`;
+
+/** The other instances that beat since `liveSince` and said where they listen. */
+export async function livePeers(
+  db: Db,
+  opts: { self: string; liveSince: number },
+): Promise<Peer[]> {
+  const rows = await db.client.execute({ sql: LIVE_PEERS, args: [opts.self, opts.liveSince] });
+  return rows.rows.map((row) => ({ instanceId: text(row, "id"), url: text(row, "url") }));
 }
 
 // The literal `state = 'open'` (not a bound parameter) lets SQLite use the partial index.

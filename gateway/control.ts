@@ -1,7 +1,13 @@
 import { Hono } from "hono";
 import type { Db } from "../db/client.ts";
 import { isAdmin } from "./access.ts";
-import { forwardRequestAbort, forwardSessionAbort, isForwarded } from "./abort_forwarding.ts";
+import type { Peer } from "../db/instances.ts";
+import {
+  forwardRequestAbort,
+  forwardSessionAbort,
+  isForwarded,
+  PEER_ANSWER_MS,
+} from "./abort_forwarding.ts";
 import { findKey, presentedKey } from "./auth.ts";
 import type { LiveRequest } from "./live_request.ts";
 import type { ProxyDeps } from "./proxy.ts";
@@ -18,8 +24,9 @@ type Decision = { ok: true } | { ok: false; response: Response };
 
 /**
  * SPEC §7 abort endpoints and /metrics. An abort is allowed for the admin
- * token, or for the gateway key that made every request it would stop. A
- * request or session running on another instance is forwarded there (§11).
+ * token, or for the gateway key that made every request it would stop. An id
+ * this process does not run, and every session abort, are also put to every
+ * other live instance (§11); the answers are merged.
  */
 export function controlRoutes(deps: ControlDeps): Hono {
   const app = new Hono();
@@ -29,6 +36,7 @@ export function controlRoutes(deps: ControlDeps): Hono {
     instanceId: deps.instanceId,
     clock: deps.clock,
     fetch: deps.fetch,
+    log: deps.log,
   };
   const allowed = (request: Request, list: LiveRequest[]): Decision => {
     if (isAdmin(request, access())) return { ok: true };
@@ -47,13 +55,14 @@ export function controlRoutes(deps: ControlDeps): Hono {
     const list = live ? [live] : [];
     const check = allowed(c.req.raw, list);
     if (!check.ok) return check.response;
-    if (!live && !isForwarded(c.req.raw)) {
-      const remote = await forwardRequestAbort(id, { request: c.req.raw, deps: forwarding });
-      if (remote) return remote;
+    if (live || isForwarded(c.req.raw)) {
+      return stoppedOrNotRunning(deps.registry.abort(list, abortedByOperator), {
+        code: "control.request_not_running",
+      });
     }
-    return stoppedOrNotRunning(deps.registry.abort(list, abortedByOperator), {
-      code: "control.request_not_running",
-    });
+    const remote = await forwardRequestAbort(id, { request: c.req.raw, deps: forwarding });
+    if (remote.reply) return Response.json(remote.reply.body, { status: remote.reply.status });
+    return stoppedOrNotRunning([], { code: "control.request_not_running", silent: remote.silent });
   });
   app.post("/sessions/:id/abort", async (c) => {
     const id = c.req.param("id");
@@ -61,10 +70,18 @@ export function controlRoutes(deps: ControlDeps): Hono {
     const check = allowed(c.req.raw, list);
     if (!check.ok) return check.response;
     const stopped = deps.registry.abort(list, abortedByOperator);
-    if (!isForwarded(c.req.raw)) {
-      stopped.push(...await forwardSessionAbort(id, { request: c.req.raw, deps: forwarding }));
+    if (isForwarded(c.req.raw)) {
+      return stoppedOrNotRunning(stopped, { code: "control.session_not_running" });
     }
-    return stoppedOrNotRunning(stopped, { code: "control.session_not_running" });
+    const remote = await forwardSessionAbort(id, { request: c.req.raw, deps: forwarding });
+    stopped.push(...remote.stopped);
+    if (!stopped.length && remote.refusal) {
+      return Response.json(remote.refusal.body, { status: remote.refusal.status });
+    }
+    return stoppedOrNotRunning(stopped, {
+      code: "control.session_not_running",
+      silent: remote.silent,
+    });
   });
   app.get("/metrics", (c) => {
     if (!deps.metricsOpen && !isAdmin(c.req.raw, access())) {
@@ -75,9 +92,19 @@ export function controlRoutes(deps: ControlDeps): Hono {
   return app;
 }
 
-function stoppedOrNotRunning(stopped: string[], opts: { code: string }): Response {
+function stoppedOrNotRunning(
+  stopped: string[],
+  opts: { code: string; silent?: Peer[] },
+): Response {
   if (stopped.length) return Response.json({ requests: stopped });
-  return controlError(404, { code: opts.code, message: "nothing is running" });
+  const silent = opts.silent ?? [];
+  // The request may run on an instance that did not answer: say so. Addresses go to the log only.
+  const message = silent.length
+    ? `nothing is running on the instances that answered; no answer within ${PEER_ANSWER_MS} ms from instance ${
+      silent.map((p) => p.instanceId).join(", ")
+    }`
+    : "nothing is running";
+  return controlError(404, { code: opts.code, message });
 }
 
 function deny(status: number, message: string): Response {
