@@ -844,6 +844,7 @@ for (const { err, status } of errorCases) {
     const glued = await drainSdkStream(() => new Response(chunkedBody([concat(writes)])));
     assert.deepEqual(glued.seen, ["partial"]);
     assert.ok(glued.thrown instanceof Error);
+    assert.match(glued.thrown.message, /Incomplete JSON segment/);
 
     // In-stream (JSON array): the error is the last element and the array closes.
     const arr = geminiClient.streamEncoder({ id: "r", model: "m", sse: false });
