@@ -44,6 +44,7 @@ const ATTEMPT_COLUMNS: Record<keyof AttemptRecord, string> = {
   durationMs: "duration_ms",
   inputTokens: "input_tokens",
   outputTokens: "output_tokens",
+  droppedHeaders: "dropped_headers",
 };
 
 const REQUEST_STATES: Record<RequestRecord["state"], true> = {
@@ -176,5 +177,6 @@ export function attemptFromRow(row: Row): AttemptRecord {
     durationMs: numOrNull(row, "duration_ms"),
     inputTokens: numOrNull(row, "input_tokens"),
     outputTokens: numOrNull(row, "output_tokens"),
+    droppedHeaders: textOrNull(row, "dropped_headers"),
   };
 }

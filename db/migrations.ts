@@ -119,4 +119,10 @@ export const MIGRATIONS: readonly Migration[] = [
       )`,
     ],
   },
+  {
+    // Which of the client's provider headers a translated attempt could not carry.
+    version: 4,
+    name: "attempt_dropped_headers",
+    sql: ["ALTER TABLE attempts ADD COLUMN dropped_headers TEXT"],
+  },
 ];

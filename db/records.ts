@@ -51,4 +51,10 @@ export interface AttemptRecord {
   durationMs: number | null;
   inputTokens: number | null;
   outputTokens: number | null;
+  /**
+   * The client's provider headers and query flags this hop could not be sent
+   * because its body was translated (e.g. `anthropic-beta: context-1m-2025-08-07; ?beta=true`);
+   * null when nothing was left behind.
+   */
+  droppedHeaders: string | null;
 }

@@ -1,29 +1,45 @@
+/** A session's pin to the upstream that last answered it. */
+export interface AffinityPin {
+  sessionId: string | null;
+  upstream: string;
+}
+
 /**
  * Keeps a session on the upstream that last answered it (SPEC §4), so a
- * conversation's prompt cache stays warm. Bounded: the oldest sessions go first.
+ * conversation's prompt cache stays warm. Per route: the same session id on
+ * another route (a coding agent's side calls to a small model, say) has its
+ * own candidates and must not be pulled to this route's upstream. Bounded:
+ * the oldest pins go first.
  */
 export class Affinity {
-  #bySession = new Map<string, string>();
+  #pins = new Map<string, string>();
 
   constructor(private max = 100_000) {}
 
-  get(sessionId: string | null): string | undefined {
-    return sessionId === null ? undefined : this.#bySession.get(sessionId);
+  get(route: string, sessionId: string | null): string | undefined {
+    return sessionId === null ? undefined : this.#pins.get(key(route, sessionId));
   }
 
-  set(sessionId: string | null, upstream: string): void {
-    if (sessionId === null) return;
-    this.#bySession.delete(sessionId);
-    this.#bySession.set(sessionId, upstream);
-    if (this.#bySession.size > this.max) {
-      const oldest = this.#bySession.keys().next().value;
-      if (oldest !== undefined) this.#bySession.delete(oldest);
+  set(route: string, pin: AffinityPin): void {
+    if (pin.sessionId === null) return;
+    const k = key(route, pin.sessionId);
+    this.#pins.delete(k);
+    this.#pins.set(k, pin.upstream);
+    if (this.#pins.size > this.max) {
+      const oldest = this.#pins.keys().next().value;
+      if (oldest !== undefined) this.#pins.delete(oldest);
     }
   }
 
-  drop(sessionId: string | null, upstream: string): void {
-    if (sessionId !== null && this.#bySession.get(sessionId) === upstream) {
-      this.#bySession.delete(sessionId);
-    }
+  /** Forgets the pin only if it still names this upstream. */
+  drop(route: string, pin: AffinityPin): void {
+    if (pin.sessionId === null) return;
+    const k = key(route, pin.sessionId);
+    if (this.#pins.get(k) === pin.upstream) this.#pins.delete(k);
   }
+}
+
+// JSON keeps the pair unambiguous whatever either string holds.
+function key(route: string, sessionId: string): string {
+  return JSON.stringify([route, sessionId]);
 }

@@ -38,7 +38,7 @@ export function planCandidates(
     if (opts.accept?.(target) ?? true) all.push(target);
   }
   if (all.length <= 1) return all;
-  const affine = deps.affinity.get(opts.sessionId);
+  const affine = deps.affinity.get(route.model, opts.sessionId);
   const healthy = all.filter((c) => !deps.cooldowns.isPaused(c.upstream.id));
   if (!healthy.length) {
     const until = (c: Candidate) => deps.cooldowns.get(c.upstream.id).pausedUntil ?? 0;

@@ -146,7 +146,7 @@ async function tryCandidate(
 }
 
 function isAffine(target: Candidate, req: ForwardRequest, deps: ForwardDeps): boolean {
-  return deps.affinity.get(req.live.record.sessionId) === target.upstream.id;
+  return deps.affinity.get(req.route.model, req.live.record.sessionId) === target.upstream.id;
 }
 
 async function takeSlot(

@@ -1,3 +1,4 @@
+import type { ClientHeaders } from "./client_headers.ts";
 import type { Config, Upstream } from "./config/schema.ts";
 import type { GatewayError } from "./gateway_error.ts";
 import type { IrEvent, IrRequest, IrResponse, IrUsage } from "./ir.ts";
@@ -25,6 +26,8 @@ export interface UpstreamCall {
   ir: IrRequest;
   /** The client's parsed body when it speaks this upstream's format: sent on with only the model swapped. */
   passthrough?: Record<string, unknown>;
+  /** The client's provider headers and query flags: only ever set with `passthrough`. */
+  forwarded?: ClientHeaders;
   upstream: Upstream;
   model: string;
   env: (name: string) => string | undefined;

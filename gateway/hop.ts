@@ -1,3 +1,4 @@
+import { type ClientHeaders, clientHeadersFor } from "./client_headers.ts";
 import type { Config, Route, RouteCandidate, Upstream } from "./config/schema.ts";
 import type { Clock } from "./clock.ts";
 import type { Cooldowns } from "./cooldown.ts";
@@ -49,6 +50,8 @@ export interface ForwardRequest {
   codec: ClientCodec;
   ctx: ClientRequestContext;
   route: Route;
+  /** The client's provider headers and query flags, for a same-format upstream. */
+  clientHeaders?: ClientHeaders;
 }
 
 export interface Candidate {
@@ -123,9 +126,12 @@ export class Hop {
   async send(): Promise<Response> {
     const { deps } = this.opts;
     const passthrough = passesBodyThrough(this.req, this.upstream.kind);
+    const { forwarded, dropped } = clientHeadersFor(this.req.clientHeaders, passthrough);
+    this.attempt.record.droppedHeaders = dropped;
     const request = await this.adapter.buildRequest({
       ir: this.req.ir,
       passthrough: passthrough ? this.req.body : undefined,
+      forwarded,
       upstream: this.upstream,
       model: this.opts.target.candidate.model,
       env: deps.env,
@@ -166,7 +172,10 @@ export class Hop {
     if (reason?.code === "gw.upstream.idle_timeout") {
       this.reportIdle("before_content");
       this.fail(reason, "idle_timeout");
-      this.opts.deps.affinity.drop(this.req.live.record.sessionId, this.upstream.id);
+      this.opts.deps.affinity.drop(this.req.route.model, {
+        sessionId: this.req.live.record.sessionId,
+        upstream: this.upstream.id,
+      });
       return { kind: "next", error: reason };
     }
     if (reason?.code === "gw.upstream.deadline") {
@@ -213,7 +222,10 @@ export class Hop {
   /** Content arrived: the upstream is healthy and the conversation stays with it. */
   succeeded(): void {
     this.opts.deps.cooldowns.success(this.upstream.id);
-    this.opts.deps.affinity.set(this.req.live.record.sessionId, this.upstream.id);
+    this.opts.deps.affinity.set(this.req.route.model, {
+      sessionId: this.req.live.record.sessionId,
+      upstream: this.upstream.id,
+    });
   }
 
   close(): void {

@@ -131,6 +131,7 @@ export class LiveRequest {
       durationMs: null,
       inputTokens: null,
       outputTokens: null,
+      droppedHeaders: null,
     }, this);
     this.attempts.push(attempt);
     this.record.upstream = upstream;

@@ -1,5 +1,6 @@
 import type { AbortRegistry } from "./abort_registry.ts";
 import { authorize, configInForce, routeFor } from "./admission.ts";
+import { clientHeaders } from "./client_headers.ts";
 import { errorResponse } from "./client_channel.ts";
 import type { Config } from "./config/schema.ts";
 import type { ClientCodec, ClientRequestContext } from "./format.ts";
@@ -9,6 +10,7 @@ import type { IrRequest } from "./ir.ts";
 import { type HistorySink, LiveRequest } from "./live_request.ts";
 import { checkGuardrails, type Guardrails } from "./guardrails.ts";
 import { readJsonBody } from "./read_body.ts";
+import { headerSession } from "./session_ids.ts";
 import { isRecord } from "./sse_frames.ts";
 import { clientDisconnected } from "./stop_reasons.ts";
 import { forwardStream } from "./stream_forward.ts";
@@ -69,7 +71,7 @@ export async function handleProxy(
     route: opts.ctx.pathModel ?? null,
     stream: opts.ctx.pathStream ?? false,
     keyId: null,
-    sessionId: request.headers.get("x-session-id"),
+    sessionId: headerSession(codec.format, request.headers),
   }, { clock: deps.clock, sink: deps.sink, metrics: deps.metrics });
   deps.registry.add(live);
   deps.metrics.inflight++;
@@ -107,6 +109,7 @@ export async function handleProxy(
       codec,
       ctx: opts.ctx,
       route: started.route,
+      clientHeaders: clientHeaders(codec.format, request),
     };
     if (started.ir.stream) {
       const { response, done } = forwardStream(fwd, fdeps);

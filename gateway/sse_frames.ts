@@ -1,5 +1,5 @@
 import type { UpstreamFrame } from "./format.ts";
-import { parseJson } from "./json.ts";
+import { isRecord, parseJson } from "./json.ts";
 import { type SseEvent, SseParser } from "./sse_stream.ts";
 import { badResponse } from "./upstream_error.ts";
 
@@ -17,7 +17,8 @@ const encoder = new TextEncoder();
 /**
  * Turns an SSE body into frames using a format's reader, in one stream step.
  * What every SSE format shares is decided here, once:
- * - comments, and blocks with no data, are keep-alives (SPEC §5): readers never see them;
+ * - comments, and blocks with no data, are keep-alives (SPEC §5): readers never see them
+ *   (but for a bare JSON object, which is how Google tells an error after the 200);
  * - every provider sends JSON (or `[DONE]`) as data, so data that does not
  *   parse is a broken stream, not content to pass on;
  * - a block cut off by the end of the body is not dispatched (as the SSE
@@ -28,13 +29,16 @@ export function sseFrameStream(read: SseRead): ReadableWritablePair<UpstreamFram
   const parser = new SseParser();
   const frame = (event: SseEvent): UpstreamFrame => {
     const raw = encoder.encode(event.raw);
-    // The SSE standard dispatches no event for a block without data (a comment, a stray line).
-    if (event.comment || event.data === undefined) return { raw, content: false, events: [] };
-    const json = parseJson(event.data);
-    if (json === undefined && event.data !== undefined && event.data.trim() !== "[DONE]") {
+    if (event.comment) return { raw, content: false, events: [] };
+    // Google's API tells a failure after the 200 as a bare JSON object, with no `data:` field.
+    const data = event.data ?? bareJson(event.raw);
+    // The SSE standard dispatches no event for any other block without data (a stray line).
+    if (data === undefined) return { raw, content: false, events: [] };
+    const json = parseJson(data);
+    if (json === undefined && data.trim() !== "[DONE]") {
       return malformed(raw, "the upstream sent an event whose data is not JSON");
     }
-    return { raw, ...read(event, json) };
+    return { raw, ...read(event.data === undefined ? { ...event, data } : event, json) };
   };
   return new TransformStream<Uint8Array, UpstreamFrame>({
     transform(chunk, controller) {
@@ -52,6 +56,12 @@ export function sseFrameStream(read: SseRead): ReadableWritablePair<UpstreamFram
       }
     },
   });
+}
+
+/** A block that is one JSON object without SSE fields, as its text. */
+function bareJson(raw: string): string | undefined {
+  const text = raw.trim();
+  return text.startsWith("{") && isRecord(parseJson(text)) ? text : undefined;
 }
 
 function malformed(raw: Uint8Array, why: string): UpstreamFrame {

@@ -128,7 +128,7 @@ const MID: Array<[string, string, unknown, RegExp]> = [
   ],
   ["gemini", "/v1beta/models/smart:streamGenerateContent?alt=sse", {
     contents: [{ role: "user", parts: [{ text: "hi" }] }],
-  }, /data: \{"error":[\s\S]*CANCELLED/],
+  }, /\n\n\{"error":[\s\S]*CANCELLED[\s\S]*\}\n$/],
 ];
 
 for (const [format, path, body, ending] of MID) {

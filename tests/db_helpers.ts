@@ -67,6 +67,7 @@ export function attemptRecord(overrides: Partial<AttemptRecord> = {}): AttemptRe
     durationMs: null,
     inputTokens: null,
     outputTokens: null,
+    droppedHeaders: null,
     ...overrides,
   };
 }

@@ -173,7 +173,7 @@ const ENDINGS: Array<[string, string, unknown, RegExp]> = [
   ],
   ["gemini", "/v1beta/models/smart:streamGenerateContent?alt=sse", {
     contents: [{ role: "user", parts: [{ text: "hi" }] }],
-  }, /data: \{"error":[\s\S]*idle_timeout_mid_stream/],
+  }, /\n\n\{"error":[\s\S]*idle_timeout_mid_stream"[\s\S]*\}\n$/],
 ];
 
 for (const [format, path, body, ending] of ENDINGS) {

@@ -12,6 +12,7 @@ import { abortedByOperator, idleTimeout } from "../gateway/stop_reasons.ts";
 import {
   errorBody,
   errorChunk,
+  errorEvent,
   type GeminiScript,
   keepAliveCount,
   streamChunks,
@@ -561,10 +562,23 @@ Deno.test("gemini stream decode: recorded stream → IR events, pulse and usage"
 });
 
 Deno.test("gemini stream decode: in-stream error becomes the frame's error", async () => {
-  const frames = await decodeFrames([errorChunk(503, "The model is overloaded.")]);
-  assert.equal(frames[0]?.content, true);
-  assert.equal(frames[0]?.error?.code, "gw.upstream.error");
-  assert.match(frames[0]?.error?.message ?? "", /overloaded/);
+  const text = { text: ["Hi"], usage: { input: 1, output: 1 } };
+  // Google's own shape: a bare, pretty-printed object after the last event, split
+  // across network chunks; and the `data:` event some compatible proxies send.
+  const google = errorChunk(503, "The model is overloaded.");
+  const cases = [
+    [streamChunks(text)[0]!, google.slice(0, 20), google.slice(20)],
+    [streamChunks(text)[0]!, errorEvent(503, "The model is overloaded.")],
+  ];
+  for (const chunks of cases) {
+    const frames = await decodeFrames(chunks);
+    assert.equal(frames.length, 2);
+    assert.equal(frames[0]?.error, undefined);
+    assert.equal(frames[1]?.content, true);
+    assert.equal(frames[1]?.error?.code, "gw.upstream.error");
+    assert.equal(frames[1]?.error?.status, 502);
+    assert.match(frames[1]?.error?.message ?? "", /overloaded/);
+  }
 });
 
 Deno.test("gemini fake script: stream, whole and error bodies decode as scripted", async () => {
@@ -814,23 +828,23 @@ for (const { err, status } of errorCases) {
     assert.equal(whole.status, err.status);
     assert.match(whole.message, new RegExp(err.code.replaceAll(".", "\\.")));
 
-    // In-stream (SSE): content first, then the error event the SDK raises.
+    // In-stream (SSE): content first, then the error, each its own write as the gateway
+    // sends them: the SDK raises ApiError with the status and our code.
     const enc = geminiClient.streamEncoder({ id: "r", model: "m", sse: true });
-    const sse = decoder.decode(enc.encode({ type: "text", text: "partial" })!) +
-      decoder.decode(enc.error(err));
-    const { ai: streaming } = sdk(() => new Response(sse));
-    const seen: (string | undefined)[] = [];
-    const thrown = await (async () => {
-      for await (
-        const c of await streaming.models.generateContentStream({ model: "m", contents: "x" })
-      ) {
-        seen.push(c.text);
-      }
-    })().catch((e) => e);
-    assert.deepEqual(seen, ["partial"]);
-    assert.ok(thrown instanceof ApiError);
-    assert.equal(thrown.status, err.status);
-    assert.match(thrown.message, new RegExp(status));
+    const writes = [enc.encode({ type: "text", text: "partial" })!, enc.error(err)];
+    assert.doesNotMatch(decoder.decode(writes[1]), /^data:/);
+    const streamed = await drainSdkStream(() => new Response(chunkedBody(writes)));
+    assert.deepEqual(streamed.seen, ["partial"]);
+    assert.ok(streamed.thrown instanceof ApiError);
+    assert.equal(streamed.thrown.status, err.status);
+    assert.match(streamed.thrown.message, new RegExp(status));
+    assert.match(streamed.thrown.message, new RegExp(err.code.replaceAll(".", "\\.")));
+
+    // Glued to the chunk before it (a proxy that re-chunks), it is still raised, without a code.
+    const glued = await drainSdkStream(() => new Response(chunkedBody([concat(writes)])));
+    assert.deepEqual(glued.seen, ["partial"]);
+    assert.ok(glued.thrown instanceof Error);
+    assert.match(glued.thrown.message, /Incomplete JSON segment/);
 
     // In-stream (JSON array): the error is the last element and the array closes.
     const arr = geminiClient.streamEncoder({ id: "r", model: "m", sse: false });
@@ -850,6 +864,38 @@ Deno.test("gemini errors: a caller's error from a Gemini upstream keeps its stat
 });
 
 // ---------------------------------------------------------------- helpers
+
+/** A body that arrives as these network chunks, one read each. */
+function chunkedBody(chunks: Uint8Array[]): ReadableStream<Uint8Array> {
+  return new ReadableStream({
+    start(controller) {
+      for (const c of chunks) controller.enqueue(c);
+      controller.close();
+    },
+  });
+}
+
+function concat(chunks: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(chunks.reduce((n, c) => n + c.byteLength, 0));
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.byteLength;
+  }
+  return out;
+}
+
+/** Reads a stream through the SDK: the texts it yielded and what it threw. */
+async function drainSdkStream(reply: () => Response) {
+  const { ai } = sdk(reply);
+  const seen: (string | undefined)[] = [];
+  const thrown: unknown = await (async () => {
+    for await (const c of await ai.models.generateContentStream({ model: "m", contents: "x" })) {
+      seen.push(c.text);
+    }
+  })().catch((e) => e);
+  return { seen, thrown };
+}
 
 async function decodeFrames(chunks: (string | Uint8Array)[]): Promise<UpstreamFrame[]> {
   const body = new ReadableStream<Uint8Array>({

@@ -90,6 +90,7 @@ function rowsFor(i: number, instanceId: string): [RequestRecord, AttemptRecord] 
     durationMs: 21,
     inputTokens: 5,
     outputTokens: 5,
+    droppedHeaders: null,
   };
   return [request, attempt];
 }

@@ -1,3 +1,4 @@
+import { upstreamPost } from "../client_headers.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { upstreamBaseUrl } from "../config/schema.ts";
 import { upstreamStatusError } from "../upstream_error.ts";
@@ -38,9 +39,7 @@ export const anthropicUpstream: UpstreamAdapter = {
       : undefined;
     if (key) headers.set("x-api-key", key);
     const url = `${upstreamBaseUrl(call.upstream)}/v1/messages`;
-    return Promise.resolve(
-      new Request(url, { method: "POST", headers, body: JSON.stringify(body) }),
-    );
+    return Promise.resolve(upstreamPost(url, { headers, body, forwarded: call.forwarded }));
   },
   decodeStream: decodeAnthropicStream,
   decodeWhole: decodeAnthropicWhole,

@@ -19,6 +19,7 @@ import {
   requireRecord,
   requireString,
 } from "../request_fields.ts";
+import { anthropicUserSession } from "../session_ids.ts";
 import { isRecord } from "../sse_frames.ts";
 
 /**
@@ -75,7 +76,7 @@ export function parseAnthropicRequest(body: unknown): IrRequest {
     stop: optionalStringList(b.stop_sequences, "stop_sequences"),
     stream: optionalBoolean(b.stream, "stream") ?? false,
     responseFormat: readOutputFormat(b.output_config, into),
-    sessionHint: optionalString(metadata.user_id, "metadata.user_id"),
+    sessionHint: anthropicUserSession(optionalString(metadata.user_id, "metadata.user_id")),
     ...(into.native.length ? { nativeOnly: into.native } : {}),
   };
 }

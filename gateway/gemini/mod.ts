@@ -1,3 +1,4 @@
+import { upstreamPost } from "../client_headers.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { upstreamBaseUrl } from "../config/schema.ts";
 import { upstreamStatusError } from "../upstream_error.ts";
@@ -39,9 +40,7 @@ export const geminiUpstream: UpstreamAdapter = {
     if (key) headers.set("x-goog-api-key", key);
     const method = call.ir.stream ? "streamGenerateContent?alt=sse" : "generateContent";
     const url = `${upstreamBaseUrl(call.upstream)}/v1beta/${geminiModelPath(call.model)}:${method}`;
-    return Promise.resolve(
-      new Request(url, { method: "POST", headers, body: JSON.stringify(body) }),
-    );
+    return Promise.resolve(upstreamPost(url, { headers, body, forwarded: call.forwarded }));
   },
   decodeStream: decodeGeminiStream,
   decodeWhole: decodeGeminiWhole,

@@ -91,28 +91,50 @@ function chunkEvents(chunk: Record<string, unknown>, state: DecodeState): IrEven
   return events;
 }
 
-/** How GenerateContentResponse objects are laid out on the wire. */
+/** How GenerateContentResponse objects, and the error that ends a stream, are laid out on the wire. */
 interface Framing {
   open(): string | null;
   element(json: string): string;
   close(): string | null;
+  /** The stream's last bytes: a google.rpc error object. */
+  error(json: string): string;
 }
 
+/**
+ * An error after the 200 goes out as Google's API sends one: the bare error
+ * object on one line, with no `data:` field. Every `@google/genai` since
+ * 0.10 raises an `ApiError` (status = `code`) from a network chunk that
+ * parses as `{"error": {...}}` whole, and 2.x reads nothing else: a
+ * `data: {"error"}` event is handed to the caller as an empty chunk, so the
+ * Gemini CLI ended with an empty answer. No blank line follows, so even a
+ * client that got it glued to the chunk before it is left with an
+ * unterminated segment, which the SDK raises too (docs/architecture.md).
+ */
 function sseFraming(): Framing {
-  return { open: () => null, element: (json) => formatSse({ data: json }), close: () => null };
+  return {
+    open: () => null,
+    element: (json) => formatSse({ data: json }),
+    close: () => null,
+    error: (json) => `${json}\n`,
+  };
 }
 
-/** `streamGenerateContent` without `alt=sse`: one JSON array, written as it grows. */
+/**
+ * `streamGenerateContent` without `alt=sse`: one JSON array, written as it
+ * grows. An error is its last element, the same object, and closes it.
+ */
 function arrayFraming(): Framing {
   let first = true;
+  const element = (json: string) => {
+    const sep = first ? "" : ",\n";
+    first = false;
+    return sep + json;
+  };
   return {
     open: () => "[",
-    element(json) {
-      const sep = first ? "" : ",\n";
-      first = false;
-      return sep + json;
-    },
+    element,
     close: () => "]",
+    error: (json) => `${element(json)}]`,
   };
 }
 
@@ -193,9 +215,6 @@ export function geminiStreamEncoder(meta: StreamMeta): ClientStreamEncoder {
       }
     },
     close: () => bytes(flushCalls() + closing() + (framing.close() ?? "")),
-    error(err: GatewayError) {
-      const text = framing.element(JSON.stringify(geminiError(err))) + (framing.close() ?? "");
-      return encoder.encode(text);
-    },
+    error: (err: GatewayError) => encoder.encode(framing.error(JSON.stringify(geminiError(err)))),
   };
 }

@@ -1,3 +1,4 @@
+import { upstreamPost } from "../client_headers.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { upstreamBaseUrl } from "../config/schema.ts";
 import { upstreamStatusError } from "../upstream_error.ts";
@@ -32,9 +33,7 @@ export const responsesUpstream: UpstreamAdapter = {
       : undefined;
     if (key) headers.set("authorization", `Bearer ${key}`);
     const url = `${upstreamBaseUrl(call.upstream)}/responses`;
-    return Promise.resolve(
-      new Request(url, { method: "POST", headers, body: JSON.stringify(body) }),
-    );
+    return Promise.resolve(upstreamPost(url, { headers, body, forwarded: call.forwarded }));
   },
   decodeStream: decodeResponsesStream,
   decodeWhole: decodeResponsesWhole,

@@ -172,7 +172,16 @@ export function errorBody(status: number, message: string): string {
   return JSON.stringify(errorJson(status, message), null, 2);
 }
 
-/** An error Gemini reports inside an SSE stream after the 200. */
+/**
+ * An error Gemini reports inside an SSE stream after the 200: the bare,
+ * pretty-printed error object, with no `data:` field (what Google's SDKs
+ * parse a network chunk for; see docs/architecture.md).
+ */
 export function errorChunk(status: number, message: string): string {
+  return `${errorBody(status, message)}\n`;
+}
+
+/** The same error as an SSE event, as some Gemini-compatible proxies send it. */
+export function errorEvent(status: number, message: string): string {
   return sse(errorJson(status, message));
 }

@@ -1,0 +1,215 @@
+import assert from "node:assert/strict";
+import * as genaiLatest from "@google/genai";
+import * as genaiCli from "@google/genai-gemini-cli";
+import type { ConfigInput } from "../gateway/config/schema.ts";
+import { postJson, startTestGateway, type TestGateway } from "./harness.ts";
+import { contentThenSilence, silentAfterHeaders } from "./fake_upstreams/openai_chat_script.ts";
+import * as geminiFake from "./fake_upstreams/gemini_script.ts";
+import { type Script, startFakeUpstream } from "./fake_upstreams/server.ts";
+
+/**
+ * SPEC §4: after the early 200 (the 15 s opening hold passed, scaled to
+ * 150 ms) a failure must reach a Gemini client as an error Google's SDK
+ * raises, with the HTTP status as `code` and the gateway's code inside.
+ * The idle timeout is 30 s, scaled to 300 ms.
+ */
+function oneCandidate(kind: "gemini" | "openai-chat", url: string): ConfigInput {
+  return {
+    failover: { idle_timeout_secs: 30 },
+    upstreams: [{ id: "only", kind, base_url: url }],
+    routes: [{ model: "smart", candidates: [{ upstream: "only", model: "real" }] }],
+  };
+}
+
+/**
+ * The SDKs that must raise it: the current one, and the one Gemini CLI
+ * bundles (0.61 pins 1.30.0), which reads an error only from a network
+ * chunk that is the bare error object (docs/architecture.md).
+ */
+const SDKS = [
+  { name: "@google/genai 3.3.0", sdk: genaiLatest },
+  { name: "@google/genai 1.30.0 (Gemini CLI)", sdk: genaiCli },
+];
+type Sdk = (typeof SDKS)[number]["sdk"];
+
+/**
+ * Streams one answer through an SDK: what it yielded, what it threw, and the
+ * statuses the gateway answered it (1.30 has no fetch option, so the global
+ * fetch is watched while it runs; only calls to the gateway are kept).
+ */
+async function streamThroughSdk(sdk: Sdk, opts: { gw: TestGateway; requestId: string }) {
+  const ai = new sdk.GoogleGenAI({
+    apiKey: "unused",
+    httpOptions: {
+      baseUrl: opts.gw.url,
+      apiVersion: "v1beta",
+      headers: { "x-request-id": opts.requestId },
+    },
+  });
+  const statuses: number[] = [];
+  const realFetch = globalThis.fetch;
+  globalThis.fetch = async (input, init) => {
+    const res = await realFetch(input, init);
+    const url = input instanceof Request ? input.url : String(input);
+    if (url.startsWith(opts.gw.url)) statuses.push(res.status);
+    return res;
+  };
+  const seen: (string | undefined)[] = [];
+  try {
+    const thrown: unknown = await (async () => {
+      const stream = await ai.models.generateContentStream({ model: "smart", contents: "hi" });
+      for await (const chunk of stream) seen.push(chunk.text);
+    })().then(() => undefined, (e) => e);
+    return { seen, thrown, statuses };
+  } finally {
+    globalThis.fetch = realFetch;
+  }
+}
+
+const silentGemini: Script = {
+  headers: { "content-type": "text/event-stream" },
+  body: [{ hang: true }],
+};
+
+for (const { name, sdk } of SDKS) {
+  Deno.test(`gemini SSE (${name}): silence after the early 200 is raised as ApiError 504 with our code`, async () => {
+    const up = startFakeUpstream({ fallback: () => silentGemini });
+    const gw = await startTestGateway(oneCandidate("gemini", up.url));
+    try {
+      const { seen, thrown, statuses } = await streamThroughSdk(sdk, {
+        gw,
+        requestId: "gem-silent",
+      });
+      assert.deepEqual(statuses, [200], "the error came after the early headers");
+      assert.deepEqual(seen, []);
+      assert.ok(thrown instanceof sdk.ApiError, `not an ApiError: ${thrown}`);
+      assert.equal(thrown.status, 504);
+      assert.match(thrown.message, /DEADLINE_EXCEEDED/);
+      assert.match(thrown.message, /gw\.upstream\.idle_timeout"/);
+      const { request } = await gw.row("gem-silent");
+      assert.equal(request.errorCode, "gw.upstream.idle_timeout");
+      assert.equal(request.status, 504);
+    } finally {
+      await gw.stop();
+      await up.close();
+    }
+  });
+
+  Deno.test(`gemini SSE (${name}): a stall after content is raised after the text, with the mid-stream code`, async () => {
+    // A translated stream this time: the error is the encoder's, not an upstream's bytes.
+    const up = startFakeUpstream({ fallback: () => contentThenSilence("partial") });
+    const gw = await startTestGateway(oneCandidate("openai-chat", up.url));
+    try {
+      const { seen, thrown, statuses } = await streamThroughSdk(sdk, {
+        gw,
+        requestId: "gem-stall",
+      });
+      assert.deepEqual(statuses, [200]);
+      assert.deepEqual(seen, ["partial"]);
+      assert.ok(thrown instanceof sdk.ApiError, `not an ApiError: ${thrown}`);
+      assert.equal(thrown.status, 504);
+      assert.match(thrown.message, /gw\.upstream\.idle_timeout_mid_stream/);
+      const { request } = await gw.row("gem-stall");
+      assert.equal(request.errorCode, "gw.upstream.idle_timeout_mid_stream");
+    } finally {
+      await gw.stop();
+      await up.close();
+    }
+  });
+}
+
+Deno.test("gemini SSE: the error's bytes are one bare google.rpc error object, as Google sends it", async () => {
+  const up = startFakeUpstream({ fallback: () => silentAfterHeaders });
+  const gw = await startTestGateway(oneCandidate("openai-chat", up.url));
+  try {
+    const res = await postJson(
+      `${gw.url}/v1beta/models/smart:streamGenerateContent?alt=sse`,
+      { contents: [{ role: "user", parts: [{ text: "hi" }] }] },
+      { "x-request-id": "gem-bytes" },
+    );
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get("content-type"), "text/event-stream");
+    const text = await res.text();
+    assert.doesNotMatch(text, /^data:/m, "no SSE field: 2.x SDKs would yield it as a chunk");
+    assert.ok(text.endsWith("}\n") && text.trim().split("\n").length === 1);
+    const body = JSON.parse(text);
+    assert.equal(body.error.code, 504);
+    assert.equal(body.error.status, "DEADLINE_EXCEEDED");
+    assert.equal(body.error.details[0].reason, "gw.upstream.idle_timeout");
+  } finally {
+    await gw.stop();
+    await up.close();
+  }
+});
+
+Deno.test("gemini JSON array: a stall after content ends the array with the same error object", async () => {
+  const chunks = geminiFake.streamChunks({
+    text: ["partial", "never"],
+    usage: { input: 1, output: 2 },
+  });
+  const up = startFakeUpstream({
+    fallback: () => ({
+      headers: { "content-type": "text/event-stream" },
+      body: [{ send: chunks[0]! }, { hang: true }],
+    }),
+  });
+  const gw = await startTestGateway(oneCandidate("gemini", up.url));
+  try {
+    const res = await postJson(
+      `${gw.url}/v1beta/models/smart:streamGenerateContent`,
+      { contents: [{ role: "user", parts: [{ text: "hi" }] }] },
+    );
+    assert.equal(res.status, 200);
+    const items = JSON.parse(await res.text());
+    assert.equal(items.length, 2);
+    assert.equal(items[0].candidates[0].content.parts[0].text, "partial");
+    assert.equal(items[1].error.code, 504);
+    assert.equal(items[1].error.status, "DEADLINE_EXCEEDED");
+    assert.equal(items[1].error.details[0].reason, "gw.upstream.idle_timeout_mid_stream");
+  } finally {
+    await gw.stop();
+    await up.close();
+  }
+});
+
+Deno.test("gemini upstream: Google's bare in-stream error fails over before content", async () => {
+  const broken = startFakeUpstream({
+    fallback: () => ({
+      headers: { "content-type": "text/event-stream" },
+      body: [{ send: geminiFake.errorChunk(503, "The model is overloaded.") }],
+    }),
+  });
+  const good = startFakeUpstream({
+    fallback: () => ({
+      headers: { "content-type": "text/event-stream" },
+      body: geminiFake.streamChunks({ text: ["fine"], usage: { input: 1, output: 1 } })
+        .map((c) => ({ send: c })),
+    }),
+  });
+  const gw = await startTestGateway({
+    failover: { retries_per_candidate: 0 },
+    upstreams: [
+      { id: "broken", kind: "gemini", base_url: broken.url },
+      { id: "good", kind: "gemini", base_url: good.url },
+    ],
+    routes: [{
+      model: "smart",
+      candidates: [{ upstream: "broken", model: "g1" }, { upstream: "good", model: "g2" }],
+    }],
+  });
+  try {
+    const { seen, thrown } = await streamThroughSdk(genaiCli, { gw, requestId: "gem-failover" });
+    assert.equal(thrown, undefined);
+    assert.deepEqual(seen, ["fine"]);
+    const { attempts } = await gw.row("gem-failover");
+    assert.deepEqual(attempts.map((a) => [a.upstream, a.outcome]), [
+      ["broken", "error"],
+      ["good", "success"],
+    ]);
+    assert.match(attempts[0]?.errorMessage ?? "", /overloaded/);
+  } finally {
+    await gw.stop();
+    await broken.close();
+    await good.close();
+  }
+});
