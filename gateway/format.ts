@@ -1,6 +1,6 @@
 import type { Config, Upstream } from "./config/schema.ts";
 import type { GatewayError } from "./gateway_error.ts";
-import type { IrEvent, IrRequest, IrResponse, IrUsage } from "./ir.ts";
+import type { IrClientTools, IrEvent, IrRequest, IrResponse, IrUsage } from "./ir.ts";
 
 export type ClientFormat = "openai-chat" | "openai-responses" | "anthropic" | "gemini";
 export type UpstreamKind = Upstream["kind"];
@@ -65,6 +65,8 @@ export interface ClientRequestContext {
   pathStream?: boolean;
   /** Gemini's `alt=sse`: SSE instead of a streamed JSON array. */
   sse?: boolean;
+  /** The request's reshaped tools (`IrRequest.clientTools`), for answers to name calls as the client does. */
+  clientTools?: IrClientTools;
 }
 
 /** What a stream encoder needs to know about the answer it writes. */
@@ -85,7 +87,7 @@ export interface ClientStreamShape {
 export interface ClientCodec {
   format: ClientFormat;
   parseRequest(body: unknown, ctx: ClientRequestContext): IrRequest;
-  encodeWhole(res: IrResponse): unknown;
+  encodeWhole(res: IrResponse, ctx?: ClientRequestContext): unknown;
   streamShape(ctx: ClientRequestContext): ClientStreamShape;
   streamEncoder(meta: StreamMeta): ClientStreamEncoder;
   /** The error body in this client's format. */

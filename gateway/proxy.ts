@@ -105,7 +105,8 @@ export async function handleProxy(
       ir: started.ir,
       body: started.body,
       codec,
-      ctx: opts.ctx,
+      // Answers name reshaped tools as the client declared them.
+      ctx: started.ir.clientTools ? { ...opts.ctx, clientTools: started.ir.clientTools } : opts.ctx,
       route: started.route,
     };
     if (started.ir.stream) {
