@@ -36,6 +36,8 @@ export interface UpstreamAdapter {
    * What of a translated request this kind has no field for, one description
    * each; empty when it can take it all. Pure, so the engine can skip a
    * candidate before any attempt: `buildRequest` refuses the same things.
+   * Provider-run tools are not listed here: whether one the kind lacks may be
+   * left out is the route's call (gateway/builtin_tools.ts, candidates.ts).
    */
   unsupportedFor(ir: IrRequest): string[];
   buildRequest(call: UpstreamCall): Promise<Request>;

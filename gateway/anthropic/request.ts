@@ -61,11 +61,13 @@ interface Into {
  *
  * Hints the IR has no slot for and that only tune the answer (`thinking`,
  * `top_k`, `cache_control`, `service_tier`, `output_config.effort`,
- * `tool_choice.disable_parallel_tool_use`) are carried by same-format
- * pass-through and left out of translations. Content the IR cannot carry
- * (documents, server tools, redacted thinking, MCP servers, non-text tool
- * results, ...) is recorded in `nativeOnly`: an Anthropic upstream gets the
- * body as is, any other candidate is skipped. Wrong types are refused here.
+ * `context_management`, `defer_loading`) are carried by same-format
+ * pass-through and left out of translations. A system message after the
+ * first turn is a system turn; the web search server tool a built-in other
+ * kinds may map. Content the IR cannot carry (documents, other server tools,
+ * redacted thinking, MCP servers, non-text tool results, ...) is recorded in
+ * `nativeOnly`: an Anthropic upstream gets the body as is, any other
+ * candidate is skipped. Wrong types are refused here.
  */
 export function parseAnthropicRequest(body: unknown): IrRequest {
   const b = requireRecord(body, "body");
