@@ -576,7 +576,8 @@ Deno.test("a candidate that cannot take a built-in tool is skipped unless the ro
     });
     assert.equal(res.status, 400);
     const body = await res.json();
-    assert.match(body.error.message, /openai-chat: built-in tool web_search/);
+    assert.match(body.error.message, /built-in tool web_search/);
+    assert.equal(body.error.code, "gw.client.unsupported");
     assert.equal(up.calls.length, 0);
   } finally {
     await gw.stop();
