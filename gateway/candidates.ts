@@ -1,3 +1,4 @@
+import { unsupportedBuiltins } from "./builtin_tools.ts";
 import { type Candidate, type ForwardDeps, type ForwardRequest, passesBodyThrough } from "./hop.ts";
 import type { Route } from "./config/schema.ts";
 import type { UpstreamKind } from "./format.ts";
@@ -6,15 +7,29 @@ import type { UpstreamKind } from "./format.ts";
  * What an upstream of `kind` could not be sent of this request, or nothing.
  * A same-format upstream gets the client's body itself, so it takes it all;
  * any other gets a translation, which carries neither the features the IR
- * has no slot for (`nativeOnly`) nor what the kind has no field for.
+ * has no slot for (`nativeOnly`) nor what the kind has no field for, nor
+ * provider-run tools the kind has no equivalent for, unless the route drops
+ * those (`drop_unsupported_tools`).
  */
 export function inexpressible(
-  req: Pick<ForwardRequest, "codec" | "ir">,
+  req: Pick<ForwardRequest, "codec" | "ir"> & { route?: Pick<Route, "drop_unsupported_tools"> },
   opts: { kind: UpstreamKind; deps: Pick<ForwardDeps, "adapters"> },
 ): string[] {
   if (passesBodyThrough(req, opts.kind)) return [];
   const native = (req.ir.nativeOnly ?? []).map((f) => `${f.what} (${f.param})`);
-  return [...native, ...opts.deps.adapters[opts.kind].unsupportedFor(req.ir)];
+  const tools = req.route?.drop_unsupported_tools ? [] : unsupportedBuiltins(req.ir, opts.kind);
+  return [...native, ...tools, ...opts.deps.adapters[opts.kind].unsupportedFor(req.ir)];
+}
+
+/**
+ * The candidates passed over because they could not be sent the request, for
+ * the client's error beside the ones tried: `skipped` maps an upstream id to
+ * what stood in the way (`inexpressible`), in plan order. Answers e.g.
+ * "skipped: chat-up: built-in tool web_search", or "" when none was skipped.
+ */
+export function describeSkipped(skipped: ReadonlyMap<string, readonly string[]>): string {
+  const parts = [...skipped].map(([upstream, missing]) => `${upstream}: ${missing.join(", ")}`);
+  return parts.length ? `skipped: ${parts.join("; ")}` : "";
 }
 
 /**

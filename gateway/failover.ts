@@ -1,4 +1,4 @@
-import { inexpressible, planCandidates } from "./candidates.ts";
+import { describeSkipped, inexpressible, planCandidates } from "./candidates.ts";
 import type { UpstreamKind } from "./format.ts";
 import { clientError, GatewayError } from "./gateway_error.ts";
 import {
@@ -35,6 +35,8 @@ export async function runCandidates(
   const { plan, skipped } = planFor(req, deps);
   if (!plan.length) return skipped.size ? cannotExpress(req, { skipped, deps }) : noCandidate(req);
   const tried: string[] = [];
+  // Every error the loop ends with names the candidates tried and those passed over.
+  const chain = { tried, skipped: describeSkipped(skipped) };
   const full: Candidate[] = [];
   let failed: GatewayError | null = null;
   for (const [i, target] of plan.entries()) {
@@ -49,7 +51,7 @@ export async function runCandidates(
     // A later full candidate may still be waited for, so this one is last only if none was full.
     const isLast = i === plan.length - 1 && !full.length;
     const result = await tryCandidate(req, { target, release, isLast, tried, ...opts });
-    if (result.kind !== "next") return ended(result, { req, tried });
+    if (result.kind !== "next") return ended(result, { req, chain });
     if (stopReason(live.signal)) return stopReason(live.signal)!;
     failed = result.error;
   }
@@ -58,11 +60,11 @@ export async function runCandidates(
     if (stopReason(live.signal)) return stopReason(live.signal)!;
     if (freed) {
       const result = await tryCandidate(req, { ...freed, isLast: true, tried, ...opts });
-      if (result.kind !== "next") return ended(result, { req, tried });
+      if (result.kind !== "next") return ended(result, { req, chain });
       failed = result.error;
     }
   }
-  return failed ? exhausted(failed, { tried, deps }) : slotsFull(deps);
+  return failed ? exhausted(failed, { chain, deps }) : slotsFull(deps);
 }
 
 /**
@@ -72,18 +74,19 @@ export async function runCandidates(
  */
 function ended(
   result: { kind: "done" } | { kind: "stop"; error: GatewayError },
-  opts: { req: ForwardRequest; tried: string[] },
+  opts: { req: ForwardRequest; chain: Chain },
 ): GatewayError | null {
   if (result.kind === "done") return null;
-  return stopReason(opts.req.live.signal) ?? result.error.withTried(opts.tried);
+  return stopReason(opts.req.live.signal) ?? result.error.with(opts.chain);
 }
 
 /** The candidates to try, and why any was passed over as unable to take the request. */
 function planFor(
   req: ForwardRequest,
   deps: ForwardDeps,
-): { plan: Candidate[]; skipped: Map<UpstreamKind, string[]> } {
-  const skipped = new Map<UpstreamKind, string[]>();
+): { plan: Candidate[]; skipped: Map<string, string[]> } {
+  // By upstream id, in plan order: the error names each candidate passed over.
+  const skipped = new Map<string, string[]>();
   const plan = planCandidates(req.route, {
     deps,
     sessionId: req.live.record.sessionId,
@@ -91,7 +94,7 @@ function planFor(
     // no attempt row, no cooldown charge, no place in "tried".
     accept: ({ upstream }) => {
       const missing = inexpressible(req, { kind: upstream.kind, deps });
-      if (missing.length) skipped.set(upstream.kind, missing);
+      if (missing.length) skipped.set(upstream.id, missing);
       return missing.length === 0;
     },
   });
@@ -197,13 +200,13 @@ async function waitForAny(
  */
 function cannotExpress(
   req: ForwardRequest,
-  opts: { skipped: Map<UpstreamKind, string[]>; deps: ForwardDeps },
+  opts: { skipped: Map<string, string[]>; deps: ForwardDeps },
 ): GatewayError {
   const kinds = Object.keys(opts.deps.adapters) as UpstreamKind[];
   const able = kinds.filter((kind) => !inexpressible(req, { kind, deps: opts.deps }).length);
-  const why = [...opts.skipped].map(([kind, missing]) => `${kind}: ${missing.join(", ")}`);
   return clientError(
-    `route '${req.route.model}' has no upstream that can take this request (${why.join("; ")}); ` +
+    `route '${req.route.model}' has no upstream that can take this request ` +
+      `(${describeSkipped(opts.skipped)}); ` +
       `upstream kinds that can: ${able.join(", ")}`,
     { code: "gw.client.unsupported", param: req.ir.nativeOnly?.[0]?.param },
   );
@@ -230,13 +233,13 @@ function slotsFull(deps: ForwardDeps): GatewayError {
  * No candidate is left (SPEC §6): `timeout_status` in the client's format,
  * except when every upstream asked us to slow down, which stays a 429.
  */
-function exhausted(last: GatewayError, opts: { tried: string[]; deps: ForwardDeps }): GatewayError {
-  if (last.code === "gw.upstream.rate_limited") return last.withTried(opts.tried);
-  return new GatewayError(last.message, {
-    code: last.code,
-    source: last.source,
-    status: opts.deps.config.failover.timeout_status,
-    tried: opts.tried,
-    upstreamType: last.upstreamType,
-  });
+function exhausted(last: GatewayError, opts: { chain: Chain; deps: ForwardDeps }): GatewayError {
+  if (last.code === "gw.upstream.rate_limited") return last.with(opts.chain);
+  return last.with({ ...opts.chain, status: opts.deps.config.failover.timeout_status });
+}
+
+/** The candidates tried, in order, and the text naming those passed over. */
+interface Chain {
+  tried: string[];
+  skipped: string;
 }

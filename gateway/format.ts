@@ -1,7 +1,7 @@
 import type { ClientHeaders } from "./client_headers.ts";
 import type { Config, Upstream } from "./config/schema.ts";
 import type { GatewayError } from "./gateway_error.ts";
-import type { IrEvent, IrRequest, IrResponse, IrUsage } from "./ir.ts";
+import type { IrClientTools, IrEvent, IrRequest, IrResponse, IrUsage } from "./ir.ts";
 
 export type ClientFormat = "openai-chat" | "openai-responses" | "anthropic" | "gemini";
 export type UpstreamKind = Upstream["kind"];
@@ -41,6 +41,8 @@ export interface UpstreamAdapter {
    * What of a translated request this kind has no field for, one description
    * each; empty when it can take it all. Pure, so the engine can skip a
    * candidate before any attempt: `buildRequest` refuses the same things.
+   * Provider-run tools are not listed here: whether one the kind lacks may be
+   * left out is the route's call (gateway/builtin_tools.ts, candidates.ts).
    */
   unsupportedFor(ir: IrRequest): string[];
   buildRequest(call: UpstreamCall): Promise<Request>;
@@ -73,6 +75,8 @@ export interface ClientRequestContext {
   pathStream?: boolean;
   /** Gemini's `alt=sse`: SSE instead of a streamed JSON array. */
   sse?: boolean;
+  /** The request's reshaped tools (`IrRequest.clientTools`), for answers to name calls as the client does. */
+  clientTools?: IrClientTools;
 }
 
 /** What a stream encoder needs to know about the answer it writes. */
@@ -93,7 +97,7 @@ export interface ClientStreamShape {
 export interface ClientCodec {
   format: ClientFormat;
   parseRequest(body: unknown, ctx: ClientRequestContext): IrRequest;
-  encodeWhole(res: IrResponse): unknown;
+  encodeWhole(res: IrResponse, ctx?: ClientRequestContext): unknown;
   streamShape(ctx: ClientRequestContext): ClientStreamShape;
   streamEncoder(meta: StreamMeta): ClientStreamEncoder;
   /** The error body in this client's format. */

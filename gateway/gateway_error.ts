@@ -52,6 +52,8 @@ export interface GatewayErrorInit {
   status: number;
   /** Upstream ids in the order they were tried, for "tried: a → b". */
   tried?: string[];
+  /** The candidates passed over as unable to take the request, and why ("skipped: c: ..."). */
+  skipped?: string;
   /** Field name for a client error, rendered as OpenAI's `param`. */
   param?: string;
   retryAfterSecs?: number;
@@ -76,6 +78,7 @@ export class GatewayError extends Error {
   readonly source: FailureSource;
   readonly status: number;
   readonly tried: string[];
+  readonly skipped?: string;
   readonly param?: string;
   readonly retryAfterSecs?: number;
   readonly upstreamType?: string;
@@ -90,6 +93,7 @@ export class GatewayError extends Error {
     this.source = init.source;
     this.status = init.status;
     this.tried = init.tried ?? [];
+    this.skipped = init.skipped || undefined;
     this.param = init.param;
     this.retryAfterSecs = init.retryAfterSecs;
     this.upstreamType = init.upstreamType;
@@ -100,7 +104,11 @@ export class GatewayError extends Error {
 
   /** The message a client reads: what happened, plus the chain of candidates. */
   get publicMessage(): string {
-    return this.tried.length ? `${this.message} (tried: ${this.tried.join(" → ")})` : this.message;
+    const chain = [
+      ...(this.tried.length ? [`tried: ${this.tried.join(" → ")}`] : []),
+      ...(this.skipped ? [this.skipped] : []),
+    ];
+    return chain.length ? `${this.message} (${chain.join("; ")})` : this.message;
   }
 
   withTried(tried: string[]): GatewayError {
@@ -118,6 +126,7 @@ export class GatewayError extends Error {
       source: this.source,
       status: this.status,
       tried: this.tried,
+      skipped: this.skipped,
       param: this.param,
       retryAfterSecs: this.retryAfterSecs,
       upstreamType: this.upstreamType,

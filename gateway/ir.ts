@@ -21,10 +21,47 @@ export type IrPart =
   | { type: "tool_call"; id: string; name: string; arguments: string } // arguments: JSON text
   | { type: "tool_result"; toolCallId: string; name?: string; content: string; isError?: boolean };
 
+/**
+ * A turn. `system` is an instruction given mid-conversation (after the first
+ * user or assistant turn): a leading one is `IrRequest.system`. Its content is
+ * text only. Targets without such a role fold it into a user turn
+ * (`foldSystemTurns` in gateway/system_turns.ts).
+ */
 export interface IrMessage {
-  role: "user" | "assistant";
+  role: "user" | "assistant" | "system";
   content: IrPart[];
 }
+
+/**
+ * A tool the provider runs itself. Each upstream kind maps the ones it has an
+ * equivalent for (gateway/builtin_tools.ts); a kind without one is skipped
+ * unless the route sets `drop_unsupported_tools`.
+ */
+export interface IrBuiltinTool {
+  type: "web_search";
+  /** Where it sits in the client's body, for error messages. */
+  param: string;
+}
+
+/**
+ * How the client declared a tool whose upstream name (`IrTool.name`) or call
+ * shape differs from its own: a tool inside a Responses namespace, a
+ * free-form (custom) tool, a client-run tool search. Answers report calls of
+ * that tool back in this shape.
+ */
+export interface IrClientTool {
+  /** The tool's own name inside its namespace. */
+  name: string;
+  namespace?: string;
+  /**
+   * `custom`: a free-form tool, sent upstream as a function with one string
+   * argument `input`. `tool_search`: Responses' client-run tool search.
+   */
+  shape?: "custom" | "tool_search";
+}
+
+/** Upstream tool name → how the client knows that tool. */
+export type IrClientTools = Record<string, IrClientTool>;
 
 /**
  * Structured output. Formats that name the format (OpenAI) carry the name;
@@ -63,6 +100,12 @@ export interface IrRequest {
   messages: IrMessage[];
   tools?: IrTool[];
   toolChoice?: IrToolChoice;
+  /** Provider-run tools (web search), mapped per upstream kind. */
+  builtinTools?: IrBuiltinTool[];
+  /** Client names of tools flattened or reshaped for translation; absent when none were. */
+  clientTools?: IrClientTools;
+  /** false: at most one tool call per turn (OpenAI `parallel_tool_calls`, Anthropic `disable_parallel_tool_use`). */
+  parallelToolCalls?: boolean;
   maxTokens?: number;
   temperature?: number;
   topP?: number;

@@ -107,7 +107,8 @@ export async function handleProxy(
       ir: started.ir,
       body: started.body,
       codec,
-      ctx: opts.ctx,
+      // Answers name reshaped tools as the client declared them.
+      ctx: started.ir.clientTools ? { ...opts.ctx, clientTools: started.ir.clientTools } : opts.ctx,
       route: started.route,
       clientHeaders: clientHeaders(codec.format, request),
     };

@@ -50,9 +50,9 @@ async function wholeHop(hop: Hop, deps: ForwardDeps): Promise<HopResult | { resp
     hop.succeeded();
     hop.end("success");
     hop.req.live.contentSent();
-    const body = passthrough
-      ? text
-      : JSON.stringify(hop.req.codec.encodeWhole({ ...ir, model: ir.model || hop.req.ir.model }));
+    const body = passthrough ? text : JSON.stringify(
+      hop.req.codec.encodeWhole({ ...ir, model: ir.model || hop.req.ir.model }, hop.req.ctx),
+    );
     const headers = baseHeaders(hop.req.live.record.id, { "content-type": "application/json" });
     return { response: new Response(body, { status: 200, headers }) };
   } finally {

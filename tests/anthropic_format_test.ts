@@ -2,11 +2,7 @@ import assert from "node:assert/strict";
 import Anthropic from "@anthropic-ai/sdk";
 import { anthropicClient, anthropicUpstream } from "../gateway/anthropic/mod.ts";
 import { anthropicEventIsContent } from "../gateway/anthropic/pulse.ts";
-import {
-  anthropicRequestBody,
-  DEFAULT_MAX_TOKENS,
-  parseAnthropicRequest,
-} from "../gateway/anthropic/request.ts";
+import { anthropicRequestBody, parseAnthropicRequest } from "../gateway/anthropic/request.ts";
 import type { Config, Upstream } from "../gateway/config/schema.ts";
 import type { UpstreamFrame } from "../gateway/format.ts";
 import { GatewayError } from "../gateway/gateway_error.ts";
@@ -264,7 +260,8 @@ Deno.test("anthropic request: a Chat Completions conversation becomes a valid Me
     tool_choice: { type: "function", function: { name: "get_weather" } },
   });
   const body = anthropicRequestBody(ir, "claude-haiku-4-5");
-  assert.equal(body.max_tokens, DEFAULT_MAX_TOKENS);
+  // No max_tokens from the client: the model family's output limit, not a small cap.
+  assert.equal(body.max_tokens, 64000);
   assert.equal(body.stream, undefined);
   assert.equal(body.system, "Be brief.");
   assert.deepEqual(body.tool_choice, { type: "tool", name: "get_weather" });
@@ -288,13 +285,28 @@ Deno.test("anthropic request: a Chat Completions conversation becomes a valid Me
   ]);
 });
 
-Deno.test("anthropic request: IR without maxTokens gets the documented default", () => {
+Deno.test("anthropic request: IR without maxTokens gets the model family's output limit", () => {
   const ir: IrRequest = {
     model: "smart",
     messages: [{ role: "user", content: [{ type: "text", text: "hi" }] }],
     stream: false,
   };
-  assert.equal(anthropicRequestBody(ir, "claude").max_tokens, 4096);
+  const cases: [string, number][] = [
+    ["claude-3-haiku-20240307", 4096],
+    ["claude-3-5-haiku-latest", 8192],
+    ["claude-3-7-sonnet-20250219", 64000],
+    ["claude-opus-4-20250514", 32000],
+    ["claude-opus-4-1", 32000],
+    ["claude-sonnet-4-5-20250929", 64000],
+    ["claude-haiku-4-5", 64000],
+    ["claude-opus-4-5", 64000],
+    ["claude-sonnet-4-6", 128000],
+    ["my-claude-alias", 32000],
+  ];
+  for (const [model, max] of cases) {
+    assert.equal(anthropicRequestBody(ir, model).max_tokens, max, model);
+  }
+  assert.equal(anthropicRequestBody({ ...ir, maxTokens: 77 }, "claude-opus-4-1").max_tokens, 77);
 });
 
 const nativeOnlyCases: { name: string; body: Record<string, unknown>; param: string }[] = [
@@ -326,7 +338,7 @@ const nativeOnlyCases: { name: string; body: Record<string, unknown>; param: str
     name: "server tool",
     body: {
       messages: [{ role: "user", content: "hi" }],
-      tools: [{ type: "web_search_20250305", name: "web_search" }],
+      tools: [{ type: "code_execution_20250522", name: "code_execution" }],
     },
     param: "tools[0].type",
   },

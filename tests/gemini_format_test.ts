@@ -231,7 +231,7 @@ Deno.test("gemini parse: ids the client echoes pair calls with responses", () =>
 Deno.test("gemini parse: records what no other format can express as native-only", () => {
   const base = { contents: [{ role: "user", parts: [{ text: "hi" }] }] };
   const nativeOnly: [string, Record<string, unknown>, string][] = [
-    ["google search", { ...base, tools: [{ googleSearch: {} }] }, "tools[0].googleSearch"],
+    ["code execution", { ...base, tools: [{ codeExecution: {} }] }, "tools[0].codeExecution"],
     [
       "an enum MIME type",
       { ...base, generationConfig: { responseMimeType: "text/x.enum" } },

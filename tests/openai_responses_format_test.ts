@@ -251,7 +251,8 @@ Deno.test("upstream body: parts a turn of that role cannot hold are named by uns
 const nativeOnly: [string, Record<string, unknown>, string][] = [
   ["previous_response_id", { previous_response_id: "resp_1" }, "previous_response_id"],
   ["conversation", { conversation: "conv_1" }, "conversation"],
-  ["built-in web_search tool", { tools: [{ type: "web_search" }] }, "tools[0].type"],
+  ["built-in file_search tool", { tools: [{ type: "file_search" }] }, "tools[0].type"],
+  ["server-run tool_search", { tools: [{ type: "tool_search" }] }, "tools[0].type"],
   ["hosted tool_choice", { tool_choice: { type: "file_search" } }, "tool_choice.type"],
   ["item_reference input", { input: [{ type: "item_reference", id: "msg_1" }] }, "input[0].type"],
   ["image by file id", {

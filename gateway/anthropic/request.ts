@@ -1,6 +1,8 @@
+import { supportsBuiltin } from "../builtin_tools.ts";
 import { clientError } from "../gateway_error.ts";
 import {
   DEFAULT_RESPONSE_FORMAT_NAME,
+  type IrBuiltinTool,
   type IrMessage,
   type IrNativeFeature,
   type IrPart,
@@ -21,21 +23,38 @@ import {
 } from "../request_fields.ts";
 import { anthropicUserSession } from "../session_ids.ts";
 import { isRecord } from "../sse_frames.ts";
+import { type ConversationTurn, foldSystemTurns } from "../system_turns.ts";
 
 /**
- * Anthropic requires `max_tokens`; formats that make it optional leave it to
- * us. 4096 is what every current Claude model accepts and long enough for a
- * typical chat turn; a client that needs more says so.
+ * Anthropic requires `max_tokens`; the other formats make it optional, and a
+ * client that leaves it out means "as long as the model likes" (Codex never
+ * sends one). So the default is the model family's documented output limit,
+ * not a small number that would cut agents' answers short: 32000 for a name
+ * not listed (every Claude model since Opus 4 takes that much).
  */
-export const DEFAULT_MAX_TOKENS = 4096;
+const MAX_OUTPUT_BY_FAMILY: [RegExp, number][] = [
+  [/claude-(?:opus|sonnet)-4-[6-9]/, 128000],
+  [/claude-opus-4(?:-0|-1|-2025)/, 32000],
+  [/claude-(?:opus|sonnet|haiku)-4/, 64000],
+  [/claude-3-7-/, 64000],
+  [/claude-3-5-/, 8192],
+  [/claude-3-(?:opus|sonnet|haiku)/, 4096],
+];
+export const FALLBACK_MAX_TOKENS = 32000;
 
-type Role = IrMessage["role"];
+/** The `max_tokens` sent when the client gave none. */
+export function defaultMaxTokens(model: string): number {
+  return MAX_OUTPUT_BY_FAMILY.find(([family]) => family.test(model))?.[1] ?? FALLBACK_MAX_TOKENS;
+}
+
+type Role = ConversationTurn["role"];
 
 /** Where parsed input lands: system text, turns, and what only Anthropic can take. */
 interface Into {
   system: string[];
   out: IrMessage[];
   native: IrNativeFeature[];
+  builtins: IrBuiltinTool[];
 }
 
 /**
@@ -43,17 +62,19 @@ interface Into {
  *
  * Hints the IR has no slot for and that only tune the answer (`thinking`,
  * `top_k`, `cache_control`, `service_tier`, `output_config.effort`,
- * `tool_choice.disable_parallel_tool_use`) are carried by same-format
- * pass-through and left out of translations. Content the IR cannot carry
- * (documents, server tools, redacted thinking, MCP servers, non-text tool
- * results, ...) is recorded in `nativeOnly`: an Anthropic upstream gets the
- * body as is, any other candidate is skipped. Wrong types are refused here.
+ * `context_management`, `defer_loading`) are carried by same-format
+ * pass-through and left out of translations. A system message after the
+ * first turn is a system turn; the web search server tool a built-in other
+ * kinds may map. Content the IR cannot carry (documents, other server tools,
+ * redacted thinking, MCP servers, non-text tool results, ...) is recorded in
+ * `nativeOnly`: an Anthropic upstream gets the body as is, any other
+ * candidate is skipped. Wrong types are refused here.
  */
 export function parseAnthropicRequest(body: unknown): IrRequest {
   const b = requireRecord(body, "body");
   const model = requireString(b.model, "model");
   if (model === "") throw clientError("'model' must not be empty", { param: "model" });
-  const into: Into = { system: [], out: [], native: [] };
+  const into: Into = { system: [], out: [], native: [], builtins: [] };
   if (b.mcp_servers !== undefined && b.mcp_servers !== null) {
     if (requireArray(b.mcp_servers, "mcp_servers").length) {
       into.native.push({ param: "mcp_servers", what: "MCP servers ('mcp_servers')" });
@@ -69,7 +90,9 @@ export function parseAnthropicRequest(body: unknown): IrRequest {
     system: into.system.length ? into.system.join("\n\n") : undefined,
     messages: into.out,
     tools: readTools(b.tools, into),
+    ...(into.builtins.length ? { builtinTools: into.builtins } : {}),
     toolChoice: readToolChoice(b.tool_choice),
+    ...readParallel(b.tool_choice),
     maxTokens: optionalNumber(b.max_tokens, "max_tokens"),
     temperature: optionalNumber(b.temperature, "temperature"),
     topP: optionalNumber(b.top_p, "top_p"),
@@ -132,12 +155,10 @@ function readMessage(value: unknown, param: string, into: Into): void {
   const m = requireRecord(value, param);
   const role = requireString(m.role, `${param}.role`);
   if (role === "system") {
-    // The IR has one system prompt: a system turn can only lead the conversation.
-    if (into.out.length) {
-      into.native.push({ param: `${param}.role`, what: "a 'system' message after the first turn" });
-      return;
-    }
-    into.system.push(readSystem(m.content, into).join("\n"));
+    // Claude Code sends one after the first user turn on every request.
+    const text = readSystem(m.content, into).join("\n");
+    if (!into.out.length) into.system.push(text);
+    else if (text) into.out.push({ role: "system", content: [{ type: "text", text }] });
   } else if (role === "user" || role === "assistant") {
     into.out.push({
       role,
@@ -248,7 +269,9 @@ function readTools(value: unknown, into: Into): IrTool[] | undefined {
     // Client tools have no type or "custom"; any other type is a server tool run by Anthropic.
     if (tool.type !== undefined && tool.type !== null && tool.type !== "custom") {
       const type = requireString(tool.type, `tools[${i}].type`);
-      into.native.push({ param: `tools[${i}].type`, what: `server tool '${type}'` });
+      if (type.startsWith("web_search_")) {
+        into.builtins.push({ type: "web_search", param: `tools[${i}]` });
+      } else into.native.push({ param: `tools[${i}].type`, what: `server tool '${type}'` });
       return [];
     }
     return [{
@@ -259,6 +282,16 @@ function readTools(value: unknown, into: Into): IrTool[] | undefined {
         : { type: "object", properties: {} },
     }];
   });
+}
+
+/** `tool_choice.disable_parallel_tool_use: true` is OpenAI's `parallel_tool_calls: false`. */
+function readParallel(value: unknown): { parallelToolCalls?: boolean } {
+  if (!isRecord(value)) return {};
+  const off = optionalBoolean(
+    value.disable_parallel_tool_use,
+    "tool_choice.disable_parallel_tool_use",
+  );
+  return off === undefined ? {} : { parallelToolCalls: !off };
 }
 
 function readToolChoice(value: unknown): IrToolChoice | undefined {
@@ -299,20 +332,18 @@ export function anthropicRequestBody(ir: IrRequest, model: string): Record<strin
   }
   const body: Record<string, unknown> = {
     model,
-    max_tokens: ir.maxTokens ?? DEFAULT_MAX_TOKENS,
-    messages: anthropicMessages(ir.messages),
+    max_tokens: ir.maxTokens ?? defaultMaxTokens(model),
+    messages: anthropicMessages(foldSystemTurns(ir.messages)),
   };
   if (ir.system) body.system = ir.system;
-  if (ir.tools?.length) {
-    body.tools = ir.tools.map((t) => ({
-      name: t.name,
-      ...(t.description === undefined ? {} : { description: t.description }),
-      input_schema: t.parameters,
-    }));
-  }
-  if (ir.toolChoice !== undefined) body.tool_choice = anthropicToolChoice(ir.toolChoice);
+  const tools = anthropicTools(ir);
+  if (tools.length) body.tools = tools;
+  const choice = anthropicToolChoice(ir, tools.length > 0);
+  if (choice) body.tool_choice = choice;
+  // Current Claude models refuse both ("cannot both be specified"); temperature
+  // is the knob every format has and the one clients mean to turn.
   if (ir.temperature !== undefined) body.temperature = ir.temperature;
-  if (ir.topP !== undefined) body.top_p = ir.topP;
+  else if (ir.topP !== undefined) body.top_p = ir.topP;
   if (ir.stop?.length) body.stop_sequences = ir.stop;
   if (ir.stream) body.stream = true;
   if (ir.responseFormat?.type === "json_schema") {
@@ -322,10 +353,38 @@ export function anthropicRequestBody(ir: IrRequest, model: string): Record<strin
   return body;
 }
 
-function anthropicToolChoice(choice: IrToolChoice): Record<string, unknown> {
-  if (choice === "required") return { type: "any" };
-  if (typeof choice === "string") return { type: choice };
-  return { type: "tool", name: choice.name };
+function anthropicTools(ir: IrRequest): Record<string, unknown>[] {
+  const tools: Record<string, unknown>[] = (ir.tools ?? []).map((t) => ({
+    name: t.name,
+    ...(t.description === undefined ? {} : { description: t.description }),
+    input_schema: t.parameters,
+  }));
+  // Built-ins Anthropic lacks were dropped by the route's choice (the engine skips the candidate otherwise).
+  if (ir.builtinTools?.some((t) => supportsBuiltin("anthropic", t))) {
+    tools.push({ type: "web_search_20250305", name: "web_search" });
+  }
+  return tools;
+}
+
+/**
+ * `parallel_tool_calls: false` is Anthropic's `disable_parallel_tool_use`,
+ * which lives in `tool_choice` (auto when the client chose none) and means
+ * nothing with `none` or without tools.
+ */
+function anthropicToolChoice(
+  ir: IrRequest,
+  hasTools: boolean,
+): Record<string, unknown> | undefined {
+  const choice = ir.toolChoice;
+  const base = choice === undefined
+    ? undefined
+    : choice === "required"
+    ? { type: "any" }
+    : typeof choice === "string"
+    ? { type: choice }
+    : { type: "tool", name: choice.name };
+  if (ir.parallelToolCalls !== false || !hasTools || choice === "none") return base;
+  return { ...(base ?? { type: "auto" }), disable_parallel_tool_use: true };
 }
 
 /**
@@ -333,7 +392,7 @@ function anthropicToolChoice(choice: IrToolChoice): Record<string, unknown> {
  * turn and no empty turns; other formats allow all three, so turns are merged
  * and ordered here.
  */
-function anthropicMessages(messages: IrMessage[]): Record<string, unknown>[] {
+function anthropicMessages(messages: ConversationTurn[]): Record<string, unknown>[] {
   const out: { role: Role; content: Record<string, unknown>[] }[] = [];
   messages.forEach((m, i) => {
     const blocks = m.content.flatMap((p, j) => anthropicBlocks(p, `messages[${i}].content[${j}]`));

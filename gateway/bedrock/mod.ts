@@ -32,7 +32,7 @@ async function buildBedrockRequest(call: UpstreamCall): Promise<Request> {
     });
   }
   // The body first: a request Bedrock cannot express is the caller's answer, whatever the keys.
-  const body = JSON.stringify(converseRequestBody(call.ir));
+  const body = JSON.stringify(converseRequestBody(call.ir, call.model));
   const url = converseUrl(upstreamBaseUrl(upstream), { model: call.model, stream: call.ir.stream });
   return await signedPost(url, { body, credentials: bedrockCredentials(upstream, call.env) });
 }

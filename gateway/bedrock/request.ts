@@ -1,6 +1,7 @@
 import { clientError } from "../gateway_error.ts";
-import type { IrMessage, IrPart, IrRequest, IrResponseFormat, IrToolChoice } from "../ir.ts";
+import type { IrPart, IrRequest, IrResponseFormat, IrToolChoice } from "../ir.ts";
 import { argumentsObject } from "../request_fields.ts";
+import { type ConversationTurn, foldSystemTurns } from "../system_turns.ts";
 
 type Block = Record<string, unknown>;
 
@@ -38,19 +39,24 @@ export function unsupportedFor(ir: IrRequest): string[] {
   return [...out];
 }
 
-/** Writes the gateway's request as a Converse / ConverseStream body (the model goes in the URL). */
-export function converseRequestBody(ir: IrRequest): Record<string, unknown> {
+/**
+ * Writes the gateway's request as a Converse / ConverseStream body (the model
+ * goes in the URL, and decides sampling rules: see `inferenceConfig`).
+ */
+export function converseRequestBody(ir: IrRequest, model = ""): Record<string, unknown> {
   const refused = unsupportedFor(ir);
   if (refused.length) {
     throw clientError(`a Bedrock upstream cannot take ${refused.join("; ")}`, {
       code: "gw.client.unsupported",
     });
   }
-  const body: Record<string, unknown> = { messages: converseMessages(ir.messages) };
+  const body: Record<string, unknown> = {
+    messages: converseMessages(foldSystemTurns(ir.messages)),
+  };
   if (ir.system !== undefined && ir.system !== "") body.system = [{ text: ir.system }];
   const tools = toolConfig(ir);
   if (tools) body.toolConfig = tools;
-  const inference = inferenceConfig(ir);
+  const inference = inferenceConfig(ir, model);
   if (inference) body.inferenceConfig = inference;
   const output = outputConfig(ir.responseFormat);
   if (output) body.outputConfig = output;
@@ -72,7 +78,7 @@ function outputConfig(format: IrResponseFormat | undefined): Record<string, unkn
   return { textFormat: { type: "json_schema", structure: { jsonSchema } } };
 }
 
-function converseMessages(messages: IrMessage[]): ConverseMessage[] {
+function converseMessages(messages: ConversationTurn[]): ConverseMessage[] {
   const out: ConverseMessage[] = [];
   for (const m of messages) {
     const content = m.content.flatMap(converseBlock);
@@ -165,11 +171,16 @@ function toolChoice(choice: IrToolChoice | undefined): Record<string, unknown> |
   return { tool: { name: choice.name } };
 }
 
-function inferenceConfig(ir: IrRequest): Record<string, unknown> | undefined {
+/**
+ * Claude models refuse temperature and top_p together, on Bedrock as on
+ * Anthropic's API: for them temperature is kept, as in the Anthropic builder.
+ */
+function inferenceConfig(ir: IrRequest, model: string): Record<string, unknown> | undefined {
   const config: Record<string, unknown> = {};
   if (ir.maxTokens !== undefined) config.maxTokens = ir.maxTokens;
   if (ir.temperature !== undefined) config.temperature = ir.temperature;
-  if (ir.topP !== undefined) config.topP = ir.topP;
+  const oneOfTwo = /anthropic|claude/i.test(model) && ir.temperature !== undefined;
+  if (ir.topP !== undefined && !oneOfTwo) config.topP = ir.topP;
   if (ir.stop?.length) config.stopSequences = ir.stop;
   return Object.keys(config).length ? config : undefined;
 }

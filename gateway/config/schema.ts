@@ -187,6 +187,11 @@ export const RouteSchema = z.object({
   ),
   candidates: z.array(CandidateSchema).min(1, { error: "must list at least one candidate" })
     .describe("Upstreams to try, in order, failing over from one to the next."),
+  drop_unsupported_tools: z.boolean().default(false).describe(
+    "Send a candidate a request with provider-run tools its kind has no equivalent for " +
+      "(e.g. web search to openai-chat or bedrock), leaving those tools out. When false, " +
+      "such a candidate is skipped and the client's error names it and the tool.",
+  ),
   enabled: enabledFlag("route"),
 }).strict();
 

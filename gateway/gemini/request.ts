@@ -1,7 +1,9 @@
 import type { ClientRequestContext } from "../format.ts";
 import { clientError } from "../gateway_error.ts";
+import { supportsBuiltin } from "../builtin_tools.ts";
 import {
   DEFAULT_RESPONSE_FORMAT_NAME,
+  type IrBuiltinTool,
   type IrMessage,
   type IrNativeFeature,
   type IrPart,
@@ -21,7 +23,8 @@ import {
 } from "../request_fields.ts";
 import { isRecord, parseJson } from "../sse_frames.ts";
 import { camelCase, field, hasSubstance } from "./fields.ts";
-import { geminiSchemaToJson } from "./schema.ts";
+import { geminiSchemaToJson, lowerCaseSchemaTypes } from "./schema.ts";
+import { type ConversationTurn, foldSystemTurns } from "../system_turns.ts";
 
 /**
  * Gemini 3 rejects a replayed functionCall without the thought signature it
@@ -51,6 +54,7 @@ export function parseGeminiRequest(body: unknown, ctx: ClientRequestContext): Ir
   const gen = field(b, "generationConfig") ?? {};
   const config = requireRecord(gen, "generationConfig");
   const native: IrNativeFeature[] = [];
+  const builtins: IrBuiltinTool[] = [];
   readNativeOnly(b, { config, native });
   const ledger = new CallLedger(native);
   const messages = mergeTurns(
@@ -62,7 +66,8 @@ export function parseGeminiRequest(body: unknown, ctx: ClientRequestContext): Ir
     model,
     system: readSystem(field(b, "systemInstruction"), native),
     messages,
-    tools: readTools(b.tools, native),
+    tools: readTools(b.tools, { native, builtins }),
+    ...(builtins.length ? { builtinTools: builtins } : {}),
     toolChoice: readToolChoice(field(b, "toolConfig"), native),
     maxTokens: optionalNumber(field(config, "maxOutputTokens"), "generationConfig.maxOutputTokens"),
     temperature: optionalNumber(config.temperature, "generationConfig.temperature"),
@@ -121,7 +126,7 @@ function readResponseFormat(
     return undefined;
   }
   const schema = hasSubstance(json)
-    ? requireRecord(json, "generationConfig.responseJsonSchema")
+    ? lowerCaseSchemaTypes(requireRecord(json, "generationConfig.responseJsonSchema"))
     : hasSubstance(openApi)
     ? geminiSchemaToJson(requireRecord(openApi, "generationConfig.responseSchema"))
     : undefined;
@@ -296,7 +301,14 @@ function readSystem(value: unknown, native: IrNativeFeature[]): string | undefin
   return texts.join("\n");
 }
 
-function readTools(value: unknown, native: IrNativeFeature[]): IrTool[] | undefined {
+/** Gemini's search tools, which other providers' web search tools stand in for. */
+const searchTools = new Set(["googleSearch", "googleSearchRetrieval"]);
+
+function readTools(
+  value: unknown,
+  into: { native: IrNativeFeature[]; builtins: IrBuiltinTool[] },
+): IrTool[] | undefined {
+  const { native } = into;
   if (value === undefined || value === null) return undefined;
   return requireArray(value, "tools").flatMap((t, i) => {
     const tool = requireRecord(t, `tools[${i}]`);
@@ -306,8 +318,10 @@ function readTools(value: unknown, native: IrNativeFeature[]): IrTool[] | undefi
         requireArray(v, `tools[${i}].${key}`).forEach((d, j) => {
           declarations.push(readDeclaration(d, `tools[${i}].functionDeclarations[${j}]`));
         });
-      } else if (v !== undefined && v !== null) {
+      } else if (v !== undefined && v !== null && searchTools.has(camelCase(key))) {
         // `{googleSearch: {}}` switches a server tool on: empty is not absent.
+        into.builtins.push({ type: "web_search", param: `tools[${i}].${key}` });
+      } else if (v !== undefined && v !== null) {
         native.push({ param: `tools[${i}].${key}`, what: `server tool '${key}'` });
       }
     }
@@ -320,7 +334,7 @@ function readDeclaration(value: unknown, param: string): IrTool {
   const json = field(d, "parametersJsonSchema");
   const openApi = d.parameters;
   const parameters = isRecord(json)
-    ? json
+    ? lowerCaseSchemaTypes(json)
     : isRecord(openApi)
     ? geminiSchemaToJson(openApi)
     : { type: "object", properties: {} };
@@ -367,21 +381,25 @@ export function unsupportedFor(_ir: IrRequest): string[] {
 /** Writes the gateway's request as a generateContent body (the model goes in the URL). */
 export function geminiRequestBody(ir: IrRequest): Record<string, unknown> {
   const names = new Map<string, string>();
-  const contents = ir.messages
+  const contents = foldSystemTurns(ir.messages)
     .map((m, i) => geminiContent(m, { names, param: `messages[${i}]` }))
     .filter((c) => c.parts.length > 0);
   const body: Record<string, unknown> = { contents };
   if (ir.system !== undefined) body.systemInstruction = { parts: [{ text: ir.system }] };
+  const tools: Record<string, unknown>[] = [];
   if (ir.tools?.length) {
-    body.tools = [{
+    tools.push({
       functionDeclarations: ir.tools.map((t) => ({
         name: t.name,
         description: t.description,
         // JSON Schema as-is: `parameters` would reject keywords outside OpenAPI 3.0.
         parametersJsonSchema: t.parameters,
       })),
-    }];
+    });
   }
+  // Built-ins Gemini lacks were dropped by the route's choice (the engine skips the candidate otherwise).
+  if (ir.builtinTools?.some((t) => supportsBuiltin("gemini", t))) tools.push({ googleSearch: {} });
+  if (tools.length) body.tools = tools;
   if (ir.toolChoice !== undefined) {
     body.toolConfig = { functionCallingConfig: functionCallingConfig(ir.toolChoice) };
   }
@@ -414,7 +432,7 @@ interface ContentOpts {
   param: string;
 }
 
-function geminiContent(m: IrMessage, opts: ContentOpts): { role: string; parts: unknown[] } {
+function geminiContent(m: ConversationTurn, opts: ContentOpts): { role: string; parts: unknown[] } {
   const parts = m.content.flatMap((p, i) =>
     geminiPart(p, { ...opts, param: `${opts.param}.content[${i}]` })
   );

@@ -3,7 +3,7 @@ import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { upstreamBaseUrl } from "../config/schema.ts";
 import { upstreamStatusError } from "../upstream_error.ts";
 import { openAiError } from "./errors.ts";
-import { chatRequestBody, parseChatRequest, unsupportedFor } from "./request.ts";
+import { chatRequestBody, maxTokensField, parseChatRequest, unsupportedFor } from "./request.ts";
 import { decodeChatWhole, encodeChatWhole } from "./response.ts";
 import { chatStreamEncoder, decodeChatStream } from "./stream.ts";
 
@@ -26,7 +26,9 @@ export const chatUpstream: UpstreamAdapter = {
   buildRequest(call) {
     const body = call.passthrough
       ? { ...call.passthrough, model: call.model }
-      : chatRequestBody(call.ir, call.model);
+      : chatRequestBody(call.ir, call.model, {
+        tokenField: maxTokensField(call.upstream, call.model),
+      });
     const headers = new Headers({ "content-type": "application/json" });
     const key = "api_key_env" in call.upstream && call.upstream.api_key_env
       ? call.env(call.upstream.api_key_env)

@@ -1,3 +1,4 @@
+import { type Upstream, upstreamBaseUrl } from "../config/schema.ts";
 import { clientError } from "../gateway_error.ts";
 import type {
   IrMessage,
@@ -19,6 +20,7 @@ import {
   requireString,
 } from "../request_fields.ts";
 import { isRecord } from "../sse_frames.ts";
+import { systemText } from "../system_turns.ts";
 
 /** Where parsed input lands: system text, turns, and what only a Chat upstream can take. */
 interface Into {
@@ -32,7 +34,7 @@ interface Into {
  *
  * Hints that only tune the answer (`seed`, `frequency_penalty`,
  * `presence_penalty`, `logit_bias`, `reasoning_effort`, `verbosity`,
- * `parallel_tool_calls`, `service_tier`, `store`, `metadata`, `prediction`)
+ * `service_tier`, `store`, `metadata`, `prediction`)
  * are carried by same-format pass-through and left out of translations.
  * What changes the answer itself and has no IR slot (audio or file parts,
  * non-function tools, several choices, audio output, log probabilities,
@@ -52,6 +54,7 @@ export function parseChatRequest(body: unknown): IrRequest {
     messages: into.out,
     tools: readTools(b.tools, into),
     toolChoice: readToolChoice(b.tool_choice, into),
+    ...parallelToolCalls(b.parallel_tool_calls),
     maxTokens: optionalNumber(b.max_completion_tokens, "max_completion_tokens") ??
       optionalNumber(b.max_tokens, "max_tokens"),
     temperature: optionalNumber(b.temperature, "temperature"),
@@ -79,6 +82,12 @@ function readAnswerShape(b: Record<string, unknown>, into: Into): void {
   if (hasValue(b.web_search_options)) {
     into.native.push({ param: "web_search_options", what: "web search ('web_search_options')" });
   }
+}
+
+/** `parallel_tool_calls`, as Chat and Responses spell it. */
+export function parallelToolCalls(value: unknown): { parallelToolCalls?: boolean } {
+  const parallel = optionalBoolean(value, "parallel_tool_calls");
+  return parallel === undefined ? {} : { parallelToolCalls: parallel };
 }
 
 function hasValue(value: unknown): boolean {
@@ -120,7 +129,10 @@ function readMessage(value: unknown, param: string, into: Into): void {
   const m = requireRecord(value, param);
   const role = requireString(m.role, `${param}.role`);
   if (role === "system" || role === "developer") {
-    into.system.push(textOf(m.content, `${param}.content`));
+    // Leading instructions are the system prompt; later ones keep their place.
+    const text = textOf(m.content, `${param}.content`);
+    if (!into.out.length) into.system.push(text);
+    else into.out.push({ role: "system", content: [{ type: "text", text }] });
   } else if (role === "user") {
     into.out.push({
       role: "user",
@@ -253,8 +265,30 @@ export function unsupportedFor(ir: IrRequest): string[] {
   return [...out];
 }
 
+/**
+ * OpenAI deprecated `max_tokens` for `max_completion_tokens`, and its
+ * reasoning models (o-series, gpt-5 and later) refuse `max_tokens`. Many
+ * Chat-compatible servers know only `max_tokens`, some refuse unknown fields.
+ * So: `max_completion_tokens` for OpenAI's own API (and Azure OpenAI) and for
+ * reasoning model names anywhere; `max_tokens` for other servers.
+ */
+export function maxTokensField(
+  upstream: Upstream,
+  model: string,
+): "max_tokens" | "max_completion_tokens" {
+  const host = URL.parse(upstreamBaseUrl(upstream))?.hostname ?? "";
+  const openAi = host === "api.openai.com" || host.endsWith(".openai.azure.com");
+  return openAi || REASONING_MODEL.test(model) ? "max_completion_tokens" : "max_tokens";
+}
+
+const REASONING_MODEL = /(?:^|\/)(?:o\d+(?:-|$)|gpt-(?:[5-9]|\d\d))/i;
+
 /** Writes the gateway's request as a Chat Completions body for `model`. */
-export function chatRequestBody(ir: IrRequest, model: string): Record<string, unknown> {
+export function chatRequestBody(
+  ir: IrRequest,
+  model: string,
+  opts: { tokenField?: "max_tokens" | "max_completion_tokens" } = {},
+): Record<string, unknown> {
   const refused = unsupportedFor(ir);
   if (refused.length) {
     throw clientError(`a Chat Completions upstream cannot take ${refused.join("; ")}`, {
@@ -276,7 +310,10 @@ export function chatRequestBody(ir: IrRequest, model: string): Record<string, un
       ? ir.toolChoice
       : { type: "function", function: { name: ir.toolChoice.name } };
   }
-  if (ir.maxTokens !== undefined) body.max_tokens = ir.maxTokens;
+  if (ir.tools?.length && ir.parallelToolCalls !== undefined) {
+    body.parallel_tool_calls = ir.parallelToolCalls;
+  }
+  if (ir.maxTokens !== undefined) body[opts.tokenField ?? "max_tokens"] = ir.maxTokens;
   if (ir.temperature !== undefined) body.temperature = ir.temperature;
   if (ir.topP !== undefined) body.top_p = ir.topP;
   if (ir.stop !== undefined) body.stop = ir.stop;
@@ -299,6 +336,7 @@ function chatResponseFormat(format: IrResponseFormat): Record<string, unknown> {
 }
 
 function chatMessages(m: IrMessage): Record<string, unknown>[] {
+  if (m.role === "system") return [{ role: "system", content: systemText(m) }];
   if (m.role === "assistant") {
     const text = m.content.filter((p) => p.type === "text").map((p) => p.text).join("");
     const calls = m.content.flatMap((p) =>

@@ -10,13 +10,14 @@ import { decodeResponsesStream, responsesStreamEncoder } from "./stream.ts";
 export const responsesClient: ClientCodec = {
   format: "openai-responses",
   parseRequest: (body) => parseResponsesRequest(body),
-  encodeWhole: encodeResponsesWhole,
+  encodeWhole: (res, ctx) => encodeResponsesWhole(res, ctx?.clientTools),
   streamShape: () => ({
     contentType: "text/event-stream; charset=utf-8",
     keepAlive: new TextEncoder().encode(": keep-alive\n\n"),
     passthroughFrom: "openai-responses",
   }),
-  streamEncoder: (ctx) => responsesStreamEncoder({ id: ctx.id, model: ctx.model }),
+  streamEncoder: (ctx) =>
+    responsesStreamEncoder({ id: ctx.id, model: ctx.model, clientTools: ctx.clientTools }),
   renderError: openAiError,
 };
 

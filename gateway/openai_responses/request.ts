@@ -1,3 +1,4 @@
+import { supportsBuiltin } from "../builtin_tools.ts";
 import { clientError } from "../gateway_error.ts";
 import type {
   IrMessage,
@@ -5,10 +6,9 @@ import type {
   IrPart,
   IrRequest,
   IrResponseFormat,
-  IrTool,
   IrToolChoice,
 } from "../ir.ts";
-import { jsonSchemaFormat } from "../openai_chat/request.ts";
+import { jsonSchemaFormat, parallelToolCalls } from "../openai_chat/request.ts";
 import {
   imageFromUrl,
   optionalBoolean,
@@ -18,10 +18,19 @@ import {
   requireRecord,
   requireString,
 } from "../request_fields.ts";
-import { isRecord } from "../sse_frames.ts";
+import { systemText } from "../system_turns.ts";
+import {
+  loadedToolsText,
+  readResponsesTools,
+  reshapedCall,
+  type ToolsInto,
+} from "./client_tools.ts";
 
-/** Where parsed input lands: system text, turns, and what only a Responses upstream can take. */
-interface Into {
+/**
+ * Where parsed input lands: system text, turns, tools (declared in `tools`
+ * and in input items), and what only a Responses upstream can take.
+ */
+interface Into extends ToolsInto {
   system: string[];
   out: IrMessage[];
   native: IrNativeFeature[];
@@ -35,20 +44,25 @@ function unsupported(message: string, param: string) {
  * Reads a Responses API body into the gateway's request.
  *
  * Hints that only tune the answer (`reasoning`, `text.verbosity`,
- * `parallel_tool_calls`, `truncation`, `service_tier`, `store`, `metadata`,
- * `include`) are carried by same-format pass-through and left out of
- * translations. What the IR cannot carry (built-in tools, files, audio,
- * stored state such as `previous_response_id`, log probabilities) is
- * recorded in `nativeOnly`, so only a Responses upstream is tried.
+ * `truncation`, `service_tier`, `store`, `metadata`, `include`) are carried
+ * by same-format pass-through and left out of translations. Namespaced,
+ * free-form and tool-search tools are flattened into functions
+ * (./client_tools.ts); web search is a built-in other kinds may map. What the
+ * IR cannot carry (other built-in tools, files, audio, stored state such as
+ * `previous_response_id`, log probabilities) is recorded in `nativeOnly`, so
+ * only a Responses upstream is tried.
  */
 export function parseResponsesRequest(body: unknown): IrRequest {
   const b = requireRecord(body, "body");
   const model = requireString(b.model, "model");
   if (model === "") throw clientError("'model' must not be empty", { param: "model" });
-  const into: Into = { system: [], out: [], native: [] };
+  const into: Into = { system: [], out: [], native: [], tools: [], clientTools: {}, builtins: [] };
   readStateful(b, into);
   const instructions = optionalString(b.instructions, "instructions");
   if (instructions) into.system.push(instructions);
+  if (b.tools !== undefined && b.tools !== null) {
+    readResponsesTools(b.tools, { param: "tools", into });
+  }
   readInput(b.input, into);
   const topLogprobs = optionalNumber(b.top_logprobs, "top_logprobs");
   if (topLogprobs !== undefined && topLogprobs > 0) {
@@ -58,8 +72,11 @@ export function parseResponsesRequest(body: unknown): IrRequest {
     model,
     system: into.system.length ? into.system.join("\n\n") : undefined,
     messages: into.out,
-    tools: readTools(b.tools, into),
+    ...(into.tools.length ? { tools: into.tools } : {}),
+    ...(Object.keys(into.clientTools).length ? { clientTools: into.clientTools } : {}),
+    ...(into.builtins.length ? { builtinTools: into.builtins } : {}),
     toolChoice: readToolChoice(b.tool_choice, into),
+    ...parallelToolCalls(b.parallel_tool_calls),
     maxTokens: optionalNumber(b.max_output_tokens, "max_output_tokens"),
     temperature: optionalNumber(b.temperature, "temperature"),
     topP: optionalNumber(b.top_p, "top_p"),
@@ -121,19 +138,26 @@ function readItem(value: unknown, param: string, into: Into): void {
   // Short-hand messages ({role, content}) may leave the type out.
   const type = optionalString(item.type, `${param}.type`) ?? "message";
   if (type === "message") return readMessage(item, param, into);
-  if (type === "function_call") {
-    return pushAssistant(into, [{
-      type: "tool_call",
-      id: requireString(item.call_id, `${param}.call_id`),
-      name: requireString(item.name, `${param}.name`),
-      arguments: optionalString(item.arguments, `${param}.arguments`) ?? "{}",
-    }]);
-  }
-  if (type === "function_call_output") {
+  const call = reshapedCall(item, param);
+  if (call) return pushAssistant(into, [call]);
+  if (type === "function_call_output" || type === "custom_tool_call_output") {
     return pushToolResult(into, {
       type: "tool_result",
       toolCallId: requireString(item.call_id, `${param}.call_id`),
       content: toolOutputText(item.output, { param: `${param}.output`, into }),
+    });
+  }
+  if (type === "additional_tools") {
+    // Tools made available from here on: every other format declares tools once, up front.
+    readResponsesTools(item.tools, { param: `${param}.tools`, into });
+    return;
+  }
+  if (type === "tool_search_output" && item.execution === "client") {
+    const names = readResponsesTools(item.tools, { param: `${param}.tools`, into });
+    return pushToolResult(into, {
+      type: "tool_result",
+      toolCallId: requireString(item.call_id, `${param}.call_id`),
+      content: loadedToolsText(names),
     });
   }
   if (type === "reasoning") return pushAssistant(into, reasoningParts(item, param));
@@ -145,7 +169,10 @@ function readMessage(item: Record<string, unknown>, param: string, into: Into): 
   const role = requireString(item.role, `${param}.role`);
   const at = { param: `${param}.content`, into };
   if (role === "system" || role === "developer") {
-    into.system.push(textOf(readParts(item.content, { ...at, images: false })));
+    // Leading instructions are the system prompt; later ones keep their place.
+    const text = textOf(readParts(item.content, { ...at, images: false }));
+    if (!into.out.length) into.system.push(text);
+    else into.out.push({ role: "system", content: [{ type: "text", text }] });
   } else if (role === "user") {
     into.out.push({ role: "user", content: readParts(item.content, { ...at, images: true }) });
   } else if (role === "assistant") {
@@ -225,25 +252,6 @@ function reasoningParts(item: Record<string, unknown>, param: string): IrPart[] 
   return text ? [{ type: "reasoning", text }] : [];
 }
 
-function readTools(value: unknown, into: Into): IrTool[] | undefined {
-  if (value === undefined || value === null) return undefined;
-  return requireArray(value, "tools").flatMap((t, i) => {
-    const at = `tools[${i}]`;
-    const tool = requireRecord(t, at);
-    const type = requireString(tool.type, `${at}.type`);
-    if (type !== "function") {
-      // web_search, file_search, mcp, code_interpreter, ...: run by OpenAI itself.
-      into.native.push({ param: `${at}.type`, what: `built-in tool '${type}'` });
-      return [];
-    }
-    return [{
-      name: requireString(tool.name, `${at}.name`),
-      description: optionalString(tool.description, `${at}.description`),
-      parameters: isRecord(tool.parameters) ? tool.parameters : { type: "object", properties: {} },
-    }];
-  });
-}
-
 function readToolChoice(value: unknown, into: Into): IrToolChoice | undefined {
   if (value === undefined || value === null) return undefined;
   if (value === "auto" || value === "none" || value === "required") return value;
@@ -290,13 +298,19 @@ export function responsesRequestBody(ir: IrRequest, model: string): Record<strin
     store: false,
   };
   if (ir.system !== undefined) body.instructions = ir.system;
-  if (ir.tools?.length) {
-    body.tools = ir.tools.map((t) => ({
-      type: "function",
-      name: t.name,
-      description: t.description,
-      parameters: t.parameters,
-    }));
+  const tools: Record<string, unknown>[] = (ir.tools ?? []).map((t) => ({
+    type: "function",
+    name: t.name,
+    description: t.description,
+    parameters: t.parameters,
+  }));
+  // Built-ins Responses lacks were dropped by the route's choice (the engine skips the candidate otherwise).
+  if (ir.builtinTools?.some((t) => supportsBuiltin("openai-responses", t))) {
+    tools.push({ type: "web_search" });
+  }
+  if (tools.length) body.tools = tools;
+  if (tools.length && ir.parallelToolCalls !== undefined) {
+    body.parallel_tool_calls = ir.parallelToolCalls;
   }
   if (ir.toolChoice !== undefined) {
     body.tool_choice = typeof ir.toolChoice === "string"
@@ -319,6 +333,13 @@ export function responsesRequestBody(ir: IrRequest, model: string): Record<strin
  * issued itself (by id), and the model does not need it to continue.
  */
 function inputItems(m: IrMessage): Record<string, unknown>[] {
+  if (m.role === "system") {
+    return [{
+      type: "message",
+      role: "system",
+      content: [{ type: "input_text", text: systemText(m) }],
+    }];
+  }
   const items: Record<string, unknown>[] = [];
   let content: Record<string, unknown>[] = [];
   const flush = () => {

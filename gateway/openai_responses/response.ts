@@ -1,5 +1,6 @@
-import type { IrFinishReason, IrPart, IrResponse, IrUsage } from "../ir.ts";
+import type { IrClientTools, IrFinishReason, IrPart, IrResponse, IrUsage } from "../ir.ts";
 import { isRecord } from "../sse_frames.ts";
+import { customInput, searchArguments } from "./client_tools.ts";
 import { badResponse, responsesStreamFailure } from "./errors.ts";
 
 type Json = Record<string, unknown>;
@@ -181,20 +182,23 @@ function reasoningText(item: Json): string {
     .filter((t) => t !== "").join("\n\n");
 }
 
-/** Writes a whole answer as a Responses API body. */
-export function encodeResponsesWhole(res: IrResponse): Json {
+/** Writes a whole answer as a Responses API body; `clientTools` names reshaped tools' calls. */
+export function encodeResponsesWhole(res: IrResponse, clientTools?: IrClientTools): Json {
   const id = responseId(res.id);
   const terminal = irFinishToResponses(res.finish);
   const itemStatus = terminal.event === "response.completed" ? "completed" : "incomplete";
   return responseObject({ id, model: res.model, createdAt: Math.floor(Date.now() / 1000) }, {
     ...terminal.fields,
-    output: outputItems(res.content, { responseId: id, status: itemStatus }),
+    output: outputItems(res.content, { responseId: id, status: itemStatus, clientTools }),
     usage: irUsageToResponses(res.usage),
   });
 }
 
 /** Groups an answer's parts into output items: runs of text and refusals share one message. */
-function outputItems(parts: IrPart[], opts: { responseId: string; status: string }): Json[] {
+function outputItems(
+  parts: IrPart[],
+  opts: { responseId: string; status: string; clientTools?: IrClientTools },
+): Json[] {
   const items: Json[] = [];
   const ids = (prefix: "msg" | "fc" | "rs") =>
     itemId(prefix, { responseId: opts.responseId, index: items.length });
@@ -217,7 +221,7 @@ function outputItems(parts: IrPart[], opts: { responseId: string; status: string
       reasoning.push({ type: "summary_text", text: part.text });
     } else if (part.type === "tool_call") {
       message = reasoning = null;
-      items.push(functionCallItem(ids("fc"), { ...part, status: opts.status }));
+      items.push(toolCallItem(ids("fc"), { ...part, status: opts.status }, opts.clientTools));
     }
   }
   return items;
@@ -239,6 +243,43 @@ export function functionCallItem(
     arguments: call.arguments,
     status: call.status,
   };
+}
+
+/**
+ * A call as the client declared its tool: a function of a namespace carries
+ * the namespace and its own name, a free-form tool's call is a
+ * `custom_tool_call` with the raw input, a tool search a `tool_search_call`.
+ */
+export function toolCallItem(
+  id: string,
+  call: { id: string; name: string; arguments: string; status: string },
+  clientTools: IrClientTools | undefined,
+): Json {
+  const client = clientTools?.[call.name];
+  if (!client) return functionCallItem(id, call);
+  const namespace = client.namespace ? { namespace: client.namespace } : {};
+  if (client.shape === "custom") {
+    return {
+      type: "custom_tool_call",
+      id,
+      call_id: call.id,
+      name: client.name,
+      ...namespace,
+      input: customInput(call.arguments),
+      status: call.status,
+    };
+  }
+  if (client.shape === "tool_search") {
+    return {
+      type: "tool_search_call",
+      id,
+      call_id: call.id,
+      execution: "client",
+      arguments: searchArguments(call.arguments),
+      status: call.status,
+    };
+  }
+  return { ...functionCallItem(id, { ...call, name: client.name }), ...namespace };
 }
 
 function contentPart(part: { type: "text" | "refusal"; text: string }): Json {

@@ -1,14 +1,21 @@
 import type { ClientStreamEncoder, UpstreamFrame } from "../format.ts";
 import type { GatewayError } from "../gateway_error.ts";
-import { type IrEvent, type IrFinishReason, type IrUsage, mergeUsage } from "../ir.ts";
+import {
+  type IrClientTool,
+  type IrClientTools,
+  type IrEvent,
+  type IrFinishReason,
+  type IrUsage,
+  mergeUsage,
+} from "../ir.ts";
 import { isRecord } from "../json.ts";
 import { sseFrameStream, type SseReading } from "../sse_frames.ts";
 import { formatSse, type SseEvent } from "../sse_stream.ts";
 import { openAiError } from "../openai_chat/errors.ts";
 import { failedResponseError, responsesStreamFailure } from "./errors.ts";
 import { responsesEventIsContent } from "./pulse.ts";
+import { customInput } from "./client_tools.ts";
 import {
-  functionCallItem,
   irFinishToResponses,
   irUsageToResponses,
   itemId,
@@ -18,6 +25,7 @@ import {
   responseObject,
   responsesFinishToIr,
   responsesUsageToIr,
+  toolCallItem,
 } from "./response.ts";
 
 type Json = Record<string, unknown>;
@@ -188,6 +196,8 @@ interface CallState {
   callId: string;
   name: string;
   args: string;
+  /** Set when the client declared the tool otherwise (namespace, free-form, tool search). */
+  client?: IrClientTool;
 }
 
 type ItemState = MessageState | ReasoningState | CallState;
@@ -213,7 +223,7 @@ class ResponsesStreamWriter implements ClientStreamEncoder {
   #finish: IrFinishReason | undefined;
   #usage: IrUsage = {};
 
-  constructor(private meta: { id: string; model: string }) {
+  constructor(private meta: StreamWriterMeta) {
     this.#id = responseId(meta.id);
   }
 
@@ -388,6 +398,8 @@ class ResponsesStreamWriter implements ClientStreamEncoder {
       args: "",
     };
     call.id = itemId("fc", { responseId: this.#id, index: call.index });
+    const client = this.meta.clientTools?.[event.name];
+    if (client) call.client = client;
     this.#calls.set(event.index, call);
     out.push(this.#added(call));
     return out;
@@ -401,6 +413,8 @@ class ResponsesStreamWriter implements ClientStreamEncoder {
     const call = this.#calls.get(event.index);
     if (!call) return out;
     call.args += event.args;
+    // A free-form input or a search's arguments exist only once the JSON is whole.
+    if (call.client?.shape) return out;
     out.push(this.#event("response.function_call_arguments.delta", {
       ...this.#at(call),
       delta: event.args,
@@ -434,14 +448,28 @@ class ResponsesStreamWriter implements ClientStreamEncoder {
 
   #closeCalls(): string[] {
     const out = [...this.#calls.values()].flatMap((call) => [
-      this.#event("response.function_call_arguments.done", {
-        ...this.#at(call),
-        arguments: call.args,
-      }),
+      ...this.#callInputDone(call),
       this.#itemDone(call),
     ]);
     this.#calls.clear();
     return out;
+  }
+
+  #callInputDone(call: CallState): string[] {
+    if (call.client?.shape === "tool_search") return [];
+    if (call.client?.shape === "custom") {
+      const input = customInput(call.args);
+      return [
+        this.#event("response.custom_tool_call_input.delta", { ...this.#at(call), delta: input }),
+        this.#event("response.custom_tool_call_input.done", { ...this.#at(call), input }),
+      ];
+    }
+    return [
+      this.#event("response.function_call_arguments.done", {
+        ...this.#at(call),
+        arguments: call.args,
+      }),
+    ];
   }
 
   #added(item: ItemState): string {
@@ -474,12 +502,12 @@ class ResponsesStreamWriter implements ClientStreamEncoder {
       const summary = item.text ? [{ type: "summary_text", text: item.text }] : [];
       return { type: "reasoning", id: item.id, summary };
     }
-    return functionCallItem(item.id, {
+    return toolCallItem(item.id, {
       id: item.callId,
       name: item.name,
       arguments: item.args,
       status,
-    });
+    }, this.meta.clientTools);
   }
 
   #at(item: ItemState): Json {
@@ -503,7 +531,14 @@ function partJson(part: OpenPart): Json {
     : { type: "refusal", refusal: part.refusal };
 }
 
+interface StreamWriterMeta {
+  id: string;
+  model: string;
+  /** The request's reshaped tools, so calls are named as the client declared them. */
+  clientTools?: IrClientTools;
+}
+
 /** Writes gateway events as a Responses API stream. */
-export function responsesStreamEncoder(meta: { id: string; model: string }): ClientStreamEncoder {
+export function responsesStreamEncoder(meta: StreamWriterMeta): ClientStreamEncoder {
   return new ResponsesStreamWriter(meta);
 }
