@@ -1,6 +1,7 @@
 /**
  * Codex (`codex exec`) through the gateway: a custom model provider in a throwaway CODEX_HOME
- * speaking the Responses API, the gateway key in the env var the provider names.
+ * speaking the Responses API, the gateway key in the env var the provider names. Plugins are off:
+ * with them on, every start syncs a plugin catalog from GitHub and chatgpt.com.
  */
 import { join } from "node:path";
 import { registerAgentTests } from "./agent_kit.ts";

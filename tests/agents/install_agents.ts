@@ -38,7 +38,10 @@ export interface AgentInstall {
   sizeBytes: number;
 }
 
-const NPM_TIMEOUT_MS = 300_000;
+const NPM_TIMEOUT_MS = 180_000;
+/** How long a failed install is believed before npm is asked again. */
+const FAILURE_MEMORY_MS = 30 * 60_000;
+const FAILED_SUFFIX = ".failed";
 const VERSION_TIMEOUT_MS = 60_000;
 /** Written last into an agent's folder: a folder without it is a broken install. */
 const DONE_MARKER = ".pulsegate-installed";
@@ -67,8 +70,8 @@ export async function installAgents(): Promise<AgentInstall> {
   for (const agent of AGENT_PACKAGES) {
     const dir = join(root, agent.name);
     if (!(await exists(join(dir, DONE_MARKER)))) {
-      installed = true;
-      const failure = await npmInstall(agent, dir);
+      const failure = await recentFailure(dir) ?? await npmInstall(agent, dir);
+      installed ||= failure === null;
       if (failure) {
         agents[agent.name] = { reason: failure };
         continue;
@@ -84,9 +87,26 @@ export async function installAgents(): Promise<AgentInstall> {
   };
 }
 
+/**
+ * A failure noted by an earlier test file of the same run: each file loads this module afresh,
+ * and a registry that refuses or hangs should cost the suite one attempt, not one per file.
+ */
+async function recentFailure(dir: string): Promise<string | null> {
+  const note = await Deno.stat(`${dir}${FAILED_SUFFIX}`).catch(() => null);
+  if (!note?.mtime || Date.now() - note.mtime.getTime() > FAILURE_MEMORY_MS) return null;
+  return await Deno.readTextFile(`${dir}${FAILED_SUFFIX}`).catch(() => null);
+}
+
 /** Installs into a fresh sibling folder, then renames it into place: a concurrent or killed
  * install never leaves a half-filled folder that looks complete. Returns the failure, if any. */
 async function npmInstall(agent: AgentPackage, dir: string): Promise<string | null> {
+  const failure = await npmInstallOnce(agent, dir);
+  if (failure) await Deno.writeTextFile(`${dir}${FAILED_SUFFIX}`, failure);
+  else await Deno.remove(`${dir}${FAILED_SUFFIX}`).catch(() => {});
+  return failure;
+}
+
+async function npmInstallOnce(agent: AgentPackage, dir: string): Promise<string | null> {
   const staging = `${dir}.staging-${crypto.randomUUID().slice(0, 8)}`;
   await Deno.mkdir(staging, { recursive: true });
   try {
@@ -101,7 +121,7 @@ async function npmInstall(agent: AgentPackage, dir: string): Promise<string | nu
     if (out === null) return `npm install ${spec} could not start: is npm on PATH?`;
     if (out.timedOut) return `npm install ${spec} took over ${NPM_TIMEOUT_MS / 1000} s`;
     if (out.code !== 0) {
-      return `npm install ${spec} failed (exit ${out.code}): ${lastLines(out.stderr, 5)}`;
+      return `npm install ${spec} failed (exit ${out.code}): ${npmError(out.stderr)}`;
     }
     await Deno.writeTextFile(join(staging, DONE_MARKER), `${spec}\n`);
     // A folder without the marker is what a killed install left.
@@ -157,6 +177,14 @@ async function checkRuns(agent: AgentPackage, dir: string): Promise<AgentInstall
   } finally {
     await Deno.remove(home, { recursive: true }).catch(() => {});
   }
+}
+
+/** npm's first error lines (its code and message), without the stack and the log hint. */
+function npmError(stderr: string): string {
+  const lines = stderr.split("\n").filter((l) =>
+    l.startsWith("npm error") && !/^npm error\s+at /.test(l)
+  );
+  return (lines.length ? lines.slice(0, 4) : [lastLines(stderr, 4)]).join(" | ");
 }
 
 export function lastLines(text: string, n: number): string {
