@@ -165,8 +165,11 @@ export async function runScenario(
   let tap: GatewayTap | null = null;
   const root = await Deno.makeTempDir({ prefix: `pulsegate-${spec.name}-` });
   try {
+    const gatewayDir = `${root}/gateway`;
+    await Deno.mkdir(gatewayDir);
     gw = await startTestGateway(gatewayConfig(spec, { kind, ...fakes }), {
       env: { [KEY_ENV]: GATEWAY_KEY },
+      dir: gatewayDir,
     });
     tap = startGatewayTap(gw.url);
     const home = await makeAgentHome(root, trap);
