@@ -1,0 +1,28 @@
+/**
+ * Gemini CLI (`gemini -p`) through the gateway: Gemini API-key auth at GOOGLE_GEMINI_BASE_URL with
+ * the gateway key as GEMINI_API_KEY, usage statistics, telemetry and updates off in its settings.
+ */
+import { join } from "node:path";
+import { registerAgentTests } from "./agent_kit.ts";
+
+const SETTINGS = {
+  general: { enableAutoUpdate: false, enableAutoUpdateNotification: false },
+  privacy: { usageStatisticsEnabled: false },
+  telemetry: { enabled: false },
+  security: { auth: { selectedType: "gemini-api-key" } },
+};
+
+await registerAgentTests({
+  name: "gemini-cli",
+  sameKind: "gemini",
+  translatedKind: "openai-chat",
+  async launch(ctx) {
+    const dir = join(ctx.home.home, ".gemini");
+    await Deno.mkdir(dir, { recursive: true });
+    await Deno.writeTextFile(join(dir, "settings.json"), JSON.stringify(SETTINGS, null, 2));
+    return {
+      args: ["-p", ctx.prompt, "-m", ctx.route, "--skip-trust"],
+      env: { GOOGLE_GEMINI_BASE_URL: ctx.gatewayUrl, GEMINI_API_KEY: ctx.key },
+    };
+  },
+});
