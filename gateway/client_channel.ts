@@ -140,10 +140,14 @@ export class StreamChannel {
     for (const wake of waiting) wake();
   }
 
-  /** Closes a finished stream; a passed-through stream already carried its own ending. */
-  async end(opts: { passthrough: boolean }): Promise<void> {
+  /** Closes a finished stream; a passed-through stream carried its own ending, if it was `marked`. */
+  async end(opts: { passthrough: boolean; marked: boolean }): Promise<void> {
     this.stopKeepAlives();
-    const tail = opts.passthrough ? null : this.opts.encoder.close();
+    const tail = !opts.passthrough
+      ? this.opts.encoder.close()
+      : opts.marked
+      ? null
+      : this.opts.shape.endMarker;
     if (tail) await this.write(tail);
     await this.#close();
   }

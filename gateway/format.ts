@@ -18,7 +18,7 @@ export interface UpstreamFrame {
   usage?: IrUsage;
   /** An error the upstream reported inside its stream. */
   error?: GatewayError;
-  /** The format's own end-of-stream marker (Chat's `[DONE]`): the answer is complete. */
+  /** The format's own end-of-stream marker (`[DONE]`, `message_stop`): the answer is complete. */
   terminal?: boolean;
 }
 
@@ -91,6 +91,11 @@ export interface ClientStreamShape {
   keepAlive: Uint8Array | null;
   /** The upstream kind whose raw stream bytes this client can take unchanged. */
   passthroughFrom: UpstreamKind | null;
+  /**
+   * The format's own end marker (`[DONE]`, `message_stop`), sent after a
+   * passed-through stream that finished its answer but left the marker out.
+   */
+  endMarker: Uint8Array | null;
 }
 
 /** What the gateway needs to serve one kind of client. */

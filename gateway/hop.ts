@@ -142,6 +142,31 @@ export class Hop {
     return res;
   }
 
+  /**
+   * Reads an upstream body until it ends or the hop is stopped. The stop
+   * cancels the read itself, not only the fetch: under load the runtime was
+   * seen to keep an aborted fetch's body open, and the request then waited on
+   * it for ever. A stopped read throws the stop's reason.
+   */
+  async *read<T>(body: ReadableStream<T>): AsyncGenerator<T> {
+    const { signal } = this.controller;
+    const reader = body.getReader();
+    const cancel = () => void reader.cancel(signal.reason).catch(() => {});
+    signal.addEventListener("abort", cancel, { once: true });
+    try {
+      for (;;) {
+        if (signal.aborted) throw signal.reason;
+        const { done, value } = await reader.read();
+        if (signal.aborted) throw signal.reason;
+        if (done) return;
+        yield value;
+      }
+    } finally {
+      signal.removeEventListener("abort", cancel);
+      cancel();
+    }
+  }
+
   /** Classifies a non-2xx answer (SPEC §6 taxonomy) after reading its body. */
   async failedStatus(res: Response): Promise<HopResult> {
     const body = await res.text();

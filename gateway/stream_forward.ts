@@ -77,7 +77,7 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
   const res = await hop.send();
   if (!res.ok || !res.body) return await hop.failedStatus(res);
   live.state = "holding";
-  const reader = res.body.pipeThrough(hop.adapter.decodeStream()).getReader();
+  const frames = hop.read(res.body.pipeThrough(hop.adapter.decodeStream()));
   const held: UpstreamFrame[] = [];
   let heldBytes = 0;
   // Whether the upstream said its answer is complete: a finish reason, or the format's end marker.
@@ -99,9 +99,7 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
     }
   };
   try {
-    for (;;) {
-      const { done, value: frame } = await reader.read();
-      if (done) break;
+    for await (const frame of frames) {
       if (frame.usage) hop.attempt.usage(frame.usage);
       terminal ||= frame.terminal === true;
       finished ||= terminal || frame.events.some((e) => e.type === "finish");
@@ -139,8 +137,6 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
   } catch (err) {
     if (hop.attempt.contentSeen) return afterContent(hop, err);
     throw err;
-  } finally {
-    reader.cancel().catch(() => {});
   }
   if (!hop.attempt.contentSeen) {
     const error = new GatewayError(
@@ -160,8 +156,7 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
     return { kind: "stop", error };
   }
   hop.end("success");
-  // A passed-through stream carries its own ending, unless the upstream left it out (no `[DONE]`).
-  await channel.end({ passthrough: passthrough && terminal });
+  await channel.end({ passthrough, marked: terminal });
   return { kind: "done" };
 }
 

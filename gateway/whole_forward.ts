@@ -70,7 +70,7 @@ async function readUntilContent(hop: Hop, body: ReadableStream<Uint8Array>): Pro
   const decoder = new TextDecoder();
   let text = "";
   let started = false;
-  for await (const chunk of body) {
+  for await (const chunk of hop.read(body)) {
     text += decoder.decode(chunk, { stream: true });
     if (started) hop.idle.touch();
     else if (text.trim() !== "") {

@@ -18,6 +18,7 @@ export const anthropicClient: ClientCodec = {
     contentType: "text/event-stream; charset=utf-8",
     keepAlive: new TextEncoder().encode(": keep-alive\n\n"),
     passthroughFrom: "anthropic",
+    endMarker: new TextEncoder().encode('event: message_stop\ndata: {"type":"message_stop"}\n\n'),
   }),
   streamEncoder: (ctx) => anthropicStreamEncoder({ id: ctx.id, model: ctx.model }),
   renderError: anthropicError,

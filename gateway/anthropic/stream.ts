@@ -43,6 +43,8 @@ class AnthropicStreamReader {
         return { content, events: this.#blockDelta(data) };
       case "message_delta":
         return this.#messageDelta(data);
+      case "message_stop":
+        return { content, events: [], terminal: true };
       default:
         return { content, events: [] };
     }

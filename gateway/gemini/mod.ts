@@ -22,6 +22,7 @@ export const geminiClient: ClientCodec = {
     contentType: ctx.sse ? "text/event-stream" : "application/json",
     keepAlive: null,
     passthroughFrom: ctx.sse ? "gemini" : null,
+    endMarker: null,
   }),
   streamEncoder: geminiStreamEncoder,
   renderError: geminiError,

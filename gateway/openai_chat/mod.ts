@@ -15,6 +15,7 @@ export const chatClient: ClientCodec = {
     contentType: "text/event-stream; charset=utf-8",
     keepAlive: new TextEncoder().encode(": keep-alive\n\n"),
     passthroughFrom: "openai-chat",
+    endMarker: new TextEncoder().encode("data: [DONE]\n\n"),
   }),
   streamEncoder: (ctx) => chatStreamEncoder({ id: ctx.id, model: ctx.model }),
   renderError: openAiError,

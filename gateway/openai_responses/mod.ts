@@ -15,6 +15,8 @@ export const responsesClient: ClientCodec = {
     contentType: "text/event-stream; charset=utf-8",
     keepAlive: new TextEncoder().encode(": keep-alive\n\n"),
     passthroughFrom: "openai-responses",
+    // `response.completed` is the finish itself: a stream without it did not finish.
+    endMarker: null,
   }),
   streamEncoder: (ctx) =>
     responsesStreamEncoder({ id: ctx.id, model: ctx.model, clientTools: ctx.clientTools }),

@@ -26,18 +26,7 @@ export const SCENARIOS: readonly ScenarioName[] = ["same-format", "translated", 
  * They are registered with `ignore: true` and this reason printed; delete an entry once its
  * fix is merged. PULSEGATE_AGENTS_RUN_BROKEN=1 runs them anyway, to check a fix.
  */
-export const KNOWN_BROKEN: ReadonlyMap<string, string> = new Map([
-  [
-    "claude-code:translated",
-    "the gateway refuses Claude Code's system message after the first turn for an openai-chat " +
-    "upstream (400 gw.client.unsupported, messages[1].role)",
-  ],
-  [
-    "codex:translated",
-    "the gateway refuses Codex's built-in 'namespace' and 'web_search' tools for an anthropic " +
-    "upstream (400 gw.client.unsupported, tools[4].type)",
-  ],
-]);
+export const KNOWN_BROKEN: ReadonlyMap<string, string> = new Map<string, string>([]);
 
 const RUN_BROKEN = Deno.env.get("PULSEGATE_AGENTS_RUN_BROKEN") === "1";
 

@@ -20,7 +20,8 @@ export const UPSTREAM_MODEL = "upstream-model";
 export const UPSTREAM_PATHS: Record<AnswerKind, RegExp> = {
   "openai-chat": /\/chat\/completions$/,
   "openai-responses": /\/responses$/,
-  "anthropic": /^\/v1\/messages$/,
+  // Claude Code's `?beta=true` goes on with its body when the upstream speaks its format.
+  "anthropic": /^\/v1\/messages(\?beta=true)?$/,
   "gemini": new RegExp(
     `/models/${UPSTREAM_MODEL}:(streamGenerateContent\\?alt=sse|generateContent)$`,
   ),

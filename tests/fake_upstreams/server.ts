@@ -46,6 +46,7 @@ const encoder = new TextEncoder();
 export function startFakeUpstream(opts: { fallback?: Handler } = {}): FakeUpstream {
   const calls: Call[] = [];
   const queue: Script[] = [];
+  const closing = new AbortController();
   let handler: Handler = opts.fallback ?? (() => ({ status: 500, body: [{ send: "no script" }] }));
   const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
     const text = await req.text();
@@ -66,14 +67,17 @@ export function startFakeUpstream(opts: { fallback?: Handler } = {}): FakeUpstre
     calls.push(call);
     const script = queue.shift() ?? (await handler(call));
     if (script.headerDelay === "never") {
-      if (!req.signal.aborted) {
-        await new Promise<void>((resolve) => req.signal.addEventListener("abort", () => resolve()));
+      // Until the caller leaves, or the fake closes: a connection the caller failed to
+      // drop must not keep `close()` waiting for ever (and the caller's test with it).
+      const gone = AbortSignal.any([req.signal, closing.signal]);
+      if (!gone.aborted) {
+        await new Promise<void>((resolve) => gone.addEventListener("abort", () => resolve()));
       }
-      settle("cancelled");
+      settle(req.signal.aborted ? "cancelled" : "ended");
       return new Response(null, { status: 499 });
     }
     if (script.headerDelay) await sleep(script.headerDelay, req.signal);
-    return new Response(bodyStream(script.body ?? [], settle), {
+    return new Response(bodyStream(script.body ?? [], { settle, closing: closing.signal }), {
       status: script.status ?? 200,
       headers: script.headers ?? { "content-type": "application/json" },
     });
@@ -84,6 +88,7 @@ export function startFakeUpstream(opts: { fallback?: Handler } = {}): FakeUpstre
     enqueue: (...scripts) => queue.push(...scripts),
     setHandler: (h) => (handler = h),
     close: async () => {
+      closing.abort();
       await server.shutdown().catch(() => {});
     },
   };
@@ -91,8 +96,9 @@ export function startFakeUpstream(opts: { fallback?: Handler } = {}): FakeUpstre
 
 function bodyStream(
   steps: Step[],
-  settle: (how: "cancelled" | "ended") => void,
+  opts: { settle: (how: "cancelled" | "ended") => void; closing: AbortSignal },
 ): ReadableStream<Uint8Array> {
+  const { settle, closing } = opts;
   let i = 0;
   let cancelled = false;
   return new ReadableStream({
@@ -111,7 +117,12 @@ function bodyStream(
           settle("ended");
           return;
         } else if ("hang" in step) {
-          while (!cancelled) await sleep(20);
+          // Until the caller drops it, or the fake closes (see headerDelay "never").
+          while (!cancelled && !closing.aborted) await sleep(20);
+          if (!cancelled) {
+            controller.close();
+            settle("ended");
+          }
           return;
         } else {
           controller.enqueue(typeof step.send === "string" ? encoder.encode(step.send) : step.send);

@@ -38,7 +38,11 @@ const user = "hi";
 function sseData(body: string): { event?: string; data: string }[] {
   const parser = new SseParser();
   const events = [...parser.push(new TextEncoder().encode(body)), ...parser.end()];
-  return events.flatMap((e) => (e.data === undefined ? [] : [{ event: e.event, data: e.data }]));
+  // Google's SDKs also read a bare JSON object (how Gemini tells an error after the 200).
+  const bare = (raw: string) => (raw.trim().startsWith("{") ? [{ data: raw.trim() }] : []);
+  return events.flatMap((e) =>
+    e.data === undefined ? (e.comment ? [] : bare(e.raw)) : [{ event: e.event, data: e.data }]
+  );
 }
 
 function view(): ClientView {
