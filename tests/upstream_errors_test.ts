@@ -310,10 +310,13 @@ function wordsOf(vocab: Vocab, error: Record<string, unknown>): Words {
   return { type: (vocab === "anthropic" ? error.type : error.status) as string };
 }
 
-/** The first error object a streamed answer carried (`{error: {...}}` in every format). */
+/**
+ * The first error object a streamed answer carried (`{error: {...}}` in every
+ * format; Gemini's is a bare JSON object, without `data:`, as Google sends it).
+ */
 async function streamedError(res: Response): Promise<Record<string, unknown>> {
   for await (const event of res.body!.pipeThrough(new SseDecoderStream())) {
-    const data = parseJson(event.data);
+    const data = parseJson(event.data ?? event.raw.trim());
     if (isRecord(data) && isRecord(data.error)) return data.error;
   }
   throw new Error("the stream ended without an error event");
