@@ -1,5 +1,5 @@
 import { ConfigFileError, startGateway } from "./gateway/start_gateway.ts";
-import { driveDemoTraffic } from "./gateway/demo_traffic.ts";
+import { driveDemoTraffic } from "./gateway/demo/demo_traffic.ts";
 import { readSettings } from "./gateway/settings.ts";
 
 /** Wires the process: settings from env, the gateway, and signals for a graceful stop. */

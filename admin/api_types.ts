@@ -3,7 +3,7 @@
  * bundle. Type-only: the bundle must not pull server modules (zod, libSQL) into the page.
  */
 import type { AttemptRecord, RequestRecord } from "../db/records.ts";
-import type { LiveState } from "../gateway/live_request.ts";
+import type { LiveState } from "../gateway/live/live_request.ts";
 import type { ConfigProblem } from "../gateway/config/validate.ts";
 import type { RepairAction } from "../gateway/config/repair.ts";
 

@@ -10,8 +10,8 @@ import { loadStoredConfig, storeConfig } from "../db/config_store.ts";
 import { applyRepair, proposeRepair, type RepairAction } from "../gateway/config/repair.ts";
 import type { Config } from "../gateway/config/schema.ts";
 import { type ConfigProblem, validateConfig } from "../gateway/config/validate.ts";
-import type { Logger } from "../gateway/logger.ts";
-import type { RunState } from "../gateway/proxy.ts";
+import type { Logger } from "../gateway/runtime/logger.ts";
+import type { RunState } from "../gateway/accept/proxy.ts";
 import type { ConfigSaved, ConfigView, SafeModeView } from "./api_types.ts";
 import { mergePatch } from "./merge_patch.ts";
 

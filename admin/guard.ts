@@ -1,6 +1,6 @@
 import type { Context, MiddlewareHandler } from "hono";
-import { type AccessDeps, isAdmin } from "../gateway/access.ts";
-import { presentedKey } from "../gateway/auth.ts";
+import { type AccessDeps, isAdmin } from "../gateway/accept/access.ts";
+import { presentedKey } from "../gateway/accept/auth.ts";
 
 /**
  * The admin API's gate: the admin token (or loopback with no token set), with a refusal that

@@ -1,6 +1,6 @@
 import type { AttemptSample } from "../db/admin_queries.ts";
 import type { Config } from "../gateway/config/schema.ts";
-import type { CooldownState } from "../gateway/cooldown.ts";
+import type { CooldownState } from "../gateway/route/cooldown.ts";
 import type { HealthView, RecentAttempts, UpstreamHealth } from "./api_types.ts";
 
 /** How far back the recent failure counts and latencies look, in real milliseconds. */

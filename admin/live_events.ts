@@ -1,4 +1,4 @@
-import type { Clock } from "../gateway/clock.ts";
+import type { Clock } from "../gateway/runtime/clock.ts";
 import type { LiveSnapshot } from "./api_types.ts";
 
 /** How often the live list refreshes, in configured milliseconds (scaled by the clock). */

@@ -1,4 +1,4 @@
-import type { LiveRequest } from "../gateway/live_request.ts";
+import type { LiveRequest } from "../gateway/live/live_request.ts";
 import type { LiveRow, LiveSnapshot } from "./api_types.ts";
 
 /**

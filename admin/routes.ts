@@ -1,17 +1,17 @@
 import { type Context, Hono } from "hono";
 import { recentAttempts } from "../db/admin_queries.ts";
 import type { Db } from "../db/client.ts";
-import type { AbortRegistry } from "../gateway/abort_registry.ts";
-import type { AccessDeps } from "../gateway/access.ts";
-import type { Clock } from "../gateway/clock.ts";
+import type { AbortRegistry } from "../gateway/live/abort_registry.ts";
+import type { AccessDeps } from "../gateway/accept/access.ts";
+import type { Clock } from "../gateway/runtime/clock.ts";
 import { configJsonSchema } from "../gateway/config/json_schema.ts";
 import { validateConfig } from "../gateway/config/validate.ts";
-import type { Cooldowns } from "../gateway/cooldown.ts";
-import { GatewayError } from "../gateway/gateway_error.ts";
-import type { Logger } from "../gateway/logger.ts";
-import type { RunState } from "../gateway/proxy.ts";
-import { readJsonBody } from "../gateway/read_body.ts";
-import type { Slots } from "../gateway/slots.ts";
+import type { Cooldowns } from "../gateway/route/cooldown.ts";
+import { GatewayError } from "../gateway/runtime/gateway_error.ts";
+import type { Logger } from "../gateway/runtime/logger.ts";
+import type { RunState } from "../gateway/accept/proxy.ts";
+import { readJsonBody } from "../gateway/accept/read_body.ts";
+import type { Slots } from "../gateway/route/slots.ts";
 import type { ConfigChecked, SessionInfo } from "./api_types.ts";
 import { ADMIN_SCRIPT, ADMIN_STYLE } from "./assets.gen.ts";
 import {

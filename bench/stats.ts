@@ -31,7 +31,9 @@ export function summarize(samples: readonly number[]): Summary {
 /** Rounds for JSON and tables: three decimals is a microsecond when the unit is ms. */
 export function round(value: number, digits = 3): number {
   const f = 10 ** digits;
-  return Math.round(value * f) / f;
+  // `+ 0` turns -0 into 0: results.json cannot keep -0, so a doc made from it printed "0"
+  // where the run's own doc printed "-0" (tests/bench_quick_test.ts compares the two).
+  return Math.round(value * f) / f + 0;
 }
 
 export function roundSummary(s: Summary, digits = 3): Summary {

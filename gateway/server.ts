@@ -1,12 +1,12 @@
 import { type Context, Hono } from "hono";
 import { type AdminDeps, adminRoutes } from "../admin/routes.ts";
-import { type ControlDeps, controlRoutes } from "./control.ts";
-import { handleCountTokens } from "./count_tokens.ts";
-import { CLIENT_CODECS } from "./formats.ts";
-import { listModels } from "./model_list.ts";
-import { serveModelPath } from "./model_paths.ts";
-import { installFallbacks, refuseOtherMethods } from "./not_found.ts";
-import { handleProxy } from "./proxy.ts";
+import { type ControlDeps, controlRoutes } from "./live/control.ts";
+import { handleCountTokens } from "./accept/count_tokens.ts";
+import { CLIENT_CODECS } from "./formats/formats.ts";
+import { listModels } from "./accept/model_list.ts";
+import { serveModelPath } from "./accept/model_paths.ts";
+import { installFallbacks, refuseOtherMethods } from "./accept/not_found.ts";
+import { handleProxy } from "./accept/proxy.ts";
 
 export interface ServerDeps extends ControlDeps {
   admin: AdminDeps;

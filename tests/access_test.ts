@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { isAdmin } from "../gateway/access.ts";
-import { safeEqual } from "../gateway/auth.ts";
+import { isAdmin } from "../gateway/accept/access.ts";
+import { safeEqual } from "../gateway/accept/auth.ts";
 import { readSettings } from "../gateway/settings.ts";
 
 const req = (authorization?: string) =>

@@ -7,21 +7,24 @@
  */
 import assert from "node:assert/strict";
 import type { ConfigInput } from "../gateway/config/schema.ts";
-import { describeSkipped } from "../gateway/candidates.ts";
-import { isRecord } from "../gateway/sse_frames.ts";
-import { SseDecoderStream, type SseEvent } from "../gateway/sse_stream.ts";
-import { anthropicRequestBody, parseAnthropicRequest } from "../gateway/anthropic/request.ts";
-import { converseRequestBody } from "../gateway/bedrock/request.ts";
-import { geminiRequestBody } from "../gateway/gemini/request.ts";
+import { describeSkipped } from "../gateway/route/candidates.ts";
+import { isRecord } from "../gateway/formats/json.ts";
+import { SseDecoderStream, type SseEvent } from "../gateway/formats/sse_stream.ts";
+import {
+  anthropicRequestBody,
+  parseAnthropicRequest,
+} from "../gateway/formats/anthropic/request.ts";
+import { converseRequestBody } from "../gateway/formats/bedrock/request.ts";
+import { geminiRequestBody } from "../gateway/formats/gemini/request.ts";
 import {
   chatRequestBody,
   maxTokensField,
   parseChatRequest,
-} from "../gateway/openai_chat/request.ts";
-import { responsesRequestBody } from "../gateway/openai_responses/request.ts";
-import { flatToolName } from "../gateway/openai_responses/client_tools.ts";
-import { lowerCaseSchemaTypes } from "../gateway/gemini/schema.ts";
-import type { IrRequest } from "../gateway/ir.ts";
+} from "../gateway/formats/openai_chat/request.ts";
+import { responsesRequestBody } from "../gateway/formats/openai_responses/request.ts";
+import { flatToolName } from "../gateway/formats/openai_responses/client_tools.ts";
+import { lowerCaseSchemaTypes } from "../gateway/formats/gemini/schema.ts";
+import type { IrRequest } from "../gateway/formats/ir.ts";
 import { startTestGateway } from "./harness.ts";
 import { type Call, type Script, startFakeUpstream } from "./fake_upstreams/server.ts";
 import { chatStream, chatWhole } from "./fake_upstreams/openai_chat_script.ts";

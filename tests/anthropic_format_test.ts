@@ -1,15 +1,18 @@
 import assert from "node:assert/strict";
 import Anthropic from "@anthropic-ai/sdk";
-import { anthropicClient, anthropicUpstream } from "../gateway/anthropic/mod.ts";
-import { anthropicEventIsContent } from "../gateway/anthropic/pulse.ts";
-import { anthropicRequestBody, parseAnthropicRequest } from "../gateway/anthropic/request.ts";
+import { anthropicClient, anthropicUpstream } from "../gateway/formats/anthropic/mod.ts";
+import { anthropicEventIsContent } from "../gateway/formats/anthropic/pulse.ts";
+import {
+  anthropicRequestBody,
+  parseAnthropicRequest,
+} from "../gateway/formats/anthropic/request.ts";
 import type { Config, Upstream } from "../gateway/config/schema.ts";
-import type { UpstreamFrame } from "../gateway/format.ts";
-import { GatewayError } from "../gateway/gateway_error.ts";
-import type { IrEvent, IrRequest, IrResponse } from "../gateway/ir.ts";
-import { parseChatRequest } from "../gateway/openai_chat/request.ts";
-import { clientDisconnected, idleTimeout } from "../gateway/stop_reasons.ts";
-import { upstreamStatusError } from "../gateway/upstream_error.ts";
+import type { UpstreamFrame } from "../gateway/formats/format.ts";
+import { GatewayError } from "../gateway/runtime/gateway_error.ts";
+import type { IrEvent, IrRequest, IrResponse } from "../gateway/formats/ir.ts";
+import { parseChatRequest } from "../gateway/formats/openai_chat/request.ts";
+import { clientDisconnected, idleTimeout } from "../gateway/forward/stop_reasons.ts";
+import { upstreamStatusError } from "../gateway/forward/upstream_error.ts";
 import {
   type AnthropicScript,
   errorBody,

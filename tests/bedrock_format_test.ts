@@ -1,13 +1,13 @@
 import assert from "node:assert/strict";
-import { bedrockStreamException, decodeBedrockError } from "../gateway/bedrock/errors.ts";
-import { bedrockUpstream } from "../gateway/bedrock/mod.ts";
-import { converseRequestBody, converseUrl } from "../gateway/bedrock/request.ts";
-import { signedPost } from "../gateway/bedrock/sign.ts";
-import { eventStreamCodec } from "../gateway/bedrock/stream.ts";
+import { bedrockStreamException, decodeBedrockError } from "../gateway/formats/bedrock/errors.ts";
+import { bedrockUpstream } from "../gateway/formats/bedrock/mod.ts";
+import { converseRequestBody, converseUrl } from "../gateway/formats/bedrock/request.ts";
+import { signedPost } from "../gateway/formats/bedrock/sign.ts";
+import { eventStreamCodec } from "../gateway/formats/bedrock/stream.ts";
 import { type BedrockUpstream, type Config, ConfigSchema } from "../gateway/config/schema.ts";
-import type { UpstreamCall, UpstreamFrame } from "../gateway/format.ts";
-import { GatewayError } from "../gateway/gateway_error.ts";
-import type { IrEvent, IrFinishReason, IrRequest } from "../gateway/ir.ts";
+import type { UpstreamCall, UpstreamFrame } from "../gateway/formats/format.ts";
+import { GatewayError } from "../gateway/runtime/gateway_error.ts";
+import type { IrEvent, IrFinishReason, IrRequest } from "../gateway/formats/ir.ts";
 import {
   bedrockEvent,
   bedrockException,

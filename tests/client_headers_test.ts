@@ -1,8 +1,12 @@
 import assert from "node:assert/strict";
 import Anthropic from "@anthropic-ai/sdk";
 import type { ConfigInput } from "../gateway/config/schema.ts";
-import type { ClientFormat } from "../gateway/format.ts";
-import { clientHeaders, forwardedHeaderNames, NEVER_FORWARDED } from "../gateway/client_headers.ts";
+import type { ClientFormat } from "../gateway/formats/format.ts";
+import {
+  clientHeaders,
+  forwardedHeaderNames,
+  NEVER_FORWARDED,
+} from "../gateway/accept/client_headers.ts";
 import { postJson, startTestGateway } from "./harness.ts";
 import { chatStream } from "./fake_upstreams/openai_chat_script.ts";
 import * as anthropicFake from "./fake_upstreams/anthropic_script.ts";

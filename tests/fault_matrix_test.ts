@@ -9,7 +9,7 @@
  * in-flight gauge and that every upstream connection was closed.
  */
 import assert from "node:assert/strict";
-import type { UpstreamKind } from "../gateway/format.ts";
+import type { UpstreamKind } from "../gateway/formats/format.ts";
 import type { ConfigInput } from "../gateway/config/schema.ts";
 import { type ClientFormat, CLIENTS, type ClientView } from "./fault_matrix/clients.ts";
 import {

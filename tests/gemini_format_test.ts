@@ -1,14 +1,14 @@
 import assert from "node:assert/strict";
 import { ApiError, GoogleGenAI } from "@google/genai";
 import type { Config, Upstream } from "../gateway/config/schema.ts";
-import type { UpstreamFrame } from "../gateway/format.ts";
-import { clientError, GatewayError } from "../gateway/gateway_error.ts";
-import type { IrEvent, IrRequest } from "../gateway/ir.ts";
-import { chatClient } from "../gateway/openai_chat/mod.ts";
-import { geminiClient, geminiUpstream } from "../gateway/gemini/mod.ts";
-import { geminiChunkIsContent } from "../gateway/gemini/pulse.ts";
-import { geminiRequestBody } from "../gateway/gemini/request.ts";
-import { abortedByOperator, idleTimeout } from "../gateway/stop_reasons.ts";
+import type { UpstreamFrame } from "../gateway/formats/format.ts";
+import { clientError, GatewayError } from "../gateway/runtime/gateway_error.ts";
+import type { IrEvent, IrRequest } from "../gateway/formats/ir.ts";
+import { chatClient } from "../gateway/formats/openai_chat/mod.ts";
+import { geminiClient, geminiUpstream } from "../gateway/formats/gemini/mod.ts";
+import { geminiChunkIsContent } from "../gateway/formats/gemini/pulse.ts";
+import { geminiRequestBody } from "../gateway/formats/gemini/request.ts";
+import { abortedByOperator, idleTimeout } from "../gateway/forward/stop_reasons.ts";
 import {
   errorBody,
   errorChunk,

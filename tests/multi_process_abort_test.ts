@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { type Db, openDatabase } from "../db/client.ts";
-import { PEER_ANSWER_MS } from "../gateway/abort_forwarding.ts";
+import { PEER_ANSWER_MS } from "../gateway/live/abort_forwarding.ts";
 import { postJson } from "./harness.ts";
 import { chatStream, headersNever } from "./fake_upstreams/openai_chat_script.ts";
 import { type Call, startFakeUpstream } from "./fake_upstreams/server.ts";

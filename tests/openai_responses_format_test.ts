@@ -1,15 +1,15 @@
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import type { Config, Upstream } from "../gateway/config/schema.ts";
-import type { UpstreamFrame } from "../gateway/format.ts";
-import { GatewayError } from "../gateway/gateway_error.ts";
-import type { IrEvent, IrRequest } from "../gateway/ir.ts";
-import { parseChatRequest } from "../gateway/openai_chat/request.ts";
-import { responsesClient, responsesUpstream } from "../gateway/openai_responses/mod.ts";
-import { responsesEventIsContent } from "../gateway/openai_responses/pulse.ts";
-import { responsesRequestBody } from "../gateway/openai_responses/request.ts";
-import { abortedByOperator, idleTimeout } from "../gateway/stop_reasons.ts";
-import { upstreamStatusError } from "../gateway/upstream_error.ts";
+import type { UpstreamFrame } from "../gateway/formats/format.ts";
+import { GatewayError } from "../gateway/runtime/gateway_error.ts";
+import type { IrEvent, IrRequest } from "../gateway/formats/ir.ts";
+import { parseChatRequest } from "../gateway/formats/openai_chat/request.ts";
+import { responsesClient, responsesUpstream } from "../gateway/formats/openai_responses/mod.ts";
+import { responsesEventIsContent } from "../gateway/formats/openai_responses/pulse.ts";
+import { responsesRequestBody } from "../gateway/formats/openai_responses/request.ts";
+import { abortedByOperator, idleTimeout } from "../gateway/forward/stop_reasons.ts";
+import { upstreamStatusError } from "../gateway/forward/upstream_error.ts";
 import {
   errorBody,
   responsesFailedChunks,

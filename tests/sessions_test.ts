@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import type { ConfigInput } from "../gateway/config/schema.ts";
-import { Affinity } from "../gateway/affinity.ts";
-import { anthropicUserSession, headerSession } from "../gateway/session_ids.ts";
+import { Affinity } from "../gateway/route/affinity.ts";
+import { anthropicUserSession, headerSession } from "../gateway/accept/session_ids.ts";
 import { postJson, startTestGateway, type TestGateway } from "./harness.ts";
 import { chatError, chatStream, chatWhole } from "./fake_upstreams/openai_chat_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";

@@ -1,5 +1,10 @@
 import assert from "node:assert/strict";
-import { formatSse, SseDecoderStream, type SseEvent, SseParser } from "../gateway/sse_stream.ts";
+import {
+  formatSse,
+  SseDecoderStream,
+  type SseEvent,
+  SseParser,
+} from "../gateway/formats/sse_stream.ts";
 
 const STREAM = [
   ": keep-alive\n\n",

@@ -11,9 +11,9 @@ import OpenAI from "openai";
 import Anthropic from "@anthropic-ai/sdk";
 import { ApiError, GoogleGenAI } from "@google/genai";
 import type { ConfigInput } from "../gateway/config/schema.ts";
-import type { UpstreamKind } from "../gateway/format.ts";
-import { isRecord, parseJson } from "../gateway/sse_frames.ts";
-import { SseDecoderStream } from "../gateway/sse_stream.ts";
+import type { UpstreamKind } from "../gateway/formats/format.ts";
+import { isRecord, parseJson } from "../gateway/formats/json.ts";
+import { SseDecoderStream } from "../gateway/formats/sse_stream.ts";
 import { postJson, startTestGateway, TEST_SCALE, type TestGateway } from "./harness.ts";
 import {
   type Call,
@@ -25,9 +25,9 @@ import { openAiErrorBody } from "./fake_upstreams/openai_chat_script.ts";
 import * as anthropicFake from "./fake_upstreams/anthropic_script.ts";
 import * as geminiFake from "./fake_upstreams/gemini_script.ts";
 import * as bedrockFake from "./fake_upstreams/bedrock_script.ts";
-import { OPENING_HOLD_MS } from "../gateway/stream_forward.ts";
-import { CLIENT_CODECS, UPSTREAM_ADAPTERS } from "../gateway/formats.ts";
-import { idleTimeout } from "../gateway/stop_reasons.ts";
+import { OPENING_HOLD_MS } from "../gateway/forward/stream_forward.ts";
+import { CLIENT_CODECS, UPSTREAM_ADAPTERS } from "../gateway/formats/formats.ts";
+import { idleTimeout } from "../gateway/forward/stop_reasons.ts";
 
 type Vocab = "openai" | "anthropic" | "gemini";
 type ClientFormat = "openai-chat" | "openai-responses" | "anthropic" | "gemini";

@@ -139,7 +139,7 @@ function cpuAdvice(hot: HotPathProfile | null): string {
     `the floor pays too; building, queuing and posting history rows ${historyShare(hot)}; GC ` +
     `${shareText(f, /garbage/)}. Left to cut: hand fetch a URL and init instead of a Request ` +
     "it copies again (each adapter's `buildRequest`, e.g. gateway/openai_chat/mod.ts), and " +
-    "read the upstream answer without the per-chunk `for await` of gateway/whole_forward.ts " +
+    "read the upstream answer without the per-chunk `for await` of gateway/forward/whole_forward.ts " +
     "`readUntilContent` (a stream step per chunk and a reader released per answer).";
 }
 
@@ -338,7 +338,7 @@ function heldAdvice(s: HeldResult, r: HeldResult["rows"][number]): string {
     : "") +
     `Of pulsegate's ${kib(r.bytesPerStream)}: ${kib(r.externalBytesPerStream)} is external ` +
     `memory, the 64 KiB buffer Deno's fetch body allocates for each pending read (read the ` +
-    `upstream body with a BYOB reader and a small buffer in gateway/stream_forward.ts ` +
+    `upstream body with a BYOB reader and a small buffer in gateway/forward/stream_forward.ts ` +
     `\`streamHop\`); ${kib(r.heapBytesPerStream)} is JS heap (each stream's request, hop, ` +
     `timers and its two stream stages); the other ${kib(rest)} is native (sockets, buffers) ` +
     `and heap slack.`;

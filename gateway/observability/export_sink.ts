@@ -1,5 +1,5 @@
 import type { AttemptRecord, RequestRecord } from "../../db/records.ts";
-import type { HistorySink } from "../live_request.ts";
+import type { HistorySink } from "../live/live_request.ts";
 import type { Exporter } from "./exporter.ts";
 
 /**

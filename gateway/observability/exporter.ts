@@ -1,6 +1,6 @@
 import type { AttemptRecord, RequestRecord } from "../../db/records.ts";
-import type { Clock } from "../clock.ts";
-import type { Logger } from "../logger.ts";
+import type { Clock } from "../runtime/clock.ts";
+import type { Logger } from "../runtime/logger.ts";
 import type { Destination } from "./destination_schema.ts";
 import { otlpLogs } from "./otlp.ts";
 

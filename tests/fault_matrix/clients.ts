@@ -5,8 +5,8 @@
  * and how the answer ended. Raw, not through an SDK, so a byte from an
  * abandoned hop cannot be smoothed over.
  */
-import type { UpstreamKind } from "../../gateway/format.ts";
-import { SseParser } from "../../gateway/sse_stream.ts";
+import type { UpstreamKind } from "../../gateway/formats/format.ts";
+import { SseParser } from "../../gateway/formats/sse_stream.ts";
 
 export interface ClientView {
   /** Answer starts seen (Chat's assistant role, Responses' created, Anthropic's message_start). */

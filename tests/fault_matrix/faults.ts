@@ -5,8 +5,8 @@
  * stream ends with an error event, nothing else is tried), the caller's own
  * error (returned, no failover) or no fault at all.
  */
-import type { UpstreamKind } from "../../gateway/format.ts";
-import type { GatewayCode } from "../../gateway/gateway_error.ts";
+import type { UpstreamKind } from "../../gateway/formats/format.ts";
+import type { GatewayCode } from "../../gateway/runtime/gateway_error.ts";
 import type { Script, Step } from "../fake_upstreams/server.ts";
 import { asText, type Chunk, upToFirstText, type Wire } from "./wire.ts";
 

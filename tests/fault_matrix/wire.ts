@@ -4,7 +4,7 @@
  * keep-alive, an in-stream error, a whole body and an error status. Built on
  * the fake upstream scripts, so the bytes are the providers' own.
  */
-import type { UpstreamKind } from "../../gateway/format.ts";
+import type { UpstreamKind } from "../../gateway/formats/format.ts";
 import * as anthropic from "../fake_upstreams/anthropic_script.ts";
 import * as bedrock from "../fake_upstreams/bedrock_script.ts";
 import * as gemini from "../fake_upstreams/gemini_script.ts";

@@ -1,0 +1,82 @@
+import { findKey, presentedKey } from "./auth.ts";
+import type { Config, Route } from "../config/schema.ts";
+import { clientError, GatewayError } from "../runtime/gateway_error.ts";
+import type { RunState } from "./proxy.ts";
+
+/**
+ * The checks every routed call passes before its body means anything: the
+ * gateway is serving, the key is known, the model names a route the key may
+ * use. Generation and token counting share them, so both refuse alike.
+ */
+
+/** The config in force; throws while shutting down or in safe mode. */
+export function configInForce(state: RunState): Config {
+  if (state.shuttingDown) {
+    throw new GatewayError("gateway is shutting down", {
+      code: "gw.gateway.shutting_down",
+      source: "gateway",
+      status: 503,
+    });
+  }
+  if (!state.config) {
+    throw new GatewayError(
+      `gateway is in safe mode: ${state.safeModeReason ?? "no valid config"}`,
+      {
+        code: "config.invalid",
+        source: "config",
+        status: 503,
+      },
+    );
+  }
+  return state.config;
+}
+
+/** Answers the key id, or null for an open proxy; throws when refused (SPEC §4). */
+export function authorize(
+  request: Request,
+  opts: { config: Config; loopback: boolean; env: (name: string) => string | undefined },
+): string | null {
+  const { config } = opts;
+  if (!config.keys.length) {
+    if (opts.loopback) return null;
+    throw new GatewayError(
+      "no gateway keys are configured, so the proxy is open only on loopback",
+      {
+        code: "gw.client.forbidden",
+        source: "config",
+        status: 403,
+      },
+    );
+  }
+  const key = findKey(config, { presented: presentedKey(request.headers), env: opts.env });
+  if (!key) {
+    throw clientError("missing or unknown gateway key", {
+      code: "gw.client.unauthorized",
+      status: 401,
+    });
+  }
+  return key.id;
+}
+
+/** The enabled route `model` names, if the key may use it; throws 404 or 403. */
+export function routeFor(config: Config, opts: { model: string; keyId: string | null }): Route {
+  const route = config.routes.find((r) => r.model === opts.model && r.enabled);
+  if (!route) {
+    throw clientError(
+      `model '${opts.model}' is not a route of this gateway; GET /v1/models lists them`,
+      {
+        code: "gw.client.unknown_model",
+        status: 404,
+        param: "model",
+      },
+    );
+  }
+  const keyRoutes = config.keys.find((k) => k.id === opts.keyId)?.routes;
+  if (keyRoutes && !keyRoutes.includes(route.model)) {
+    throw clientError(`this key may not use model '${route.model}'`, {
+      code: "gw.client.forbidden",
+      status: 403,
+    });
+  }
+  return route;
+}

@@ -1,0 +1,57 @@
+import { handleCountTokens } from "./count_tokens.ts";
+import { CLIENT_CODECS } from "../formats/formats.ts";
+import { describeModel, GEMINI_METHODS } from "./model_list.ts";
+import { methodNotAllowed, notFound } from "./not_found.ts";
+import { handleProxy, type ProxyDeps } from "./proxy.ts";
+
+type GeminiMethod = typeof GEMINI_METHODS[number];
+
+const isGeminiMethod = (name: string): name is GeminiMethod =>
+  (GEMINI_METHODS as readonly string[]).includes(name);
+
+/**
+ * Everything under `/v1beta/models/` and `/v1/models/`: Gemini's methods on
+ * a model (`{model}:generateContent`, `:streamGenerateContent`,
+ * `:countTokens`), and one model's description (GET, any SDK). The method is
+ * what follows the last colon, so route names may hold colons and slashes.
+ */
+export function serveModelPath(request: Request, deps: ProxyDeps): Promise<Response> | Response {
+  const url = new URL(request.url);
+  const rest = url.pathname.replace(/^\/v1(?:beta)?\/models\//, "");
+  const colon = rest.lastIndexOf(":");
+  const method = colon < 0 ? "" : rest.slice(colon + 1);
+  if (request.method === "GET") {
+    if (isGeminiMethod(method)) return methodNotAllowed(request, ["POST"]);
+    return describeModel(request, { id: pathSegment(rest), state: deps.state });
+  }
+  if (request.method !== "POST") {
+    return methodNotAllowed(request, isGeminiMethod(method) ? ["POST"] : ["GET", "HEAD"]);
+  }
+  if (!isGeminiMethod(method)) {
+    const named = colon < 0 ? "no method" : `unknown method ':${method}'`;
+    return notFound(
+      request,
+      `${named} in ${url.pathname}; a model answers :${GEMINI_METHODS.join(", :")}`,
+    );
+  }
+  const ctx = {
+    pathModel: pathSegment(rest.slice(0, colon)),
+    pathStream: method === "streamGenerateContent",
+    sse: url.searchParams.get("alt") === "sse",
+  };
+  const opts = { codec: CLIENT_CODECS.gemini, ctx, deps };
+  return method === "countTokens" ? handleCountTokens(request, opts) : handleProxy(request, opts);
+}
+
+/**
+ * A percent-encoded path segment. One that is not valid encoding (`%` alone)
+ * is taken literally, as most servers do, so it names the route it spells
+ * or gets the unknown-model answer that says so.
+ */
+function pathSegment(raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
+}

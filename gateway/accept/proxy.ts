@@ -1,0 +1,161 @@
+import type { AbortRegistry } from "../live/abort_registry.ts";
+import { authorize, configInForce, routeFor } from "./admission.ts";
+import { clientHeaders } from "./client_headers.ts";
+import { errorResponse } from "../forward/client_channel.ts";
+import type { Config } from "../config/schema.ts";
+import type { ClientCodec, ClientRequestContext } from "../formats/format.ts";
+import { clientError, GatewayError } from "../runtime/gateway_error.ts";
+import type { ForwardDeps } from "../forward/hop.ts";
+import type { IrRequest } from "../formats/ir.ts";
+import { type HistorySink, LiveRequest } from "../live/live_request.ts";
+import { checkGuardrails, type Guardrails } from "./guardrails.ts";
+import { readJsonBody } from "./read_body.ts";
+import { headerSession } from "./session_ids.ts";
+import { isRecord } from "../formats/json.ts";
+import { clientDisconnected } from "../forward/stop_reasons.ts";
+import { forwardStream } from "../forward/stream_forward.ts";
+import { forwardWhole } from "../forward/whole_forward.ts";
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** The state that changes while the process runs: the config in force, or why there is none. */
+export interface RunState {
+  config: Config | null;
+  /** Why the stored config is refused (safe mode), shown to clients as `config.invalid`. */
+  safeModeReason: string | null;
+  /** Proxy open without keys is only allowed on loopback (SPEC §4). */
+  loopback: boolean;
+  shuttingDown: boolean;
+  /** SPEC §10 guardrails in force. */
+  guardrails: () => Guardrails;
+}
+
+export interface ProxyDeps extends Omit<ForwardDeps, "config"> {
+  state: RunState;
+  registry: AbortRegistry;
+  sink: HistorySink;
+  instanceId: string;
+  /** Settles when every request has ended; shutdown waits on these. */
+  pending: Set<Promise<void>>;
+}
+
+/**
+ * One client request from arrival to its recorded end. The row is opened
+ * before anything can fail, so bad input is recorded too, and closed by a
+ * `finally`, so no path skips it.
+ */
+export async function handleProxy(
+  request: Request,
+  opts: { codec: ClientCodec; ctx: ClientRequestContext; deps: ProxyDeps },
+): Promise<Response> {
+  const { codec, deps } = opts;
+  const asked = request.headers.get("x-request-id");
+  const id = asked ?? crypto.randomUUID();
+  if (asked !== null && !REQUEST_ID.test(asked)) {
+    const err = clientError("x-request-id must be 1-128 characters of A-Za-z0-9._:-", {
+      param: "x-request-id",
+    });
+    return errorResponse(codec, err, { requestId: crypto.randomUUID() });
+  }
+  if (deps.registry.has(id)) {
+    const err = clientError(`request ${id} is already running`, {
+      code: "gw.client.duplicate_request_id",
+      status: 409,
+    });
+    return errorResponse(codec, err, { requestId: id });
+  }
+  const live = new LiveRequest({
+    id,
+    instanceId: deps.instanceId,
+    clientFormat: codec.format,
+    route: opts.ctx.pathModel ?? null,
+    stream: opts.ctx.pathStream ?? false,
+    keyId: null,
+    sessionId: headerSession(codec.format, request.headers),
+  }, { clock: deps.clock, sink: deps.sink, metrics: deps.metrics });
+  deps.registry.add(live);
+  deps.metrics.inflight++;
+  const onClientGone = () => live.controller.abort(clientDisconnected());
+  request.signal.addEventListener("abort", onClientGone, { once: true });
+  let settle!: () => void;
+  const ended = new Promise<void>((resolve) => (settle = resolve));
+  deps.pending.add(ended);
+  let cleaned = false;
+  const cleanup = () => {
+    if (cleaned) return;
+    cleaned = true;
+    request.signal.removeEventListener("abort", onClientGone);
+    deps.registry.drop(live);
+    deps.metrics.inflight--;
+    if (live.record.errorCode === "gw.client.disconnected") deps.metrics.disconnects.inc();
+    if (live.record.errorCode === "gw.request.aborted") deps.metrics.aborts.inc();
+    deps.pending.delete(ended);
+    settle();
+  };
+  // Every way a request ends short of a stream: its row, its cleanup, its error in the client's format.
+  const endWith = (error: GatewayError): Response => {
+    live.finish({ status: error.status, error });
+    cleanup();
+    return errorResponse(codec, error, { requestId: id });
+  };
+  try {
+    const started = await begin(request, { ...opts, live });
+    if (started instanceof GatewayError) return endWith(started);
+    const fdeps: ForwardDeps = { ...deps, config: started.config };
+    const fwd = {
+      live,
+      ir: started.ir,
+      body: started.body,
+      codec,
+      // Answers name reshaped tools as the client declared them.
+      ctx: started.ir.clientTools ? { ...opts.ctx, clientTools: started.ir.clientTools } : opts.ctx,
+      route: started.route,
+      clientHeaders: clientHeaders(codec.format, request),
+    };
+    if (started.ir.stream) {
+      const { response, done } = forwardStream(fwd, fdeps);
+      done.finally(cleanup);
+      return await response;
+    }
+    const { response, error } = await forwardWhole(fwd, fdeps);
+    if (error || !response) return endWith(error ?? GatewayError.from("no answer"));
+    live.finish({ status: 200 });
+    cleanup();
+    return response;
+  } catch (err) {
+    return endWith(GatewayError.from(err));
+  }
+}
+
+interface Started {
+  config: Config;
+  ir: IrRequest;
+  body: Record<string, unknown>;
+  route: Config["routes"][number];
+}
+
+/** Everything before the first upstream call: auth, body, route. Errors are returned, not thrown. */
+async function begin(
+  request: Request,
+  opts: { codec: ClientCodec; ctx: ClientRequestContext; deps: ProxyDeps; live: LiveRequest },
+): Promise<Started | GatewayError> {
+  const { deps, live } = opts;
+  try {
+    const config = configInForce(deps.state);
+    const key = authorize(request, { config, loopback: deps.state.loopback, env: deps.env });
+    live.record.keyId = key;
+    const body = await readJsonBody(request, { signal: live.signal });
+    if (!isRecord(body)) {
+      throw clientError("request body must be a JSON object", { code: "gw.client.invalid_json" });
+    }
+    const ir = opts.codec.parseRequest(body, opts.ctx);
+    live.record.route = ir.model;
+    live.record.stream = ir.stream;
+    live.record.sessionId ??= ir.sessionHint ?? null;
+    const route = routeFor(config, { model: ir.model, keyId: key });
+    checkGuardrails(ir, deps.state.guardrails());
+    return { config, ir, body, route };
+  } catch (err) {
+    return GatewayError.from(err);
+  }
+}

@@ -1,0 +1,45 @@
+import type { IrPart, IrRequest } from "../formats/ir.ts";
+
+/** Characters per token: the rule of thumb Anthropic, Google and OpenAI all give for English. */
+const CHARS_PER_TOKEN = 4;
+
+/** An image is not decoded to be measured; this is a typical picture's cost at Anthropic and OpenAI. */
+const TOKENS_PER_IMAGE = 1_000;
+
+/**
+ * A rough input token count, for a route whose upstream has no counter or
+ * whose counter failed: characters / 4, rounded up, over the system prompt,
+ * every message's text (tool calls by name and arguments, tool results by
+ * content) and the tools' names, descriptions and schemas, plus a flat
+ * allowance per image. Content only the client's own format carries is not
+ * in the IR and not counted.
+ */
+export function estimateInputTokens(ir: IrRequest): number {
+  let chars = ir.system?.length ?? 0;
+  let images = 0;
+  for (const m of ir.messages) {
+    for (const p of m.content) {
+      if (p.type === "image" || p.type === "image_url") images++;
+      else chars += partChars(p);
+    }
+  }
+  for (const t of ir.tools ?? []) {
+    chars += t.name.length + (t.description?.length ?? 0) + JSON.stringify(t.parameters).length;
+  }
+  return Math.ceil(chars / CHARS_PER_TOKEN) + images * TOKENS_PER_IMAGE;
+}
+
+function partChars(p: IrPart): number {
+  switch (p.type) {
+    case "text":
+    case "reasoning":
+    case "refusal":
+      return p.text.length;
+    case "tool_call":
+      return p.name.length + p.arguments.length;
+    case "tool_result":
+      return p.content.length;
+    default:
+      return 0;
+  }
+}

@@ -1,0 +1,117 @@
+import type { ConfigInput } from "../config/schema.ts";
+import type { Clock } from "../runtime/clock.ts";
+import { formatSse } from "../formats/sse_stream.ts";
+
+/**
+ * The built-in demo profile (SPEC §2): three SIMULATED Chat Completions
+ * upstreams served by this same process under /_demo/, so a newcomer sees
+ * failover with no API keys. Nothing here talks to a real provider.
+ */
+export const DEMO_PREFIX = "/_demo";
+
+export function demoConfig(origin: string): ConfigInput {
+  const upstream = (id: string) => ({
+    id: `simulated-${id}`,
+    kind: "openai-chat" as const,
+    base_url: `${origin}${DEMO_PREFIX}/${id}/v1`,
+  });
+  return {
+    failover: { idle_timeout_secs: 30 },
+    upstreams: [upstream("error"), upstream("silent"), upstream("healthy")],
+    routes: [{
+      model: "demo",
+      candidates: [
+        { upstream: "simulated-error", model: "sim-error" },
+        { upstream: "simulated-silent", model: "sim-silent" },
+        { upstream: "simulated-healthy", model: "sim-healthy" },
+      ],
+    }],
+  };
+}
+
+const encoder = new TextEncoder();
+const WORDS = "Hello from the simulated healthy upstream. Failover worked: you are reading me."
+  .split(" ");
+
+/** Serves a simulated upstream; null when the path is not a demo path. */
+export async function serveDemoUpstream(
+  request: Request,
+  opts: { clock: Clock },
+): Promise<Response | null> {
+  const match = new URL(request.url).pathname.match(/^\/_demo\/(\w+)\/v1\/chat\/completions$/);
+  if (!match) return null;
+  const body = await request.json().catch(() => ({}));
+  const stream = typeof body === "object" && body !== null && "stream" in body && body.stream;
+  if (match[1] === "error") {
+    const error = { error: { message: "simulated outage", type: "server_error", code: null } };
+    return Response.json(error, { status: 503 });
+  }
+  if (match[1] === "silent") {
+    // 200, then nothing, until the gateway gives up on it.
+    return new Response(new ReadableStream({ start() {} }), {
+      headers: { "content-type": stream ? "text/event-stream" : "application/json" },
+    });
+  }
+  if (!stream) return Response.json(wholeAnswer());
+  return new Response(healthyStream(opts.clock), {
+    headers: { "content-type": "text/event-stream" },
+  });
+}
+
+function wholeAnswer() {
+  return {
+    id: "chatcmpl-demo",
+    object: "chat.completion",
+    created: Math.floor(Date.now() / 1000),
+    model: "sim-healthy",
+    choices: [{
+      index: 0,
+      message: { role: "assistant", content: WORDS.join(" ") },
+      finish_reason: "stop",
+    }],
+    usage: { prompt_tokens: 12, completion_tokens: WORDS.length, total_tokens: 12 + WORDS.length },
+  };
+}
+
+function healthyStream(clock: Clock): ReadableStream<Uint8Array> {
+  const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
+    encoder.encode(formatSse({
+      data: JSON.stringify({
+        id: "chatcmpl-demo",
+        object: "chat.completion.chunk",
+        created: Math.floor(Date.now() / 1000),
+        model: "sim-healthy",
+        choices: [{ index: 0, delta, finish_reason: finish }],
+      }),
+    }));
+  let i = 0;
+  return new ReadableStream({
+    async pull(controller) {
+      if (i > 0) await clock.sleep(40);
+      if (i < WORDS.length) controller.enqueue(chunk({ content: (i ? " " : "") + WORDS[i] }));
+      else if (i === WORDS.length) controller.enqueue(chunk({}, "stop"));
+      else {
+        const usage = {
+          prompt_tokens: 12,
+          completion_tokens: WORDS.length,
+          total_tokens: 12 + WORDS.length,
+        };
+        controller.enqueue(
+          encoder.encode(
+            formatSse({
+              data: JSON.stringify({
+                id: "chatcmpl-demo",
+                object: "chat.completion.chunk",
+                choices: [],
+                usage,
+              }),
+            }),
+          ),
+        );
+        controller.enqueue(encoder.encode(formatSse({ data: "[DONE]" })));
+        controller.close();
+      }
+      i++;
+    },
+  });
+}

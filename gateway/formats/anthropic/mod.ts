@@ -1,0 +1,49 @@
+import { upstreamPost } from "../../accept/client_headers.ts";
+import type { ClientCodec, UpstreamAdapter } from "../format.ts";
+import { upstreamBaseUrl } from "../../config/schema.ts";
+import { upstreamStatusError } from "../../forward/upstream_error.ts";
+import { anthropicError } from "./errors.ts";
+import { anthropicRequestBody, parseAnthropicRequest, unsupportedFor } from "./request.ts";
+import { decodeAnthropicWhole, encodeAnthropicWhole } from "./response.ts";
+import { anthropicStreamEncoder, decodeAnthropicStream } from "./stream.ts";
+
+/** The API version every Anthropic SDK sends; the wire format in this folder is that version's. */
+export const ANTHROPIC_VERSION = "2023-06-01";
+
+export const anthropicClient: ClientCodec = {
+  format: "anthropic",
+  parseRequest: (body) => parseAnthropicRequest(body),
+  encodeWhole: encodeAnthropicWhole,
+  streamShape: () => ({
+    contentType: "text/event-stream; charset=utf-8",
+    keepAlive: new TextEncoder().encode(": keep-alive\n\n"),
+    passthroughFrom: "anthropic",
+    endMarker: new TextEncoder().encode('event: message_stop\ndata: {"type":"message_stop"}\n\n'),
+  }),
+  streamEncoder: (ctx) => anthropicStreamEncoder({ id: ctx.id, model: ctx.model }),
+  renderError: anthropicError,
+};
+
+export const anthropicUpstream: UpstreamAdapter = {
+  kind: "anthropic",
+  unsupportedFor,
+  buildRequest(call) {
+    const body = call.passthrough
+      ? { ...call.passthrough, model: call.model }
+      : anthropicRequestBody(call.ir, call.model);
+    const headers = new Headers({
+      "content-type": "application/json",
+      "anthropic-version": ANTHROPIC_VERSION,
+    });
+    const key = "api_key_env" in call.upstream && call.upstream.api_key_env
+      ? call.env(call.upstream.api_key_env)
+      : undefined;
+    if (key) headers.set("x-api-key", key);
+    const url = `${upstreamBaseUrl(call.upstream)}/v1/messages`;
+    return Promise.resolve(upstreamPost(url, { headers, body, forwarded: call.forwarded }));
+  },
+  decodeStream: decodeAnthropicStream,
+  decodeWhole: decodeAnthropicWhole,
+  decodeError: (status, body, opts) =>
+    upstreamStatusError(status, { body, kind: "anthropic", headers: opts?.headers }),
+};

@@ -1,0 +1,110 @@
+import type { ClientHeaders } from "../accept/client_headers.ts";
+import type { Config, Upstream } from "../config/schema.ts";
+import type { GatewayError } from "../runtime/gateway_error.ts";
+import type { IrClientTools, IrEvent, IrRequest, IrResponse, IrUsage } from "./ir.ts";
+
+export type ClientFormat = "openai-chat" | "openai-responses" | "anthropic" | "gemini";
+export type UpstreamKind = Upstream["kind"];
+
+/** One unit of an upstream stream, as the failover engine sees it. */
+export interface UpstreamFrame {
+  /** Exact bytes, for same-format pass-through. */
+  raw: Uint8Array;
+  /** SPEC §5: does this frame restart the idle timer and end the hold? */
+  content: boolean;
+  /** What it means, for translation into another format. */
+  events: IrEvent[];
+  /** Usage reported in this frame, if any. */
+  usage?: IrUsage;
+  /** An error the upstream reported inside its stream. */
+  error?: GatewayError;
+  /** The format's own end-of-stream marker (`[DONE]`, `message_stop`): the answer is complete. */
+  terminal?: boolean;
+}
+
+export interface UpstreamCall {
+  ir: IrRequest;
+  /** The client's parsed body when it speaks this upstream's format: sent on with only the model swapped. */
+  passthrough?: Record<string, unknown>;
+  /** The client's provider headers and query flags: only ever set with `passthrough`. */
+  forwarded?: ClientHeaders;
+  upstream: Upstream;
+  model: string;
+  env: (name: string) => string | undefined;
+  config: Config;
+}
+
+/** What the gateway needs to call one kind of upstream. */
+export interface UpstreamAdapter {
+  kind: UpstreamKind;
+  /**
+   * What of a translated request this kind has no field for, one description
+   * each; empty when it can take it all. Pure, so the engine can skip a
+   * candidate before any attempt: `buildRequest` refuses the same things.
+   * Provider-run tools are not listed here: whether one the kind lacks may be
+   * left out is the route's call (gateway/builtin_tools.ts, candidates.ts).
+   */
+  unsupportedFor(ir: IrRequest): string[];
+  buildRequest(call: UpstreamCall): Promise<Request>;
+  /** Splits a 200 streamed body into frames. */
+  decodeStream(): ReadableWritablePair<UpstreamFrame, Uint8Array>;
+  /** Parses a 200 whole body; throws GatewayError on a body it cannot read. */
+  decodeWhole(body: string): IrResponse;
+  /**
+   * Reads an error status and body into the gateway's error; `headers` are
+   * the answer's (content type, Bedrock's exception name).
+   */
+  decodeError(status: number, body: string, opts?: { headers?: Headers }): GatewayError;
+}
+
+/** Writes one streamed answer in a client's format; stateful across events. */
+export interface ClientStreamEncoder {
+  /** Bytes that open the stream before any event (Gemini's "["), if any. */
+  open(): Uint8Array | null;
+  encode(event: IrEvent): Uint8Array | null;
+  /** Closes a successful stream (`[DONE]`, `message_stop`, "]"). */
+  close(): Uint8Array | null;
+  /** Ends the stream with the client's error event. */
+  error(err: GatewayError): Uint8Array;
+}
+
+export interface ClientRequestContext {
+  /** Model from the URL path (Gemini). */
+  pathModel?: string;
+  /** Streaming chosen by the URL (Gemini's streamGenerateContent). */
+  pathStream?: boolean;
+  /** Gemini's `alt=sse`: SSE instead of a streamed JSON array. */
+  sse?: boolean;
+  /** The request's reshaped tools (`IrRequest.clientTools`), for answers to name calls as the client does. */
+  clientTools?: IrClientTools;
+}
+
+/** What a stream encoder needs to know about the answer it writes. */
+export interface StreamMeta extends ClientRequestContext {
+  id: string;
+  model: string;
+}
+
+export interface ClientStreamShape {
+  contentType: string;
+  /** A keep-alive block, or null where the client cannot take one (Gemini). */
+  keepAlive: Uint8Array | null;
+  /** The upstream kind whose raw stream bytes this client can take unchanged. */
+  passthroughFrom: UpstreamKind | null;
+  /**
+   * The format's own end marker (`[DONE]`, `message_stop`), sent after a
+   * passed-through stream that finished its answer but left the marker out.
+   */
+  endMarker: Uint8Array | null;
+}
+
+/** What the gateway needs to serve one kind of client. */
+export interface ClientCodec {
+  format: ClientFormat;
+  parseRequest(body: unknown, ctx: ClientRequestContext): IrRequest;
+  encodeWhole(res: IrResponse, ctx?: ClientRequestContext): unknown;
+  streamShape(ctx: ClientRequestContext): ClientStreamShape;
+  streamEncoder(meta: StreamMeta): ClientStreamEncoder;
+  /** The error body in this client's format. */
+  renderError(err: GatewayError): unknown;
+}

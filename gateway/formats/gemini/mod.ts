@@ -1,0 +1,50 @@
+import { upstreamPost } from "../../accept/client_headers.ts";
+import type { ClientCodec, UpstreamAdapter } from "../format.ts";
+import { upstreamBaseUrl } from "../../config/schema.ts";
+import { upstreamStatusError } from "../../forward/upstream_error.ts";
+import { geminiError } from "./errors.ts";
+import {
+  geminiModelPath,
+  geminiRequestBody,
+  parseGeminiRequest,
+  unsupportedFor,
+} from "./request.ts";
+import { decodeGeminiWhole, encodeGeminiWhole } from "./response.ts";
+import { decodeGeminiStream, geminiStreamEncoder } from "./stream.ts";
+
+export const geminiClient: ClientCodec = {
+  format: "gemini",
+  parseRequest: parseGeminiRequest,
+  encodeWhole: encodeGeminiWhole,
+  // Google's SDK parses every SSE line as JSON, comments included: no keep-alives.
+  // Only the SSE form can take an upstream's SSE bytes; the JSON array is re-encoded.
+  streamShape: (ctx) => ({
+    contentType: ctx.sse ? "text/event-stream" : "application/json",
+    keepAlive: null,
+    passthroughFrom: ctx.sse ? "gemini" : null,
+    endMarker: null,
+  }),
+  streamEncoder: geminiStreamEncoder,
+  renderError: geminiError,
+};
+
+export const geminiUpstream: UpstreamAdapter = {
+  kind: "gemini",
+  unsupportedFor,
+  buildRequest(call) {
+    // The model lives in the URL, so a pass-through body goes on untouched.
+    const body = call.passthrough ?? geminiRequestBody(call.ir);
+    const headers = new Headers({ "content-type": "application/json" });
+    const key = "api_key_env" in call.upstream && call.upstream.api_key_env
+      ? call.env(call.upstream.api_key_env)
+      : undefined;
+    if (key) headers.set("x-goog-api-key", key);
+    const method = call.ir.stream ? "streamGenerateContent?alt=sse" : "generateContent";
+    const url = `${upstreamBaseUrl(call.upstream)}/v1beta/${geminiModelPath(call.model)}:${method}`;
+    return Promise.resolve(upstreamPost(url, { headers, body, forwarded: call.forwarded }));
+  },
+  decodeStream: decodeGeminiStream,
+  decodeWhole: decodeGeminiWhole,
+  decodeError: (status, body, opts) =>
+    upstreamStatusError(status, { body, kind: "gemini", headers: opts?.headers }),
+};

@@ -1,0 +1,45 @@
+import { upstreamPost } from "../../accept/client_headers.ts";
+import type { ClientCodec, UpstreamAdapter } from "../format.ts";
+import { upstreamBaseUrl } from "../../config/schema.ts";
+import { upstreamStatusError } from "../../forward/upstream_error.ts";
+import { openAiError } from "./errors.ts";
+import { chatRequestBody, maxTokensField, parseChatRequest, unsupportedFor } from "./request.ts";
+import { decodeChatWhole, encodeChatWhole } from "./response.ts";
+import { chatStreamEncoder, decodeChatStream } from "./stream.ts";
+
+export const chatClient: ClientCodec = {
+  format: "openai-chat",
+  parseRequest: (body) => parseChatRequest(body),
+  encodeWhole: encodeChatWhole,
+  streamShape: () => ({
+    contentType: "text/event-stream; charset=utf-8",
+    keepAlive: new TextEncoder().encode(": keep-alive\n\n"),
+    passthroughFrom: "openai-chat",
+    endMarker: new TextEncoder().encode("data: [DONE]\n\n"),
+  }),
+  streamEncoder: (ctx) => chatStreamEncoder({ id: ctx.id, model: ctx.model }),
+  renderError: openAiError,
+};
+
+export const chatUpstream: UpstreamAdapter = {
+  kind: "openai-chat",
+  unsupportedFor,
+  buildRequest(call) {
+    const body = call.passthrough
+      ? { ...call.passthrough, model: call.model }
+      : chatRequestBody(call.ir, call.model, {
+        tokenField: maxTokensField(call.upstream, call.model),
+      });
+    const headers = new Headers({ "content-type": "application/json" });
+    const key = "api_key_env" in call.upstream && call.upstream.api_key_env
+      ? call.env(call.upstream.api_key_env)
+      : undefined;
+    if (key) headers.set("authorization", `Bearer ${key}`);
+    const url = `${upstreamBaseUrl(call.upstream)}/chat/completions`;
+    return Promise.resolve(upstreamPost(url, { headers, body, forwarded: call.forwarded }));
+  },
+  decodeStream: decodeChatStream,
+  decodeWhole: decodeChatWhole,
+  decodeError: (status, body, opts) =>
+    upstreamStatusError(status, { body, kind: "openai-chat", headers: opts?.headers }),
+};

@@ -1,0 +1,128 @@
+import type { ClientStreamEncoder, UpstreamFrame } from "../format.ts";
+import type { GatewayError } from "../../runtime/gateway_error.ts";
+import type { IrEvent } from "../ir.ts";
+import { formatSse } from "../sse_stream.ts";
+import { isRecord } from "../json.ts";
+import { sseFrameStream, type SseReading } from "../sse_frames.ts";
+import { upstreamStatusError } from "../../forward/upstream_error.ts";
+import { openAiError } from "./errors.ts";
+import { chatChunkIsContent } from "./pulse.ts";
+import { chatFinishToIr, chatUsageToIr, irFinishToChat, irUsageToChat } from "./response.ts";
+
+/** Frames of a Chat Completions SSE stream. */
+export function decodeChatStream(): ReadableWritablePair<UpstreamFrame, Uint8Array> {
+  return sseFrameStream((event, json) => readChatEvent(event.data, json));
+}
+
+function readChatEvent(data: string | undefined, chunk: unknown): SseReading {
+  if (data === undefined) return { content: false, events: [] };
+  if (data.trim() === "[DONE]") return { content: true, events: [], terminal: true };
+  if (isRecord(chunk) && chunk.error !== undefined) {
+    return {
+      content: true,
+      events: [],
+      error: upstreamStatusError(500, { body: data, kind: "openai-chat" }),
+    };
+  }
+  const usage = isRecord(chunk) ? chatUsageToIr(chunk.usage) : undefined;
+  const events = chatChunkEvents(chunk);
+  if (usage) events.push({ type: "usage", usage });
+  return { content: chatChunkIsContent(chunk), events, usage };
+}
+
+function chatChunkEvents(chunk: unknown): IrEvent[] {
+  const events: IrEvent[] = [];
+  if (!isRecord(chunk) || !Array.isArray(chunk.choices)) return events;
+  const choice = chunk.choices[0];
+  if (!isRecord(choice)) return events;
+  const delta = isRecord(choice.delta) ? choice.delta : {};
+  const reasoning = delta.reasoning_content ?? delta.reasoning;
+  if (typeof reasoning === "string" && reasoning) {
+    events.push({ type: "reasoning", text: reasoning });
+  }
+  if (typeof delta.content === "string" && delta.content) {
+    events.push({ type: "text", text: delta.content });
+  }
+  if (typeof delta.refusal === "string" && delta.refusal) {
+    events.push({ type: "refusal", text: delta.refusal });
+  }
+  for (const call of Array.isArray(delta.tool_calls) ? delta.tool_calls : []) {
+    if (!isRecord(call)) continue;
+    const index = typeof call.index === "number" ? call.index : 0;
+    const fn = isRecord(call.function) ? call.function : {};
+    if (typeof call.id === "string" || typeof fn.name === "string") {
+      events.push({
+        type: "tool_call_start",
+        index,
+        id: String(call.id ?? ""),
+        name: String(fn.name ?? ""),
+      });
+    }
+    if (typeof fn.arguments === "string" && fn.arguments) {
+      events.push({ type: "tool_call_args", index, args: fn.arguments });
+    }
+  }
+  if (choice.finish_reason !== null && choice.finish_reason !== undefined) {
+    events.push({ type: "finish", reason: chatFinishToIr(choice.finish_reason) });
+  }
+  return events;
+}
+
+const encoder = new TextEncoder();
+
+/** Writes gateway events as Chat Completions chunks. */
+export function chatStreamEncoder(meta: { id: string; model: string }): ClientStreamEncoder {
+  const created = Math.floor(Date.now() / 1000);
+  let started = false;
+  const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
+    encoder.encode(formatSse({
+      data: JSON.stringify({
+        id: meta.id,
+        object: "chat.completion.chunk",
+        created,
+        model: meta.model,
+        choices,
+        ...extra,
+      }),
+    }));
+  const delta = (d: Record<string, unknown>, finish: string | null = null) => {
+    const role = started ? {} : { role: "assistant" };
+    started = true;
+    return chunk([{ index: 0, delta: { ...role, ...d }, finish_reason: finish }]);
+  };
+  return {
+    open: () => null,
+    encode(event) {
+      switch (event.type) {
+        case "start":
+          return null;
+        case "text":
+          return delta({ content: event.text });
+        case "reasoning":
+          return delta({ reasoning_content: event.text });
+        case "refusal":
+          return delta({ refusal: event.text });
+        case "tool_call_start":
+          return delta({
+            tool_calls: [{
+              index: event.index,
+              id: event.id,
+              type: "function",
+              function: { name: event.name, arguments: "" },
+            }],
+          });
+        case "tool_call_args":
+          return delta({
+            tool_calls: [{ index: event.index, function: { arguments: event.args } }],
+          });
+        case "finish":
+          return delta({}, irFinishToChat(event.reason));
+        case "usage":
+          return chunk([], { usage: irUsageToChat(event.usage) });
+      }
+    },
+    close: () => encoder.encode(formatSse({ data: "[DONE]" })),
+    error: (err: GatewayError) =>
+      encoder.encode(formatSse({ data: JSON.stringify(openAiError(err)) })),
+  };
+}

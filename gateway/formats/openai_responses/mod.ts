@@ -1,0 +1,45 @@
+import { upstreamPost } from "../../accept/client_headers.ts";
+import type { ClientCodec, UpstreamAdapter } from "../format.ts";
+import { upstreamBaseUrl } from "../../config/schema.ts";
+import { upstreamStatusError } from "../../forward/upstream_error.ts";
+import { openAiError } from "../openai_chat/errors.ts";
+import { parseResponsesRequest, responsesRequestBody, unsupportedFor } from "./request.ts";
+import { decodeResponsesWhole, encodeResponsesWhole } from "./response.ts";
+import { decodeResponsesStream, responsesStreamEncoder } from "./stream.ts";
+
+export const responsesClient: ClientCodec = {
+  format: "openai-responses",
+  parseRequest: (body) => parseResponsesRequest(body),
+  encodeWhole: (res, ctx) => encodeResponsesWhole(res, ctx?.clientTools),
+  streamShape: () => ({
+    contentType: "text/event-stream; charset=utf-8",
+    keepAlive: new TextEncoder().encode(": keep-alive\n\n"),
+    passthroughFrom: "openai-responses",
+    // `response.completed` is the finish itself: a stream without it did not finish.
+    endMarker: null,
+  }),
+  streamEncoder: (ctx) =>
+    responsesStreamEncoder({ id: ctx.id, model: ctx.model, clientTools: ctx.clientTools }),
+  renderError: openAiError,
+};
+
+export const responsesUpstream: UpstreamAdapter = {
+  kind: "openai-responses",
+  unsupportedFor,
+  buildRequest(call) {
+    const body = call.passthrough
+      ? { ...call.passthrough, model: call.model }
+      : responsesRequestBody(call.ir, call.model);
+    const headers = new Headers({ "content-type": "application/json" });
+    const key = "api_key_env" in call.upstream && call.upstream.api_key_env
+      ? call.env(call.upstream.api_key_env)
+      : undefined;
+    if (key) headers.set("authorization", `Bearer ${key}`);
+    const url = `${upstreamBaseUrl(call.upstream)}/responses`;
+    return Promise.resolve(upstreamPost(url, { headers, body, forwarded: call.forwarded }));
+  },
+  decodeStream: decodeResponsesStream,
+  decodeWhole: decodeResponsesWhole,
+  decodeError: (status, body, opts) =>
+    upstreamStatusError(status, { body, kind: "openai-responses", headers: opts?.headers }),
+};

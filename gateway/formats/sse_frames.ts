@@ -1,0 +1,66 @@
+import type { UpstreamFrame } from "./format.ts";
+import { isRecord, parseJson } from "./json.ts";
+import { type SseEvent, SseParser } from "./sse_stream.ts";
+import { badResponse } from "../forward/upstream_error.ts";
+
+/** What a format module says about one SSE event. */
+export type SseReading = Omit<UpstreamFrame, "raw">;
+
+/** A format's reader of one event: its fields, and its data parsed as JSON (undefined if none). */
+export type SseRead = (event: SseEvent, json: unknown) => SseReading;
+
+const encoder = new TextEncoder();
+
+/**
+ * Turns an SSE body into frames using a format's reader, in one stream step.
+ * What every SSE format shares is decided here, once:
+ * - comments, and blocks with no data, are keep-alives (SPEC §5): readers never see them
+ *   (but for a bare JSON object, which is how Google tells an error after the 200);
+ * - every provider sends JSON (or `[DONE]`) as data, so data that does not
+ *   parse is a broken stream, not content to pass on;
+ * - a block cut off by the end of the body is not dispatched (as the SSE
+ *   standard says), unless it is whole but for its blank line: then it is
+ *   completed, so a client fed the raw bytes never sees half an event.
+ */
+export function sseFrameStream(read: SseRead): ReadableWritablePair<UpstreamFrame, Uint8Array> {
+  const parser = new SseParser();
+  const frame = (event: SseEvent): UpstreamFrame => {
+    const raw = encoder.encode(event.raw);
+    if (event.comment) return { raw, content: false, events: [] };
+    // Google's API tells a failure after the 200 as a bare JSON object, with no `data:` field.
+    const data = event.data ?? bareJson(event.raw);
+    // The SSE standard dispatches no event for any other block without data (a stray line).
+    if (data === undefined) return { raw, content: false, events: [] };
+    const json = parseJson(data);
+    if (json === undefined && data.trim() !== "[DONE]") {
+      return malformed(raw, "the upstream sent an event whose data is not JSON");
+    }
+    return { raw, ...read(event.data === undefined ? { ...event, data } : event, json) };
+  };
+  return new TransformStream<Uint8Array, UpstreamFrame>({
+    transform(chunk, controller) {
+      for (const event of parser.push(chunk)) controller.enqueue(frame(event));
+    },
+    flush(controller) {
+      for (const tail of parser.end()) {
+        const whole = tail.comment || tail.data === undefined || tail.data.trim() === "[DONE]" ||
+          parseJson(tail.data) !== undefined;
+        controller.enqueue(
+          whole
+            ? frame({ ...tail, raw: `${tail.raw}\n\n` })
+            : malformed(new Uint8Array(0), "the upstream's stream ended inside an event"),
+        );
+      }
+    },
+  });
+}
+
+/** A block that is one JSON object without SSE fields, as its text. */
+function bareJson(raw: string): string | undefined {
+  const text = raw.trim();
+  return text.startsWith("{") && isRecord(parseJson(text)) ? text : undefined;
+}
+
+function malformed(raw: Uint8Array, why: string): UpstreamFrame {
+  return { raw, content: true, events: [], error: badResponse(why) };
+}

@@ -1,0 +1,176 @@
+import type { Clock } from "../runtime/clock.ts";
+import type { ClientCodec, ClientStreamEncoder, ClientStreamShape } from "../formats/format.ts";
+import { sameFormatAnswer } from "../formats/error_vocab.ts";
+import { ERROR_CODE_HEADER, type GatewayError } from "../runtime/gateway_error.ts";
+
+/** Headers every answer carries; the request id is there from the first byte. */
+export function baseHeaders(requestId: string, extra: HeadersInit = {}): Headers {
+  const headers = new Headers(extra);
+  headers.set("x-request-id", requestId);
+  return headers;
+}
+
+/**
+ * The error response in the client's own format; the gateway's code rides in
+ * `x-pulsegate-error-code`. An upstream's own 4xx reaches a client of the
+ * same format as it came: status, body and content type (SPEC §4).
+ */
+export function errorResponse(
+  codec: ClientCodec,
+  err: GatewayError,
+  opts: { requestId: string },
+): Response {
+  const answer = sameFormatAnswer(err, codec.format);
+  const headers = baseHeaders(opts.requestId, {
+    "content-type": answer?.contentType ?? "application/json",
+    "x-pulsegate-error": err.source,
+    [ERROR_CODE_HEADER]: err.code,
+  });
+  if (err.retryAfterSecs !== undefined) {
+    headers.set("retry-after", String(Math.max(1, Math.ceil(err.retryAfterSecs))));
+  }
+  const body = answer?.text ?? JSON.stringify(codec.renderError(err));
+  return new Response(body, { status: err.status, headers });
+}
+
+/**
+ * The client's side of one streamed answer. Headers go out once; keep-alive
+ * comments flow only while nothing else does; a cancelled body reports to
+ * `onCancel` so cleanup never depends on the next write.
+ */
+export class StreamChannel {
+  readonly response: Promise<Response>;
+  #resolve!: (r: Response) => void;
+  #controller!: ReadableStreamDefaultController<Uint8Array>;
+  #readable: ReadableStream<Uint8Array>;
+  /** Writers waiting for the client to take what is queued. */
+  #waiting: Array<() => void> = [];
+  #cancelled = false;
+  #keepAlive: (() => void) | null = null;
+  #closed = false;
+  headersSent = false;
+
+  constructor(
+    private opts: {
+      codec: ClientCodec;
+      shape: ClientStreamShape;
+      encoder: ClientStreamEncoder;
+      requestId: string;
+      clock: Clock;
+      keepAliveMs: number;
+      onCancel: () => void;
+    },
+  ) {
+    this.response = new Promise((resolve) => (this.#resolve = resolve));
+    // One stream stage, not a TransformStream pair: writes enqueue directly and
+    // wait (backpressure) only while the client has not taken the last chunk.
+    this.#readable = new ReadableStream<Uint8Array>({
+      start: (controller) => {
+        this.#controller = controller;
+      },
+      pull: () => this.#wakeWriters(),
+      cancel: () => {
+        this.#cancelled = true;
+        this.#wakeWriters();
+        if (!this.#closed) opts.onCancel();
+      },
+    }, { highWaterMark: 1 });
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Sends 200 and the streaming headers; idempotent. */
+  sendHeaders(): void {
+    if (this.headersSent) return;
+    this.headersSent = true;
+    this.#resolve(
+      new Response(this.#readable, {
+        status: 200,
+        headers: baseHeaders(this.opts.requestId, {
+          "content-type": this.opts.shape.contentType,
+          "cache-control": "no-cache",
+        }),
+      }),
+    );
+    const open = this.opts.encoder.open();
+    if (open) void this.write(open);
+  }
+
+  /**
+   * Starts `: keep-alive` comments (where the client takes them) until content
+   * flows. The first goes out with the headers, so proxies see a byte at once.
+   */
+  startKeepAlives(): void {
+    const block = this.opts.shape.keepAlive;
+    if (!block || this.#keepAlive) return;
+    void this.write(block);
+    const tick = () => {
+      this.#keepAlive = this.opts.clock.after(this.opts.keepAliveMs, () => {
+        void this.write(block);
+        tick();
+      });
+    };
+    tick();
+  }
+
+  stopKeepAlives(): void {
+    this.#keepAlive?.();
+    this.#keepAlive = null;
+  }
+
+  /** Resolves false when the client has gone. */
+  async write(bytes: Uint8Array): Promise<boolean> {
+    if (this.#closed || this.#cancelled) return false;
+    this.#controller.enqueue(bytes);
+    while (this.#full()) await new Promise<void>((wake) => this.#waiting.push(wake));
+    return !this.#cancelled;
+  }
+
+  #full(): boolean {
+    if (this.#closed || this.#cancelled) return false;
+    const room = this.#controller.desiredSize;
+    return room !== null && room <= 0;
+  }
+
+  #wakeWriters(): void {
+    const waiting = this.#waiting;
+    this.#waiting = [];
+    for (const wake of waiting) wake();
+  }
+
+  /** Closes a finished stream; a passed-through stream carried its own ending, if it was `marked`. */
+  async end(opts: { passthrough: boolean; marked: boolean }): Promise<void> {
+    this.stopKeepAlives();
+    const tail = !opts.passthrough
+      ? this.opts.encoder.close()
+      : opts.marked
+      ? null
+      : this.opts.shape.endMarker;
+    if (tail) await this.write(tail);
+    await this.#close();
+  }
+
+  /** Ends with an error: a status in the client's format before headers, an event after. */
+  async fail(err: GatewayError): Promise<void> {
+    this.stopKeepAlives();
+    if (!this.headersSent) {
+      this.headersSent = true;
+      this.#closed = true;
+      this.#resolve(errorResponse(this.opts.codec, err, { requestId: this.opts.requestId }));
+      this.#wakeWriters();
+      return;
+    }
+    await this.write(this.opts.encoder.error(err));
+    await this.#close();
+  }
+
+  #close(): Promise<void> {
+    if (this.#closed) return Promise.resolve();
+    this.#closed = true;
+    this.#wakeWriters();
+    if (!this.#cancelled) this.#controller.close();
+    return Promise.resolve();
+  }
+}

@@ -1,0 +1,245 @@
+import { describeSkipped, inexpressible, planCandidates } from "../route/candidates.ts";
+import type { UpstreamKind } from "../formats/format.ts";
+import { clientError, GatewayError } from "../runtime/gateway_error.ts";
+import {
+  type Candidate,
+  type ForwardDeps,
+  type ForwardRequest,
+  Hop,
+  type HopResult,
+} from "./hop.ts";
+import { stopReason } from "./stop_reasons.ts";
+
+/** The backoff before retrying the same candidate, in configured seconds. */
+const RETRY_BACKOFF_SECS = 0.5;
+/** A Retry-After longer than this is not waited out: the next candidate is tried. */
+const MAX_RETRY_WAIT_SECS = 10;
+
+export type RunHop = (hop: Hop, opts: { isLast: boolean }) => Promise<HopResult>;
+
+/**
+ * The candidate loop of SPEC §6, in four steps: plan the candidates; try each
+ * in order (with its retries); if some were full, wait once for the first of
+ * them to free a slot and try it; then report. A hop's result reaches the loop
+ * whole: `stop` ends the request there (a failure after content reached the
+ * client, the caller's own error, an abort), so a started answer is never
+ * handed to another candidate. Answers the error to give the client, or null
+ * when a hop delivered the answer.
+ */
+export async function runCandidates(
+  req: ForwardRequest,
+  opts: { deps: ForwardDeps; runHop: RunHop },
+): Promise<GatewayError | null> {
+  const { deps } = opts;
+  const { live } = req;
+  const { plan, skipped } = planFor(req, deps);
+  if (!plan.length) return skipped.size ? cannotExpress(req, { skipped, deps }) : noCandidate(req);
+  const tried: string[] = [];
+  // Every error the loop ends with names the candidates tried and those passed over.
+  const chain = { tried, skipped: describeSkipped(skipped) };
+  const full: Candidate[] = [];
+  let failed: GatewayError | null = null;
+  for (const [i, target] of plan.entries()) {
+    const affine = isAffine(target, req, deps);
+    const release = await takeSlot(target, { req, deps, wait: affine });
+    if (!release) {
+      if (stopReason(live.signal)) return stopReason(live.signal)!;
+      // The session's own upstream was already waited for, for as long as a wait may last.
+      if (!affine) full.push(target);
+      continue;
+    }
+    // A later full candidate may still be waited for, so this one is last only if none was full.
+    const isLast = i === plan.length - 1 && !full.length;
+    const result = await tryCandidate(req, { target, release, isLast, tried, ...opts });
+    if (result.kind !== "next") return ended(result, { req, chain });
+    if (stopReason(live.signal)) return stopReason(live.signal)!;
+    failed = result.error;
+  }
+  if (full.length) {
+    const freed = await waitForAny(full, { req, deps });
+    if (stopReason(live.signal)) return stopReason(live.signal)!;
+    if (freed) {
+      const result = await tryCandidate(req, { ...freed, isLast: true, tried, ...opts });
+      if (result.kind !== "next") return ended(result, { req, chain });
+      failed = result.error;
+    }
+  }
+  return failed ? exhausted(failed, { chain, deps }) : slotsFull(deps);
+}
+
+/**
+ * A hop that ended the request: no error when it answered; the request's own
+ * stop told as it is (the row says "client disconnected", nothing more);
+ * anything else with the candidates tried.
+ */
+function ended(
+  result: { kind: "done" } | { kind: "stop"; error: GatewayError },
+  opts: { req: ForwardRequest; chain: Chain },
+): GatewayError | null {
+  if (result.kind === "done") return null;
+  return stopReason(opts.req.live.signal) ?? result.error.with(opts.chain);
+}
+
+/** The candidates to try, and why any was passed over as unable to take the request. */
+function planFor(
+  req: ForwardRequest,
+  deps: ForwardDeps,
+): { plan: Candidate[]; skipped: Map<string, string[]> } {
+  // By upstream id, in plan order: the error names each candidate passed over.
+  const skipped = new Map<string, string[]>();
+  const plan = planCandidates(req.route, {
+    deps,
+    sessionId: req.live.record.sessionId,
+    // A candidate that cannot be sent the request is passed over, not tried:
+    // no attempt row, no cooldown charge, no place in "tried".
+    accept: ({ upstream }) => {
+      const missing = inexpressible(req, { kind: upstream.kind, deps });
+      if (missing.length) skipped.set(upstream.id, missing);
+      return missing.length === 0;
+    },
+  });
+  return { plan, skipped };
+}
+
+/**
+ * One candidate, retried on retryable failures before content. Answers the
+ * last hop's result: only `done`, `next` or `stop` (a `retry` left over when
+ * retries run out is a `next`).
+ */
+async function tryCandidate(
+  req: ForwardRequest,
+  opts: {
+    target: Candidate;
+    release: () => void;
+    deps: ForwardDeps;
+    runHop: RunHop;
+    isLast: boolean;
+    tried: string[];
+  },
+): Promise<Exclude<HopResult, { kind: "retry" }>> {
+  const { target, deps } = opts;
+  let release: (() => void) | null = opts.release;
+  for (let retry = 0;; retry++) {
+    if (!release) {
+      release = await takeSlot(target, { req, deps, wait: true });
+      if (!release) return { kind: "stop", error: stopReason(req.live.signal) ?? slotsFull(deps) };
+    }
+    if (opts.tried.at(-1) !== target.upstream.id) opts.tried.push(target.upstream.id);
+    const hop = new Hop(req, { target, deps, release });
+    let result: HopResult;
+    try {
+      result = await opts.runHop(hop, { isLast: opts.isLast });
+    } catch (err) {
+      result = hop.thrown(err);
+    } finally {
+      hop.close();
+      release = null;
+    }
+    if (result.kind !== "retry") return result;
+    const wait = result.delaySecs ?? RETRY_BACKOFF_SECS * 2 ** retry;
+    if (retry >= deps.config.failover.retries_per_candidate || wait > MAX_RETRY_WAIT_SECS) {
+      return { kind: "next", error: result.error };
+    }
+    try {
+      await deps.clock.sleep(wait * 1000, req.live.signal);
+    } catch {
+      return { kind: "stop", error: stopReason(req.live.signal) ?? result.error };
+    }
+  }
+}
+
+function isAffine(target: Candidate, req: ForwardRequest, deps: ForwardDeps): boolean {
+  return deps.affinity.get(req.route.model, req.live.record.sessionId) === target.upstream.id;
+}
+
+async function takeSlot(
+  target: Candidate,
+  opts: { req: ForwardRequest; deps: ForwardDeps; wait: boolean },
+): Promise<(() => void) | null> {
+  const { deps, req } = opts;
+  const max = target.upstream.max_in_flight;
+  const now = deps.slots.tryAcquire(target.upstream.id, max);
+  if (now || !opts.wait) return now;
+  req.live.state = "waiting_for_slot";
+  return await deps.slots.acquire(target.upstream.id, max, {
+    waitMs: deps.config.failover.slot_wait_secs * 1000,
+    signal: req.live.signal,
+  });
+}
+
+/** Waits up to `slot_wait_secs` for the first of several full upstreams to free a slot. */
+async function waitForAny(
+  full: Candidate[],
+  opts: { req: ForwardRequest; deps: ForwardDeps },
+): Promise<{ target: Candidate; release: () => void } | null> {
+  const { deps, req } = opts;
+  req.live.state = "waiting_for_slot";
+  const race = new AbortController();
+  const stop = () => race.abort();
+  req.live.signal.addEventListener("abort", stop, { once: true });
+  try {
+    const wins = await Promise.all(full.map(async (target) => {
+      const release = await deps.slots.acquire(target.upstream.id, target.upstream.max_in_flight, {
+        waitMs: deps.config.failover.slot_wait_secs * 1000,
+        signal: race.signal,
+      });
+      if (release) race.abort();
+      return release ? { target, release } : null;
+    }));
+    const [first, ...rest] = wins.filter((w) => w !== null);
+    for (const extra of rest) extra?.release();
+    return first ?? null;
+  } finally {
+    req.live.signal.removeEventListener("abort", stop);
+  }
+}
+
+/**
+ * No candidate of the route can be sent this request: the caller's 400, naming
+ * what stood in the way per upstream kind and the kinds that could take it.
+ */
+function cannotExpress(
+  req: ForwardRequest,
+  opts: { skipped: Map<string, string[]>; deps: ForwardDeps },
+): GatewayError {
+  const kinds = Object.keys(opts.deps.adapters) as UpstreamKind[];
+  const able = kinds.filter((kind) => !inexpressible(req, { kind, deps: opts.deps }).length);
+  return clientError(
+    `route '${req.route.model}' has no upstream that can take this request ` +
+      `(${describeSkipped(opts.skipped)}); ` +
+      `upstream kinds that can: ${able.join(", ")}`,
+    { code: "gw.client.unsupported", param: req.ir.nativeOnly?.[0]?.param },
+  );
+}
+
+function noCandidate(req: ForwardRequest): GatewayError {
+  return new GatewayError(`route ${req.route.model} has no enabled candidate`, {
+    code: "gw.upstream.unavailable",
+    source: "config",
+    status: 503,
+  });
+}
+
+function slotsFull(deps: ForwardDeps): GatewayError {
+  return new GatewayError("every candidate upstream is at its max_in_flight", {
+    code: "gw.slots.full",
+    source: "gateway",
+    status: 429,
+    retryAfterSecs: Math.max(1, Math.ceil(deps.config.failover.slot_wait_secs)),
+  });
+}
+
+/**
+ * No candidate is left (SPEC §6): `timeout_status` in the client's format,
+ * except when every upstream asked us to slow down, which stays a 429.
+ */
+function exhausted(last: GatewayError, opts: { chain: Chain; deps: ForwardDeps }): GatewayError {
+  if (last.code === "gw.upstream.rate_limited") return last.with(opts.chain);
+  return last.with({ ...opts.chain, status: opts.deps.config.failover.timeout_status });
+}
+
+/** The candidates tried, in order, and the text naming those passed over. */
+interface Chain {
+  tried: string[];
+  skipped: string;
+}

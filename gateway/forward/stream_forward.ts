@@ -1,0 +1,186 @@
+import { StreamChannel } from "./client_channel.ts";
+import type { ClientStreamEncoder, ClientStreamShape, UpstreamFrame } from "../formats/format.ts";
+import { GatewayError } from "../runtime/gateway_error.ts";
+import { runCandidates } from "./failover.ts";
+import type { ForwardDeps, ForwardRequest, Hop, HopResult } from "./hop.ts";
+import { clientDisconnected, stopReason } from "./stop_reasons.ts";
+
+/** SPEC §6: how long a streamed answer may be held before headers go out. */
+export const OPENING_HOLD_MS = 15_000;
+export const KEEP_ALIVE_MS = 15_000;
+/** SPEC §6: the most a held opening may buffer. */
+export const HOLD_LIMIT_BYTES = 1024 * 1024;
+
+/**
+ * Serves a streamed answer. Resolves with the response as soon as its
+ * headers are decided; the stream itself runs on, and `done` settles when
+ * the request has ended and its row is written.
+ */
+export function forwardStream(
+  req: ForwardRequest,
+  deps: ForwardDeps,
+): { response: Promise<Response>; done: Promise<void> } {
+  const { live, codec, ctx } = req;
+  const shape = codec.streamShape(ctx);
+  const encoder = codec.streamEncoder({ ...ctx, id: live.record.id, model: req.ir.model });
+  const channel = new StreamChannel({
+    codec,
+    shape,
+    encoder,
+    requestId: live.record.id,
+    clock: deps.clock,
+    keepAliveMs: KEEP_ALIVE_MS,
+    onCancel: () => live.controller.abort(clientDisconnected()),
+  });
+  // Gemini JSON arrays are never answered early: the array can't carry a comment.
+  const holdsOpen = shape.keepAlive !== null || ctx.sse === true;
+  const cancelHold = holdsOpen
+    ? deps.clock.after(OPENING_HOLD_MS, () => {
+      if (channel.headersSent) return;
+      channel.sendHeaders();
+      channel.startKeepAlives();
+    })
+    : () => {};
+  const done = (async () => {
+    let error: GatewayError | null = null;
+    try {
+      error = await runCandidates(req, {
+        deps,
+        runHop: (hop, opts) => streamHop(hop, { ...opts, shape, channel, encoder, deps }),
+      });
+    } catch (err) {
+      // A bug must still end the client's stream and the row, never an unhandled rejection.
+      error = GatewayError.from(err);
+      deps.log.event("gateway.internal_error", { error: String(err) });
+    } finally {
+      cancelHold();
+      if (error) await channel.fail(error);
+      live.finish({ status: error?.status ?? 200, error: error ?? undefined });
+    }
+  })();
+  return { response: channel.response, done };
+}
+
+interface StreamHopOpts {
+  isLast: boolean;
+  shape: ClientStreamShape;
+  channel: StreamChannel;
+  encoder: ClientStreamEncoder;
+  deps: ForwardDeps;
+}
+
+async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
+  const { channel, encoder } = opts;
+  const live = hop.req.live;
+  // The request body and the answer's bytes pass through separately (see passesBodyThrough).
+  const passthrough = opts.shape.passthroughFrom === hop.upstream.kind;
+  const res = await hop.send();
+  if (!res.ok || !res.body) return await hop.failedStatus(res);
+  live.state = "holding";
+  const frames = hop.read(res.body.pipeThrough(hop.adapter.decodeStream()));
+  const held: UpstreamFrame[] = [];
+  let heldBytes = 0;
+  // Whether the upstream said its answer is complete: a finish reason, or the format's end marker.
+  let finished = false;
+  let terminal = false;
+  const output = (frame: UpstreamFrame): Uint8Array[] =>
+    passthrough
+      ? [frame.raw]
+      : frame.events.map((e) => encoder.encode(e)).filter((b): b is Uint8Array => b !== null);
+  // A client slow to drain what we have is not upstream silence: the idle clock waits too.
+  const send = async (frames: UpstreamFrame[]) => {
+    hop.idle.pause();
+    try {
+      for (const frame of frames) {
+        for (const bytes of output(frame)) await channel.write(bytes);
+      }
+    } finally {
+      hop.idle.resume();
+    }
+  };
+  try {
+    for await (const frame of frames) {
+      if (frame.usage) hop.attempt.usage(frame.usage);
+      terminal ||= frame.terminal === true;
+      finished ||= terminal || frame.events.some((e) => e.type === "finish");
+      if (frame.error) {
+        if (hop.attempt.contentSeen) {
+          hop.end("error", frame.error);
+          return { kind: "stop", error: frame.error };
+        }
+        hop.fail(frame.error);
+        return { kind: "next", error: frame.error };
+      }
+      if (frame.content) {
+        hop.idle.touch();
+        if (!hop.attempt.contentSeen) {
+          hop.attempt.firstContent();
+          hop.succeeded();
+          channel.stopKeepAlives();
+          channel.sendHeaders();
+          await send(held.splice(0));
+          live.contentSent();
+        }
+        live.lastContentAt = opts.deps.clock.now();
+        await send([frame]);
+        continue;
+      }
+      // A keep-alive frame: passed on only where no other candidate could still answer.
+      if (hop.attempt.contentSeen || (opts.isLast && channel.headersSent)) {
+        await send(held.splice(0));
+        await send([frame]);
+      } else if (heldBytes + frame.raw.byteLength <= HOLD_LIMIT_BYTES) {
+        held.push(frame);
+        heldBytes += frame.raw.byteLength;
+      }
+    }
+  } catch (err) {
+    if (hop.attempt.contentSeen) return afterContent(hop, err);
+    throw err;
+  }
+  if (!hop.attempt.contentSeen) {
+    const error = new GatewayError(
+      `upstream ${hop.upstream.id} closed the stream before any content`,
+      { code: "gw.upstream.bad_response", source: "upstream", status: 502 },
+    );
+    hop.fail(error);
+    return { kind: "next", error };
+  }
+  if (!finished) {
+    // Content went out, so nothing can be tried instead: the client is told the answer was cut.
+    const error = new GatewayError(
+      `upstream ${hop.upstream.id} ended its stream before the answer was finished`,
+      { code: "gw.upstream.incomplete", source: "upstream", status: 502 },
+    );
+    hop.end("error", error);
+    return { kind: "stop", error };
+  }
+  hop.end("success");
+  await channel.end({ passthrough, marked: terminal });
+  return { kind: "done" };
+}
+
+/**
+ * After content no failover is possible and a stall is not the upstream's
+ * failure (SPEC §6): the client is told in its stream, cooldown is untouched.
+ */
+function afterContent(hop: Hop, err: unknown): HopResult {
+  const reason = stopReason(hop.controller.signal);
+  if (!reason) {
+    const detail = err instanceof Error ? err.message : String(err);
+    const error = new GatewayError(`upstream ${hop.upstream.id} broke off its stream: ${detail}`, {
+      code: "gw.upstream.error",
+      source: "upstream",
+      status: 502,
+    });
+    hop.end("error", error);
+    return { kind: "stop", error };
+  }
+  if (reason.code !== "gw.upstream.idle_timeout_mid_stream") {
+    const result = hop.thrown(err);
+    return result.kind === "done" ? result : { kind: "stop", error: result.error };
+  }
+  hop.reportIdle("mid_stream");
+  hop.end("idle_timeout", reason);
+  return { kind: "stop", error: reason };
+}

@@ -1,0 +1,131 @@
+import type { UpstreamKind } from "../formats/format.ts";
+import { GatewayError, type GatewayErrorInit } from "../runtime/gateway_error.ts";
+import { isRecord, parseJson } from "../formats/json.ts";
+
+/** What a provider's error body says, as each format module reads it. */
+export interface UpstreamErrorBody {
+  message: string;
+  /** OpenAI `type`, Anthropic `type`, Gemini `status` or Bedrock `__type`. */
+  type?: string;
+  /** OpenAI's `code` (a string; Gemini's numeric `code` is only the HTTP status). */
+  code?: string;
+  /** The request field at fault: OpenAI `param`, or a Gemini BadRequest field violation. */
+  param?: string;
+}
+
+/**
+ * Reads the common shapes of provider error bodies: `{error: {message, type,
+ * code, param}}` (OpenAI), `{type: "error", error: {type, message}}`
+ * (Anthropic), `{error: {code, message, status, details}}` (Gemini) and
+ * `{message}` (Bedrock).
+ */
+export function readErrorBody(text: string): UpstreamErrorBody | undefined {
+  const body = parseJson(text);
+  if (!isRecord(body)) return undefined;
+  const inner = isRecord(body.error) ? body.error : body;
+  const message = stringOf(inner.message);
+  if (message === undefined) return undefined;
+  const type = stringOf(inner.type) ?? stringOf(inner.status) ?? stringOf(body.__type);
+  const param = stringOf(inner.param) ?? violatedField(inner.details);
+  return { message, type, code: stringOf(inner.code), param };
+}
+
+/** The first field a google.rpc.BadRequest detail names. */
+function violatedField(details: unknown): string | undefined {
+  if (!Array.isArray(details)) return undefined;
+  for (const detail of details) {
+    const violations = isRecord(detail) ? detail.fieldViolations : undefined;
+    const first = Array.isArray(violations) ? violations[0] : undefined;
+    const field = isRecord(first) ? stringOf(first.field) : undefined;
+    if (field) return field;
+  }
+  return undefined;
+}
+
+function stringOf(value: unknown): string | undefined {
+  return typeof value === "string" ? value : undefined;
+}
+
+/**
+ * Turns an upstream's error status into the gateway's error, deciding whose
+ * fault it is: 401/403 is our credential, 429 and 5xx are the upstream's,
+ * any other 4xx is the caller's and is passed on with its status. `kind`
+ * names the vocabulary of the body's words; `headers`, given for an HTTP
+ * error answer (not an error inside a stream), keeps that answer so a client
+ * of the same format gets it unchanged.
+ */
+export function upstreamStatusError(
+  status: number,
+  opts: { body?: string; retryAfterSecs?: number; kind?: UpstreamKind; headers?: Headers } = {},
+): GatewayError {
+  const parsed = opts.body === undefined ? undefined : readErrorBody(opts.body);
+  const detail = parsed?.message ?? (opts.body?.trim().slice(0, 200) || `HTTP ${status}`);
+  const words: Partial<GatewayErrorInit> = {
+    upstreamType: parsed?.type,
+    upstreamCode: parsed?.code,
+    upstreamKind: opts.kind,
+  };
+  if (status === 401 || status === 403) {
+    return new GatewayError(`upstream refused the gateway's credentials: ${detail}`, {
+      code: "gw.upstream.credentials",
+      source: "upstream",
+      status: 502,
+      ...words,
+    });
+  }
+  if (status === 429) {
+    return new GatewayError(`upstream rate limit: ${detail}`, {
+      code: "gw.upstream.rate_limited",
+      source: "upstream",
+      status: 429,
+      retryAfterSecs: opts.retryAfterSecs,
+      ...words,
+    });
+  }
+  if (status >= 400 && status < 500 && status !== 408) {
+    const answer = opts.headers && opts.body !== undefined
+      ? {
+        text: opts.body,
+        contentType: opts.headers.get("content-type") ?? "application/json",
+      }
+      : undefined;
+    return new GatewayError(detail, {
+      code: "gw.upstream.rejected",
+      source: "client",
+      status,
+      param: parsed?.param,
+      upstreamAnswer: answer,
+      ...words,
+    });
+  }
+  return new GatewayError(`upstream error ${status}: ${detail}`, {
+    code: "gw.upstream.error",
+    source: "upstream",
+    status: 502,
+    ...words,
+  });
+}
+
+/** An upstream answer the gateway cannot read: the upstream's fault. */
+export function badResponse(message: string): GatewayError {
+  return new GatewayError(message, {
+    code: "gw.upstream.bad_response",
+    source: "upstream",
+    status: 502,
+  });
+}
+
+/** The statuses SPEC §6 retries on the same candidate before failing over. */
+export function isRetryableStatus(status: number): boolean {
+  // 529 is Anthropic's "overloaded".
+  return [429, 500, 502, 503, 504, 529].includes(status);
+}
+
+/** Retry-After in seconds, from either the delta or the HTTP-date form. */
+export function retryAfterSecs(header: string | null, now: number): number | undefined {
+  if (!header) return undefined;
+  const secs = Number(header);
+  if (Number.isFinite(secs)) return Math.max(0, secs);
+  const at = Date.parse(header);
+  return Number.isNaN(at) ? undefined : Math.max(0, (at - now) / 1000);
+}

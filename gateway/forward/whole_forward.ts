@@ -1,0 +1,102 @@
+import { baseHeaders } from "./client_channel.ts";
+import { runCandidates } from "./failover.ts";
+import { GatewayError } from "../runtime/gateway_error.ts";
+import type { ForwardDeps, ForwardRequest, Hop, HopResult } from "./hop.ts";
+import { deadlineExceeded } from "./stop_reasons.ts";
+
+/**
+ * Serves a whole (non-streamed) answer: never answered early, each hop timed
+ * from sending to its first non-whitespace byte, the whole answer optionally
+ * capped by `whole_answer_deadline`.
+ */
+export async function forwardWhole(
+  req: ForwardRequest,
+  deps: ForwardDeps,
+): Promise<{ response: Response | null; error: GatewayError | null }> {
+  let response: Response | null = null;
+  const error = await runCandidates(req, {
+    deps,
+    runHop: async (hop) => {
+      const result = await wholeHop(hop, deps);
+      if ("response" in result) {
+        response = result.response;
+        return { kind: "done" };
+      }
+      return result;
+    },
+  });
+  return { response, error };
+}
+
+async function wholeHop(hop: Hop, deps: ForwardDeps): Promise<HopResult | { response: Response }> {
+  const cancelDeadline = startDeadline(hop, deps);
+  try {
+    const passthrough = hop.req.codec.format === hop.upstream.kind;
+    const res = await hop.send();
+    if (!res.ok || !res.body) return await hop.failedStatus(res);
+    const text = await readUntilContent(hop, res.body);
+    if (text.trim() === "") {
+      const error = new GatewayError(`upstream ${hop.upstream.id} sent an empty answer`, {
+        code: "gw.upstream.bad_response",
+        source: "upstream",
+        status: 502,
+      });
+      hop.fail(error);
+      return { kind: "next", error };
+    }
+    const ir = hop.adapter.decodeWhole(text);
+    hop.attempt.usage(ir.usage);
+    hop.attempt.firstContent();
+    hop.succeeded();
+    hop.end("success");
+    hop.req.live.contentSent();
+    const body = passthrough ? text : JSON.stringify(
+      hop.req.codec.encodeWhole({ ...ir, model: ir.model || hop.req.ir.model }, hop.req.ctx),
+    );
+    const headers = baseHeaders(hop.req.live.record.id, { "content-type": "application/json" });
+    return { response: new Response(body, { status: 200, headers }) };
+  } finally {
+    cancelDeadline();
+  }
+}
+
+/**
+ * Reads the body. Until the first non-whitespace byte only that byte ends the
+ * wait (SPEC §6); after it, any bytes restart the idle timer, so a body that
+ * stalls half-way is given up on (and, as nothing reached the client yet,
+ * fails over) instead of being waited on for ever.
+ */
+async function readUntilContent(hop: Hop, body: ReadableStream<Uint8Array>): Promise<string> {
+  const decoder = new TextDecoder();
+  let text = "";
+  let started = false;
+  for await (const chunk of hop.read(body)) {
+    text += decoder.decode(chunk, { stream: true });
+    if (started) hop.idle.touch();
+    else if (text.trim() !== "") {
+      started = true;
+      hop.idle.touch();
+      hop.req.live.state = "streaming";
+    }
+  }
+  hop.idle.stop();
+  return text + decoder.decode();
+}
+
+function startDeadline(hop: Hop, deps: ForwardDeps): () => void {
+  const deadline = deps.config.failover.whole_answer_deadline;
+  if (!deadline) return () => {};
+  const maxTokens = hop.req.ir.maxTokens;
+  const secs = maxTokens === undefined ? deadline.max_secs : Math.min(
+    deadline.max_secs,
+    deadline.base_secs + (maxTokens * deadline.per_output_token_ms) / 1000,
+  );
+  return deps.clock.after(
+    secs * 1000,
+    () =>
+      hop.controller.abort(deadlineExceeded(hop.upstream.id, {
+        secs,
+        timeoutStatus: deps.config.failover.timeout_status,
+      })),
+  );
+}

@@ -1,0 +1,147 @@
+import type { Db } from "../../db/client.ts";
+import { livePeers, type Peer } from "../../db/instances.ts";
+import type { Clock } from "../runtime/clock.ts";
+import { staleAfterMs } from "./instance_heartbeat.ts";
+import type { Logger } from "../runtime/logger.ts";
+import { isRecord } from "../formats/json.ts";
+
+/** Marks an abort already sent on once, so two instances never bounce it. */
+export const FORWARDED_HEADER = "x-pulsegate-forwarded";
+
+/**
+ * How long an instance waits for the others before answering an abort it could not place. Real
+ * milliseconds, not scaled by the time scale: a network round trip does not shrink in a scaled
+ * test. A live peer answers in a few milliseconds; this bounds the cost of a hung one.
+ */
+export const PEER_ANSWER_MS = 1_500;
+
+/** The headers a caller may prove itself with (admin token or gateway key, SPEC §4). */
+const CREDENTIAL_HEADERS = ["authorization", "x-api-key", "x-goog-api-key"];
+
+export interface ForwardingDeps {
+  db: Db;
+  instanceId: string;
+  clock: Clock;
+  fetch: typeof fetch;
+  log: Logger;
+}
+
+/** An answer in the shape the control endpoints return. */
+export interface PeerReply {
+  status: number;
+  body: unknown;
+}
+
+type PeerAnswer = { peer: Peer; reply: PeerReply | null };
+
+export interface RequestAbortVerdict {
+  /** The owner's 200, or a peer's refusal (401/403); null when no peer runs the request. */
+  reply: PeerReply | null;
+  /** Peers that gave no answer in time: the request may be running there. */
+  silent: Peer[];
+}
+
+export interface SessionAbortVerdict {
+  /** Ids the peers stopped. */
+  stopped: string[];
+  /** A peer's refusal (401/403), if any peer refused. */
+  refusal: PeerReply | null;
+  silent: Peer[];
+}
+
+export function isForwarded(request: Request): boolean {
+  return request.headers.has(FORWARDED_HEADER);
+}
+
+/**
+ * SPEC §11: each process knows only its own live requests, and the database learns of a running
+ * request only after the history writer's deferral. So an abort for an id this process does not
+ * run goes to every other live instance at once, with the caller's credentials; the owner checks
+ * them and stops it. The first 200 settles it.
+ */
+export async function forwardRequestAbort(
+  id: string,
+  opts: { request: Request; deps: ForwardingDeps },
+): Promise<RequestAbortVerdict> {
+  const answers = await askPeers(`/request/${encodeURIComponent(id)}/abort`, {
+    ...opts,
+    settles: (reply) => reply.status === 200,
+  });
+  const reply = answers.find((a) => a.reply?.status === 200)?.reply ??
+    answers.find((a) => a.reply && a.reply.status !== 404)?.reply ?? null;
+  const silent = reply ? [] : silentPeers(answers, opts.deps);
+  return { reply, silent };
+}
+
+/** Every other live instance stops its requests of the session; their lists are merged. */
+export async function forwardSessionAbort(
+  sessionId: string,
+  opts: { request: Request; deps: ForwardingDeps },
+): Promise<SessionAbortVerdict> {
+  const answers = await askPeers(`/sessions/${encodeURIComponent(sessionId)}/abort`, opts);
+  const stopped = answers.flatMap((a) => a.reply?.status === 200 ? stoppedIds(a.reply.body) : []);
+  const refusal = answers.find((a) => a.reply && [401, 403].includes(a.reply.status))?.reply ??
+    null;
+  return { stopped, refusal, silent: silentPeers(answers, opts.deps) };
+}
+
+/** Asks every live peer in parallel; none is waited on longer than `PEER_ANSWER_MS`. */
+async function askPeers(
+  path: string,
+  opts: { request: Request; deps: ForwardingDeps; settles?: (reply: PeerReply) => boolean },
+): Promise<PeerAnswer[]> {
+  const { deps } = opts;
+  const liveSince = deps.clock.now() - staleAfterMs(deps.clock);
+  const peers = await livePeers(deps.db, { self: deps.instanceId, liveSince }).catch((err) => {
+    deps.log.event("control.peers_unknown", { error: String(err) });
+    return [];
+  });
+  if (!peers.length) return [];
+  const headers = new Headers({ [FORWARDED_HEADER]: "1" });
+  for (const name of CREDENTIAL_HEADERS) {
+    const value = opts.request.headers.get(name);
+    if (value) headers.set(name, value);
+  }
+  const stop = new AbortController();
+  const timer = setTimeout(() => stop.abort(), PEER_ANSWER_MS);
+  try {
+    return await Promise.all(peers.map(async (peer) => {
+      const reply = await askPeer(`${peer.url}${path}`, { headers, signal: stop.signal, deps });
+      // Once one answer settles it, the others are not worth waiting for.
+      if (reply && opts.settles?.(reply)) stop.abort();
+      return { peer, reply };
+    }));
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The peer's status and JSON body, or null when it did not answer (in time, or in JSON). */
+async function askPeer(
+  url: string,
+  opts: { headers: Headers; signal: AbortSignal; deps: ForwardingDeps },
+): Promise<PeerReply | null> {
+  try {
+    const res = await opts.deps.fetch(url, {
+      method: "POST",
+      headers: opts.headers,
+      signal: opts.signal,
+    });
+    return { status: res.status, body: await res.json() };
+  } catch {
+    return null;
+  }
+}
+
+function silentPeers(answers: PeerAnswer[], deps: ForwardingDeps): Peer[] {
+  const silent = answers.filter((a) => a.reply === null).map((a) => a.peer);
+  for (const peer of silent) {
+    deps.log.event("control.peer_silent", { instance: peer.instanceId, url: peer.url });
+  }
+  return silent;
+}
+
+function stoppedIds(body: unknown): string[] {
+  const ids = isRecord(body) ? body.requests : [];
+  return Array.isArray(ids) ? ids.filter((x): x is string => typeof x === "string") : [];
+}

@@ -1,0 +1,65 @@
+import type { Db } from "../../db/client.ts";
+import { closeInterruptedRows, heartbeat } from "../../db/instances.ts";
+import type { Clock } from "../runtime/clock.ts";
+import type { Logger } from "../runtime/logger.ts";
+
+export const HEARTBEAT_MS = 10_000;
+/** An instance silent for three beats is taken as gone, and its open rows as interrupted. */
+const STALE_AFTER_BEATS = 3;
+
+/** How long (real, scaled ms) an instance may stay silent and still count as live. */
+export function staleAfterMs(clock: Clock): number {
+  return HEARTBEAT_MS * STALE_AFTER_BEATS * clock.scale;
+}
+
+/**
+ * Keeps this instance marked alive and, on every beat, closes rows left open
+ * by instances that stopped beating (a crash here, or another process of a
+ * shared database), so no row stays open for ever.
+ */
+export function startHeartbeat(
+  db: Db,
+  opts: {
+    instanceId: string;
+    clock: Clock;
+    log: Logger;
+    /** Also run on every beat: picking up what other instances changed in the shared database. */
+    onBeat?: () => Promise<void>;
+  },
+): () => void {
+  const { clock, log, instanceId } = opts;
+  let cancel: () => void = () => {};
+  let stopped = false;
+  const beat = async () => {
+    try {
+      await heartbeat(db, instanceId, { now: clock.now() });
+      const rows = await closeInterruptedRows(db, {
+        instanceId,
+        now: clock.now(),
+        staleAfterMs: staleAfterMs(clock),
+      });
+      if (rows) log.event("history.interrupted_rows_closed", { rows });
+      await opts.onBeat?.();
+    } catch (err) {
+      log.event("history.heartbeat_failed", { error: String(err) });
+    }
+    if (!stopped) cancel = clock.after(HEARTBEAT_MS, beat);
+  };
+  cancel = clock.after(HEARTBEAT_MS, beat);
+  return () => {
+    stopped = true;
+    cancel();
+  };
+}
+
+/** The sweep at start, before this instance serves anything. */
+export async function closeRowsOfDeadInstances(
+  db: Db,
+  opts: { instanceId: string; clock: Clock },
+): Promise<number> {
+  return await closeInterruptedRows(db, {
+    instanceId: opts.instanceId,
+    now: opts.clock.now(),
+    staleAfterMs: staleAfterMs(opts.clock),
+  });
+}

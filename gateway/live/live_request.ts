@@ -1,0 +1,203 @@
+import type { AttemptOutcome, AttemptRecord, RequestRecord } from "../../db/records.ts";
+import type { Clock } from "../runtime/clock.ts";
+import type { GatewayError } from "../runtime/gateway_error.ts";
+import type { IrUsage } from "../formats/ir.ts";
+import type { Metrics } from "../runtime/metrics.ts";
+
+export type LiveState =
+  | "waiting_for_slot"
+  | "waiting_for_headers"
+  | "holding"
+  | "streaming"
+  | "finishing";
+
+/** Where rows go; the history writer in production, an array in unit tests. */
+export interface HistorySink {
+  writeRequest(r: RequestRecord): void;
+  writeAttempt(a: AttemptRecord): void;
+}
+
+export interface LiveRequestInit {
+  id: string;
+  instanceId: string;
+  clientFormat: string;
+  route: string | null;
+  stream: boolean;
+  keyId: string | null;
+  sessionId: string | null;
+}
+
+/** One hop in progress. Ends exactly once; later calls are ignored. */
+export class Attempt {
+  ended = false;
+  contentSeen = false;
+  constructor(readonly record: AttemptRecord, private owner: LiveRequest) {}
+
+  headers(status: number): void {
+    this.record.status = status;
+    this.record.headersMs = this.owner.clock.now() - this.record.startedAt;
+    this.owner.flushAttempt(this);
+  }
+
+  firstContent(): void {
+    if (this.contentSeen) return;
+    this.contentSeen = true;
+    this.record.firstContentMs = this.owner.clock.now() - this.record.startedAt;
+  }
+
+  usage(usage: IrUsage): void {
+    this.record.inputTokens = usage.inputTokens ?? this.record.inputTokens;
+    this.record.outputTokens = usage.outputTokens ?? this.record.outputTokens;
+    this.owner.usage(usage);
+  }
+
+  end(outcome: AttemptOutcome, err?: GatewayError): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.record.outcome = outcome;
+    this.record.durationMs = this.owner.clock.now() - this.record.startedAt;
+    if (err) {
+      this.record.errorCode = err.code;
+      this.record.errorMessage = err.message;
+    }
+    this.owner.attemptEnded(this);
+  }
+}
+
+/**
+ * Everything known about one request while it runs: its row, its hops, its
+ * live state for the admin page, and its abort switch. `finish` writes the
+ * row once, whatever path the request ends on.
+ */
+export class LiveRequest {
+  readonly record: RequestRecord;
+  readonly attempts: Attempt[] = [];
+  readonly controller = new AbortController();
+  state: LiveState = "waiting_for_headers";
+  lastContentAt: number | null = null;
+  #finished = false;
+
+  constructor(
+    init: LiveRequestInit,
+    readonly deps: { clock: Clock; sink: HistorySink; metrics: Metrics },
+  ) {
+    this.record = {
+      ...init,
+      state: "open",
+      startedAt: deps.clock.now(),
+      endedAt: null,
+      status: null,
+      outcome: null,
+      failureSource: null,
+      errorCode: null,
+      errorMessage: null,
+      upstream: null,
+      upstreamModel: null,
+      firstContentMs: null,
+      durationMs: null,
+      inputTokens: null,
+      outputTokens: null,
+      cachedTokens: null,
+      reasoningTokens: null,
+    };
+    deps.sink.writeRequest({ ...this.record });
+  }
+
+  get clock(): Clock {
+    return this.deps.clock;
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  get finished(): boolean {
+    return this.#finished;
+  }
+
+  startAttempt(upstream: string, model: string): Attempt {
+    const attempt = new Attempt({
+      requestId: this.record.id,
+      hop: this.attempts.length + 1,
+      upstream,
+      model,
+      outcome: null,
+      status: null,
+      errorCode: null,
+      errorMessage: null,
+      startedAt: this.clock.now(),
+      headersMs: null,
+      firstContentMs: null,
+      durationMs: null,
+      inputTokens: null,
+      outputTokens: null,
+      droppedHeaders: null,
+    }, this);
+    this.attempts.push(attempt);
+    this.record.upstream = upstream;
+    this.record.upstreamModel = model;
+    this.state = "waiting_for_headers";
+    this.flushAttempt(attempt);
+    return attempt;
+  }
+
+  flushAttempt(attempt: Attempt): void {
+    this.deps.sink.writeAttempt({ ...attempt.record });
+  }
+
+  attemptEnded(attempt: Attempt): void {
+    const r = attempt.record;
+    this.deps.metrics.attempts.inc({ upstream: r.upstream, outcome: r.outcome ?? "error" });
+    this.flushAttempt(attempt);
+  }
+
+  usage(usage: IrUsage): void {
+    const r = this.record;
+    r.inputTokens = usage.inputTokens ?? r.inputTokens;
+    r.outputTokens = usage.outputTokens ?? r.outputTokens;
+    r.cachedTokens = usage.cachedTokens ?? r.cachedTokens;
+    r.reasoningTokens = usage.reasoningTokens ?? r.reasoningTokens;
+  }
+
+  /** The first content went to the client. */
+  contentSent(): void {
+    const now = this.clock.now();
+    this.lastContentAt = now;
+    this.state = "streaming";
+    if (this.record.firstContentMs !== null) return;
+    this.record.firstContentMs = now - this.record.startedAt;
+    this.deps.metrics.firstContent.observe(
+      { route: this.record.route ?? "" },
+      this.clock.unscale(this.record.firstContentMs) / 1000,
+    );
+  }
+
+  /** Writes the row and counts the request; the first call wins. */
+  finish(result: { status: number; error?: GatewayError }): void {
+    if (this.#finished) return;
+    this.#finished = true;
+    const r = this.record;
+    const err = result.error;
+    r.state = "closed";
+    r.endedAt = this.clock.now();
+    r.durationMs = r.endedAt - r.startedAt;
+    r.status = result.status;
+    r.outcome = err ? "error" : "success";
+    r.failureSource = err?.source ?? null;
+    r.errorCode = err?.code ?? null;
+    r.errorMessage = err ? err.publicMessage : null;
+    const { metrics } = this.deps;
+    metrics.requests.inc({ route: r.route ?? "", outcome: r.outcome });
+    metrics.duration.observe({ route: r.route ?? "" }, this.clock.unscale(r.durationMs) / 1000);
+    for (const a of this.attempts) {
+      const upstream = a.record.upstream;
+      if (a.record.inputTokens) {
+        metrics.tokens.inc({ upstream, direction: "input" }, a.record.inputTokens);
+      }
+      if (a.record.outputTokens) {
+        metrics.tokens.inc({ upstream, direction: "output" }, a.record.outputTokens);
+      }
+    }
+    this.deps.sink.writeRequest({ ...r });
+  }
+}

@@ -1,8 +1,0 @@
-import { openAiWords } from "../error_vocab.ts";
-import type { GatewayError } from "../gateway_error.ts";
-
-/** The OpenAI error object, shared by Chat Completions and Responses clients. */
-export function openAiError(err: GatewayError): { error: Record<string, unknown> } {
-  const { type, code } = openAiWords(err);
-  return { error: { message: err.publicMessage, type, param: err.param ?? null, code } };
-}

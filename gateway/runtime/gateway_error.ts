@@ -1,0 +1,162 @@
+import type { FailureSource } from "../../db/records.ts";
+import type { UpstreamKind } from "../formats/format.ts";
+
+export type { FailureSource };
+
+/** Codes the gateway emits; the first segment says whose fault it is. */
+export type GatewayCode =
+  | "gw.upstream.idle_timeout"
+  | "gw.upstream.idle_timeout_mid_stream"
+  | "gw.upstream.deadline"
+  | "gw.upstream.error"
+  | "gw.upstream.credentials"
+  | "gw.upstream.rate_limited"
+  | "gw.upstream.unreachable"
+  | "gw.upstream.rejected"
+  | "gw.upstream.bad_response"
+  | "gw.upstream.incomplete"
+  | "gw.upstream.unavailable"
+  | "gw.request.aborted"
+  | "gw.client.disconnected"
+  | "gw.client.invalid_json"
+  | "gw.client.invalid_request"
+  | "gw.client.unknown_model"
+  | "gw.client.body_too_large"
+  | "gw.client.unauthorized"
+  | "gw.client.forbidden"
+  | "gw.client.not_found"
+  | "gw.client.method_not_allowed"
+  | "gw.client.duplicate_request_id"
+  | "gw.client.unsupported"
+  | "gw.slots.full"
+  | "gw.gateway.internal"
+  | "gw.gateway.interrupted"
+  | "gw.gateway.shutting_down"
+  | "config.invalid"
+  | "guardrail.blocked"
+  | "control.request_not_running"
+  | "control.session_not_running";
+
+/** Carries the gateway's code on every error response, next to `x-pulsegate-error` (SPEC §4). */
+export const ERROR_CODE_HEADER = "x-pulsegate-error-code";
+
+/** An upstream's error answer as it came, for a client of the same format (SPEC §4). */
+export interface UpstreamErrorAnswer {
+  text: string;
+  contentType: string;
+}
+
+export interface GatewayErrorInit {
+  code: GatewayCode;
+  source: FailureSource;
+  status: number;
+  /** Upstream ids in the order they were tried, for "tried: a → b". */
+  tried?: string[];
+  /** The candidates passed over as unable to take the request, and why ("skipped: c: ..."). */
+  skipped?: string;
+  /** Field name for a client error, rendered as OpenAI's `param`. */
+  param?: string;
+  retryAfterSecs?: number;
+  /**
+   * The upstream's own error words, kept so a passed-on 4xx keeps its meaning:
+   * OpenAI `type` and `code`, Anthropic `type`, Gemini `status`, Bedrock
+   * exception name. `upstreamKind` says whose vocabulary they are in.
+   */
+  upstreamType?: string;
+  upstreamCode?: string;
+  upstreamKind?: UpstreamKind;
+  upstreamAnswer?: UpstreamErrorAnswer;
+  cause?: unknown;
+}
+
+/**
+ * The single error type of the request path. It knows whose fault it is and
+ * which status it deserves; each client format renders it in one place.
+ */
+export class GatewayError extends Error {
+  readonly code: GatewayCode;
+  readonly source: FailureSource;
+  readonly status: number;
+  readonly tried: string[];
+  readonly skipped?: string;
+  readonly param?: string;
+  readonly retryAfterSecs?: number;
+  readonly upstreamType?: string;
+  readonly upstreamCode?: string;
+  readonly upstreamKind?: UpstreamKind;
+  readonly upstreamAnswer?: UpstreamErrorAnswer;
+
+  constructor(message: string, init: GatewayErrorInit) {
+    super(message, { cause: init.cause });
+    this.name = "GatewayError";
+    this.code = init.code;
+    this.source = init.source;
+    this.status = init.status;
+    this.tried = init.tried ?? [];
+    this.skipped = init.skipped || undefined;
+    this.param = init.param;
+    this.retryAfterSecs = init.retryAfterSecs;
+    this.upstreamType = init.upstreamType;
+    this.upstreamCode = init.upstreamCode;
+    this.upstreamKind = init.upstreamKind;
+    this.upstreamAnswer = init.upstreamAnswer;
+  }
+
+  /** The message a client reads: what happened, plus the chain of candidates. */
+  get publicMessage(): string {
+    const chain = [
+      ...(this.tried.length ? [`tried: ${this.tried.join(" → ")}`] : []),
+      ...(this.skipped ? [this.skipped] : []),
+    ];
+    return chain.length ? `${this.message} (${chain.join("; ")})` : this.message;
+  }
+
+  withTried(tried: string[]): GatewayError {
+    return this.with({ tried });
+  }
+
+  /** The same error with some of its fields changed. */
+  with(changes: Partial<GatewayErrorInit>): GatewayError {
+    return new GatewayError(this.message, { ...this.init(), ...changes });
+  }
+
+  private init(): GatewayErrorInit {
+    return {
+      code: this.code,
+      source: this.source,
+      status: this.status,
+      tried: this.tried,
+      skipped: this.skipped,
+      param: this.param,
+      retryAfterSecs: this.retryAfterSecs,
+      upstreamType: this.upstreamType,
+      upstreamCode: this.upstreamCode,
+      upstreamKind: this.upstreamKind,
+      upstreamAnswer: this.upstreamAnswer,
+      cause: this.cause,
+    };
+  }
+
+  static from(err: unknown): GatewayError {
+    if (err instanceof GatewayError) return err;
+    const message = err instanceof Error ? err.message : String(err);
+    return new GatewayError(`internal gateway error: ${message}`, {
+      code: "gw.gateway.internal",
+      source: "gateway",
+      status: 500,
+      cause: err,
+    });
+  }
+}
+
+export function clientError(
+  message: string,
+  opts: { code?: GatewayCode; status?: number; param?: string } = {},
+): GatewayError {
+  return new GatewayError(message, {
+    code: opts.code ?? "gw.client.invalid_request",
+    source: "client",
+    status: opts.status ?? 400,
+    param: opts.param,
+  });
+}
