@@ -104,6 +104,19 @@ Deno.test("bad input gets an OpenAI-format 4xx, is recorded, and never reaches t
     ["unknown model", { model: "nope", messages: [] }, 404, "gw.client.unknown_model"],
     ["wrong type", { model: "smart", messages: "hi" }, 400, "gw.client.invalid_request"],
     [
+      "nested too deep",
+      `{"model":"smart","messages":[],"extra":${"[".repeat(129)}${"]".repeat(129)}}`,
+      400,
+      "gw.client.invalid_json",
+    ],
+    // Brackets inside strings are text, not nesting.
+    [
+      "deep-looking text is fine",
+      { model: "smart", messages: "[[[[".repeat(100) },
+      400,
+      "gw.client.invalid_request",
+    ],
+    [
       "over the limit",
       `{"model":"smart","pad":"${"x".repeat(33 * 1024 * 1024)}"}`,
       413,

@@ -3,6 +3,12 @@ import { clientDisconnected } from "../forward/stop_reasons.ts";
 
 /** SPEC §4: the default limit on a request body. */
 export const BODY_LIMIT_BYTES = 32 * 1024 * 1024;
+/**
+ * How deep a request body's arrays and objects may nest. Real requests (tool
+ * schemas included) stay far below; a body of thousands of nested arrays
+ * costs every later walk over it (translation, serialising per hop) dearly.
+ */
+export const MAX_JSON_DEPTH = 128;
 
 /**
  * Reads a JSON body with a size limit: a declared length over it is refused
@@ -66,6 +72,15 @@ function parse(text: string): unknown {
       code: "gw.client.invalid_json",
     });
   }
+  const depth = nestingOver(text, MAX_JSON_DEPTH);
+  if (depth) {
+    throw clientError(
+      `request body nests deeper than ${MAX_JSON_DEPTH} levels (at byte ${depth})`,
+      {
+        code: "gw.client.invalid_json",
+      },
+    );
+  }
   try {
     return JSON.parse(text);
   } catch (err) {
@@ -73,6 +88,26 @@ function parse(text: string): unknown {
       code: "gw.client.invalid_json",
     });
   }
+}
+
+/**
+ * Where the text first nests deeper than `max` (brackets outside strings),
+ * or 0: one pass over the text, before any parsing.
+ */
+function nestingOver(text: string, max: number): number {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 92) i++; // a backslash escapes the next character
+      else if (c === 34) inString = false;
+    } else if (c === 34) inString = true;
+    else if (c === 91 || c === 123) {
+      if (++depth > max) return i;
+    } else if (c === 93 || c === 125) depth--;
+  }
+  return 0;
 }
 
 function tooLarge(limit: number): GatewayError {

@@ -1,4 +1,4 @@
-import { GatewayError } from "../../runtime/gateway_error.ts";
+import { badResponse } from "../../forward/upstream_error.ts";
 import type { IrFinishReason, IrPart, IrResponse, IrUsage } from "../ir.ts";
 import { isRecord, parseJson } from "../json.ts";
 
@@ -154,12 +154,4 @@ export function toolInput(args: string): unknown {
   if (args.trim() === "") return {};
   const parsed = parseJson(args);
   return parsed === undefined ? args : parsed;
-}
-
-function badResponse(message: string): GatewayError {
-  return new GatewayError(message, {
-    code: "gw.upstream.bad_response",
-    source: "upstream",
-    status: 502,
-  });
 }

@@ -1,4 +1,4 @@
-import { GatewayError } from "../../runtime/gateway_error.ts";
+import { badResponse } from "../../forward/upstream_error.ts";
 import type { IrFinishReason, IrPart, IrResponse, IrUsage } from "../ir.ts";
 import { isRecord, parseJson } from "../json.ts";
 
@@ -74,12 +74,4 @@ function irParts(block: unknown): IrPart[] {
   }
   // Redacted reasoning, citations and the like have no place in the gateway's answer.
   return [];
-}
-
-export function badResponse(message: string): GatewayError {
-  return new GatewayError(message, {
-    code: "gw.upstream.bad_response",
-    source: "upstream",
-    status: 502,
-  });
 }

@@ -6,7 +6,8 @@ import type { IrEvent } from "../ir.ts";
 import { isRecord, parseJson } from "../json.ts";
 import { bedrockStreamException, decodeBedrockError } from "./errors.ts";
 import { bedrockMessageIsContent, type BedrockMessageKind } from "./pulse.ts";
-import { badResponse, bedrockStopToIr, bedrockUsageToIr } from "./response.ts";
+import { badResponse } from "../../forward/upstream_error.ts";
+import { bedrockStopToIr, bedrockUsageToIr } from "./response.ts";
 
 /** What one message means; its raw bytes are added by the framing. */
 export type BedrockReading = Omit<UpstreamFrame, "raw">;

@@ -1,4 +1,4 @@
-import { GatewayError } from "../../runtime/gateway_error.ts";
+import { badResponse } from "../../forward/upstream_error.ts";
 import type { IrFinishReason, IrPart, IrResponse, IrUsage } from "../ir.ts";
 import { isRecord, parseJson } from "../json.ts";
 import { field, numberOf, stringOf } from "./fields.ts";
@@ -203,12 +203,4 @@ export function encodeGeminiWhole(res: IrResponse): Record<string, unknown> {
     modelVersion: res.model,
     responseId: res.id,
   };
-}
-
-function badResponse(message: string): GatewayError {
-  return new GatewayError(message, {
-    code: "gw.upstream.bad_response",
-    source: "upstream",
-    status: 502,
-  });
 }

@@ -1,4 +1,4 @@
-import { GatewayError } from "../../runtime/gateway_error.ts";
+import { badResponse } from "../../forward/upstream_error.ts";
 import type { IrFinishReason, IrPart, IrResponse, IrUsage } from "../ir.ts";
 import { isRecord } from "../json.ts";
 
@@ -122,12 +122,4 @@ export function encodeChatWhole(res: IrResponse): Record<string, unknown> {
     choices: [{ index: 0, message, finish_reason: irFinishToChat(res.finish), logprobs: null }],
     usage: irUsageToChat(res.usage),
   };
-}
-
-function badResponse(message: string): GatewayError {
-  return new GatewayError(message, {
-    code: "gw.upstream.bad_response",
-    source: "upstream",
-    status: 502,
-  });
 }

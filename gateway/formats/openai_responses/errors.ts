@@ -35,11 +35,3 @@ function statusOfCode(code: string | undefined): number {
   if (code.includes("timeout")) return 504;
   return 400;
 }
-
-export function badResponse(message: string): GatewayError {
-  return new GatewayError(message, {
-    code: "gw.upstream.bad_response",
-    source: "upstream",
-    status: 502,
-  });
-}
