@@ -1,7 +1,11 @@
 import assert from "node:assert/strict";
 import type { ConfigInput } from "../gateway/config/schema.ts";
 import { Affinity } from "../gateway/route/affinity.ts";
-import { anthropicUserSession, headerSession } from "../gateway/accept/session_ids.ts";
+import {
+  anthropicUserSession,
+  boundedSession,
+  headerSession,
+} from "../gateway/accept/session_ids.ts";
 import { postJson, startTestGateway, type TestGateway } from "./harness.ts";
 import { chatError, chatStream, chatWhole } from "./fake_upstreams/openai_chat_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
@@ -172,5 +176,35 @@ Deno.test("affinity: a session pinned on route A does not pull route B to A's up
     await gw.stop();
     await a.close();
     await b.close();
+  }
+});
+
+Deno.test("sessions: an id outside the request-id rule is kept as a short digest of itself", async () => {
+  assert.equal(boundedSession("conv-42:a.b_c"), "conv-42:a.b_c");
+  const huge = "u".repeat(5_000_000);
+  const digest = boundedSession(huge);
+  assert.match(digest, /^h:[0-9a-f]{16}$/);
+  assert.equal(boundedSession(huge), digest, "the same value names the same session");
+  assert.notEqual(boundedSession(huge + "v"), digest);
+  assert.match(boundedSession("has spaces"), /^h:[0-9a-f]{16}$/);
+  // End to end: a 1 MB OpenAI `user` field is recorded as the digest, not a 1 MB session id.
+  const up = startFakeUpstream({ fallback: () => chatWhole(answer) });
+  const gw = await startTestGateway({
+    upstreams: [{ id: "up", kind: "openai-chat", base_url: up.url }],
+    routes: [{ model: "smart", candidates: [{ upstream: "up", model: "m" }] }],
+  });
+  try {
+    const user = "x".repeat(1024 * 1024);
+    const res = await postJson(`${gw.url}/v1/chat/completions`, {
+      model: "smart",
+      messages,
+      user,
+    }, { "x-request-id": "sess-huge" });
+    assert.equal(res.status, 200);
+    await res.text();
+    assert.equal(await sessionOf(gw, "sess-huge"), boundedSession(user));
+  } finally {
+    await gw.stop();
+    await up.close();
   }
 });

@@ -10,7 +10,7 @@ import type { IrRequest } from "../formats/ir.ts";
 import { type HistorySink, LiveRequest } from "../live/live_request.ts";
 import { checkGuardrails, type Guardrails } from "./guardrails.ts";
 import { readJsonBody } from "./read_body.ts";
-import { headerSession } from "./session_ids.ts";
+import { boundedSession, headerSession } from "./session_ids.ts";
 import { isRecord } from "../formats/json.ts";
 import { clientDisconnected } from "../forward/stop_reasons.ts";
 import { forwardStream } from "../forward/stream_forward.ts";
@@ -151,7 +151,7 @@ async function begin(
     const ir = opts.codec.parseRequest(body, opts.ctx);
     live.record.route = ir.model;
     live.record.stream = ir.stream;
-    live.record.sessionId ??= ir.sessionHint ?? null;
+    live.record.sessionId ??= ir.sessionHint === undefined ? null : boundedSession(ir.sessionHint);
     const route = routeFor(config, { model: ir.model, keyId: key });
     checkGuardrails(ir, deps.state.guardrails());
     return { config, ir, body, route };

@@ -23,9 +23,31 @@ const SESSION_HEADERS: Record<ClientFormat, readonly string[]> = {
 export function headerSession(format: ClientFormat, headers: Headers): string | null {
   for (const name of SESSION_HEADERS[format]) {
     const value = headers.get(name)?.trim();
-    if (value) return value;
+    if (value) return boundedSession(value);
   }
   return null;
+}
+
+/** A session id follows the request-id rule (docs/design.md, "Abort and disconnect"). */
+const SESSION_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * A session id as history, affinity and aborts keep it: one that follows the
+ * request-id rule as it is; any other (a 5 MB `user` field, spaces, JSON) as
+ * a short digest of itself, so the same value still names the same session
+ * but never costs more than a few bytes.
+ */
+export function boundedSession(value: string): string {
+  if (SESSION_ID.test(value)) return value;
+  // FNV-1a, 32 bits twice (two offsets): affinity needs a stable name, not secrecy.
+  let a = 0x811c9dc5;
+  let b = 0x01000193 ^ value.length;
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    a = Math.imul(a ^ c, 0x01000193) >>> 0;
+    b = Math.imul(b ^ c, 0x01000193 ^ 0x5bd1e995) >>> 0;
+  }
+  return `h:${a.toString(16).padStart(8, "0")}${b.toString(16).padStart(8, "0")}`;
 }
 
 /**
