@@ -33,12 +33,19 @@ export const DEFAULT_PAGE = 50;
 export const MAX_PAGE = 500;
 
 const REQUEST_BY_ID = "SELECT * FROM requests WHERE id = ?";
+const REQUEST_EXISTS = "SELECT 1 FROM requests WHERE id = ? LIMIT 1";
 const ATTEMPTS_OF = "SELECT * FROM attempts WHERE request_id = ? ORDER BY hop";
 
 export async function getRequest(db: Db, id: string): Promise<RequestRecord | null> {
   const result = await db.client.execute({ sql: REQUEST_BY_ID, args: [id] });
   const row = result.rows[0];
   return row === undefined ? null : requestFromRow(row);
+}
+
+/** Whether a row with this id exists: a primary-key lookup, cheap enough for every request. */
+export async function requestExists(db: Db, id: string): Promise<boolean> {
+  const result = await db.client.execute({ sql: REQUEST_EXISTS, args: [id] });
+  return result.rows.length > 0;
 }
 
 /** A request's hops in the order they were sent. */

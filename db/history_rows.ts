@@ -80,23 +80,43 @@ interface Table<T> {
   readonly columns: readonly string[];
   readonly keys: readonly string[];
   readonly rowsPerStatement: number;
+  /** SQL condition on the stored row; a conflicting row is only updated where it holds. */
+  readonly updateWhere?: string;
 }
 
 // Rows per statement are bounded by bound parameters; 999 is the oldest SQLite default limit,
 // safe on any server. Many rows per statement matter: the client costs ~60 µs per statement.
 const MAX_PARAMS = 999;
 
-function table<T>(name: string, opts: { columns: Record<keyof T, string>; keys: string[] }) {
+function table<T>(
+  name: string,
+  opts: { columns: Record<keyof T, string>; keys: string[]; updateWhere?: string },
+): Table<T> {
   const fields = Object.keys(opts.columns) as (keyof T)[];
   const columns = fields.map((field) => opts.columns[field]);
   const rowsPerStatement = Math.max(1, Math.floor(MAX_PARAMS / columns.length));
-  return { name, fields, columns, keys: opts.keys, rowsPerStatement } satisfies Table<T>;
+  return {
+    name,
+    fields,
+    columns,
+    keys: opts.keys,
+    rowsPerStatement,
+    updateWhere: opts.updateWhere,
+  };
 }
 
-const REQUESTS = table<RequestRecord>("requests", { columns: REQUEST_COLUMNS, keys: ["id"] });
+// A closed row is final: a later row with the same id (a reused x-request-id that slipped past
+// the 409 check) must not replace its key, route or status (docs/security.md).
+const REQUESTS = table<RequestRecord>("requests", {
+  columns: REQUEST_COLUMNS,
+  keys: ["id"],
+  updateWhere: "requests.state <> 'closed'",
+});
+// Likewise an ended hop (outcome set) is final.
 const ATTEMPTS = table<AttemptRecord>("attempts", {
   columns: ATTEMPT_COLUMNS,
   keys: ["request_id", "hop"],
+  updateWhere: "attempts.outcome IS NULL",
 });
 
 function upsertSql<T>(into: Table<T>, rowCount: number): string {
@@ -106,7 +126,8 @@ function upsertSql<T>(into: Table<T>, rowCount: number): string {
   const tuple = `(${into.columns.map(() => "?").join(", ")})`;
   return `INSERT INTO ${into.name} (${into.columns.join(", ")}) ` +
     `VALUES ${Array.from({ length: rowCount }, () => tuple).join(", ")} ` +
-    `ON CONFLICT (${into.keys.join(", ")}) DO UPDATE SET ${updates.join(", ")}`;
+    `ON CONFLICT (${into.keys.join(", ")}) DO UPDATE SET ${updates.join(", ")}` +
+    (into.updateWhere ? ` WHERE ${into.updateWhere}` : "");
 }
 
 /** Upserts in as few statements as the parameter limit allows. Keys must be unique. */

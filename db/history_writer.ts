@@ -103,6 +103,11 @@ export class HistoryWriter {
     this.#enqueue(`r\u0000${record.id}`, { kind: "request", row: { ...record }, dueAt });
   }
 
+  /** Whether a row for this request id is queued and not yet written. */
+  holdsRequest(id: string): boolean {
+    return this.#pending.has(`r\u0000${id}`);
+  }
+
   writeAttempt(record: AttemptRecord): void {
     const key = `a\u0000${record.requestId}\u0000${record.hop}`;
     const dueAt = record.outcome === null ? this.#now() + this.#deferOpenMs : 0;

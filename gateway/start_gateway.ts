@@ -3,6 +3,7 @@ import { loadStoredConfig, storeConfig } from "../db/config_store.ts";
 import { loadCooldowns, saveCooldown } from "../db/cooldown_store.ts";
 import { inProcessExecutor, workerExecutor } from "../db/batch_executor.ts";
 import { HistoryWriter } from "../db/history_writer.ts";
+import { requestExists } from "../db/history_queries.ts";
 import { registerInstance } from "../db/instances.ts";
 import { closeRowsOfDeadInstances, startHeartbeat } from "./live/instance_heartbeat.ts";
 import { migrate } from "../db/migrate.ts";
@@ -151,6 +152,10 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
     sink: exportingSink(writer, exporter),
     instanceId,
     pending,
+    // The queue first: a request that just ended may not have reached the database yet. A
+    // database that cannot answer does not refuse the request; the upsert still keeps a closed row.
+    requestIdTaken: async (id) =>
+      writer.holdsRequest(id) || await requestExists(db, id).catch(() => false),
     adminToken: settings.adminToken,
     db,
     metricsOpen: (opts.metricsOpen ?? settings.metricsOpen) && loopback,

@@ -1,18 +1,33 @@
 import type { Route } from "../config/schema.ts";
-import { clientError } from "../runtime/gateway_error.ts";
+import { clientError, GatewayError } from "../runtime/gateway_error.ts";
+import { authorize } from "./admission.ts";
 import { clientCodecOf, errorFor } from "./not_found.ts";
 import type { RunState } from "./proxy.ts";
 
 /** The Gemini methods every route answers, as `supportedGenerationMethods` lists them. */
 export const GEMINI_METHODS = ["generateContent", "streamGenerateContent", "countTokens"] as const;
 
+export interface ModelListDeps {
+  state: RunState;
+  env: (name: string) => string | undefined;
+}
+
 /**
- * The routes a model list shows: the enabled ones, in config order. Every
- * caller sees them all, as GET /v1/models always did: a route name is not a
- * secret, and a key's route list is enforced where the route is used.
+ * The routes a model list shows the caller: the enabled ones its key may use,
+ * in config order. The list needs the proxy's own auth, so routes (and
+ * whether keys exist) are not told to anyone without a key (docs/security.md).
  */
-function listedRoutes(state: RunState): Route[] {
-  return state.config?.routes.filter((r) => r.enabled) ?? [];
+function listedRoutes(request: Request, deps: ModelListDeps): Route[] | GatewayError {
+  const config = deps.state.config;
+  // Safe mode: nothing to list, and nothing to authorize against.
+  if (!config) return [];
+  try {
+    const keyId = authorize(request, { config, loopback: deps.state.loopback, env: deps.env });
+    const allowed = config.keys.find((k) => k.id === keyId)?.routes;
+    return config.routes.filter((r) => r.enabled && (!allowed || allowed.includes(r.model)));
+  } catch (err) {
+    return GatewayError.from(err);
+  }
 }
 
 /**
@@ -51,18 +66,24 @@ function isGemini(request: Request): boolean {
  * asks it, as its `v1` API version does) and GET /v1beta/models. One page:
  * a gateway has few routes, so `pageSize` and `pageToken` are not needed.
  */
-export function listModels(request: Request, opts: { state: RunState }): Response {
-  const routes = listedRoutes(opts.state);
+export function listModels(request: Request, deps: ModelListDeps): Response {
+  const routes = listedRoutes(request, deps);
+  if (routes instanceof GatewayError) return errorFor(request, routes);
   if (isGemini(request)) return Response.json({ models: routes.map(geminiModel) });
   return Response.json({ object: "list", data: routes.map(sdkModel), has_more: false });
 }
 
 /** GET /v1/models/{id} and /v1beta/models/{model}: one route, or 404 in the client's format. */
-export function describeModel(request: Request, opts: { id: string; state: RunState }): Response {
+export function describeModel(
+  request: Request,
+  opts: { id: string; deps: ModelListDeps },
+): Response {
   const gemini = isGemini(request);
   // Gemini names a model `models/{model}`; the SDKs send either form.
   const id = gemini ? opts.id.replace(/^models\//, "") : opts.id;
-  const route = listedRoutes(opts.state).find((r) => r.model === id);
+  const routes = listedRoutes(request, opts.deps);
+  if (routes instanceof GatewayError) return errorFor(request, routes);
+  const route = routes.find((r) => r.model === id);
   if (route) return Response.json(gemini ? geminiModel(route) : sdkModel(route));
   const err = clientError(
     `model '${id}' is not a route of this gateway; GET /v1/models lists them`,

@@ -22,7 +22,7 @@ export function serveModelPath(request: Request, deps: ProxyDeps): Promise<Respo
   const method = colon < 0 ? "" : rest.slice(colon + 1);
   if (request.method === "GET") {
     if (isGeminiMethod(method)) return methodNotAllowed(request, ["POST"]);
-    return describeModel(request, { id: pathSegment(rest), state: deps.state });
+    return describeModel(request, { id: pathSegment(rest), deps });
   }
   if (request.method !== "POST") {
     return methodNotAllowed(request, isGeminiMethod(method) ? ["POST"] : ["GET", "HEAD"]);

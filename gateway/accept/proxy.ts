@@ -37,6 +37,44 @@ export interface ProxyDeps extends Omit<ForwardDeps, "config"> {
   instanceId: string;
   /** Settles when every request has ended; shutdown waits on these. */
   pending: Set<Promise<void>>;
+  /** Whether history already holds a row with this id (queued or stored). */
+  requestIdTaken: (id: string) => Promise<boolean>;
+}
+
+interface Admitted {
+  config: Config;
+  keyId: string | null;
+}
+
+/**
+ * Auth first, and the request id after it: a caller-chosen id is honoured only
+ * for an authorized request, and never when a row with it exists, so no one can
+ * replace another request's row (docs/security.md). A refused request gets a
+ * generated id for its own row.
+ */
+async function admit(
+  request: Request,
+  opts: { asked: string | null; deps: ProxyDeps },
+): Promise<{ id: string; admitted: Admitted | GatewayError }> {
+  const { asked, deps } = opts;
+  let admitted: Admitted;
+  try {
+    const config = configInForce(deps.state);
+    const keyId = authorize(request, { config, loopback: deps.state.loopback, env: deps.env });
+    admitted = { config, keyId };
+  } catch (err) {
+    return { id: crypto.randomUUID(), admitted: GatewayError.from(err) };
+  }
+  if (asked === null) return { id: crypto.randomUUID(), admitted };
+  if (deps.registry.has(asked) || await deps.requestIdTaken(asked)) {
+    const running = deps.registry.has(asked);
+    const err = clientError(
+      running ? `request ${asked} is already running` : `request id ${asked} was already used`,
+      { code: "gw.client.duplicate_request_id", status: 409, param: "x-request-id" },
+    );
+    return { id: crypto.randomUUID(), admitted: err };
+  }
+  return { id: asked, admitted };
 }
 
 /**
@@ -50,27 +88,20 @@ export async function handleProxy(
 ): Promise<Response> {
   const { codec, deps } = opts;
   const asked = request.headers.get("x-request-id");
-  const id = asked ?? crypto.randomUUID();
   if (asked !== null && !REQUEST_ID.test(asked)) {
     const err = clientError("x-request-id must be 1-128 characters of A-Za-z0-9._:-", {
       param: "x-request-id",
     });
     return errorResponse(codec, err, { requestId: crypto.randomUUID() });
   }
-  if (deps.registry.has(id)) {
-    const err = clientError(`request ${id} is already running`, {
-      code: "gw.client.duplicate_request_id",
-      status: 409,
-    });
-    return errorResponse(codec, err, { requestId: id });
-  }
+  const { id, admitted } = await admit(request, { asked, deps });
   const live = new LiveRequest({
     id,
     instanceId: deps.instanceId,
     clientFormat: codec.format,
     route: opts.ctx.pathModel ?? null,
     stream: opts.ctx.pathStream ?? false,
-    keyId: null,
+    keyId: admitted instanceof GatewayError ? null : admitted.keyId,
     sessionId: headerSession(codec.format, request.headers),
   }, { clock: deps.clock, sink: deps.sink, metrics: deps.metrics });
   deps.registry.add(live);
@@ -99,7 +130,8 @@ export async function handleProxy(
     return errorResponse(codec, error, { requestId: id });
   };
   try {
-    const started = await begin(request, { ...opts, live });
+    if (admitted instanceof GatewayError) return endWith(admitted);
+    const started = await begin(request, { ...opts, live, admitted });
     if (started instanceof GatewayError) return endWith(started);
     const fdeps: ForwardDeps = { ...deps, config: started.config };
     const fwd = {
@@ -134,16 +166,20 @@ interface Started {
   route: Config["routes"][number];
 }
 
-/** Everything before the first upstream call: auth, body, route. Errors are returned, not thrown. */
+/** Everything after auth before the first upstream call: body, route. Errors are returned, not thrown. */
 async function begin(
   request: Request,
-  opts: { codec: ClientCodec; ctx: ClientRequestContext; deps: ProxyDeps; live: LiveRequest },
+  opts: {
+    codec: ClientCodec;
+    ctx: ClientRequestContext;
+    deps: ProxyDeps;
+    live: LiveRequest;
+    admitted: Admitted;
+  },
 ): Promise<Started | GatewayError> {
   const { deps, live } = opts;
+  const { config, keyId: key } = opts.admitted;
   try {
-    const config = configInForce(deps.state);
-    const key = authorize(request, { config, loopback: deps.state.loopback, env: deps.env });
-    live.record.keyId = key;
     const body = await readJsonBody(request, { signal: live.signal });
     if (!isRecord(body)) {
       throw clientError("request body must be a JSON object", { code: "gw.client.invalid_json" });
@@ -153,6 +189,7 @@ async function begin(
     live.record.stream = ir.stream;
     live.record.sessionId ??= ir.sessionHint === undefined ? null : boundedSession(ir.sessionHint);
     const route = routeFor(config, { model: ir.model, keyId: key });
+    live.metricsRoute = route.model;
     checkGuardrails(ir, deps.state.guardrails());
     return { config, ir, body, route };
   } catch (err) {

@@ -11,6 +11,9 @@ export type LiveState =
   | "streaming"
   | "finishing";
 
+/** The metrics label of a request that never reached a configured route. */
+export const UNKNOWN_ROUTE = "unknown";
+
 /** Where rows go; the history writer in production, an array in unit tests. */
 export interface HistorySink {
   writeRequest(r: RequestRecord): void;
@@ -75,6 +78,11 @@ export class LiveRequest {
   readonly controller = new AbortController();
   state: LiveState = "waiting_for_headers";
   lastContentAt: number | null = null;
+  /**
+   * The route label of this request's metrics: set only once the model names a
+   * configured route the key may use, so caller input never mints a series.
+   */
+  metricsRoute: string | null = null;
   #finished = false;
 
   constructor(
@@ -167,7 +175,7 @@ export class LiveRequest {
     if (this.record.firstContentMs !== null) return;
     this.record.firstContentMs = now - this.record.startedAt;
     this.deps.metrics.firstContent.observe(
-      { route: this.record.route ?? "" },
+      { route: this.metricsRoute ?? UNKNOWN_ROUTE },
       this.clock.unscale(this.record.firstContentMs) / 1000,
     );
   }
@@ -187,8 +195,9 @@ export class LiveRequest {
     r.errorCode = err?.code ?? null;
     r.errorMessage = err ? err.publicMessage : null;
     const { metrics } = this.deps;
-    metrics.requests.inc({ route: r.route ?? "", outcome: r.outcome });
-    metrics.duration.observe({ route: r.route ?? "" }, this.clock.unscale(r.durationMs) / 1000);
+    const route = this.metricsRoute ?? UNKNOWN_ROUTE;
+    metrics.requests.inc({ route, outcome: r.outcome });
+    metrics.duration.observe({ route }, this.clock.unscale(r.durationMs) / 1000);
     for (const a of this.attempts) {
       const upstream = a.record.upstream;
       if (a.record.inputTokens) {
