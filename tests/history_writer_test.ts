@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { countRequests, getRequest, listAttempts } from "../db/history_queries.ts";
+import { countRequests, getRequest, listAttempts, requestExists } from "../db/history_queries.ts";
 import { HistoryWriter } from "../db/history_writer.ts";
 import { closeInterruptedRows, heartbeat, registerInstance } from "../db/instances.ts";
 import type { RequestRecord } from "../db/records.ts";
@@ -53,6 +53,23 @@ Deno.test("a request opened and closed within one batch is written once, as clos
     });
     assert.deepEqual(await getRequest(db, "req-1"), closed);
     assert.equal(await countRequests(db), 1);
+    await writer.close();
+  });
+});
+
+Deno.test("a request id is known while queued and once stored; a closed row is final", async () => {
+  await withTempDb(async ({ db }) => {
+    const writer = new HistoryWriter(db, manualTimers);
+    writer.writeRequest(closed);
+    assert.equal(writer.holdsRequest("req-1"), true);
+    assert.equal(await requestExists(db, "req-1"), false);
+    await writer.flush();
+    assert.equal(writer.holdsRequest("req-1"), false);
+    assert.equal(await requestExists(db, "req-1"), true);
+    assert.equal(await requestExists(db, "req-2"), false);
+    writer.writeRequest(requestRecord({ keyId: "intruder" }));
+    assert.equal(await writer.flush(), true);
+    assert.deepEqual(await getRequest(db, "req-1"), closed);
     await writer.close();
   });
 });

@@ -66,21 +66,24 @@ async function admit(
     return { id: crypto.randomUUID(), admitted: GatewayError.from(err) };
   }
   if (asked === null) return { id: crypto.randomUUID(), admitted };
-  if (deps.registry.has(asked) || await deps.requestIdTaken(asked)) {
-    const running = deps.registry.has(asked);
-    const err = clientError(
-      running ? `request ${asked} is already running` : `request id ${asked} was already used`,
-      { code: "gw.client.duplicate_request_id", status: 409, param: "x-request-id" },
-    );
-    return { id: crypto.randomUUID(), admitted: err };
-  }
+  if (await deps.requestIdTaken(asked)) return duplicate(asked, "was already used");
   return { id: asked, admitted };
+}
+
+function duplicate(asked: string, why: string): { id: string; admitted: GatewayError } {
+  const err = clientError(`request id ${asked} ${why}`, {
+    code: "gw.client.duplicate_request_id",
+    status: 409,
+    param: "x-request-id",
+  });
+  return { id: crypto.randomUUID(), admitted: err };
 }
 
 /**
  * One client request from arrival to its recorded end. The row is opened
- * before anything can fail, so bad input is recorded too, and closed by a
- * `finally`, so no path skips it.
+ * right after auth and the id check (a refused request gets a row under a
+ * generated id), before the body is read, so bad input is recorded too, and
+ * closed by a `finally`, so no path skips it.
  */
 export async function handleProxy(
   request: Request,
@@ -94,7 +97,12 @@ export async function handleProxy(
     });
     return errorResponse(codec, err, { requestId: crypto.randomUUID() });
   }
-  const { id, admitted } = await admit(request, { asked, deps });
+  let { id, admitted } = await admit(request, { asked, deps });
+  // Checked here, with no await before the registry takes the id, so two requests racing on
+  // one new name cannot both run under it.
+  if (id === asked && deps.registry.has(id)) {
+    ({ id, admitted } = duplicate(id, "is already running"));
+  }
   const live = new LiveRequest({
     id,
     instanceId: deps.instanceId,
