@@ -1,4 +1,4 @@
-import { allowList, settingPaths } from "./gateway/setting_paths.ts";
+import { allowList, settingPaths, ungrantable } from "./gateway/setting_paths.ts";
 
 /**
  * `deno task start`: runs main.ts with file access limited to data/ and the paths the settings
@@ -6,7 +6,13 @@ import { allowList, settingPaths } from "./gateway/setting_paths.ts";
  * database may live anywhere without granting the gateway the whole disk.
  */
 async function launch(): Promise<number> {
-  const paths = settingPaths((name) => Deno.env.get(name));
+  const env = (name: string) => Deno.env.get(name);
+  const problem = ungrantable(env);
+  if (problem) {
+    console.error(`pulsegate: ${problem}`);
+    return 1;
+  }
+  const paths = settingPaths(env);
   const child = new Deno.Command(Deno.execPath(), {
     args: [
       "run",

@@ -32,9 +32,25 @@ function withSiblings(file: string): string[] {
   return [file, `${file}-wal`, `${file}-shm`, `${file}-journal`];
 }
 
-/** One `--allow-*=` value: Deno splits on commas, so a comma in a path is written twice. */
+/** One `--allow-*=` value. */
 export function allowList(paths: string[]): string {
-  return [...new Set(paths)].map((p) => p.replaceAll(",", ",,")).join(",");
+  return [...new Set(paths)].join(",");
+}
+
+/**
+ * Deno splits `--allow-*=` lists on commas with no escape, so a path holding one cannot be
+ * granted: say so in one line rather than grant a wrong path.
+ */
+export function ungrantable(env: (name: string) => string | undefined): string | null {
+  for (const setting of ["PULSEGATE_CONFIG", "PULSEGATE_DB_URL"]) {
+    const value = env(setting);
+    const path = setting === "PULSEGATE_CONFIG" ? value : localFilePath(value || "");
+    if (path?.includes(",")) {
+      return `${setting}: cannot use ${path}: deno task start cannot grant a path with a comma; ` +
+        "move it to a path without one";
+    }
+  }
+  return null;
 }
 
 /**
