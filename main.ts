@@ -1,6 +1,7 @@
 import { ConfigFileError, startGateway } from "./gateway/start_gateway.ts";
 import { driveDemoTraffic } from "./gateway/demo/demo_traffic.ts";
 import { readSettings } from "./gateway/settings.ts";
+import { SettingPathError } from "./gateway/setting_paths.ts";
 
 /** Wires the process: settings from env, the gateway, and signals for a graceful stop. */
 async function main(): Promise<void> {
@@ -10,16 +11,21 @@ async function main(): Promise<void> {
   try {
     gateway = await startGateway({ settings, env });
   } catch (err) {
-    if (err instanceof ConfigFileError || err instanceof Deno.errors.NotCapable) {
+    if (
+      err instanceof ConfigFileError || err instanceof SettingPathError ||
+      err instanceof Deno.errors.NotCapable
+    ) {
       console.error(`pulsegate: ${err.message}`);
       Deno.exit(1);
     }
     throw err;
   }
   console.error(`pulsegate listening on ${gateway.url} (admin: ${gateway.url}/admin)`);
-  const stop = async () => {
-    await gateway.shutdown();
-    Deno.exit(0);
+  // `deno task start` passes a signal on, and a terminal's Ctrl-C reaches the whole process
+  // group too: the gateway may hear one stop several times and must shut down once.
+  let stopping: Promise<void> | undefined;
+  const stop = () => {
+    stopping ??= gateway.shutdown().then(() => Deno.exit(0));
   };
   Deno.addSignalListener("SIGTERM", stop);
   Deno.addSignalListener("SIGINT", stop);

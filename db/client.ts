@@ -1,4 +1,8 @@
 import { type Client, createClient } from "@libsql/client";
+import { localFilePath } from "./local_path.ts";
+
+// Kept importable from here: callers open and name databases through one module.
+export { localFilePath };
 
 /**
  * Short on purpose: history writes run off the request path and retry later, so a locked
@@ -65,21 +69,6 @@ export async function writing<T>(db: Db, write: (client: Client) => Promise<T>):
     if (db.client.protocol === "file" && !db.client.closed) void db.client.reconnect();
     throw err;
   }
-}
-
-/** The file path of a `file:` URL, or null for remote and in-memory databases. */
-export function localFilePath(url: string): string | null {
-  if (!url.startsWith("file:")) return null;
-  let rest = url.slice("file:".length);
-  const query = rest.indexOf("?");
-  if (query >= 0) rest = rest.slice(0, query);
-  // `file://localhost/abs` and `file:///abs` both name `/abs`.
-  if (rest.startsWith("//")) {
-    const slash = rest.indexOf("/", 2);
-    rest = slash >= 0 ? rest.slice(slash) : "";
-  }
-  const path = decodeURIComponent(rest);
-  return path === "" || path === ":memory:" ? null : path;
 }
 
 async function ensureParentDir(path: string): Promise<void> {

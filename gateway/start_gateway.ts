@@ -1,4 +1,5 @@
-import { type Db, openDatabase } from "../db/client.ts";
+import { type Db, localFilePath, openDatabase } from "../db/client.ts";
+import { isPathError, SettingPathError } from "./setting_paths.ts";
 import { loadStoredConfig, storeConfig } from "../db/config_store.ts";
 import { loadCooldowns, saveCooldown } from "../db/cooldown_store.ts";
 import { inProcessExecutor, workerExecutor } from "../db/batch_executor.ts";
@@ -69,11 +70,24 @@ export interface Gateway {
 
 export class ConfigFileError extends Error {}
 
+/** A database path the operator cannot use becomes one line naming PULSEGATE_DB_URL. */
+async function openSettingDatabase(settings: Settings): Promise<Db> {
+  try {
+    return await openDatabase(settings.dbUrl, { authToken: settings.dbAuthToken });
+  } catch (err) {
+    const path = localFilePath(settings.dbUrl);
+    if (path !== null && isPathError(err)) {
+      throw new SettingPathError("PULSEGATE_DB_URL", path, err);
+    }
+    throw err;
+  }
+}
+
 export async function startGateway(opts: StartOptions): Promise<Gateway> {
   const { settings } = opts;
   const clock = createClock(settings.timeScale);
   const log = createLogger({ quiet: opts.quiet });
-  const db = await openDatabase(settings.dbUrl, { authToken: settings.dbAuthToken });
+  const db = await openSettingDatabase(settings);
   await migrate(db);
   const instanceId = crypto.randomUUID();
   await registerInstance(db, instanceId, { now: clock.now() });
@@ -267,7 +281,10 @@ async function loadConfig(
   let file = opts.configFile;
   if (file === undefined && settings.configPath) {
     const read = opts.readFile ?? Deno.readTextFile;
-    const text = await read(settings.configPath);
+    const path = settings.configPath;
+    const text = await read(path).catch((err) => {
+      throw isPathError(err) ? new SettingPathError("PULSEGATE_CONFIG", path, err) : err;
+    });
     try {
       file = JSON.parse(text);
     } catch (err) {

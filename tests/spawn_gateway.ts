@@ -2,7 +2,7 @@
 
 const ROOT = new URL("..", import.meta.url).pathname;
 
-/** The permissions of `deno task start`, with reads and writes limited to `dir`. */
+/** The permissions `deno task start` gives main.ts, with reads and writes limited to `dir`. */
 export function narrowPermissions(dir: string): string[] {
   return [
     "--allow-net",
