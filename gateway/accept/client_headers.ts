@@ -128,7 +128,7 @@ export function upstreamPost(
   url: string,
   opts: { headers: Headers; body: unknown; forwarded?: ClientHeaders },
 ): Request {
-  const headers = new Headers(opts.headers);
+  const { headers } = opts;
   for (const [name, value] of opts.forwarded?.headers ?? []) headers.set(name, value);
   const query = opts.forwarded?.query ?? [];
   let target = url;

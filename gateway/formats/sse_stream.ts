@@ -99,6 +99,9 @@ export type SseOut =
   | { event?: string; data: string }
   | { comment: string };
 
+/** The keep-alive comment every SSE client format takes (docs/design.md, the opening hold). */
+export const KEEP_ALIVE_BLOCK: Uint8Array = new TextEncoder().encode(": keep-alive\n\n");
+
 export function formatSse(out: SseOut): string {
   if ("comment" in out) return `: ${out.comment}\n\n`;
   const lines = out.data.split("\n").map((line) => `data: ${line}`).join("\n");

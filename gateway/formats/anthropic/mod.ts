@@ -1,3 +1,5 @@
+import { KEEP_ALIVE_BLOCK } from "../sse_stream.ts";
+import { upstreamKey } from "../upstream_key.ts";
 import { upstreamPost } from "../../accept/client_headers.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { upstreamBaseUrl } from "../../config/schema.ts";
@@ -8,6 +10,11 @@ import { decodeAnthropicWhole, encodeAnthropicWhole } from "./response.ts";
 import { anthropicStreamEncoder, decodeAnthropicStream } from "./stream.ts";
 
 /** The API version every Anthropic SDK sends; the wire format in this folder is that version's. */
+/** Sent after a passed-through stream that finished without it. */
+const END_MARKER = new TextEncoder().encode(
+  'event: message_stop\ndata: {"type":"message_stop"}\n\n',
+);
+
 export const ANTHROPIC_VERSION = "2023-06-01";
 
 export const anthropicClient: ClientCodec = {
@@ -16,9 +23,9 @@ export const anthropicClient: ClientCodec = {
   encodeWhole: encodeAnthropicWhole,
   streamShape: () => ({
     contentType: "text/event-stream; charset=utf-8",
-    keepAlive: new TextEncoder().encode(": keep-alive\n\n"),
+    keepAlive: KEEP_ALIVE_BLOCK,
     passthroughFrom: "anthropic",
-    endMarker: new TextEncoder().encode('event: message_stop\ndata: {"type":"message_stop"}\n\n'),
+    endMarker: END_MARKER,
   }),
   streamEncoder: (ctx) => anthropicStreamEncoder({ id: ctx.id, model: ctx.model }),
   renderError: anthropicError,
@@ -35,9 +42,7 @@ export const anthropicUpstream: UpstreamAdapter = {
       "content-type": "application/json",
       "anthropic-version": ANTHROPIC_VERSION,
     });
-    const key = "api_key_env" in call.upstream && call.upstream.api_key_env
-      ? call.env(call.upstream.api_key_env)
-      : undefined;
+    const key = upstreamKey(call);
     if (key) headers.set("x-api-key", key);
     const url = `${upstreamBaseUrl(call.upstream)}/v1/messages`;
     return Promise.resolve(upstreamPost(url, { headers, body, forwarded: call.forwarded }));

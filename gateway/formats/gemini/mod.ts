@@ -1,3 +1,4 @@
+import { upstreamKey } from "../upstream_key.ts";
 import { upstreamPost } from "../../accept/client_headers.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { upstreamBaseUrl } from "../../config/schema.ts";
@@ -35,9 +36,7 @@ export const geminiUpstream: UpstreamAdapter = {
     // The model lives in the URL, so a pass-through body goes on untouched.
     const body = call.passthrough ?? geminiRequestBody(call.ir);
     const headers = new Headers({ "content-type": "application/json" });
-    const key = "api_key_env" in call.upstream && call.upstream.api_key_env
-      ? call.env(call.upstream.api_key_env)
-      : undefined;
+    const key = upstreamKey(call);
     if (key) headers.set("x-goog-api-key", key);
     const method = call.ir.stream ? "streamGenerateContent?alt=sse" : "generateContent";
     const url = `${upstreamBaseUrl(call.upstream)}/v1beta/${geminiModelPath(call.model)}:${method}`;

@@ -1,3 +1,5 @@
+import { KEEP_ALIVE_BLOCK } from "../sse_stream.ts";
+import { upstreamKey } from "../upstream_key.ts";
 import { upstreamPost } from "../../accept/client_headers.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { upstreamBaseUrl } from "../../config/schema.ts";
@@ -7,15 +9,18 @@ import { chatRequestBody, maxTokensField, parseChatRequest, unsupportedFor } fro
 import { decodeChatWhole, encodeChatWhole } from "./response.ts";
 import { chatStreamEncoder, decodeChatStream } from "./stream.ts";
 
+/** Sent after a passed-through stream that finished without it. */
+const END_MARKER = new TextEncoder().encode("data: [DONE]\n\n");
+
 export const chatClient: ClientCodec = {
   format: "openai-chat",
   parseRequest: (body) => parseChatRequest(body),
   encodeWhole: encodeChatWhole,
   streamShape: () => ({
     contentType: "text/event-stream; charset=utf-8",
-    keepAlive: new TextEncoder().encode(": keep-alive\n\n"),
+    keepAlive: KEEP_ALIVE_BLOCK,
     passthroughFrom: "openai-chat",
-    endMarker: new TextEncoder().encode("data: [DONE]\n\n"),
+    endMarker: END_MARKER,
   }),
   streamEncoder: (ctx) => chatStreamEncoder({ id: ctx.id, model: ctx.model }),
   renderError: openAiError,
@@ -31,9 +36,7 @@ export const chatUpstream: UpstreamAdapter = {
         tokenField: maxTokensField(call.upstream, call.model),
       });
     const headers = new Headers({ "content-type": "application/json" });
-    const key = "api_key_env" in call.upstream && call.upstream.api_key_env
-      ? call.env(call.upstream.api_key_env)
-      : undefined;
+    const key = upstreamKey(call);
     if (key) headers.set("authorization", `Bearer ${key}`);
     const url = `${upstreamBaseUrl(call.upstream)}/chat/completions`;
     return Promise.resolve(upstreamPost(url, { headers, body, forwarded: call.forwarded }));

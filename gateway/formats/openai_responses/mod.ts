@@ -1,3 +1,5 @@
+import { KEEP_ALIVE_BLOCK } from "../sse_stream.ts";
+import { upstreamKey } from "../upstream_key.ts";
 import { upstreamPost } from "../../accept/client_headers.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { upstreamBaseUrl } from "../../config/schema.ts";
@@ -13,7 +15,7 @@ export const responsesClient: ClientCodec = {
   encodeWhole: (res, ctx) => encodeResponsesWhole(res, ctx?.clientTools),
   streamShape: () => ({
     contentType: "text/event-stream; charset=utf-8",
-    keepAlive: new TextEncoder().encode(": keep-alive\n\n"),
+    keepAlive: KEEP_ALIVE_BLOCK,
     passthroughFrom: "openai-responses",
     // `response.completed` is the finish itself: a stream without it did not finish.
     endMarker: null,
@@ -31,9 +33,7 @@ export const responsesUpstream: UpstreamAdapter = {
       ? { ...call.passthrough, model: call.model }
       : responsesRequestBody(call.ir, call.model);
     const headers = new Headers({ "content-type": "application/json" });
-    const key = "api_key_env" in call.upstream && call.upstream.api_key_env
-      ? call.env(call.upstream.api_key_env)
-      : undefined;
+    const key = upstreamKey(call);
     if (key) headers.set("authorization", `Bearer ${key}`);
     const url = `${upstreamBaseUrl(call.upstream)}/responses`;
     return Promise.resolve(upstreamPost(url, { headers, body, forwarded: call.forwarded }));
