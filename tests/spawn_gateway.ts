@@ -36,6 +36,16 @@ export async function spawnGateway(
     stdout: "null",
     stderr: "piped",
   }).spawn();
+  return { child, ...(await untilListening(child)) };
+}
+
+/**
+ * Reads a gateway process's stderr up to its listening line. Its stderr keeps
+ * being drained afterwards, so the child never blocks on a full pipe.
+ */
+export async function untilListening(
+  child: Deno.ChildProcess,
+): Promise<{ url: string; log: string }> {
   const lines = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
   let log = "";
   for (;;) {
@@ -47,7 +57,7 @@ export async function spawnGateway(
       (async () => {
         while (!(await lines.read()).done) { /* drain */ }
       })();
-      return { child, url, log };
+      return { url, log };
     }
   }
 }

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { openDatabase } from "../db/client.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
 import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
-import { spawnGateway } from "./spawn_gateway.ts";
+import { spawnGateway, untilListening } from "./spawn_gateway.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 
@@ -15,23 +15,6 @@ function taskStart(env: Record<string, string>): Deno.ChildProcess {
     stdout: "null",
     stderr: "piped",
   }).spawn();
-}
-
-async function listening(child: Deno.ChildProcess): Promise<string> {
-  const lines = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
-  let log = "";
-  for (;;) {
-    const { value, done } = await lines.read();
-    if (done) throw new Error(`gateway exited before listening:\n${log}`);
-    log += value;
-    const url = log.match(/pulsegate listening on (http:\/\/\S+)/)?.[1];
-    if (url) {
-      (async () => {
-        while (!(await lines.read()).done) { /* drain */ }
-      })();
-      return url;
-    }
-  }
 }
 
 Deno.test("deno task start runs with the config file and a file: database outside the checkout", async () => {
@@ -49,7 +32,7 @@ Deno.test("deno task start runs with the config file and a file: database outsid
   );
   const child = taskStart({ PULSEGATE_CONFIG: config, PULSEGATE_DB_URL: `file:${dbFile}` });
   try {
-    const url = await listening(child);
+    const { url } = await untilListening(child);
     const res = await fetch(`${url}/v1/chat/completions`, {
       method: "POST",
       headers: { "content-type": "application/json", "x-request-id": "paths-1" },
