@@ -142,7 +142,7 @@ export interface ConfigChecked {
   problems: ConfigProblem[];
 }
 
-/** Answer of the abort endpoints (SPEC §7). */
+/** Answer of the abort endpoints (docs/design.md "Abort and disconnect"). */
 export interface AbortResult {
   requests: string[];
 }

@@ -40,7 +40,7 @@ export interface AdminDeps extends AccessDeps {
   clock: Clock;
   instanceId: string;
   log?: Logger;
-  /** More JSON APIs under /admin/api/, behind the same guard (e.g. SPEC §10 observability). */
+  /** More JSON APIs under /admin/api/, behind the same guard (e.g. docs/observability.md observability). */
   apis?: Hono[];
 }
 

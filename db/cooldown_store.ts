@@ -1,7 +1,7 @@
 import { type Db, writing } from "./client.ts";
 import { bind, num, numOrNull, text } from "./row_values.ts";
 
-/** Persisted cooldown state of one upstream (SPEC §6), so a pause survives restart. */
+/** Persisted cooldown state of one upstream (docs/design.md "Failover before content"), so a pause survives restart. */
 export interface CooldownRow {
   upstream: string;
   consecutiveFailures: number;

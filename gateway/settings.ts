@@ -1,4 +1,4 @@
-/** Settings from the environment (SPEC §2). Secrets are read here and go nowhere else. */
+/** Settings from the environment (docs/design.md "Settings"). Secrets are read here and go nowhere else. */
 export interface Settings {
   host: string;
   port: number;
@@ -9,7 +9,7 @@ export interface Settings {
   timeScale: number;
   /** Serve /metrics without the admin token (honoured on loopback only, for a local scraper). */
   metricsOpen: boolean;
-  /** How other instances reach this one (SPEC §11 abort forwarding); default: the listen address. */
+  /** How other instances reach this one (docs/scaling.md abort forwarding); default: the listen address. */
   publicUrl: string | undefined;
 }
 

@@ -34,7 +34,7 @@ const UPSTREAM_POOL_IDLE_MS = 4_000;
 /** How long a running request's row waits in memory before it is written as open. */
 const OPEN_ROW_DEFER_MS = 1_000;
 
-/** SPEC §2: how long in-flight requests may finish after SIGTERM. */
+/** docs/design.md "Settings": how long in-flight requests may finish after SIGTERM. */
 export const SHUTDOWN_GRACE_MS = 30_000;
 
 export interface StartOptions {
@@ -217,7 +217,7 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
     instanceId,
     clock,
     log,
-    // Other instances pause upstreams too (SPEC §11): their view wins at each beat.
+    // Other instances pause upstreams too (docs/scaling.md): their view wins at each beat.
     onBeat: async () => cooldowns.load(await loadCooldowns(db)),
   });
   log.event("gateway.listening", { url, instance: instanceId, safe_mode: state.safeModeReason });
@@ -270,7 +270,7 @@ interface LoadedConfig {
 }
 
 /**
- * SPEC §2-§3: a config file is validated and stored, then the stored config
+ * docs/design.md "Settings" and "Config": a config file is validated and stored, then the stored config
  * runs. A stored config that fails validation starts safe mode; no config at
  * all starts the demo profile.
  */

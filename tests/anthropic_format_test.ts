@@ -25,7 +25,7 @@ import {
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-// ---------------------------------------------------------------- pulse (SPEC §5)
+// ---------------------------------------------------------------- pulse (docs/design.md "Pulse")
 
 const pulseCases: { name: string; event: string; data: unknown; content: boolean }[] = [
   {

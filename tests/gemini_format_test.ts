@@ -22,7 +22,7 @@ import {
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-// ---------------------------------------------------------------- pulse (SPEC §5)
+// ---------------------------------------------------------------- pulse (docs/design.md "Pulse")
 
 const pulseCases: { name: string; data: unknown; content: boolean }[] = [
   {
@@ -669,7 +669,7 @@ function sdk(reply: () => Response) {
     apiKey: "test-key",
     httpOptions: {
       baseUrl: "http://127.0.0.1",
-      // SPEC §4 serves /v1beta; SDK 3.x defaults to /v1.
+      // docs/design.md "Client API" serves /v1beta; SDK 3.x defaults to /v1.
       apiVersion: "v1beta",
       fetch: (input: RequestInfo | URL, init?: RequestInit) => {
         sent.push(new Request(input, init));

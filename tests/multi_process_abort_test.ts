@@ -7,7 +7,7 @@ import { type Call, startFakeUpstream } from "./fake_upstreams/server.ts";
 import { spawnGateway } from "./spawn_gateway.ts";
 
 /**
- * SPEC §7/§11 as an operator meets it: two gateway processes on one database file, at the real
+ * docs/design.md "Abort and disconnect"/§11 as an operator meets it: two gateway processes on one database file, at the real
  * time scale, so a running request's row reaches the database only after the one-second deferral.
  * Every abort here is sent to the instance that does not run the request, well inside that second.
  */

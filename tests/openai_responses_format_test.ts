@@ -21,7 +21,7 @@ import {
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-// --- pulse (SPEC §5) ---------------------------------------------------------
+// --- pulse (docs/design.md "Pulse") ---------------------------------------------------------
 
 const pulseTable: [string | undefined, boolean][] = [
   ["response.created", false],

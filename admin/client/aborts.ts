@@ -7,7 +7,7 @@ export interface AbortOutcome {
   text: string;
 }
 
-/** The abort buttons' calls (SPEC §7) and the result of the latest one, shown under the list. */
+/** The abort buttons' calls (docs/design.md "Abort and disconnect") and the result of the latest one, shown under the list. */
 export function createAborts(api: AdminApi) {
   const result = signal<AbortOutcome | null>(null);
   const run = async (what: string, call: () => Promise<AbortResult>) => {

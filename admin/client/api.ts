@@ -57,7 +57,7 @@ export interface ApiIo {
 }
 
 /**
- * The admin JSON API and the SPEC §7 abort endpoints, with the tab's token sent as
+ * The admin JSON API and the docs/design.md "Abort and disconnect" abort endpoints, with the tab's token sent as
  * `Authorization: Bearer` on every call. Nothing here touches the DOM.
  */
 export function createAdminApi(io: ApiIo): AdminApi {

@@ -31,7 +31,7 @@ export function configInForce(state: RunState): Config {
   return state.config;
 }
 
-/** Answers the key id, or null for an open proxy; throws when refused (SPEC §4). */
+/** Answers the key id, or null for an open proxy; throws when refused (docs/design.md "Client API"). */
 export function authorize(
   request: Request,
   opts: { config: Config; loopback: boolean; env: (name: string) => string | undefined },

@@ -3,7 +3,7 @@ import { GatewayError } from "../runtime/gateway_error.ts";
 import type { IrRequest } from "../formats/ir.ts";
 
 /**
- * SPEC §10 guardrails: checks on a request's input, before any upstream is
+ * docs/observability.md guardrails: checks on a request's input, before any upstream is
  * called. `{"enabled": true}` alone is a complete document.
  */
 const RuleSchema = z.object({

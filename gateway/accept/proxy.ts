@@ -23,10 +23,10 @@ export interface RunState {
   config: Config | null;
   /** Why the stored config is refused (safe mode), shown to clients as `config.invalid`. */
   safeModeReason: string | null;
-  /** Proxy open without keys is only allowed on loopback (SPEC §4). */
+  /** Proxy open without keys is only allowed on loopback (docs/design.md "Client API"). */
   loopback: boolean;
   shuttingDown: boolean;
-  /** SPEC §10 guardrails in force. */
+  /** docs/observability.md guardrails in force. */
   guardrails: () => Guardrails;
 }
 

@@ -1,7 +1,7 @@
 import { clientError, GatewayError } from "../runtime/gateway_error.ts";
 import { clientDisconnected } from "../forward/stop_reasons.ts";
 
-/** SPEC §4: the default limit on a request body. */
+/** docs/design.md "Client API": the default limit on a request body. */
 export const BODY_LIMIT_BYTES = 32 * 1024 * 1024;
 /**
  * How deep a request body's arrays and objects may nest. Real requests (tool

@@ -18,7 +18,7 @@ const MAX_RETRY_WAIT_SECS = 10;
 export type RunHop = (hop: Hop, opts: { isLast: boolean }) => Promise<HopResult>;
 
 /**
- * The candidate loop of SPEC §6, in four steps: plan the candidates; try each
+ * The candidate loop of docs/design.md "Failover before content", in four steps: plan the candidates; try each
  * in order (with its retries); if some were full, wait once for the first of
  * them to free a slot and try it; then report. A hop's result reaches the loop
  * whole: `stop` ends the request there (a failure after content reached the
@@ -230,7 +230,7 @@ function slotsFull(deps: ForwardDeps): GatewayError {
 }
 
 /**
- * No candidate is left (SPEC §6): `timeout_status` in the client's format,
+ * No candidate is left (docs/design.md "Failover before content"): `timeout_status` in the client's format,
  * except when every upstream asked us to slow down, which stays a 429.
  */
 function exhausted(last: GatewayError, opts: { chain: Chain; deps: ForwardDeps }): GatewayError {

@@ -65,7 +65,7 @@ export interface Candidate {
 }
 
 /**
- * SPEC §4: an upstream of the client's own format is sent the client's body,
+ * docs/design.md "Client API": an upstream of the client's own format is sent the client's body,
  * unchanged but for the model; any other gets a translation of the IR. This
  * is about the request only: whether the answer's bytes can pass through too
  * is the client's stream shape's business (Gemini's JSON array cannot).
@@ -172,7 +172,7 @@ export class Hop {
     }
   }
 
-  /** Classifies a non-2xx answer (SPEC §6 taxonomy) after reading its body. */
+  /** Classifies a non-2xx answer (docs/design.md "Failover before content" taxonomy) after reading its body. */
   async failedStatus(res: Response): Promise<HopResult> {
     const body = await res.text();
     const { clock, cooldowns } = this.opts.deps;

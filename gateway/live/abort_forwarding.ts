@@ -15,7 +15,7 @@ export const FORWARDED_HEADER = "x-pulsegate-forwarded";
  */
 export const PEER_ANSWER_MS = 1_500;
 
-/** The headers a caller may prove itself with (admin token or gateway key, SPEC §4). */
+/** The headers a caller may prove itself with (admin token or gateway key, docs/design.md "Client API"). */
 const CREDENTIAL_HEADERS = ["authorization", "x-api-key", "x-goog-api-key"];
 
 export interface ForwardingDeps {
@@ -54,7 +54,7 @@ export function isForwarded(request: Request): boolean {
 }
 
 /**
- * SPEC §11: each process knows only its own live requests, and the database learns of a running
+ * docs/scaling.md: each process knows only its own live requests, and the database learns of a running
  * request only after the history writer's deferral. So an abort for an id this process does not
  * run goes to every other live instance at once, with the caller's credentials; the owner checks
  * them and stops it. The first 200 settles it.

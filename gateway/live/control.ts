@@ -23,7 +23,7 @@ export interface ControlDeps extends ProxyDeps {
 type Decision = { ok: true } | { ok: false; response: Response };
 
 /**
- * SPEC §7 abort endpoints and /metrics. An abort is allowed for the admin
+ * docs/design.md "Abort and disconnect" abort endpoints and /metrics. An abort is allowed for the admin
  * token, or for the gateway key that made every request it would stop. An id
  * this process does not run, and every session abort, are also put to every
  * other live instance (§11); the answers are merged.

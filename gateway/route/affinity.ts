@@ -5,7 +5,7 @@ export interface AffinityPin {
 }
 
 /**
- * Keeps a session on the upstream that last answered it (SPEC §4), so a
+ * Keeps a session on the upstream that last answered it (docs/design.md "Client API"), so a
  * conversation's prompt cache stays warm. Per route: the same session id on
  * another route (a coding agent's side calls to a small model, say) has its
  * own candidates and must not be pulled to this route's upstream. Bounded:

@@ -15,7 +15,7 @@ export interface CooldownPolicy {
 }
 
 /**
- * SPEC §6 cooldown: consecutive failures pause an upstream, each further
+ * docs/design.md "Failover before content" cooldown: consecutive failures pause an upstream, each further
  * pause doubles up to the cap, one success resets it. State is handed to
  * `save` on every change so it survives a restart.
  */

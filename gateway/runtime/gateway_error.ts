@@ -37,10 +37,10 @@ export type GatewayCode =
   | "control.request_not_running"
   | "control.session_not_running";
 
-/** Carries the gateway's code on every error response, next to `x-pulsegate-error` (SPEC §4). */
+/** Carries the gateway's code on every error response, next to `x-pulsegate-error` (docs/design.md "Client API"). */
 export const ERROR_CODE_HEADER = "x-pulsegate-error-code";
 
-/** An upstream's error answer as it came, for a client of the same format (SPEC §4). */
+/** An upstream's error answer as it came, for a client of the same format (docs/design.md "Client API"). */
 export interface UpstreamErrorAnswer {
   text: string;
   contentType: string;
