@@ -69,5 +69,5 @@ export function checkGuardrails(ir: IrRequest, rails: Guardrails): void {
 }
 
 function blocked(message: string): GatewayError {
-  return new GatewayError(message, { code: "guardrail.blocked", source: "client", status: 400 });
+  return new GatewayError(message, { code: "guardrail.blocked" });
 }

@@ -73,7 +73,6 @@ async function admit(
 function duplicate(asked: string, why: string): { id: string; admitted: GatewayError } {
   const err = clientError(`request id ${asked} ${why}`, {
     code: "gw.client.duplicate_request_id",
-    status: 409,
     param: "x-request-id",
   });
   return { id: crypto.randomUUID(), admitted: err };
