@@ -1,6 +1,13 @@
 import assert from "node:assert/strict";
 import type { ConfigInput } from "../gateway/config/schema.ts";
-import { chatRoute, eventually, postJson, startTestGateway, type TestGateway } from "./harness.ts";
+import {
+  chatRoute,
+  eventually,
+  postJson,
+  startTestGateway,
+  type TestGateway,
+  withGateway,
+} from "./harness.ts";
 import {
   chatStream,
   contentThenSilence,
@@ -15,26 +22,17 @@ const messages = [{ role: "user", content: "hi" }];
 const chat = (stream: boolean) => ({ model: "smart", stream, messages });
 const admin = { authorization: `Bearer ${ADMIN}` };
 
-async function withGateway(
+/** One fake upstream behind a gateway with the admin token; the config may name the fake. */
+function withAdmin(
   run: (gw: TestGateway, up: FakeUpstream) => Promise<void>,
-  opts: {
-    config?: (url: string) => ConfigInput;
-    env?: Record<string, string>;
-    scale?: number;
-  } = {},
+  opts: { config?: (url: string) => ConfigInput; env?: Record<string, string>; scale?: number } =
+    {},
 ): Promise<void> {
-  const up = startFakeUpstream();
-  const config = opts.config?.(up.url) ?? chatRoute([up.url], { failover });
-  const gw = await startTestGateway(config, {
+  return withGateway((gw, [up]) => run(gw, up!), {
+    config: ([url]) => opts.config?.(url!) ?? chatRoute([url!], { failover }),
     env: { PULSEGATE_ADMIN_TOKEN: ADMIN, ...opts.env },
     scale: opts.scale,
   });
-  try {
-    await run(gw, up);
-  } finally {
-    await gw.stop();
-    await up.close();
-  }
 }
 
 /** Aborts once the request is live, answering the control endpoint's response. */
@@ -44,7 +42,7 @@ async function abortWhenLive(gw: TestGateway, id: string): Promise<Response> {
 }
 
 Deno.test("abort before headers: 499 aborted, upstream connection closed, upstream not paused", async () => {
-  await withGateway(async (gw, up) => {
+  await withAdmin(async (gw, up) => {
     up.setHandler(() => headersNever);
     for (let i = 0; i < 3; i++) {
       const id = `abort-before-${i}`;
@@ -77,7 +75,7 @@ Deno.test("abort before headers: 499 aborted, upstream connection closed, upstre
 });
 
 Deno.test("abort during the opening hold and while waiting for a slot", async () => {
-  await withGateway(async (gw, up) => {
+  await withAdmin(async (gw, up) => {
     up.setHandler(() => silentAfterHeaders);
     const holding = postJson(`${gw.url}/v1/chat/completions`, chat(true), {
       "x-request-id": "hold",
@@ -133,7 +131,7 @@ const MID: Array<[string, string, unknown, RegExp]> = [
 
 for (const [format, path, body, ending] of MID) {
   Deno.test(`${format}: abort mid-stream ends with the client's error event`, async () => {
-    await withGateway(async (gw, up) => {
+    await withAdmin(async (gw, up) => {
       up.setHandler(() => contentThenSilence("partial"));
       const id = `mid-${format}`;
       const res = await postJson(`${gw.url}${path}`, body, { "x-request-id": id });
@@ -157,7 +155,7 @@ for (const [format, path, body, ending] of MID) {
 }
 
 Deno.test("a session abort stops every request of that session and nothing else", async () => {
-  await withGateway(async (gw, up) => {
+  await withAdmin(async (gw, up) => {
     up.setHandler(() => headersNever);
     const send = (id: string, session: string) =>
       postJson(`${gw.url}/v1/chat/completions`, chat(false), {
@@ -182,7 +180,7 @@ Deno.test("a session abort stops every request of that session and nothing else"
 
 Deno.test("abort of a finished or unknown id is 404; without a token, or with another key, refused", async () => {
   const keys = { PULSEGATE_KEY_A: "key-a", PULSEGATE_KEY_B: "key-b" };
-  await withGateway(async (gw, up) => {
+  await withAdmin(async (gw, up) => {
     up.setHandler(() => chatStream({ text: ["x"] }));
     const done = await postJson(`${gw.url}/v1/chat/completions`, chat(false), {
       "x-request-id": "finished",
@@ -236,7 +234,7 @@ Deno.test("abort of a finished or unknown id is 404; without a token, or with an
 });
 
 Deno.test("a client-named request id that is already live answers 409", async () => {
-  await withGateway(async (gw, up) => {
+  await withAdmin(async (gw, up) => {
     up.setHandler(() => headersNever);
     const first = postJson(`${gw.url}/v1/chat/completions`, chat(false), { "x-request-id": "dup" });
     await eventually(() => gw.registry.has("dup"));

@@ -20,7 +20,7 @@ import {
   silentAfterHeaders,
 } from "./fake_upstreams/openai_chat_script.ts";
 import { type FakeUpstream, startFakeUpstream } from "./fake_upstreams/server.ts";
-import { chatRoute, postJson, startTestGateway, type TestGateway } from "./harness.ts";
+import { chatRoute, postJson, startTestGateway, type TestGateway, withGateway } from "./harness.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
 const CHILD_ENV = "PULSEGATE_BROWSER_TEST_CHILD";
@@ -50,26 +50,25 @@ async function closeTabs(): Promise<void> {
 const hasChromium = await Deno.stat(CHROMIUM).then(() => true, () => false);
 if (!hasChromium) console.log(`admin browser test SKIPPED: no ${CHROMIUM}`);
 
-async function withGateway(
+/** A gateway with the admin token over fake upstreams; the browser's tabs close before it stops. */
+function withAdminPage(
   run: (gw: TestGateway, ups: FakeUpstream[]) => Promise<void>,
   opts: { upstreams?: number; config?: (urls: string[]) => ConfigInput; dir?: string } = {},
 ): Promise<void> {
-  const ups = Array.from({ length: opts.upstreams ?? 1 }, () => startFakeUpstream());
-  const urls = ups.map((u) => u.url);
-  const config = opts.dir
-    ? undefined
-    : opts.config?.(urls) ?? chatRoute(urls, { failover: patient });
-  const gw = await startTestGateway(config, {
+  return withGateway(async (gw, ups) => {
+    try {
+      await run(gw, ups);
+    } finally {
+      await closeTabs();
+    }
+  }, {
+    upstreams: opts.upstreams,
+    // A given data directory starts from the config stored there.
+    config: (urls) =>
+      opts.dir ? undefined : opts.config?.(urls) ?? chatRoute(urls, { failover: patient }),
     dir: opts.dir,
     env: { PULSEGATE_ADMIN_TOKEN: ADMIN },
   });
-  try {
-    await run(gw, ups);
-  } finally {
-    await closeTabs();
-    await gw.stop();
-    for (const u of ups) await u.close();
-  }
 }
 
 /** A fresh tab (own sessionStorage) on /admin; signed in unless told otherwise. */
@@ -158,7 +157,7 @@ test({
     });
     try {
       await t.step("a wrong token is refused with a visible message", async () => {
-        await withGateway(async (gw) => {
+        await withAdminPage(async (gw) => {
           const page = await openAdmin(browser, gw, { token: "not-the-token" });
           const refusal = page.getByRole("alert");
           await refusal.waitFor(WAIT);
@@ -177,7 +176,7 @@ test({
       await t.step(
         "a live stream appears in the live list; its Abort button stops it",
         async () => {
-          await withGateway(async (gw, [up]) => {
+          await withAdminPage(async (gw, [up]) => {
             up!.setHandler(() => contentThenSilence("partial "));
             const page = await openAdmin(browser, gw);
             const { rest } = await streamingRequest(gw, {
@@ -211,7 +210,7 @@ test({
       );
 
       await t.step("Abort session stops every request of that session and no other", async () => {
-        await withGateway(async (gw, [up]) => {
+        await withAdminPage(async (gw, [up]) => {
           up!.setHandler(() => contentThenSilence("partial "));
           const page = await openAdmin(browser, gw);
           const a = await streamingRequest(gw, {
@@ -253,7 +252,7 @@ test({
       await t.step(
         "history shows the attempt chain of a failed-over request; health its cost",
         async () => {
-          await withGateway(async (gw, [a, b]) => {
+          await withAdminPage(async (gw, [a, b]) => {
             a!.enqueue(chatStream(good), silentAfterHeaders, chatError(500, "upstream broke"));
             b!.enqueue(chatStream(good), chatError(503, "also down"));
             for (const id of ["ok-1", "fo-1", "fail-1"]) {
@@ -334,7 +333,7 @@ test({
       await t.step(
         "the config editor shows each problem at its key path; a valid save applies",
         async () => {
-          await withGateway(async (gw) => {
+          await withAdminPage(async (gw) => {
             const page = await openAdmin(browser, gw);
             const editor = page.getByLabel("Config JSON");
             await eventually(async () => (await editor.inputValue()).includes("3600"));
@@ -381,7 +380,7 @@ test({
           const config = chatRoute([up.url]);
           const dir = await dirWithStoredConfig({ ...config, failover: { idle_timeout: 30 } });
           try {
-            await withGateway(async (gw) => {
+            await withAdminPage(async (gw) => {
               const refused = await postJson(`${gw.url}/v1/chat/completions`, ask(false));
               assert.equal(refused.status, 503);
               assert.equal((await refused.json()).error.code, "config.invalid");
@@ -431,7 +430,7 @@ test({
       );
 
       await t.step("on a phone the page fits the screen", async () => {
-        await withGateway(async (gw, [up]) => {
+        await withAdminPage(async (gw, [up]) => {
           up!.setHandler(() => contentThenSilence("partial "));
           const page = await openAdmin(browser, gw, { width: 390 });
           const { rest } = await streamingRequest(gw, {
