@@ -3,11 +3,19 @@
  * bundle. Type-only: the bundle must not pull server modules (zod, libSQL) into the page.
  */
 import type { AttemptRecord, RequestRecord } from "../db/records.ts";
+import type { HistoryOutcome } from "../db/history_queries.ts";
 import type { LiveState } from "../gateway/live/live_request.ts";
 import type { ConfigProblem } from "../gateway/config/validate.ts";
 import type { RepairAction } from "../gateway/config/repair.ts";
 
-export type { AttemptRecord, ConfigProblem, LiveState, RepairAction, RequestRecord };
+export type {
+  AttemptRecord,
+  ConfigProblem,
+  HistoryOutcome,
+  LiveState,
+  RepairAction,
+  RequestRecord,
+};
 
 /** Every error of the admin API; the same envelope as the control endpoints. */
 export interface ApiError {
@@ -68,6 +76,14 @@ export interface HistoryCursor {
 export interface HistoryPage {
   requests: HistoryRow[];
   next: HistoryCursor | null;
+  /** What the filters offer: the configured routes and upstreams, and every outcome filter. */
+  choices: HistoryChoices;
+}
+
+export interface HistoryChoices {
+  routes: string[];
+  upstreams: string[];
+  outcomes: HistoryOutcome[];
 }
 
 /** GET /admin/api/requests/{id}. */

@@ -146,7 +146,8 @@ function mountHistory(app: Hono, deps: AdminDeps): void {
     if (!query.ok) {
       return apiError(c, { status: 400, code: "admin.bad_query", message: query.message });
     }
-    return c.json(await historyPage(deps.db, { query: query.options, live }));
+    const config = deps.state.config;
+    return c.json(await historyPage(deps.db, { query: query.options, live, config }));
   });
   app.get("/admin/api/requests/:id", async (c) => {
     const detail = await requestDetail(deps.db, { id: c.req.param("id"), live });

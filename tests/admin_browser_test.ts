@@ -307,6 +307,17 @@ test({
             });
             assert.equal(await history.locator("tbody tr[data-request-id]").count(), 1);
             assert.equal(await history.locator('tr[data-request-id="fail-1"]').count(), 1);
+            // The filters pick from known values: the configured upstreams, the outcome kinds.
+            assert.deepEqual(
+              await history.getByLabel("Upstream").locator("option").allTextContents(),
+              ["any", "up1", "up2"],
+            );
+            await history.getByLabel("Outcome").selectOption({
+              label: "idle timeout before content",
+            });
+            await history.getByRole("button", { name: "Search" }).click();
+            await history.locator('tr[data-request-id="fo-1"]').waitFor(WAIT);
+            assert.equal(await history.locator("tbody tr[data-request-id]").count(), 1);
 
             const up1 = page.locator('#health tr[data-upstream="up1"]');
             await up1.waitFor(WAIT);

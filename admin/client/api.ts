@@ -7,6 +7,7 @@ import type {
   ConfigView,
   HealthView,
   HistoryCursor,
+  HistoryOutcome,
   HistoryPage,
   RepairAction,
   RequestDetail,
@@ -28,7 +29,7 @@ export class ApiFailure extends Error {
 export interface HistoryFilters {
   route?: string;
   upstream?: string;
-  outcome?: "success" | "error";
+  outcome?: HistoryOutcome;
   session?: string;
   since?: number;
   until?: number;
