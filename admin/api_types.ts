@@ -116,9 +116,19 @@ export interface UpstreamHealth {
   paused: boolean;
   /** Epoch ms the pause ends; null when not paused. */
   pausedUntil: number | null;
+  /** Why it was last paused (e.g. "3 failures in a row; last: gw.upstream.error"). */
+  pauseReason: string | null;
   consecutiveFailures: number;
   pauseCount: number;
   recent: RecentAttempts;
+}
+
+/** POST /admin/api/upstreams/{id}/resume | enable | disable. */
+export interface UpstreamControlResult {
+  ok: true;
+  upstream: string;
+  paused?: false;
+  enabled?: boolean;
 }
 
 export interface HealthView {

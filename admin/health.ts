@@ -30,6 +30,7 @@ export function healthView(inputs: HealthInputs): HealthView {
       maxInFlight: u.max_in_flight,
       paused,
       pausedUntil: paused ? cooldown.pausedUntil : null,
+      pauseReason: paused ? cooldown.reason : null,
       consecutiveFailures: cooldown.consecutiveFailures,
       pauseCount: cooldown.pauseCount,
       recent: summarise(inputs.recent.get(u.id) ?? []),

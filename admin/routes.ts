@@ -29,6 +29,7 @@ import { historyPage, type LiveRecord, parseHistoryQuery, requestDetail } from "
 import { liveEvents } from "./live_events.ts";
 import { liveSnapshot } from "./live_snapshot.ts";
 import { renderAdminPage } from "./page.tsx";
+import { upstreamControls } from "./upstream_controls.ts";
 
 export interface AdminDeps extends AccessDeps {
   state: RunState;
@@ -104,6 +105,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
     }));
   });
   mountConfig(app, deps);
+  app.route("/", upstreamControls({ ...deps, now: () => deps.clock.now() }));
   for (const api of deps.apis ?? []) app.route("/", api);
   return app;
 }

@@ -125,4 +125,10 @@ export const MIGRATIONS: readonly Migration[] = [
     name: "attempt_dropped_headers",
     sql: ["ALTER TABLE attempts ADD COLUMN dropped_headers TEXT"],
   },
+  {
+    // Why an upstream was last paused, shown beside the pause on the admin page.
+    version: 10,
+    name: "cooldown_reason",
+    sql: ["ALTER TABLE cooldowns ADD COLUMN reason TEXT"],
+  },
 ];

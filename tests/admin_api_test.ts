@@ -19,6 +19,7 @@ import { ADMIN } from "./admin_helpers.ts";
 import {
   chatError,
   chatStream,
+  chatWhole,
   contentThenSilence,
   silentAfterHeaders,
 } from "./fake_upstreams/openai_chat_script.ts";
@@ -240,6 +241,56 @@ Deno.test("health: slots in use, cooldown with its end, recent failures and late
   }, {
     config: (urls) =>
       chatRoute(urls, { failover: { ...patient, failures_to_pause: 2, pause_secs: 600 } }),
+  });
+});
+
+Deno.test("health controls: the pause's reason, resume at once, disable and enable an upstream", async () => {
+  await withUpstreams(2, async (gw, [a, b]) => {
+    a!.setHandler(() => chatError(500, "down"));
+    b!.setHandler(() => chatWhole(good));
+    const ask1 = async () => {
+      const res = await postJson(`${gw.url}/v1/chat/completions`, ask(false));
+      assert.equal(res.status, 200);
+      await res.text();
+    };
+    const health = async () =>
+      (await (await adminFetch(gw, "/admin/api/health")).json()) as HealthView;
+    const control = (id: string, action: string) =>
+      adminFetch(gw, `/admin/api/upstreams/${id}/${action}`, { body: {} });
+    await ask1();
+    let up1 = (await health()).upstreams[0]!;
+    assert.equal(up1.paused, true);
+    assert.equal(up1.pauseReason, "1 failure in a row; last: gw.upstream.error");
+    await ask1();
+    assert.equal(a!.calls.length, 1, "paused: up1 is skipped");
+
+    const resumed = await control("up1", "resume");
+    assert.equal(resumed.status, 200);
+    up1 = (await health()).upstreams[0]!;
+    assert.equal(up1.paused, false);
+    assert.equal(up1.pauseReason, null);
+    a!.setHandler(() => chatWhole(good));
+    await ask1();
+    assert.equal(a!.calls.length, 2, "resumed: up1 is tried again at once");
+
+    assert.equal((await control("up1", "disable")).status, 200);
+    await ask1();
+    assert.equal(a!.calls.length, 2, "disabled: no route sends to up1");
+    assert.equal((await health()).upstreams[0]!.enabled, false);
+    const stored = await loadStoredConfig(gw.db);
+    const body = stored!.body as { upstreams: { id: string; enabled?: boolean }[] };
+    assert.equal(body.upstreams.find((u) => u.id === "up1")!.enabled, false, "stored");
+
+    assert.equal((await control("up1", "enable")).status, 200);
+    await ask1();
+    assert.equal(a!.calls.length, 3, "enabled again");
+    const unknown = await control("nope", "resume");
+    assert.equal(unknown.status, 404);
+    assert.equal((await unknown.json()).error.code, "admin.upstream_not_found");
+    assert.equal((await control("nope", "disable")).status, 404);
+  }, {
+    config: (urls) =>
+      chatRoute(urls, { failover: { ...patient, failures_to_pause: 1, pause_secs: 600 } }),
   });
 });
 

@@ -324,7 +324,13 @@ test({
             assert.match(await text(up1), /0 \/ 64/);
             assert.match(await text(up1), /paused until/, "two failures in a row paused it");
             assert.match(await text(up1), /3 attempts · 2 failed/);
+            assert.match(await text(up1), /2 failures in a row; last: gw\.upstream\.error/);
+            assert.doesNotMatch(await text(up1), /0 failures in a row/);
             await shot(page.locator("#health"), "admin-health");
+            await up1.getByRole("button", { name: "Resume up1" }).click();
+            await page.getByText("Upstream up1 resumed").waitFor(WAIT);
+            await up1.getByText("ok", { exact: true }).waitFor(WAIT);
+            assert.equal(gw.cooldowns.isPaused("up1"), false);
           }, {
             upstreams: 2,
             config: (urls) =>

@@ -12,6 +12,7 @@ import type {
   RepairAction,
   RequestDetail,
   SessionInfo,
+  UpstreamControlResult,
 } from "../api_types.ts";
 
 export type Fetch = (input: string, init?: RequestInit) => Promise<Response>;
@@ -47,7 +48,10 @@ export interface AdminApi {
   repairConfig(actions: RepairAction[]): Promise<ConfigSaved>;
   abortRequest(id: string): Promise<AbortResult>;
   abortSession(id: string): Promise<AbortResult>;
+  controlUpstream(id: string, action: UpstreamAction): Promise<UpstreamControlResult>;
 }
+
+export type UpstreamAction = "resume" | "enable" | "disable";
 
 export interface ApiIo {
   fetch: Fetch;
@@ -109,6 +113,11 @@ export function createAdminApi(io: ApiIo): AdminApi {
       change<AbortResult>(`/request/${encodeURIComponent(id)}/abort`, { method: "POST" }),
     abortSession: (id) =>
       change<AbortResult>(`/sessions/${encodeURIComponent(id)}/abort`, { method: "POST" }),
+    controlUpstream: (id, action) =>
+      change<UpstreamControlResult>(
+        `/admin/api/upstreams/${encodeURIComponent(id)}/${action}`,
+        { method: "POST" },
+      ),
   };
 }
 

@@ -242,7 +242,7 @@ export class Hop {
   fail(error: GatewayError, outcome: "error" | "idle_timeout" = "error"): void {
     if (this.attempt.ended) return;
     this.end(outcome, error);
-    this.opts.deps.cooldowns.failure(this.upstream.id);
+    this.opts.deps.cooldowns.failure(this.upstream.id, error.code);
   }
 
   end(outcome: Parameters<Attempt["end"]>[0], error?: GatewayError): void {
