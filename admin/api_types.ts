@@ -50,6 +50,8 @@ export interface LiveRow {
   elapsedMs: number;
   /** Since content last reached the client; null while none has. */
   idleMs: number | null;
+  /** From the start to the first content sent to the client; null while none has. */
+  firstContentMs: number | null;
   inputTokens: number | null;
   outputTokens: number | null;
   /** The abort switch was thrown and the request is unwinding. */

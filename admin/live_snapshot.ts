@@ -27,6 +27,7 @@ function liveRow(live: LiveRequest, now: number): LiveRow {
     startedAt: r.startedAt,
     elapsedMs: Math.max(0, now - r.startedAt),
     idleMs: live.lastContentAt === null ? null : Math.max(0, now - live.lastContentAt),
+    firstContentMs: r.firstContentMs,
     inputTokens: r.inputTokens,
     outputTokens: r.outputTokens,
     aborting: live.signal.aborted,

@@ -191,12 +191,41 @@ test({
             assert.match(cells, /up1 \(hop 1\)/);
             assert.match(cells, /openai-chat · stream/);
             await shot(page.locator("#live"), "admin-live");
+            // Totals per state, a filter that hides the row, then back.
+            assert.match(await text(page.locator("#live .totals")), /1 request · 1 streaming/);
+            await page.locator('select[name="live-state"]').selectOption("streaming");
+            await page.locator('select[name="live-upstream"]').selectOption("up1");
+            await row.waitFor(WAIT);
+            await page.locator('input[name="live-session"]').fill("nope");
+            await page.locator("#live").getByText("No running request matches.").waitFor(WAIT);
+            await page.locator('input[name="live-session"]').fill("chat");
+            await row.waitFor(WAIT);
+            // Abort asks first, naming the request, with focus on the confirmation; Cancel stops
+            // nothing.
             await row.getByRole("button", { name: "Abort request live-1" }).click();
+            const prompt = page.locator("#live").getByRole("alertdialog");
+            await prompt.waitFor(WAIT);
+            assert.match(await text(prompt), /Abort request live-1\?/);
+            assert.equal(
+              await page.evaluate(() => document.activeElement?.textContent),
+              "Abort request live-1",
+              "focus moves to the confirmation",
+            );
+            await prompt.getByRole("button", { name: "Cancel" }).click();
+            await prompt.waitFor({ state: "detached", ...WAIT });
+            assert.equal(gw.registry.has("live-1"), true, "cancel aborts nothing");
+            await row.getByRole("button", { name: "Abort request live-1" }).click();
+            await prompt.getByRole("button", { name: "Abort request live-1" }).click();
             const result = page.locator("#live .notice");
             await result.waitFor(WAIT);
-            assert.equal(
+            assert.match(
               await text(result),
-              "Aborted request live-1: 1 request stopped (live-1)",
+              /^Aborted request live-1: 1 request stopped \(live-1\)/,
+            );
+            assert.equal(
+              await page.evaluate(() => document.activeElement?.getAttribute("role")),
+              "status",
+              "after the abort, focus is on its result",
             );
             const seen = await rest;
             assert.match(seen, /data: \{"error":/, "the client's stream ends with an error event");
@@ -230,12 +259,16 @@ test({
           }
           await liveRow(page, "sa-2").getByRole("button", { name: "Abort session sess-A" })
             .click();
+          await page.locator("#live").getByRole("alertdialog")
+            .getByRole("button", { name: "Abort session sess-A" }).click();
           const result = page.locator("#live .notice");
           await result.waitFor(WAIT);
-          assert.equal(
+          assert.match(
             await text(result),
-            "Aborted session sess-A: 2 requests stopped (sa-1, sa-2)",
+            /^Aborted session sess-A: 2 requests stopped \(sa-1, sa-2\)/,
           );
+          await result.getByRole("button", { name: "Dismiss" }).click();
+          await result.waitFor({ state: "detached", ...WAIT });
           for (const seen of [await a.rest, await b.rest]) {
             assert.match(seen, /gw\.request\.aborted/);
           }
@@ -245,6 +278,8 @@ test({
           await eventually(async () => await liveRow(page, "sa-1").count() === 0);
           assert.equal(await liveRow(page, "sb-1").count(), 1, "the other session runs on");
           await liveRow(page, "sb-1").getByRole("button", { name: "Abort request sb-1" }).click();
+          await page.locator("#live").getByRole("alertdialog")
+            .getByRole("button", { name: "Abort request sb-1" }).click();
           assert.match(await other.rest, /gw\.request\.aborted/);
         });
       });
@@ -462,6 +497,8 @@ test({
           await shot(page.locator("#live"), "admin-phone-live");
           await liveRow(page, "phone-1").getByRole("button", { name: "Abort request phone-1" })
             .click();
+          await page.locator("#live").getByRole("alertdialog")
+            .getByRole("button", { name: "Abort request phone-1" }).click();
           assert.match(await rest, /gw\.request\.aborted/);
         });
       });
