@@ -34,6 +34,7 @@ export type GatewayCode =
   | "gw.gateway.shutting_down"
   | "config.invalid"
   | "guardrail.blocked"
+  | "guardrail.unchecked"
   | "control.request_not_running"
   | "control.session_not_running";
 

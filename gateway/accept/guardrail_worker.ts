@@ -1,0 +1,37 @@
+/**
+ * The guardrail rules' thread. A backtracking regular expression can run for
+ * minutes on a crafted input (docs/security.md, "Guardrails are bounded"); here
+ * it stalls only this worker, which the serving thread terminates when the
+ * budget is spent.
+ *
+ * Like the history worker, it starts from this one function's source (a
+ * `data:` URL), so the function is self-contained and shares no closure with
+ * this module.
+ */
+export function guardrailWorkerMain(): void {
+  type Rule = { id: string; pattern: string; flags: string };
+  type Message = { id: number; text: string; rules: Rule[] };
+  type Port = {
+    onmessage: ((event: MessageEvent<Message>) => void) | null;
+    postMessage(message: unknown): void;
+  };
+  const port = globalThis as unknown as Port;
+  // Rules change rarely: each pattern is compiled once per worker.
+  const compiled = new Map<string, RegExp>();
+  const regexOf = (rule: Rule) => {
+    const key = `${rule.flags}/${rule.pattern}`;
+    let re = compiled.get(key);
+    if (!re) compiled.set(key, re = new RegExp(rule.pattern, rule.flags));
+    return re;
+  };
+  port.onmessage = (event) => {
+    const { id, text, rules } = event.data;
+    try {
+      const hit = rules.find((rule) => regexOf(rule).test(text));
+      port.postMessage({ id, matched: hit?.id ?? null });
+    } catch (err) {
+      port.postMessage({ id, error: String(err) });
+    }
+  };
+  port.postMessage({ ready: true });
+}
