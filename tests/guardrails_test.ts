@@ -242,8 +242,24 @@ Deno.test("a backtracking rule on a 320 KB prompt never stalls the gateway; the 
     assert.equal(fine.status, 200);
     await fine.body?.cancel();
     assert.equal(up.calls.length, 1);
+
+    // SIGTERM is heard while a rule runs: the process stops within the (scaled) grace period.
+    const stuck = postJson(`${url}/v1/chat/completions`, {
+      model: "chat",
+      messages: [{ role: "user", content: prompt }],
+    }).then((res) => res.body?.cancel(), () => {});
+    await new Promise((r) => setTimeout(r, 300));
+    child.kill("SIGTERM");
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<null>((r) => timer = setTimeout(() => r(null), 10_000));
+    const status = await Promise.race([child.status, late]).finally(() => clearTimeout(timer));
+    assert.ok(status, "the gateway did not stop on SIGTERM within 10 s");
+    assert.equal(status.code, 0);
+    await stuck;
   } finally {
-    child.kill("SIGKILL");
+    try {
+      child.kill("SIGKILL");
+    } catch { /* already stopped */ }
     await child.status;
     await up.close();
   }
