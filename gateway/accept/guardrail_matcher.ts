@@ -1,14 +1,13 @@
 import { guardrailWorkerMain } from "./guardrail_worker.ts";
 
 export interface MatchRule {
-  id: string;
   pattern: string;
   flags: string;
 }
 
 /** `unchecked`: the budget ran out, or the rules could not run at all. */
 export type MatchResult =
-  | { kind: "matched"; ruleId: string }
+  | { kind: "matched"; rule: number } // index into the rules given
   | { kind: "clear" }
   | { kind: "unchecked"; reason: "size" | "budget" | "unavailable" };
 
@@ -21,7 +20,7 @@ interface Job {
 
 const STARTUP_MS = 5_000;
 
-type Reply = { ready: true } | { id: number; matched?: string | null; error?: string };
+type Reply = { ready: true } | { id: number; matched?: number | null; error?: string };
 
 /**
  * Runs guardrail rules on one worker thread, started on first use and reused;
@@ -98,8 +97,9 @@ export class GuardrailMatcher {
       }
       if (reply.id !== this.#running?.id) return;
       if (reply.error !== undefined) this.#finish({ kind: "unchecked", reason: "unavailable" });
-      else if (reply.matched) this.#finish({ kind: "matched", ruleId: reply.matched });
-      else this.#finish({ kind: "clear" });
+      else if (typeof reply.matched === "number") {
+        this.#finish({ kind: "matched", rule: reply.matched });
+      } else this.#finish({ kind: "clear" });
     };
     worker.onerror = (event) => {
       event.preventDefault();
@@ -112,7 +112,8 @@ export class GuardrailMatcher {
   #send(): void {
     const { job, id } = this.#running!;
     this.#arm(job.budgetMs, "budget");
-    this.#worker!.postMessage({ id, text: job.text, rules: job.rules });
+    const rules = job.rules.map(({ pattern, flags }) => ({ pattern, flags }));
+    this.#worker!.postMessage({ id, text: job.text, rules });
   }
 
   #stopWorker(): void {

@@ -9,7 +9,7 @@
  * this module.
  */
 export function guardrailWorkerMain(): void {
-  type Rule = { id: string; pattern: string; flags: string };
+  type Rule = { pattern: string; flags: string };
   type Message = { id: number; text: string; rules: Rule[] };
   type Port = {
     onmessage: ((event: MessageEvent<Message>) => void) | null;
@@ -21,14 +21,15 @@ export function guardrailWorkerMain(): void {
   const regexOf = (rule: Rule) => {
     const key = `${rule.flags}/${rule.pattern}`;
     let re = compiled.get(key);
+    if (compiled.size > 1_000) compiled.clear(); // rules edited many times: start over
     if (!re) compiled.set(key, re = new RegExp(rule.pattern, rule.flags));
     return re;
   };
   port.onmessage = (event) => {
     const { id, text, rules } = event.data;
     try {
-      const hit = rules.find((rule) => regexOf(rule).test(text));
-      port.postMessage({ id, matched: hit?.id ?? null });
+      const hit = rules.findIndex((rule) => regexOf(rule).test(text));
+      port.postMessage({ id, matched: hit < 0 ? null : hit });
     } catch (err) {
       port.postMessage({ id, error: String(err) });
     }

@@ -6,7 +6,7 @@ import { guardedText } from "./guarded_text.ts";
 import type { GuardrailMatcher, MatchResult } from "./guardrail_matcher.ts";
 
 /**
- * SPEC §10 guardrails: checks on a request's input, before any upstream is
+ * Guardrails (docs/observability.md): checks on a request's input, before any upstream is
  * called. `{"enabled": true}` alone is a complete document.
  */
 const RuleSchema = z.object({
@@ -93,7 +93,7 @@ export async function checkGuardrails(
     ? { kind: "unchecked", reason: "size" }
     : await opts.deps.state.guardrailMatcher.match(text, { rules, budgetMs: rails.budget_ms });
   if (result.kind === "matched") {
-    const rule = rules.find((r) => r.id === result.ruleId)!;
+    const rule = rules[result.rule]!;
     throw blocked(`${rule.message} (${rule.id})`);
   }
   if (result.kind === "unchecked") unchecked(result.reason, { rails, deps: opts.deps });
