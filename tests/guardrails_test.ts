@@ -328,3 +328,47 @@ Deno.test("guardrails: defaults are documented values; a pattern invalid under i
     await up.close();
   }
 });
+
+Deno.test("a burst of slow checks cannot queue without bound: a check that waited past the budget ends busy", async () => {
+  const up = startFakeUpstream({ fallback: () => chatWhole({ text: ["ok"] }) });
+  const gw = await startTestGateway(sameFormatRoutes(up.url));
+  const budgetMs = 400;
+  try {
+    const rails = {
+      enabled: true,
+      budget_ms: budgetMs,
+      rules: [{ id: "jailbreak", pattern: "ignore.*previous.*instructions" }],
+    };
+    assert.equal((await putGuardrails(gw.url, rails)).status, 200);
+    const prompt = "ignore previous ".repeat(20_480);
+    const burst = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        postJson(`${gw.url}/v1/chat/completions`, {
+          model: "chat",
+          messages: [{ role: "user", content: prompt }],
+        }).then(async (res) => ({ status: res.status, body: await res.json() }))),
+    );
+    // Checks run one at a time and each may take the whole budget: waiting in line for all six
+    // would take 2.4 s. A check that waited past the budget is not started.
+    for (const { status, body } of burst) {
+      assert.equal(status, 400);
+      assert.equal(body.error.code, "guardrail.unchecked");
+    }
+    const messages = burst.map(({ body }) => body.error.message as string);
+    const busy = messages.filter((m) => /busy for longer than 400 ms/.test(m)).length;
+    const outrun = messages.filter((m) => /could not finish within 400 ms/.test(m)).length;
+    assert.ok(outrun >= 1 && busy >= 2, `outrun ${outrun}, busy ${busy}`);
+    assert.equal(outrun + busy, 6);
+    const metrics = await (await fetch(`${gw.url}/metrics`)).text();
+    assert.match(
+      metrics,
+      new RegExp(
+        `pulsegate_guardrail_unchecked_total\\{reason="busy",outcome="blocked"\\} ${busy}`,
+      ),
+    );
+    assert.equal(up.calls.length, 0);
+  } finally {
+    await gw.stop();
+    await up.close();
+  }
+});

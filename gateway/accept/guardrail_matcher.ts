@@ -1,21 +1,30 @@
-import { guardrailWorkerMain } from "./guardrail_worker.ts";
+import { spawnGuardrailWorker } from "./guardrail_worker.ts";
 
 export interface MatchRule {
   pattern: string;
   flags: string;
 }
 
-/** `unchecked`: the budget ran out, or the rules could not run at all. */
+/**
+ * Why a request was not checked in full: text over the cap (`size`, decided by
+ * the caller), the rules outran the budget (`budget`), the worker was busy for
+ * longer than the budget (`busy`), or no worker could run them (`unavailable`).
+ */
+export type UncheckedReason = "size" | "budget" | "busy" | "unavailable";
+
 export type MatchResult =
   | { kind: "matched"; rule: number } // index into the rules given
   | { kind: "clear" }
-  | { kind: "unchecked"; reason: "size" | "budget" | "unavailable" };
+  | { kind: "unchecked"; reason: UncheckedReason };
 
 interface Job {
   text: string;
   rules: MatchRule[];
   budgetMs: number;
   resolve: (result: MatchResult) => void;
+  queuedAt: number;
+  /** `#startupMs()` when queued: time spent starting a worker is not counted as waiting. */
+  startupAt: number;
 }
 
 const STARTUP_MS = 5_000;
@@ -27,7 +36,9 @@ type Reply = { ready: true } | { id: number; matched?: number | null; error?: st
  * checks run one at a time. Each check gets `budgetMs` from the moment the
  * worker starts on it; past that the worker is terminated (which stops even a
  * regular expression stuck in backtracking) and the next check starts a fresh
- * one. The serving thread never runs a rule, so it never blocks on one.
+ * one. A check that waited longer than its budget for the worker is not
+ * started (`busy`), so a burst of slow checks cannot grow the wait without
+ * bound. The serving thread never runs a rule, so it never blocks on one.
  *
  * The budget is real time, deliberately not scaled by the gateway clock: it
  * bounds CPU work, not a protocol wait (docs/security.md).
@@ -39,11 +50,14 @@ export class GuardrailMatcher {
   #running: { job: Job; id: number; timer?: ReturnType<typeof setTimeout> } | null = null;
   #next = 0;
   #closed = false;
+  #startupDone = 0;
+  #startingSince: number | null = null;
 
   match(text: string, opts: { rules: MatchRule[]; budgetMs: number }): Promise<MatchResult> {
     if (this.#closed) return Promise.resolve({ kind: "unchecked", reason: "unavailable" });
     return new Promise((resolve) => {
-      this.#queue.push({ text, rules: opts.rules, budgetMs: opts.budgetMs, resolve });
+      const queued = { queuedAt: performance.now(), startupAt: this.#startupMs() };
+      this.#queue.push({ text, rules: opts.rules, budgetMs: opts.budgetMs, resolve, ...queued });
       this.#pump();
     });
   }
@@ -59,8 +73,9 @@ export class GuardrailMatcher {
   }
 
   #pump(): void {
-    if (this.#running || this.#queue.length === 0) return;
-    const job = this.#queue.shift()!;
+    if (this.#running) return;
+    const job = this.#nextJob();
+    if (!job) return;
     this.#running = { job, id: this.#next++ };
     try {
       this.#worker ??= this.#start();
@@ -83,14 +98,29 @@ export class GuardrailMatcher {
     }, ms);
   }
 
+  /** The first queued job that has not waited past its budget; the others end `busy`. */
+  #nextJob(): Job | undefined {
+    for (let job = this.#queue.shift(); job; job = this.#queue.shift()) {
+      const waited = performance.now() - job.queuedAt - (this.#startupMs() - job.startupAt);
+      if (waited <= job.budgetMs) return job;
+      job.resolve({ kind: "unchecked", reason: "busy" });
+    }
+  }
+
+  /** Total time spent starting workers so far, the one in progress included. */
+  #startupMs(): number {
+    const since = this.#startingSince;
+    return this.#startupDone + (since === null ? 0 : performance.now() - since);
+  }
+
   #start(): Worker {
-    const source = `(${guardrailWorkerMain.toString()})()`;
-    const worker = new Worker(`data:application/javascript,${encodeURIComponent(source)}`, {
-      type: "module",
-    });
+    this.#startingSince = performance.now();
+    const worker = spawnGuardrailWorker();
     worker.onmessage = (event: MessageEvent<Reply>) => {
       const reply = event.data;
       if ("ready" in reply) {
+        this.#startupDone = this.#startupMs();
+        this.#startingSince = null;
         this.#ready = true;
         if (this.#running) this.#send();
         return;
@@ -117,6 +147,8 @@ export class GuardrailMatcher {
   }
 
   #stopWorker(): void {
+    this.#startupDone = this.#startupMs();
+    this.#startingSince = null;
     this.#worker?.terminate();
     this.#worker = null;
     this.#ready = false;

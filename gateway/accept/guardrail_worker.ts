@@ -36,3 +36,11 @@ export function guardrailWorkerMain(): void {
   };
   port.postMessage({ ready: true });
 }
+
+/** Throws where the runtime has no workers. */
+export function spawnGuardrailWorker(): Worker {
+  const source = `(${guardrailWorkerMain.toString()})()`;
+  return new Worker(`data:application/javascript,${encodeURIComponent(source)}`, {
+    type: "module",
+  });
+}

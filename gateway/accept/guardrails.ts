@@ -3,7 +3,7 @@ import { GatewayError } from "../runtime/gateway_error.ts";
 import type { Logger } from "../runtime/logger.ts";
 import type { Metrics } from "../runtime/metrics.ts";
 import { guardedText } from "./guarded_text.ts";
-import type { GuardrailMatcher, MatchResult } from "./guardrail_matcher.ts";
+import type { GuardrailMatcher, MatchResult, UncheckedReason } from "./guardrail_matcher.ts";
 
 /**
  * Guardrails (docs/observability.md): checks on a request's input, before any upstream is
@@ -40,11 +40,11 @@ export const GuardrailsSchema = z.object({
     ),
   budget_ms: z.int().min(1).max(60_000).default(250)
     .describe(
-      "Real milliseconds all rules together may run on one request (on a worker thread, never the serving thread); past it `on_unchecked` decides. Not scaled by the test time scale.",
+      "Real milliseconds all rules together may run on one request (on a worker thread, never the serving thread), and the longest a check waits for that worker; past it `on_unchecked` decides. Not scaled by the test time scale.",
     ),
   on_unchecked: z.enum(["block", "allow"]).default("block")
     .describe(
-      "What happens to a request the rules could not check in full (text over `max_checked_chars`, budget spent, worker unavailable): `block` answers 400 `guardrail.unchecked`; `allow` forwards it. Either way it is logged and counted in `pulsegate_guardrail_unchecked_total`.",
+      "What happens to a request the rules could not check in full (text over `max_checked_chars`, budget spent, worker busy for longer than the budget, or unavailable): `block` answers 400 `guardrail.unchecked`; `allow` forwards it. Either way it is logged and counted in `pulsegate_guardrail_unchecked_total`.",
     ),
   rules: z.array(RuleSchema).default([]).describe("Patterns that block a request."),
 }).strict();
@@ -103,11 +103,12 @@ const UNCHECKED_WHY = {
   size: (rails: Guardrails) =>
     `input is longer than the ${rails.max_checked_chars} characters the guardrails read`,
   budget: (rails: Guardrails) => `the guardrails could not finish within ${rails.budget_ms} ms`,
+  busy: (rails: Guardrails) => `the guardrails were busy for longer than ${rails.budget_ms} ms`,
   unavailable: () => "the guardrails could not run",
 };
 
 function unchecked(
-  reason: "size" | "budget" | "unavailable",
+  reason: UncheckedReason,
   opts: { rails: Guardrails; deps: GuardrailDeps },
 ): void {
   const outcome = opts.rails.on_unchecked === "block" ? "blocked" : "allowed";
