@@ -127,7 +127,9 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
     loopback,
     shuttingDown: false,
     guardrails: () => observability.guardrails,
-    guardrailMatcher: new GuardrailMatcher(),
+    guardrailMatcher: new GuardrailMatcher({
+      onUnavailable: (err) => log.event("guardrail.worker_unavailable", { error: String(err) }),
+    }),
   };
   const cooldowns = new Cooldowns(clock, {
     policy: () => {

@@ -4,6 +4,7 @@ import { postJson, startTestGateway } from "./harness.ts";
 import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
 import { spawnGateway } from "./spawn_gateway.ts";
+import { GuardrailMatcher } from "../gateway/accept/guardrail_matcher.ts";
 
 const PHRASE = "exfiltrate the vault";
 const RULE = { id: "vault", pattern: "exfiltrate\\s+the\\s+vault", message: "no vault talk" };
@@ -370,5 +371,44 @@ Deno.test("a burst of slow checks cannot queue without bound: a check that waite
   } finally {
     await gw.stop();
     await up.close();
+  }
+});
+
+Deno.test("matcher: answers the first matching rule, and without workers ends unavailable, said once", async () => {
+  const rules = [{ pattern: "b+c", flags: "" }, { pattern: "A", flags: "i" }];
+  const matcher = new GuardrailMatcher();
+  try {
+    assert.deepEqual(await matcher.match("xabbc", { rules, budgetMs: 5_000 }), {
+      kind: "matched",
+      rule: 0,
+    });
+    assert.deepEqual(await matcher.match("xa", { rules, budgetMs: 5_000 }), {
+      kind: "matched",
+      rule: 1,
+    });
+    assert.deepEqual(await matcher.match("xyz", { rules, budgetMs: 5_000 }), { kind: "clear" });
+  } finally {
+    matcher.close();
+  }
+  const real = globalThis.Worker;
+  globalThis.Worker = class {
+    constructor() {
+      throw new Error("no workers here");
+    }
+  } as unknown as typeof Worker;
+  const heard: unknown[] = [];
+  const bare = new GuardrailMatcher({ onUnavailable: (err) => heard.push(err) });
+  try {
+    for (let i = 0; i < 2; i++) {
+      assert.deepEqual(await bare.match("abc", { rules, budgetMs: 5_000 }), {
+        kind: "unchecked",
+        reason: "unavailable",
+      });
+    }
+    assert.equal(heard.length, 1);
+    assert.match(String(heard[0]), /no workers here/);
+  } finally {
+    globalThis.Worker = real;
+    bare.close();
   }
 });

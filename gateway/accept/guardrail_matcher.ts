@@ -1,9 +1,4 @@
-import { spawnGuardrailWorker } from "./guardrail_worker.ts";
-
-export interface MatchRule {
-  pattern: string;
-  flags: string;
-}
+import { type MatchRule, spawnGuardrailWorker, type WorkerReply } from "./guardrail_worker.ts";
 
 /**
  * Why a request was not checked in full: text over the cap (`size`, decided by
@@ -29,8 +24,6 @@ interface Job {
 
 const STARTUP_MS = 5_000;
 
-type Reply = { ready: true } | { id: number; matched?: number | null; error?: string };
-
 /**
  * Runs guardrail rules on one worker thread, started on first use and reused;
  * checks run one at a time. Each check gets `budgetMs` from the moment the
@@ -52,6 +45,11 @@ export class GuardrailMatcher {
   #closed = false;
   #startupDone = 0;
   #startingSince: number | null = null;
+  /** Why `new Worker` threw: said once, then every check ends `unavailable` at once. */
+  #noWorkers: Error | null = null;
+
+  /** `onUnavailable` hears why a worker could not start (a runtime without workers). */
+  constructor(private opts: { onUnavailable?: (err: unknown) => void } = {}) {}
 
   match(text: string, opts: { rules: MatchRule[]; budgetMs: number }): Promise<MatchResult> {
     if (this.#closed) return Promise.resolve({ kind: "unchecked", reason: "unavailable" });
@@ -78,9 +76,12 @@ export class GuardrailMatcher {
     if (!job) return;
     this.#running = { job, id: this.#next++ };
     try {
+      if (this.#noWorkers) throw this.#noWorkers;
       this.#worker ??= this.#start();
-    } catch {
+    } catch (err) {
       // A runtime without workers cannot bound a rule's time: the rules do not run.
+      if (!this.#noWorkers) this.opts.onUnavailable?.(err);
+      this.#noWorkers ??= err instanceof Error ? err : new Error(String(err));
       return this.#finish({ kind: "unchecked", reason: "unavailable" });
     }
     if (this.#ready) return this.#send();
@@ -116,7 +117,7 @@ export class GuardrailMatcher {
   #start(): Worker {
     this.#startingSince = performance.now();
     const worker = spawnGuardrailWorker();
-    worker.onmessage = (event: MessageEvent<Reply>) => {
+    worker.onmessage = (event: MessageEvent<WorkerReply>) => {
       const reply = event.data;
       if ("ready" in reply) {
         this.#startupDone = this.#startupMs();
@@ -133,6 +134,7 @@ export class GuardrailMatcher {
     };
     worker.onerror = (event) => {
       event.preventDefault();
+      this.opts.onUnavailable?.(event.message);
       this.#stopWorker();
       this.#finish({ kind: "unchecked", reason: "unavailable" });
     };

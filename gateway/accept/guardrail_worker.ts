@@ -1,3 +1,12 @@
+/** A rule as the worker gets it. */
+export interface MatchRule {
+  pattern: string;
+  flags: string;
+}
+
+/** `matched`: the index of the first rule that matched, or null. */
+export type WorkerReply = { ready: true } | { id: number; matched?: number | null; error?: string };
+
 /**
  * The guardrail rules' thread. A backtracking regular expression can run for
  * minutes on a crafted input (docs/security.md, "Guardrails are bounded"); here
