@@ -27,6 +27,7 @@ import { createApp, type ServerDeps } from "./server.ts";
 import { isLoopback, type Settings } from "./settings.ts";
 import { Slots } from "./route/slots.ts";
 import { shuttingDown } from "./forward/stop_reasons.ts";
+import { GuardrailMatcher } from "./accept/guardrail_matcher.ts";
 
 /** Upstream connections idle this long are not reused. */
 const UPSTREAM_POOL_IDLE_MS = 4_000;
@@ -126,6 +127,9 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
     loopback,
     shuttingDown: false,
     guardrails: () => observability.guardrails,
+    guardrailMatcher: new GuardrailMatcher({
+      onUnavailable: (err) => log.event("guardrail.worker_unavailable", { error: String(err) }),
+    }),
   };
   const cooldowns = new Cooldowns(clock, {
     policy: () => {
@@ -241,6 +245,7 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
       stopHeartbeat();
       await writer.close();
       await exporter.close();
+      state.guardrailMatcher.close();
       httpClient.close();
       await executor.close();
       db.close();

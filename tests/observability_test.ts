@@ -20,7 +20,14 @@ Deno.test("guardrails: {enabled: true} alone is valid; a blocking rule answers 4
   try {
     const on = await api(`${gw.url}/admin/api/guardrails`, "PUT", { enabled: true });
     assert.equal(on.status, 200);
-    assert.deepEqual(await on.json(), { enabled: true, max_input_chars: null, rules: [] });
+    assert.deepEqual(await on.json(), {
+      enabled: true,
+      max_input_chars: null,
+      max_checked_chars: 1_000_000,
+      budget_ms: 250,
+      on_unchecked: "block",
+      rules: [],
+    });
     const bad = await api(`${gw.url}/admin/api/guardrails`, "PUT", { enabled: true, rulez: [] });
     assert.equal(bad.status, 400);
     assert.equal((await bad.json()).problems[0].path, "rulez");

@@ -9,6 +9,7 @@ import type { ForwardDeps } from "../forward/hop.ts";
 import type { IrRequest } from "../formats/ir.ts";
 import { type HistorySink, LiveRequest } from "../live/live_request.ts";
 import { checkGuardrails, type Guardrails } from "./guardrails.ts";
+import type { GuardrailMatcher } from "./guardrail_matcher.ts";
 import { readJsonBody } from "./read_body.ts";
 import { boundedSession, headerSession } from "./session_ids.ts";
 import { isRecord } from "../formats/json.ts";
@@ -26,8 +27,9 @@ export interface RunState {
   /** Proxy open without keys is only allowed on loopback (docs/design.md "Client API"). */
   loopback: boolean;
   shuttingDown: boolean;
-  /** docs/observability.md guardrails in force. */
+  /** Guardrails in force (docs/observability.md), and the worker their rules run on. */
   guardrails: () => Guardrails;
+  guardrailMatcher: GuardrailMatcher;
 }
 
 export interface ProxyDeps extends Omit<ForwardDeps, "config"> {
@@ -197,7 +199,7 @@ async function begin(
     live.record.sessionId ??= ir.sessionHint === undefined ? null : boundedSession(ir.sessionHint);
     const route = routeFor(config, { model: ir.model, keyId: key });
     live.metricsRoute = route.model;
-    checkGuardrails(ir, deps.state.guardrails());
+    await checkGuardrails(body, { model: ir.model, deps });
     return { config, ir, body, route };
   } catch (err) {
     return GatewayError.from(err);

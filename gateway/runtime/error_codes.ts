@@ -37,6 +37,7 @@ export const ERROR_CODES = {
   "gw.gateway.shutting_down": { source: "gateway", status: 503 },
   "config.invalid": { source: "config", status: 503 },
   "guardrail.blocked": { source: "client", status: 400 },
+  "guardrail.unchecked": { source: "client", status: 400 },
   "control.request_not_running": { source: "client", status: 404 },
   "control.session_not_running": { source: "client", status: 404 },
 } as const satisfies Record<string, { source: FailureSource; status: number }>;

@@ -88,6 +88,10 @@ export class Metrics {
     "pulsegate_history_dropped_rows_total",
     "History rows dropped because the pending bound was hit.",
   );
+  guardrailUnchecked = new Counter(
+    "pulsegate_guardrail_unchecked_total",
+    "Requests the guardrails could not check in full, by reason and outcome (blocked, allowed).",
+  );
   firstContent = new Histogram(
     "pulsegate_time_to_first_content_seconds",
     "Time from request start to first content sent, by route.",
@@ -128,6 +132,7 @@ export class Metrics {
       this.duration.render(),
       this.tokens.render(),
       this.historyDropped.render(),
+      this.guardrailUnchecked.render(),
     ].join("\n") + "\n";
   }
 }
