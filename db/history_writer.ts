@@ -20,6 +20,8 @@ export interface HistoryWriterOptions {
   onError?: (err: unknown) => void;
   /** Where batches run; default: on this thread through `db`. The caller closes it. */
   executor?: BatchExecutor;
+  /** Told each time rows are discarded unwritten (the bound, or `abandon`), for the metric. */
+  onDropped?: (rows: number) => void;
   /** Told how long each successful batch took, for measurement (the benchmark). */
   onBatch?: (batch: { ms: number; rows: number }) => void;
   /**
@@ -74,6 +76,7 @@ export class HistoryWriter {
   readonly #batchSize: number;
   readonly #after: (ms: number, fn: () => void) => () => void;
   readonly #onError: (err: unknown) => void;
+  readonly #onDropped: (rows: number) => void;
   // Insertion order is age order: re-queuing a row moves it to the young end.
   readonly #pending = new Map<string, Pending>();
   #disarmTimer: (() => void) | null = null;
@@ -96,6 +99,7 @@ export class HistoryWriter {
     this.#batchSize = Math.max(1, opts.batchSize ?? 200);
     this.#after = opts.after ?? timerFrom(opts);
     this.#onError = opts.onError ?? (() => {});
+    this.#onDropped = opts.onDropped ?? (() => {});
   }
 
   writeRequest(record: RequestRecord): void {
@@ -136,6 +140,17 @@ export class HistoryWriter {
     return landed;
   }
 
+  /**
+   * Discards every row still queued, counting them as dropped, and answers how many. For
+   * shutdown with the database away: those rows are lost, and the operator must hear of it.
+   */
+  abandon(): number {
+    const lost = this.#pending.size;
+    this.#pending.clear();
+    this.#countDropped(lost);
+    return lost;
+  }
+
   stats(): HistoryWriterStats {
     return {
       pending: this.#pending.size,
@@ -158,7 +173,17 @@ export class HistoryWriter {
     const oldest = this.#pending.keys().next();
     if (oldest.done) return;
     this.#pending.delete(oldest.value);
-    this.#dropped++;
+    this.#countDropped(1);
+  }
+
+  #countDropped(rows: number): void {
+    if (rows === 0) return;
+    this.#dropped += rows;
+    try {
+      this.#onDropped(rows);
+    } catch (err) {
+      this.#report(err);
+    }
   }
 
   #arm(ms: number): void {

@@ -110,6 +110,7 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
     onBatch: opts.onHistoryBatch,
     after: (ms, fn) => clock.after(ms, fn),
     onError: (err) => log.event("history.write_failed", { error: String(err) }),
+    onDropped: (rows) => metrics.historyDropped.inc({}, rows),
   });
   // Pooled connections idle longer than a server's keep-alive timeout (Node's is 5 s) may be
   // closed under us; reusing one fails the next call with "connection reset". Drop them sooner.
@@ -239,7 +240,10 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
       graceOver.abort();
       await serverDone;
       stopHeartbeat();
-      await writer.close();
+      if (!await writer.close()) {
+        // The database is away and will not see these rows: say how many, once.
+        log.event("history.rows_lost_at_shutdown", { rows: writer.abandon() });
+      }
       await exporter.close();
       httpClient.close();
       await executor.close();
