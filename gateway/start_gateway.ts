@@ -26,6 +26,7 @@ import type { RunState } from "./accept/proxy.ts";
 import { createApp, type ServerDeps } from "./server.ts";
 import { isLoopback, type Settings } from "./settings.ts";
 import { Slots } from "./route/slots.ts";
+import { RefusedBudget } from "./accept/refused_budget.ts";
 import { shuttingDown } from "./forward/stop_reasons.ts";
 
 /** Upstream connections idle this long are not reused. */
@@ -171,6 +172,7 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
     // database that cannot answer does not refuse the request; the upsert still keeps a closed row.
     requestIdTaken: async (id) =>
       writer.holdsRequest(id) || await requestExists(db, id).catch(() => false),
+    refusedBudget: new RefusedBudget(clock),
     adminToken: settings.adminToken,
     db,
     metricsOpen: (opts.metricsOpen ?? settings.metricsOpen) && loopback,
