@@ -26,6 +26,7 @@ import type { RunState } from "./accept/proxy.ts";
 import { createApp, type ServerDeps } from "./server.ts";
 import { isLoopback, type Settings } from "./settings.ts";
 import { Slots } from "./route/slots.ts";
+import { forwardingOn } from "./live/abort_forwarding.ts";
 import { RefusedBudget } from "./accept/refused_budget.ts";
 import { shuttingDown } from "./forward/stop_reasons.ts";
 
@@ -174,6 +175,8 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
       writer.holdsRequest(id) || await requestExists(db, id).catch(() => false),
     refusedBudget: new RefusedBudget(clock),
     adminToken: settings.adminToken,
+    peerSecret: settings.peerSecret,
+    publicUrl: settings.publicUrl,
     db,
     metricsOpen: (opts.metricsOpen ?? settings.metricsOpen) && loopback,
     admin: {
@@ -215,7 +218,9 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
       note: "no config given: serving the built-in demo route 'demo' with SIMULATED upstreams",
     });
   }
-  await registerInstance(db, instanceId, { now: clock.now(), url: settings.publicUrl ?? url });
+  // Only an instance the others can sign for may be sent aborts (docs/scaling.md).
+  const reachAt = forwardingOn(settings) ? settings.publicUrl : undefined;
+  await registerInstance(db, instanceId, { now: clock.now(), url: reachAt });
   const stopHeartbeat = startHeartbeat(db, {
     instanceId,
     clock,
