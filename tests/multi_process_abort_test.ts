@@ -261,9 +261,13 @@ Deno.test("two gateway processes: an abort at either stops a request from its fi
       });
       assert.equal(tampered.status, 401);
       await tampered.body?.cancel();
-      const genuine = await forged(await signed(PEER_SECRET, Date.now()));
+      const valid = await signed(PEER_SECRET, Date.now());
+      const genuine = await forged(valid);
       assert.equal(genuine.status, 200, "the same call signed with the shared secret stops it");
       assert.deepEqual(await genuine.json(), { requests: ["guarded-1"] });
+      const replayed = await forged(valid);
+      assert.equal(replayed.status, 401, "a signed call is honoured once");
+      await replayed.body?.cancel();
       assert.match(await readToEnd(res), ABORTED_EVENT);
     });
 

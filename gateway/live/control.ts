@@ -11,7 +11,7 @@ import {
 import { findKey, presentedKey } from "../accept/auth.ts";
 import type { ProxyDeps } from "../accept/proxy.ts";
 import { type AbortScope, mayAbort } from "./abort_scope.ts";
-import { peerScope } from "./peer_scope.ts";
+import { peerScope, SeenSignatures } from "./peer_scope.ts";
 import { ERROR_CODE_HEADER } from "../runtime/gateway_error.ts";
 import { abortedByOperator } from "../forward/stop_reasons.ts";
 
@@ -45,10 +45,12 @@ export function controlRoutes(deps: ControlDeps): Hono {
     peerSecret: deps.peerSecret,
     publicUrl: deps.publicUrl,
   };
+  const seen = new SeenSignatures();
   /** The caller's scope; a 401 when it proves none. A forwarded call proves it by signature. */
   const scopeOf = async (request: Request): Promise<AbortScope | Response> => {
     if (isForwarded(request)) {
-      const scope = await peerScope(request, { secret: deps.peerSecret, now: deps.clock.now() });
+      const now = deps.clock.now();
+      const scope = await peerScope(request, { secret: deps.peerSecret, now, seen });
       return scope ?? deny(401, "instance call without a valid peer signature");
     }
     if (isAdmin(request, access())) return { admin: true };

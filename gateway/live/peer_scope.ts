@@ -1,6 +1,30 @@
 import { isRecord, parseJson } from "../formats/json.ts";
 import { type AbortScope, scopeFromJson } from "./abort_scope.ts";
-import { PEER_BODY_MAX_BYTES, verifyPeerCall } from "./peer_signature.ts";
+import {
+  PEER_BODY_MAX_BYTES,
+  PEER_SIGNATURE_HEADER,
+  PEER_SIGNATURE_WINDOW_MS,
+  verifyPeerCall,
+} from "./peer_signature.ts";
+
+/**
+ * Signatures already honoured, until their window closes: a call copied off the wire cannot be
+ * played again. Bounded by the window: at most the calls of the last minute.
+ */
+export class SeenSignatures {
+  #until = new Map<string, number>();
+
+  /** True the first time a signature is seen within its window. */
+  fresh(signature: string, now: number): boolean {
+    for (const [seen, until] of this.#until) {
+      if (until >= now) break;
+      this.#until.delete(seen);
+    }
+    if (this.#until.has(signature)) return false;
+    this.#until.set(signature, now + 2 * PEER_SIGNATURE_WINDOW_MS);
+    return true;
+  }
+}
 
 /**
  * The scope a forwarded abort acts for, read from its signed body; null when the call is not
@@ -10,7 +34,7 @@ import { PEER_BODY_MAX_BYTES, verifyPeerCall } from "./peer_signature.ts";
  */
 export async function peerScope(
   request: Request,
-  opts: { secret: string | undefined; now: number },
+  opts: { secret: string | undefined; now: number; seen: SeenSignatures },
 ): Promise<AbortScope | null> {
   if (!opts.secret) return null;
   const body = await boundedText(request);
@@ -21,6 +45,7 @@ export async function peerScope(
     now: opts.now,
   });
   if (!valid) return null;
+  if (!opts.seen.fresh(request.headers.get(PEER_SIGNATURE_HEADER) ?? "", opts.now)) return null;
   const parsed = parseJson(body);
   return scopeFromJson(isRecord(parsed) ? parsed.scope : null);
 }
