@@ -69,6 +69,13 @@ async function admit(
     return { id: crypto.randomUUID(), admitted: GatewayError.from(err), refused: true };
   }
   if (asked === null) return { id: crypto.randomUUID(), admitted };
+  if (!REQUEST_ID.test(asked)) {
+    // Bad input like any other: answered 400 and recorded, under an id of its own.
+    const err = clientError("x-request-id must be 1-128 characters of A-Za-z0-9._:-", {
+      param: "x-request-id",
+    });
+    return { id: crypto.randomUUID(), admitted: err };
+  }
   if (await deps.requestIdTaken(asked)) return duplicate(asked, "was already used");
   return { id: asked, admitted };
 }
@@ -94,12 +101,6 @@ export async function handleProxy(
 ): Promise<Response> {
   const { codec, deps } = opts;
   const asked = request.headers.get("x-request-id");
-  if (asked !== null && !REQUEST_ID.test(asked)) {
-    const err = clientError("x-request-id must be 1-128 characters of A-Za-z0-9._:-", {
-      param: "x-request-id",
-    });
-    return errorResponse(codec, err, { requestId: crypto.randomUUID() });
-  }
   let { id, admitted, refused = false } = await admit(request, { asked, deps });
   if (refused && admitted instanceof GatewayError && !deps.refusedBudget.take()) {
     // Beyond the budget a refusal costs no row and no queue slot (docs/security.md).
