@@ -1,4 +1,5 @@
 import { describeSkipped, inexpressible, planCandidates } from "../route/candidates.ts";
+import { affinitySession } from "../route/affinity.ts";
 import type { UpstreamKind } from "../formats/format.ts";
 import { clientError, GatewayError } from "../runtime/gateway_error.ts";
 import {
@@ -89,7 +90,7 @@ function planFor(
   const skipped = new Map<string, string[]>();
   const plan = planCandidates(req.route, {
     deps,
-    sessionId: req.live.record.sessionId,
+    sessionId: affinitySession(req.live.record),
     // A candidate that cannot be sent the request is passed over, not tried:
     // no attempt row, no cooldown charge, no place in "tried".
     accept: ({ upstream }) => {
@@ -149,7 +150,8 @@ async function tryCandidate(
 }
 
 function isAffine(target: Candidate, req: ForwardRequest, deps: ForwardDeps): boolean {
-  return deps.affinity.get(req.route.model, req.live.record.sessionId) === target.upstream.id;
+  return deps.affinity.get(req.route.model, affinitySession(req.live.record)) ===
+    target.upstream.id;
 }
 
 async function takeSlot(

@@ -17,7 +17,7 @@ import type { Metrics } from "../runtime/metrics.ts";
 import type { Slots } from "../route/slots.ts";
 import { idleTimeout, stopReason } from "./stop_reasons.ts";
 import { isRetryableStatus, retryAfterSecs } from "./upstream_error.ts";
-import type { Affinity } from "../route/affinity.ts";
+import { type Affinity, affinitySession } from "../route/affinity.ts";
 
 /**
  * The reason a finished hop's connection is dropped. Shared and plain: the
@@ -203,7 +203,7 @@ export class Hop {
       this.reportIdle("before_content");
       this.fail(reason, "idle_timeout");
       this.opts.deps.affinity.drop(this.req.route.model, {
-        sessionId: this.req.live.record.sessionId,
+        sessionId: affinitySession(this.req.live.record),
         upstream: this.upstream.id,
       });
       return { kind: "next", error: reason };
@@ -253,7 +253,7 @@ export class Hop {
   succeeded(): void {
     this.opts.deps.cooldowns.success(this.upstream.id);
     this.opts.deps.affinity.set(this.req.route.model, {
-      sessionId: this.req.live.record.sessionId,
+      sessionId: affinitySession(this.req.live.record),
       upstream: this.upstream.id,
     });
   }
