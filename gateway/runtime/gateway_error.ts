@@ -16,6 +16,7 @@ export type GatewayCode =
   | "gw.upstream.bad_response"
   | "gw.upstream.incomplete"
   | "gw.upstream.unavailable"
+  | "gw.upstream.hedge_lost"
   | "gw.request.aborted"
   | "gw.client.disconnected"
   | "gw.client.invalid_json"
