@@ -13,7 +13,11 @@ import type { ConfigInput } from "../gateway/config/schema.ts";
 import { eventually, postJson, startTestGateway, type TestGateway } from "./harness.ts";
 import { ADMIN, adminFetch } from "./admin_helpers.ts";
 import { type FakeUpstream, type Script, startFakeUpstream } from "./fake_upstreams/server.ts";
-import { chatStreamBlocks, chatWholeBody } from "./fake_upstreams/openai_chat_script.ts";
+import {
+  chatStreamBlocks,
+  chatWholeBody,
+  openAiErrorBody,
+} from "./fake_upstreams/openai_chat_script.ts";
 import {
   responsesStreamChunks,
   responsesWholeBody,
@@ -402,6 +406,75 @@ Deno.test("a hedged hop that fails before content leaves the other running", asy
         "error",
       ]]);
       assert.equal(gw.cooldowns.get("b").consecutiveFailures, 1, "B's 500 is still B's failure");
+    },
+  );
+});
+
+Deno.test("an abort stops every hedged hop; none is recorded as lost", async () => {
+  await withRace(
+    { n: 2, config: (ups) => hedgeConfig("openai-chat", ups) },
+    async ({ gw, ups, gates }) => {
+      const [a, b] = ups as [FakeUpstream, FakeUpstream];
+      a.enqueue(script("openai-chat", { text: "from A", stream: false, gate: gates[0]!.promise }));
+      b.enqueue(script("openai-chat", { text: "from B", stream: false, gate: gates[1]!.promise }));
+      const { path, body } = rawRequest("openai-chat", false);
+      const pending = postJson(`${gw.url}${path}`, body, { "x-request-id": "hedge-abort" });
+      await eventually(() => b.calls.length === 1);
+      const abort = await adminFetch(gw, "/request/hedge-abort/abort", { method: "POST" });
+      assert.deepEqual(await abort.json(), { requests: ["hedge-abort"] });
+      const res = await pending;
+      assert.equal(res.status, 499);
+      await res.body?.cancel();
+      assert.equal(await closedWithin(a, 2000), "cancelled");
+      assert.equal(await closedWithin(b, 2000), "cancelled");
+      const { request, attempts } = await gw.row("hedge-abort");
+      assert.equal(request.errorCode, "gw.request.aborted");
+      assert.deepEqual(attempts.map((x) => [x.upstream, x.outcome]), [
+        ["a", "aborted"],
+        ["b", "aborted"],
+      ]);
+    },
+  );
+});
+
+Deno.test("a candidate's own hedge_after_secs hedges it on a route that does not", async () => {
+  const config = (ups: FakeUpstream[]) => {
+    const c = hedgeConfig("gemini", ups);
+    const route = c.routes[0]!;
+    delete route.hedge_after_secs;
+    route.candidates[0]!.hedge_after_secs = 1;
+    return c;
+  };
+  await withRace({ n: 2, config }, async ({ gw, ups, gates }) => {
+    const [a, b] = ups as [FakeUpstream, FakeUpstream];
+    a.enqueue(script("gemini", { text: "from A", stream: false, gate: gates[0]!.promise }));
+    b.enqueue(script("gemini", { text: "from B", stream: false }));
+    const text = await sdkText(gw, { kind: "gemini", stream: false, id: "hedge-override" });
+    assert.equal(text, "from B");
+    await assertHedgeLost(gw, { id: "hedge-override", loser: "a", winner: "b" });
+  });
+});
+
+Deno.test("a caller's error from the hedge ends the request; the silent hop is cancelled", async () => {
+  await withRace(
+    { n: 2, config: (ups) => hedgeConfig("openai-chat", ups) },
+    async ({ gw, ups, gates }) => {
+      const [a, b] = ups as [FakeUpstream, FakeUpstream];
+      a.enqueue(script("openai-chat", { text: "from A", stream: true, gate: gates[0]!.promise }));
+      const refusal = openAiErrorBody({ message: "bad field", type: "invalid_request_error" });
+      b.enqueue({ status: 400, body: [{ send: refusal }] });
+      const { path, body } = rawRequest("openai-chat", true);
+      const res = await postJson(`${gw.url}${path}`, body);
+      assert.equal(res.status, 400);
+      assert.equal(await res.text(), refusal, "B's own error, as it came");
+      assert.equal(await closedWithin(a, 2000), "cancelled");
+      const { attempts } = await gw.row(res.headers.get("x-request-id")!);
+      assert.deepEqual(attempts.map((x) => [x.upstream, x.outcome]), [
+        ["a", "hedge_lost"],
+        ["b", "error"],
+      ]);
+      assert.equal(gw.cooldowns.get("a").consecutiveFailures, 0);
+      assert.equal(gw.cooldowns.get("b").consecutiveFailures, 0, "the caller's error is not B's");
     },
   );
 });

@@ -64,12 +64,13 @@ async function tryInOrder(
   const full: Candidate[] = [];
   let failed: GatewayError | null = null;
   for (const [i, target] of plan.entries()) {
-    const affine = isAffine(target, req, deps);
-    const release = await takeSlot(target, { req, deps, wait: affine });
+    // A hedge never waits for a slot while another candidate runs: it is tried later if full.
+    const wait = isAffine(target, req, deps) && !race?.running;
+    const release = await takeSlot(target, { req, deps, wait });
     if (!release) {
       if (stopReason(live.signal)) return stopReason(live.signal)!;
       // The session's own upstream was already waited for, for as long as a wait may last.
-      if (!affine) full.push(target);
+      if (!wait) full.push(target);
       continue;
     }
     // A later full candidate may still be waited for, so this one is last only if none was full.

@@ -59,12 +59,15 @@ export class HedgeRace {
     this.#lanes.set(lane, ended.then((outcome) => ({ lane, outcome })));
     const secs = hedgeAfterSecs(this.req.route, target.candidate);
     const max = target.candidate.max_hedges ?? this.req.route.max_hedges ?? 1;
-    const hedge = opts.more && secs !== undefined && this.#hedges < max
-      ? new Promise<"hedge">((
-        fire,
-      ) => (this.#cancelTimer = this.deps.clock.after(secs * 1000, () => fire("hedge"))))
-      : null;
-    return await this.#next(hedge);
+    const hedges = opts.more && secs !== undefined && this.#hedges < max;
+    return await this.#next(hedges ? this.#hedgeAfter(secs) : null);
+  }
+
+  /** Resolves after `secs` of the candidate's silence, unless the race moves on first. */
+  #hedgeAfter(secs: number): Promise<"hedge"> {
+    return new Promise((fire) => {
+      this.#cancelTimer = this.deps.clock.after(secs * 1000, () => fire("hedge"));
+    });
   }
 
   /**
@@ -120,6 +123,11 @@ export class HedgeRace {
     record.upstream = hop.upstream.id;
     record.upstreamModel = hop.attempt.record.model;
     return true;
+  }
+
+  /** Whether some candidate of the race is still running. */
+  get running(): boolean {
+    return this.#lanes.size > 0;
   }
 
   /** Whether a hop's bytes could still lose to another lane's: they must not reach the client. */
