@@ -9,7 +9,8 @@ import {
   type HopResult,
 } from "./hop.ts";
 import { stopReason } from "./stop_reasons.ts";
-import { HedgeRace, type Lane, type Outcome } from "./hedge_race.ts";
+import { HedgeRace, type Outcome } from "./hedge_race.ts";
+import type { Lane } from "./hedge_lane.ts";
 
 /** The backoff before retrying the same candidate, in configured seconds. */
 const RETRY_BACKOFF_SECS = 0.5;

@@ -18,7 +18,7 @@ import type { Slots } from "../route/slots.ts";
 import { idleTimeout, stopReason } from "./stop_reasons.ts";
 import { isRetryableStatus, retryAfterSecs } from "./upstream_error.ts";
 import type { Affinity } from "../route/affinity.ts";
-import type { Lane } from "./hedge_race.ts";
+import type { Lane } from "./hedge_lane.ts";
 
 /**
  * The reason a finished hop's connection is dropped. Shared and plain: the

@@ -4,7 +4,7 @@ import { GatewayError } from "../runtime/gateway_error.ts";
 import { runCandidates } from "./failover.ts";
 import type { ForwardDeps, ForwardRequest, Hop, HopResult } from "./hop.ts";
 import { clientDisconnected, stopReason } from "./stop_reasons.ts";
-import { frameText } from "./hedge_race.ts";
+import { frameText } from "./hedge_lane.ts";
 
 /** SPEC §6: how long a streamed answer may be held before headers go out. */
 export const OPENING_HOLD_MS = 15_000;
