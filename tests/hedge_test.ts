@@ -478,3 +478,46 @@ Deno.test("a caller's error from the hedge ends the request; the silent hop is c
     },
   );
 });
+
+Deno.test("a lost hop's billed tokens stay on its own attempt, not on the request", async () => {
+  // A (anthropic) tells its prompt's bill in message_start, then goes silent; B (chat) answers
+  // without any usage. The request's row must not carry A's tokens as if they were the answer's.
+  const config = (ups: FakeUpstream[]): ConfigInput => ({
+    failover: { idle_timeout_secs: 3600, retries_per_candidate: 0 },
+    upstreams: [
+      { id: "a", kind: "anthropic", base_url: ups[0]!.url },
+      { id: "b", kind: "openai-chat", base_url: ups[1]!.url },
+    ],
+    routes: [{
+      model: "smart",
+      hedge_after_secs: 1,
+      candidates: [{ upstream: "a", model: "claude" }, { upstream: "b", model: "gpt" }],
+    }],
+  });
+  await withRace({ n: 2, config }, async ({ gw, ups, gates }) => {
+    const [a, b] = ups as [FakeUpstream, FakeUpstream];
+    const billed = { text: ["late"], usage: { input: 99, output: 0 } };
+    const aChunks = anthropicFake.streamChunks(billed).map((send) => ({ send }));
+    a.enqueue({
+      headers: { "content-type": "text/event-stream" },
+      body: [aChunks[0]!, { until: gates[0]!.promise }, ...aChunks.slice(1)],
+    });
+    b.enqueue({
+      headers: { "content-type": "text/event-stream" },
+      body: chatStreamBlocks({ text: ["from B"] }).map((send) => ({ send })),
+    });
+    const { path, body } = rawRequest("openai-chat", true);
+    const res = await postJson(`${gw.url}${path}`, body);
+    assert.equal(await res.text(), chatStreamBlocks({ text: ["from B"] }).join(""));
+    const { request, attempts } = await assertHedgeLost(gw, {
+      id: res.headers.get("x-request-id")!,
+      loser: "a",
+      winner: "b",
+    });
+    assert.equal(attempts.find((x) => x.upstream === "a")?.inputTokens, 99);
+    assert.equal(request.inputTokens, null, "the answer's own usage only");
+    const metrics = await (await fetch(`${gw.url}/metrics`)).text();
+    assert.match(metrics, /pulsegate_tokens_total\{upstream="a",direction="input"\} 99/);
+    assert.match(metrics, /pulsegate_attempts_total\{upstream="a",outcome="hedge_lost"\} 1/);
+  });
+});
