@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import OpenAI from "openai";
 import Anthropic from "@anthropic-ai/sdk";
 import { GoogleGenAI } from "@google/genai";
-import type { ConfigInput } from "../gateway/config/schema.ts";
+import { type ConfigInput, ConfigSchema } from "../gateway/config/schema.ts";
 import { eventually, postJson, startTestGateway, type TestGateway } from "./harness.ts";
 import { ADMIN, adminFetch } from "./admin_helpers.ts";
 import { type FakeUpstream, type Script, startFakeUpstream } from "./fake_upstreams/server.ts";
@@ -520,4 +520,47 @@ Deno.test("a lost hop's billed tokens stay on its own attempt, not on the reques
     assert.match(metrics, /pulsegate_tokens_total\{upstream="a",direction="input"\} 99/);
     assert.match(metrics, /pulsegate_attempts_total\{upstream="a",outcome="hedge_lost"\} 1/);
   });
+});
+
+Deno.test("a whole answer that breaks after winning fails over to the next candidate", async () => {
+  // The race point of a whole answer is its first byte: B wins it, A is cancelled; B then breaks
+  // off before its body is complete (nothing reached the client), so C is tried, plainly.
+  await withRace(
+    { n: 3, config: (ups) => hedgeConfig("openai-chat", ups) },
+    async ({ gw, ups, gates }) => {
+      const [a, b, c] = ups as [FakeUpstream, FakeUpstream, FakeUpstream];
+      a.enqueue(script("openai-chat", { text: "from A", stream: false, gate: gates[0]!.promise }));
+      b.enqueue({ body: [{ send: "{" }, { wait: 50 }, { reset: true }] });
+      c.enqueue(script("openai-chat", { text: "from C", stream: false }));
+      const { path, body } = rawRequest("openai-chat", false);
+      const res = await postJson(`${gw.url}${path}`, body);
+      assert.equal(res.status, 200);
+      assert.equal(await res.text(), answer("openai-chat", "from C").whole);
+      const { request, attempts } = await gw.row(res.headers.get("x-request-id")!);
+      assert.equal(request.upstream, "c");
+      assert.deepEqual(attempts.map((x) => [x.upstream, x.outcome]), [
+        ["a", "hedge_lost"],
+        ["b", "error"],
+        ["c", "success"],
+      ]);
+    },
+  );
+});
+
+Deno.test("hedge settings are validated: 0.1 to 3600 seconds, 1 to 3 hedges", () => {
+  const route = (extra: Record<string, unknown>, candidate: Record<string, unknown> = {}) => ({
+    upstreams: [{ id: "a", kind: "openai-chat", base_url: "http://127.0.0.1:9" }],
+    routes: [{ model: "m", candidates: [{ upstream: "a", model: "x", ...candidate }], ...extra }],
+  });
+  const ok = (input: unknown) => ConfigSchema.safeParse(input).success;
+  assert.ok(ok(route({})), "off by default");
+  assert.equal(ConfigSchema.parse(route({})).routes[0]!.hedge_after_secs, undefined);
+  assert.equal(ConfigSchema.parse(route({})).routes[0]!.max_hedges, 1);
+  assert.ok(ok(route({ hedge_after_secs: 0.1, max_hedges: 3 })));
+  assert.ok(ok(route({}, { hedge_after_secs: 3600, max_hedges: 2 })));
+  assert.ok(!ok(route({ hedge_after_secs: 0.05 })));
+  assert.ok(!ok(route({ hedge_after_secs: 3601 })));
+  assert.ok(!ok(route({ max_hedges: 0 })));
+  assert.ok(!ok(route({}, { max_hedges: 4 })));
+  assert.ok(!ok(route({ max_hedges: 1.5 })));
 });
