@@ -54,7 +54,7 @@ export function summarise(samples: readonly AttemptSample[]): RecentAttempts {
     successes: count("success"),
     failures: ended.filter(countsAgainstUpstream).length,
     idleTimeouts: count("idle_timeout"),
-    cancelled: count("aborted", "client_disconnected"),
+    cancelled: count("aborted", "client_disconnected", "hedge_lost"),
     firstContentP50Ms: percentile(firstContent, 0.5),
     firstContentP95Ms: percentile(firstContent, 0.95),
   };

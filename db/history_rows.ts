@@ -70,6 +70,7 @@ const ATTEMPT_OUTCOMES: Record<AttemptOutcome, true> = {
   idle_timeout: true,
   aborted: true,
   client_disconnected: true,
+  hedge_lost: true,
 };
 
 type Field = string | number | boolean | null;

@@ -6,7 +6,8 @@ export type AttemptOutcome =
   | "error"
   | "idle_timeout"
   | "aborted"
-  | "client_disconnected";
+  | "client_disconnected"
+  | "hedge_lost";
 
 /** A request row. `state` is `open` from the first write until the request ends. */
 export interface RequestRecord {

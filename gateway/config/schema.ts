@@ -175,10 +175,28 @@ export const UpstreamSchema = z.discriminatedUnion("kind", [
   BedrockUpstreamSchema,
 ]);
 
+// Hedged start (docs/liveness.md): per route, and a candidate may override either field.
+const HEDGE_AFTER_TEXT = "Seconds a candidate may stay without content before the next one is " +
+  "started beside it (a hedge); the first to send content answers, the others are cancelled " +
+  "(hedge_lost, no cooldown). Can double the bill of a slow start. Omit to never hedge.";
+const MAX_HEDGES_TEXT = "Most hedges one request may start; with 2, a third candidate joins " +
+  "when the first two are still silent a further hedge_after_secs later.";
+function hedgeFields(owner: "route" | "candidate") {
+  const over = owner === "candidate" ? " Overrides the route's value." : "";
+  const maxHedges = intBetween(1, 3);
+  return {
+    hedge_after_secs: numberBetween(0.1, 3600).optional().describe(HEDGE_AFTER_TEXT + over),
+    max_hedges: (owner === "route" ? maxHedges.default(1) : maxHedges.optional()).describe(
+      MAX_HEDGES_TEXT + over,
+    ),
+  };
+}
+
 export const CandidateSchema = z.object({
   upstream: z.string().describe("id of an upstream in `upstreams`."),
   model: modelName().describe("Model name sent to that upstream."),
   enabled: enabledFlag("candidate"),
+  ...hedgeFields("candidate"),
 }).strict();
 
 export const RouteSchema = z.object({
@@ -193,6 +211,7 @@ export const RouteSchema = z.object({
       "such a candidate is skipped and the client's error names it and the tool.",
   ),
   enabled: enabledFlag("route"),
+  ...hedgeFields("route"),
 }).strict();
 
 export const KeySchema = z.object({

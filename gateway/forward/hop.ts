@@ -10,7 +10,7 @@ import type {
 } from "../formats/format.ts";
 import { type GatewayCode, GatewayError } from "../runtime/gateway_error.ts";
 import { IdleTimer } from "./idle_timer.ts";
-import type { IrRequest } from "../formats/ir.ts";
+import type { IrRequest, IrUsage } from "../formats/ir.ts";
 import type { Attempt, LiveRequest } from "../live/live_request.ts";
 import type { Logger } from "../runtime/logger.ts";
 import type { Metrics } from "../runtime/metrics.ts";
@@ -18,6 +18,7 @@ import type { Slots } from "../route/slots.ts";
 import { idleTimeout, stopReason } from "./stop_reasons.ts";
 import { isRetryableStatus, retryAfterSecs } from "./upstream_error.ts";
 import { type Affinity, affinitySession } from "../route/affinity.ts";
+import type { Lane } from "./hedge_lane.ts";
 
 /**
  * The reason a finished hop's connection is dropped. Shared and plain: the
@@ -97,8 +98,15 @@ export class Hop {
 
   constructor(
     readonly req: ForwardRequest,
-    readonly opts: { target: Candidate; deps: ForwardDeps; release: () => void },
+    readonly opts: {
+      target: Candidate;
+      deps: ForwardDeps;
+      release: () => void;
+      /** Its lane when the candidate is hedged (see hedge_race.ts). */
+      lane?: Lane | null;
+    },
   ) {
+    opts.lane?.join(this);
     const { live } = req;
     const { upstream, candidate } = opts.target;
     this.attempt = live.startAttempt(upstream.id, candidate.model);
@@ -199,6 +207,10 @@ export class Hop {
       this.end(stopped, reason);
       return { kind: "stop", error: reason };
     }
+    if (reason?.code === "gw.upstream.hedge_lost") {
+      this.opts.lane?.lost(this, reason);
+      return { kind: "stop", error: reason };
+    }
     if (reason?.code === "gw.upstream.idle_timeout") {
       this.reportIdle("before_content");
       this.fail(reason, "idle_timeout");
@@ -249,6 +261,25 @@ export class Hop {
     this.attempt.end(outcome, error);
   }
 
+  /**
+   * The first content: whether this hop may answer. Always true unless it is
+   * hedged and another hop got there first (then this one is being stopped).
+   */
+  claim(text: string): boolean {
+    return this.opts.lane?.claim(this, text) ?? true;
+  }
+
+  /** Whether another hedged hop could still win, so nothing of this one may reach the client. */
+  get contested(): boolean {
+    return this.opts.lane?.contested() ?? false;
+  }
+
+  /** Usage the upstream reported; a hedged hop's reaches the request's row only if it wins. */
+  usage(usage: IrUsage): void {
+    if (this.opts.lane) this.opts.lane.usage(this, usage);
+    else this.attempt.usage(usage);
+  }
+
   /** Content arrived: the upstream is healthy and the conversation stays with it. */
   succeeded(): void {
     this.opts.deps.cooldowns.success(this.upstream.id);
@@ -259,6 +290,7 @@ export class Hop {
   }
 
   close(): void {
+    this.opts.lane?.leave(this);
     this.idle.stop();
     this.#unlink();
     this.opts.release();

@@ -4,6 +4,7 @@ import { GatewayError } from "../runtime/gateway_error.ts";
 import { runCandidates } from "./failover.ts";
 import type { ForwardDeps, ForwardRequest, Hop, HopResult } from "./hop.ts";
 import { clientDisconnected, stopReason } from "./stop_reasons.ts";
+import { frameText } from "./hedge_lane.ts";
 
 /** docs/design.md "Failover before content": how long a streamed answer may be held before headers go out. */
 export const OPENING_HOLD_MS = 15_000;
@@ -100,7 +101,7 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
   };
   try {
     for await (const frame of frames) {
-      if (frame.usage) hop.attempt.usage(frame.usage);
+      if (frame.usage) hop.usage(frame.usage);
       terminal ||= frame.terminal === true;
       finished ||= terminal || frame.events.some((e) => e.type === "finish");
       if (frame.error) {
@@ -114,6 +115,8 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
       if (frame.content) {
         hop.idle.touch();
         if (!hop.attempt.contentSeen) {
+          // Hedged: another hop may have claimed the answer already; this one is then stopped.
+          if (!hop.claim(frameText(frame))) throw hop.controller.signal.reason;
           hop.attempt.firstContent();
           hop.succeeded();
           channel.stopKeepAlives();
@@ -126,7 +129,7 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
         continue;
       }
       // A keep-alive frame: passed on only where no other candidate could still answer.
-      if (hop.attempt.contentSeen || (opts.isLast && channel.headersSent)) {
+      if (hop.attempt.contentSeen || (opts.isLast && channel.headersSent && !hop.contested)) {
         await send(held.splice(0));
         await send([frame]);
       } else if (heldBytes + frame.raw.byteLength <= HOLD_LIMIT_BYTES) {

@@ -75,6 +75,8 @@ async function readUntilContent(hop: Hop, body: ReadableStream<Uint8Array>): Pro
     if (started) hop.idle.touch();
     else if (text.trim() !== "") {
       started = true;
+      // Hedged: the first byte is the race point; a hop that lost it is being stopped.
+      if (!hop.claim(text)) throw hop.controller.signal.reason;
       hop.idle.touch();
       hop.req.live.state = "streaming";
     }

@@ -19,6 +19,7 @@ export const ERROR_CODES = {
   "gw.upstream.bad_response": { source: "upstream", status: 502 },
   "gw.upstream.incomplete": { source: "upstream", status: 502 },
   "gw.upstream.unavailable": { source: "config", status: 503 },
+  "gw.upstream.hedge_lost": { source: "upstream", status: 499 },
   "gw.request.aborted": { source: "aborted", status: 499 },
   "gw.client.disconnected": { source: "client", status: 499 },
   "gw.client.invalid_json": { source: "client", status: 400 },
