@@ -187,7 +187,10 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
       log,
       apis: [observabilityApi(observability)],
     },
-    demo: demo ? (request) => serveDemoUpstream(request, { clock }) : null,
+    demo: demo
+      ? (request, caller) => serveDemoUpstream(request, { clock, caller, self: settings.host })
+      : null,
+    publicUrl: settings.publicUrl,
     ready: () =>
       state.shuttingDown
         ? { ok: false, reason: "shutting down" }

@@ -9,6 +9,7 @@ import type { ForwardDeps } from "../forward/hop.ts";
 import type { IrRequest } from "../formats/ir.ts";
 import { type HistorySink, LiveRequest } from "../live/live_request.ts";
 import { checkGuardrails, type Guardrails } from "./guardrails.ts";
+import { requireJsonContentType } from "./json_content_type.ts";
 import { readJsonBody } from "./read_body.ts";
 import { boundedSession, headerSession } from "./session_ids.ts";
 import { isRecord } from "../formats/json.ts";
@@ -188,6 +189,7 @@ async function begin(
   const { deps, live } = opts;
   const { config, keyId: key } = opts.admitted;
   try {
+    requireJsonContentType(request);
     const body = await readJsonBody(request, { signal: live.signal });
     if (!isRecord(body)) {
       throw clientError("request body must be a JSON object", { code: "gw.client.invalid_json" });
