@@ -128,6 +128,9 @@ Deno.test("cross-site changes to the admin and control endpoints are refused, wi
       const marked = await patch({ "sec-fetch-site": "cross-site" });
       assert.equal(marked.status, 403);
       await marked.body?.cancel();
+      const sibling = await patch({ "sec-fetch-site": "same-site" }); // another localhost port
+      assert.equal(sibling.status, 403);
+      await sibling.body?.cancel();
       const sandboxed = await patch({ origin: "null" });
       assert.equal(sandboxed.status, 403);
       await sandboxed.body?.cancel();
