@@ -86,7 +86,7 @@ Deno.test("open mode: a request naming another host (DNS rebinding) is refused o
   });
 });
 
-Deno.test("with an admin token and gateway keys any host name is served", async () => {
+Deno.test("with an admin token and gateway keys any host name is served, but not open metrics", async () => {
   await withGateway(async (gw) => {
     const host = `gateway.example:${gw.port}`;
     const session = await rawRequest(`${gw.url}/admin/api/session`, {
@@ -101,6 +101,11 @@ Deno.test("with an admin token and gateway keys any host name is served", async 
       body: JSON.stringify(ask),
     });
     assert.equal(proxied.status, 200);
+    // /metrics opened to loopback scrapers (PULSEGATE_METRICS_OPEN) needs no token: loopback names only.
+    const metrics = await rawRequest(`${gw.url}/metrics`, { host });
+    assert.equal(metrics.status, 403);
+    const scraped = await rawRequest(`${gw.url}/metrics`, { host: `localhost:${gw.port}` });
+    assert.equal(scraped.status, 200);
   }, { env: { PULSEGATE_ADMIN_TOKEN: ADMIN, APP_KEY: "k" }, config: keyed });
 });
 

@@ -19,6 +19,8 @@ export interface OriginCheckDeps {
   state: RunState;
   /** PULSEGATE_PUBLIC_URL: the name a reverse proxy or other instances reach us by. */
   publicUrl?: string;
+  /** /metrics served without the admin token (loopback only): it is open, too. */
+  metricsOpen?: boolean;
 }
 
 const CHANGES_CHECKED = /^\/(?:admin\/api|request|sessions)\//;
@@ -41,7 +43,8 @@ export function openMode(deps: OriginCheckDeps): boolean {
 }
 
 function hostRefusal(request: Request, deps: OriginCheckDeps): GatewayError | null {
-  if (!openMode(deps)) return null;
+  const openMetrics = deps.metricsOpen === true && new URL(request.url).pathname === "/metrics";
+  if (!openMode(deps) && !openMetrics) return null;
   const host = requestHost(request);
   const name = hostName(host);
   if (name !== null && (isLoopbackName(name) || name === publicName(deps))) return null;
