@@ -220,8 +220,8 @@ function answer(c: Context, change: ConfigChange): Response {
 
 /**
  * A database that cannot answer is not the caller's fault nor a bug: 503 with a code the page
- * can show, never a 500 (SPEC §3: a documented body never produces one). Anything else goes on
- * to the app's own error handler.
+ * can show, never a 500 (a documented body never produces one: docs/security.md). Anything else
+ * goes on to the app's own error handler.
  */
 function databaseUnavailable(deps: AdminDeps): ErrorHandler {
   return (err, c) => {
