@@ -197,7 +197,9 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
       log,
       apis: [observabilityApi(observability)],
     },
-    demo: demo ? (request) => serveDemoUpstream(request, { clock }) : null,
+    demo: demo
+      ? (request, caller) => serveDemoUpstream(request, { clock, caller, self: settings.host })
+      : null,
     ready: () =>
       state.shuttingDown
         ? { ok: false, reason: "shutting down" }

@@ -11,6 +11,7 @@ import { checkGuardrails } from "./guardrails.ts";
 import type { Candidate, ForwardDeps } from "../forward/hop.ts";
 import type { IrRequest } from "../formats/ir.ts";
 import type { ProxyDeps } from "./proxy.ts";
+import { requireJsonContentType } from "./json_content_type.ts";
 import { readJsonBody } from "./read_body.ts";
 import { isRecord, parseJson } from "../formats/json.ts";
 import { estimateInputTokens } from "./token_estimate.ts";
@@ -87,6 +88,7 @@ export async function handleCountTokens(
   try {
     const config = configInForce(deps.state);
     const keyId = authorize(request, { config, loopback: deps.state.loopback, env: deps.env });
+    requireJsonContentType(request);
     const body = await readJsonBody(request, { signal: request.signal });
     if (!isRecord(body)) {
       throw clientError("request body must be a JSON object", { code: "gw.client.invalid_json" });

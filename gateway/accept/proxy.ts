@@ -10,6 +10,7 @@ import type { IrRequest } from "../formats/ir.ts";
 import { type HistorySink, LiveRequest } from "../live/live_request.ts";
 import { checkGuardrails, type Guardrails } from "./guardrails.ts";
 import type { GuardrailMatcher } from "./guardrail_matcher.ts";
+import { requireJsonContentType } from "./json_content_type.ts";
 import { readJsonBody } from "./read_body.ts";
 import type { RefusedBudget } from "./refused_budget.ts";
 import { boundedSession, headerSession } from "./session_ids.ts";
@@ -198,6 +199,7 @@ async function begin(
   const { deps, live } = opts;
   const { config, keyId: key } = opts.admitted;
   try {
+    requireJsonContentType(request);
     const body = await readJsonBody(request, { signal: live.signal });
     if (!isRecord(body)) {
       throw clientError("request body must be a JSON object", { code: "gw.client.invalid_json" });

@@ -4,6 +4,7 @@
  * so every field carries a `.describe()` text written for operators.
  */
 import { z } from "zod";
+import { allowedEnvName, refusedEnvMessage } from "./env_names.ts";
 
 export const UPSTREAM_KINDS = [
   "openai-chat",
@@ -41,11 +42,11 @@ function slug() {
   });
 }
 
-function envName() {
+function envName(opts: { gatewayKey?: boolean } = {}) {
   return z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, {
     error: "must be the NAME of an environment variable (letters, digits and _, not starting " +
       "with a digit), e.g. OPENAI_API_KEY; never the secret itself",
-  });
+  }).refine((name) => allowedEnvName(name, opts), { error: refusedEnvMessage(opts) });
 }
 
 function modelName() {
@@ -216,7 +217,9 @@ export const RouteSchema = z.object({
 
 export const KeySchema = z.object({
   id: slug().describe("Unique name of the key; it labels history."),
-  key_env: envName().describe("Name of the env var holding the gateway key clients send."),
+  key_env: envName({ gatewayKey: true }).describe(
+    "Name of the env var holding the gateway key clients send.",
+  ),
   routes: z.array(z.string()).min(1, {
     error: "must name at least one route (omit it to allow every route)",
   }).optional().describe("Route models this key may use. Omit to allow every route."),

@@ -167,6 +167,7 @@ const BY_STATUS: Record<number, ErrorMeaning> = {
   408: "timeout",
   409: "conflict",
   413: "too_large",
+  415: "invalid_request",
   429: "rate_limit",
   499: "cancelled",
   500: "server",

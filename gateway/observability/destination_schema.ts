@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { allowedEnvName, refusedEnvMessage } from "../config/env_names.ts";
 
 /**
  * docs/observability.md: where finished request records are sent. Created through the
@@ -16,7 +17,8 @@ export const DestinationSchema = z.object({
   enabled: z.boolean().default(true).describe("Set to false to keep it but send nothing."),
   headers_env: z.record(
     z.string().regex(/^[A-Za-z0-9-]+$/, { error: "must be an HTTP header name" }),
-    z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: "must be an env var NAME" }),
+    z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: "must be an env var NAME" })
+      .refine((name) => allowedEnvName(name), { error: refusedEnvMessage() }),
   ).default({}).describe("Headers to send, each read from the named env var at send time."),
 }).strict();
 
