@@ -174,7 +174,9 @@ const FORMAT_CASES: Array<(s: ClientShape) => HostileCase[]> = [
         path: s.path(MODEL),
         headers: { ...s.auth(KEY), "content-type": type },
         body: "model=smart&messages=hi",
-        status: 400,
+        // Refused for its type before the body is read (docs/security.md, open mode).
+        status: 415,
+        code: "gw.client.unsupported_media_type",
         recorded: true,
       }),
     ),
@@ -312,11 +314,11 @@ Deno.test("a corpus of bad requests: 4xx in the caller's format, recorded, /heal
     JSON.stringify({
       upstreams: [{ id: "up1", kind: "openai-chat", base_url: up.url }],
       routes: [{ model: MODEL, candidates: [{ upstream: "up1", model: "m" }] }],
-      keys: [{ id: "hostile", key_env: "PULSEGATE_HOSTILE_KEY" }],
+      keys: [{ id: "hostile", key_env: "PULSEGATE_KEY_HOSTILE" }],
     }),
   );
   const gw = await spawnGateway(dir, {
-    env: { PULSEGATE_CONFIG: config, PULSEGATE_HOSTILE_KEY: KEY },
+    env: { PULSEGATE_CONFIG: config, PULSEGATE_KEY_HOSTILE: KEY },
   });
   const db = await openDatabase(`file:${dir}/pulsegate.db`, { busyTimeoutMs: 5_000 });
   let health: HealthPolls = { times: [], failures: [] };
