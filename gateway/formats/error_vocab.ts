@@ -249,6 +249,7 @@ const CONTEXT_TOO_LONG =
 const TIMEOUT_CODES = new Set<GatewayCode>([
   "gw.upstream.idle_timeout",
   "gw.upstream.idle_timeout_mid_stream",
+  "gw.upstream.first_content_timeout",
   "gw.upstream.deadline",
 ]);
 

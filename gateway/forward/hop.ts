@@ -10,6 +10,11 @@ import type {
 } from "../formats/format.ts";
 import { type GatewayCode, GatewayError } from "../runtime/gateway_error.ts";
 import { IdleTimer } from "./idle_timer.ts";
+import {
+  firstContentSecs,
+  firstContentTimeout,
+  startFirstContentTimer,
+} from "./first_content_timer.ts";
 import type { IrRequest } from "../formats/ir.ts";
 import type { Attempt, LiveRequest } from "../live/live_request.ts";
 import type { Logger } from "../runtime/logger.ts";
@@ -94,6 +99,7 @@ export class Hop {
   readonly idle: IdleTimer;
   readonly idleSecs: number;
   #unlink: () => void;
+  #stopFirstContent: () => void;
 
   constructor(
     readonly req: ForwardRequest,
@@ -114,6 +120,16 @@ export class Hop {
         this.controller.abort(idleTimeout(upstream.id, {
           secs: this.idleSecs,
           midStream: this.attempt.contentSeen,
+          timeoutStatus: failover.timeout_status,
+        })),
+    });
+    const firstSecs = firstContentSecs(req.route, candidate);
+    this.#stopFirstContent = startFirstContentTimer(opts.deps.clock, {
+      secs: firstSecs,
+      contentSeen: () => this.idle.touched,
+      stop: () =>
+        this.controller.abort(firstContentTimeout(upstream.id, {
+          secs: firstSecs!,
           timeoutStatus: failover.timeout_status,
         })),
     });
@@ -199,8 +215,11 @@ export class Hop {
       this.end(stopped, reason);
       return { kind: "stop", error: reason };
     }
-    if (reason?.code === "gw.upstream.idle_timeout") {
-      this.reportIdle("before_content");
+    if (
+      reason?.code === "gw.upstream.idle_timeout" ||
+      reason?.code === "gw.upstream.first_content_timeout"
+    ) {
+      this.reportIdle("before_content", reason.code);
       this.fail(reason, "idle_timeout");
       this.opts.deps.affinity.drop(this.req.route.model, {
         sessionId: this.req.live.record.sessionId,
@@ -232,10 +251,15 @@ export class Hop {
   }
 
   /** Counts and logs an idle timeout (`gw.upstream.idle_timeout {upstream, secs}`). */
-  reportIdle(phase: "before_content" | "mid_stream"): void {
+  reportIdle(
+    phase: "before_content" | "mid_stream",
+    code: GatewayCode = "gw.upstream.idle_timeout",
+  ): void {
     const { metrics, log } = this.opts.deps;
+    const first = code === "gw.upstream.first_content_timeout";
+    const secs = first ? firstContentSecs(this.req.route, this.opts.target.candidate) : undefined;
     metrics.idleTimeouts.inc({ upstream: this.upstream.id, phase });
-    log.event("gw.upstream.idle_timeout", { upstream: this.upstream.id, secs: this.idleSecs });
+    log.event(code, { upstream: this.upstream.id, secs: secs ?? this.idleSecs });
   }
 
   /** A failure before content: charged to the upstream once, here. */
@@ -260,6 +284,7 @@ export class Hop {
 
   close(): void {
     this.idle.stop();
+    this.#stopFirstContent();
     this.#unlink();
     this.opts.release();
     if (!this.controller.signal.aborted) this.controller.abort(HOP_DONE);

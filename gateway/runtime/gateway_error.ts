@@ -7,6 +7,7 @@ export type { FailureSource };
 export type GatewayCode =
   | "gw.upstream.idle_timeout"
   | "gw.upstream.idle_timeout_mid_stream"
+  | "gw.upstream.first_content_timeout"
   | "gw.upstream.deadline"
   | "gw.upstream.error"
   | "gw.upstream.credentials"

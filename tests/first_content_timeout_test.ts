@@ -1,0 +1,209 @@
+import assert from "node:assert/strict";
+import Anthropic from "@anthropic-ai/sdk";
+import type { ConfigInput } from "../gateway/config/schema.ts";
+import { startTestGateway, type TestGateway } from "./harness.ts";
+import {
+  chatStream,
+  chatStreamBlocks,
+  chatWhole,
+  chatWholeBody,
+} from "./fake_upstreams/openai_chat_script.ts";
+import { type Call, type Script, startFakeUpstream, type Step } from "./fake_upstreams/server.ts";
+
+/**
+ * `first_content_timeout_secs` end to end (docs/liveness.md): a route that
+ * demands a first token in 15 s gives up on a candidate whose first token
+ * would come after 20 s, although its idle timeout (300 s) is far off and the
+ * candidate sends keep-alives all the while; the next candidate answers.
+ */
+
+/** 20 s scaled by TEST_SCALE (0.01). */
+const SLOW_FIRST_TOKEN_MS = 200;
+
+/**
+ * Keep-alives every 5 s (scaled), and the first token no sooner than 20 s.
+ * Past 20 s it is held until the gateway hangs up, so a timer that a loaded
+ * machine runs late cannot let the token win by accident: the test asserts
+ * what the gateway decided, not a race.
+ */
+function slowFirstToken(call: Call, opts: { whole: boolean }): Script {
+  const keepAlive = opts.whole ? "\n" : ": keep-alive\n\n";
+  const waits: Step[] = [];
+  for (let t = 0; t < SLOW_FIRST_TOKEN_MS; t += 50) waits.push({ send: keepAlive }, { wait: 50 });
+  const late = { until: call.closed };
+  if (opts.whole) {
+    return { body: [...waits, late, { send: chatWholeBody({ text: ["late"] }) }] };
+  }
+  // A role-only chunk is a Chat keep-alive too (docs/design.md, content versus keep-alive).
+  const [role, ...rest] = chatStreamBlocks({ text: ["late"] });
+  return {
+    headers: { "content-type": "text/event-stream" },
+    body: [{ send: role! }, ...waits, late, ...rest.map((send) => ({ send }))],
+  };
+}
+
+function config(
+  slow: string,
+  fast: string,
+  opts: { routeSecs?: number; slowSecs?: number } = { routeSecs: 15 },
+): ConfigInput {
+  return {
+    failover: { idle_timeout_secs: 300 },
+    upstreams: [
+      { id: "slow", kind: "openai-chat", base_url: slow },
+      { id: "fast", kind: "openai-chat", base_url: fast },
+    ],
+    routes: [{
+      model: "smart",
+      first_content_timeout_secs: opts.routeSecs,
+      candidates: [
+        { upstream: "slow", model: "s", first_content_timeout_secs: opts.slowSecs },
+        { upstream: "fast", model: "f" },
+      ],
+    }],
+  };
+}
+
+async function withGateway(
+  opts: { whole: boolean },
+  run: (gw: TestGateway) => Promise<void>,
+): Promise<{ slowCalls: Call[] }> {
+  const slow = startFakeUpstream({ fallback: (call) => slowFirstToken(call, opts) });
+  const fast = startFakeUpstream({
+    fallback: () =>
+      opts.whole ? chatWhole({ text: ["from fast"] }) : chatStream({ text: ["from ", "fast"] }),
+  });
+  const gw = await startTestGateway(config(slow.url, fast.url));
+  try {
+    await run(gw);
+    return { slowCalls: slow.calls };
+  } finally {
+    await gw.stop();
+    await slow.close();
+    await fast.close();
+  }
+}
+
+/** The row says the slow hop timed out waiting for its first content and the fast one answered. */
+async function assertFailedOver(gw: TestGateway, id: string, started: number): Promise<void> {
+  const { request, attempts } = await gw.row(id);
+  assert.equal(request.outcome, "success");
+  assert.deepEqual(attempts.map((a) => [a.upstream, a.outcome, a.errorCode]), [
+    ["slow", "idle_timeout", "gw.upstream.first_content_timeout"],
+    ["fast", "success", null],
+  ]);
+  // Given up at 15 s (150 ms), long before the 300 s (3 s) idle timeout could have fired.
+  assert.ok(Date.now() - started < 2_500, `took ${Date.now() - started} ms`);
+}
+
+const clients = {
+  openai: async (gw: TestGateway, opts: { stream: boolean; id: string }) => {
+    const client = gw.openai();
+    const messages = [{ role: "user" as const, content: "hi" }];
+    const headers = { "x-request-id": opts.id };
+    if (!opts.stream) {
+      const res = await client.chat.completions.create({ model: "smart", messages }, { headers });
+      return res.choices[0]?.message.content ?? "";
+    }
+    const stream = await client.chat.completions.create(
+      { model: "smart", messages, stream: true },
+      { headers },
+    );
+    let text = "";
+    for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
+    return text;
+  },
+  anthropic: async (gw: TestGateway, opts: { stream: boolean; id: string }) => {
+    const client = new Anthropic({ baseURL: gw.url, apiKey: "unused", maxRetries: 0 });
+    const body = {
+      model: "smart",
+      max_tokens: 50,
+      messages: [{ role: "user" as const, content: "hi" }],
+    };
+    const headers = { "x-request-id": opts.id };
+    if (!opts.stream) {
+      const msg = await client.messages.create(body, { headers });
+      return msg.content.map((b) => (b.type === "text" ? b.text : "")).join("");
+    }
+    const stream = client.messages.stream(body, { headers });
+    const msg = await stream.finalMessage();
+    return msg.content.map((b) => (b.type === "text" ? b.text : "")).join("");
+  },
+};
+
+for (const [name, ask] of Object.entries(clients)) {
+  for (const stream of [true, false]) {
+    const mode = stream ? "streamed" : "whole";
+    Deno.test(`${name} SDK, ${mode}: a first token later than first_content_timeout_secs fails over`, async () => {
+      const id = `fct-${name}-${mode}`;
+      const { slowCalls } = await withGateway({ whole: !stream }, async (gw) => {
+        const started = Date.now();
+        assert.equal(await ask(gw, { stream, id }), "from fast");
+        await assertFailedOver(gw, id, started);
+      });
+      assert.equal(
+        slowCalls.length,
+        1,
+        "a first-content timeout is never retried on the same upstream",
+      );
+      assert.equal(await slowCalls[0]!.closed, "cancelled");
+    });
+  }
+}
+
+Deno.test("without first_content_timeout_secs a slow first token is waited for (off by default)", async () => {
+  const slow = startFakeUpstream({
+    fallback: () => ({
+      headers: { "content-type": "text/event-stream" },
+      body: [
+        { send: ": keep-alive\n\n" },
+        { wait: SLOW_FIRST_TOKEN_MS },
+        ...chatStreamBlocks({ text: ["late"] }).map((send) => ({ send })),
+      ],
+    }),
+  });
+  const fast = startFakeUpstream({ fallback: () => chatStream({ text: ["from fast"] }) });
+  const gw = await startTestGateway(config(slow.url, fast.url, {}));
+  try {
+    const stream = await gw.openai().chat.completions.create(
+      { model: "smart", messages: [{ role: "user", content: "hi" }], stream: true },
+      { headers: { "x-request-id": "fct-off" } },
+    );
+    let text = "";
+    for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
+    assert.equal(text, "late");
+    assert.equal(fast.calls.length, 0);
+  } finally {
+    await gw.stop();
+    await slow.close();
+    await fast.close();
+  }
+});
+
+Deno.test("a candidate's own first_content_timeout_secs overrides its route's", async () => {
+  const slow = startFakeUpstream({ fallback: (call) => slowFirstToken(call, { whole: false }) });
+  const fast = startFakeUpstream({ fallback: () => chatStream({ text: ["from fast"] }) });
+  // The route would give up at 15 s; the candidate allows an hour, so its late token is waited for.
+  const gw = await startTestGateway(config(slow.url, fast.url, { routeSecs: 15, slowSecs: 3600 }));
+  try {
+    const ask = gw.openai().chat.completions.create({
+      model: "smart",
+      messages: [{ role: "user", content: "hi" }],
+      stream: true,
+    }, { headers: { "x-request-id": "fct-override" } });
+    const stream = await ask;
+    // The slow fake holds its token until the gateway hangs up: the idle timeout (300 s) does.
+    let text = "";
+    for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
+    assert.equal(text, "from fast");
+    const { attempts } = await gw.row("fct-override");
+    assert.deepEqual(attempts.map((a) => [a.upstream, a.errorCode]), [
+      ["slow", "gw.upstream.idle_timeout"],
+      ["fast", null],
+    ]);
+  } finally {
+    await gw.stop();
+    await slow.close();
+    await fast.close();
+  }
+});
