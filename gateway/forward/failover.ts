@@ -9,6 +9,7 @@ import {
   type HopResult,
 } from "./hop.ts";
 import { stopReason } from "./stop_reasons.ts";
+import { ContextOverflow } from "../route/context_overflow.ts";
 
 /** The backoff before retrying the same candidate, in configured seconds. */
 const RETRY_BACKOFF_SECS = 0.5;
@@ -39,7 +40,9 @@ export async function runCandidates(
   const chain = { tried, skipped: describeSkipped(skipped) };
   const full: Candidate[] = [];
   let failed: GatewayError | null = null;
+  const overflow = new ContextOverflow(req.route);
   for (const [i, target] of plan.entries()) {
+    if (overflow.skips(target)) continue;
     const affine = isAffine(target, req, deps);
     const release = await takeSlot(target, { req, deps, wait: affine });
     if (!release) {
@@ -51,12 +54,14 @@ export async function runCandidates(
     // A later full candidate may still be waited for, so this one is last only if none was full.
     const isLast = i === plan.length - 1 && !full.length;
     const result = await tryCandidate(req, { target, release, isLast, tried, ...opts });
-    if (result.kind !== "next") return ended(result, { req, chain });
+    const movesOn = result.kind === "stop" && overflow.movesOn(result.error, target);
+    if (result.kind !== "next" && !movesOn) return ended(result, { req, chain });
     if (stopReason(live.signal)) return stopReason(live.signal)!;
     failed = result.error;
   }
-  if (full.length) {
-    const freed = await waitForAny(full, { req, deps });
+  const waitable = full.filter((target) => !overflow.skips(target));
+  if (waitable.length) {
+    const freed = await waitForAny(waitable, { req, deps });
     if (stopReason(live.signal)) return stopReason(live.signal)!;
     if (freed) {
       const result = await tryCandidate(req, { ...freed, isLast: true, tried, ...opts });
@@ -231,10 +236,14 @@ function slotsFull(deps: ForwardDeps): GatewayError {
 
 /**
  * No candidate is left (SPEC §6): `timeout_status` in the client's format,
- * except when every upstream asked us to slow down, which stays a 429.
+ * except when every upstream asked us to slow down, which stays a 429, and
+ * when the last refused the prompt as too long for it (docs/liveness.md),
+ * which is the caller's to read as the provider said it.
  */
 function exhausted(last: GatewayError, opts: { chain: Chain; deps: ForwardDeps }): GatewayError {
-  if (last.code === "gw.upstream.rate_limited") return last.with(opts.chain);
+  if (last.code === "gw.upstream.rate_limited" || last.source === "client") {
+    return last.with(opts.chain);
+  }
   return last.with({ ...opts.chain, status: opts.deps.config.failover.timeout_status });
 }
 
