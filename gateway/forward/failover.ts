@@ -10,6 +10,7 @@ import {
 } from "./hop.ts";
 import { stopReason } from "./stop_reasons.ts";
 import { ContextOverflow } from "../route/context_overflow.ts";
+import { isContextOverflow } from "../formats/context_overflow.ts";
 
 /** The backoff before retrying the same candidate, in configured seconds. */
 const RETRY_BACKOFF_SECS = 0.5;
@@ -241,7 +242,7 @@ function slotsFull(deps: ForwardDeps): GatewayError {
  * which is the caller's to read as the provider said it.
  */
 function exhausted(last: GatewayError, opts: { chain: Chain; deps: ForwardDeps }): GatewayError {
-  if (last.code === "gw.upstream.rate_limited" || last.source === "client") {
+  if (last.code === "gw.upstream.rate_limited" || isContextOverflow(last)) {
     return last.with(opts.chain);
   }
   return last.with({ ...opts.chain, status: opts.deps.config.failover.timeout_status });
