@@ -10,11 +10,7 @@ import type {
 } from "../formats/format.ts";
 import { type GatewayCode, GatewayError } from "../runtime/gateway_error.ts";
 import { IdleTimer } from "./idle_timer.ts";
-import {
-  firstContentSecs,
-  firstContentTimeout,
-  startFirstContentTimer,
-} from "./first_content_timer.ts";
+import { firstContentSecs, startFirstContentTimer } from "./first_content_timer.ts";
 import type { IrRequest } from "../formats/ir.ts";
 import type { Attempt, LiveRequest } from "../live/live_request.ts";
 import type { Logger } from "../runtime/logger.ts";
@@ -123,16 +119,7 @@ export class Hop {
           timeoutStatus: failover.timeout_status,
         })),
     });
-    const firstSecs = firstContentSecs(req.route, candidate);
-    this.#stopFirstContent = startFirstContentTimer(opts.deps.clock, {
-      secs: firstSecs,
-      contentSeen: () => this.idle.touched,
-      stop: () =>
-        this.controller.abort(firstContentTimeout(upstream.id, {
-          secs: firstSecs!,
-          timeoutStatus: failover.timeout_status,
-        })),
-    });
+    this.#stopFirstContent = startFirstContentTimer(this);
   }
 
   get upstream(): Upstream {
@@ -257,9 +244,9 @@ export class Hop {
   ): void {
     const { metrics, log } = this.opts.deps;
     const first = code === "gw.upstream.first_content_timeout";
-    const secs = first ? firstContentSecs(this.req.route, this.opts.target.candidate) : undefined;
+    const secs = first ? firstContentSecs(this) : this.idleSecs;
     metrics.idleTimeouts.inc({ upstream: this.upstream.id, phase });
-    log.event(code, { upstream: this.upstream.id, secs: secs ?? this.idleSecs });
+    log.event(code, { upstream: this.upstream.id, secs });
   }
 
   /** A failure before content: charged to the upstream once, here. */
