@@ -176,17 +176,15 @@ export const UpstreamSchema = z.discriminatedUnion("kind", [
 ]);
 
 // Liveness beyond failover (docs/liveness.md): the first-content timeout and the move to a
-// larger context window. Off unless set; a candidate's own value wins over its route's.
-const firstContentTimeoutSecs = (where: string) =>
-  intBetween(1, 3600).optional().describe(
-    `Seconds ${where} may take to send its first content (keep-alives do not count) before ` +
-      "it is given up on and the next candidate is tried, as an idle timeout before content " +
-      "(code gw.upstream.first_content_timeout). Off when unset; lets a route demand a quick " +
-      "first token while idle_timeout_secs stays long for slow, steady answers.",
-  );
-
+// larger context window. Off unless set; a candidate's own timeout wins over its route's.
 const liveRouteFields = {
-  first_content_timeout_secs: firstContentTimeoutSecs("each candidate of this route"),
+  first_content_timeout_secs: intBetween(1, 3600).optional().describe(
+    "Seconds a candidate of this route may take to send its first content (keep-alives do not " +
+      "count) before it is given up on as an idle timeout before content and the next " +
+      "candidate is tried (code gw.upstream.first_content_timeout). Off when unset; lets a " +
+      "route demand a quick first token while idle_timeout_secs stays long for slow, steady " +
+      "answers.",
+  ),
   on_context_overflow: z.literal("next", { error: 'must be "next"' }).optional().describe(
     'Set to "next" to answer an upstream\'s context-length refusal by trying the next ' +
       "candidate whose context_window is larger than the refusing one's. Unset, the refusal " +
@@ -195,8 +193,8 @@ const liveRouteFields = {
 };
 
 const liveCandidateFields = {
-  first_content_timeout_secs: firstContentTimeoutSecs("this candidate").describe(
-    "Overrides the route's first_content_timeout_secs for this candidate.",
+  first_content_timeout_secs: intBetween(1, 3600).optional().describe(
+    "This candidate's own first_content_timeout_secs, in place of its route's.",
   ),
   context_window: intBetween(1, 100_000_000).optional().describe(
     "Context window of this candidate's model in tokens. With the route's " +
