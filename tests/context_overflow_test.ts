@@ -322,3 +322,56 @@ Deno.test("a larger model on the same upstream is a different request, and is tr
     await up.close();
   }
 });
+
+Deno.test("a refusal inside a Responses stream, before content, moves on by window too", async () => {
+  // OpenAI sends it as an `error` event after `response.created` (dyad-sh/dyad#1672).
+  const refused = {
+    type: "error",
+    sequence_number: 2,
+    error: {
+      type: "invalid_request_error",
+      code: "context_length_exceeded",
+      message: "Your input exceeds the context window of this model. Please adjust your input " +
+        "and try again.",
+      param: "input",
+    },
+  };
+  const created = {
+    type: "response.created",
+    sequence_number: 0,
+    response: { id: "resp_1", object: "response", status: "in_progress", output: [] },
+  };
+  const inStream: Script = {
+    headers: { "content-type": "text/event-stream" },
+    body: [
+      { send: `event: response.created\ndata: ${JSON.stringify(created)}\n\n` },
+      { send: `event: error\ndata: ${JSON.stringify(refused)}\n\n` },
+    ],
+  };
+  await withFakes(inStream, async ({ small, same, unknown, big }) => {
+    const gw = await startTestGateway({
+      upstreams: [
+        upstream("small", "openai-responses", small.url),
+        upstream("same", "openai-chat", same.url),
+        upstream("unknown", "openai-chat", unknown.url),
+        upstream("big", "openai-chat", big.url),
+      ],
+      routes: [{
+        model: "smart",
+        on_context_overflow: "next",
+        candidates: [
+          { upstream: "small", model: "gpt-5", context_window: 400_000 },
+          { upstream: "same", model: "m", context_window: 400_000 },
+          { upstream: "unknown", model: "m" },
+          { upstream: "big", model: "m", context_window: 1_000_000 },
+        ],
+      }],
+    });
+    try {
+      assert.equal(await askOpenAi(gw, { stream: true, id: "overflow-in-stream" }), "from big");
+      assert.deepEqual([small, same, unknown, big].map((f) => f.calls.length), [1, 0, 0, 1]);
+    } finally {
+      await gw.stop();
+    }
+  });
+});

@@ -55,7 +55,8 @@ export async function runCandidates(
     // A later full candidate may still be waited for, so this one is last only if none was full.
     const isLast = i === plan.length - 1 && !full.length;
     const result = await tryCandidate(req, { target, release, isLast, tried, ...opts });
-    const movesOn = result.kind === "stop" && overflow.movesOn(result.error, target);
+    // A refusal is a `stop` when it is the HTTP answer, a `next` when it came inside a stream.
+    const movesOn = result.kind !== "done" && overflow.movesOn(result.error, target);
     if (result.kind !== "next" && !movesOn) return ended(result, { req, chain });
     if (stopReason(live.signal)) return stopReason(live.signal)!;
     failed = result.error;
