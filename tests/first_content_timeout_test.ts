@@ -6,9 +6,9 @@ import {
   chatStream,
   chatStreamBlocks,
   chatWhole,
-  chatWholeBody,
+  slowFirstToken,
 } from "./fake_upstreams/openai_chat_script.ts";
-import { type Call, type Script, startFakeUpstream, type Step } from "./fake_upstreams/server.ts";
+import { type Call, startFakeUpstream } from "./fake_upstreams/server.ts";
 
 /**
  * `first_content_timeout_secs` end to end (docs/liveness.md): a route that
@@ -20,27 +20,9 @@ import { type Call, type Script, startFakeUpstream, type Step } from "./fake_ups
 /** 20 s scaled by TEST_SCALE (0.01). */
 const SLOW_FIRST_TOKEN_MS = 200;
 
-/**
- * Keep-alives every 5 s (scaled), and the first token no sooner than 20 s.
- * Past 20 s it is held until the gateway hangs up, so a timer that a loaded
- * machine runs late cannot let the token win by accident: the test asserts
- * what the gateway decided, not a race.
- */
-function slowFirstToken(call: Call, opts: { whole: boolean }): Script {
-  const keepAlive = opts.whole ? "\n" : ": keep-alive\n\n";
-  const waits: Step[] = [];
-  for (let t = 0; t < SLOW_FIRST_TOKEN_MS; t += 50) waits.push({ send: keepAlive }, { wait: 50 });
-  const late = { until: call.closed };
-  if (opts.whole) {
-    return { body: [...waits, late, { send: chatWholeBody({ text: ["late"] }) }] };
-  }
-  // A role-only chunk is a Chat keep-alive too (docs/design.md, content versus keep-alive).
-  const [role, ...rest] = chatStreamBlocks({ text: ["late"] });
-  return {
-    headers: { "content-type": "text/event-stream" },
-    body: [{ send: role! }, ...waits, late, ...rest.map((send) => ({ send }))],
-  };
-}
+/** Keep-alives (a role-only chunk and comments; whitespace when whole) until the late token. */
+const slowFirstTokenFor = (call: Call, opts: { whole: boolean }) =>
+  slowFirstToken(call, { ms: SLOW_FIRST_TOKEN_MS, text: ["late"], whole: opts.whole });
 
 function config(
   slow: string,
@@ -68,7 +50,7 @@ async function withGateway(
   opts: { whole: boolean },
   run: (gw: TestGateway) => Promise<void>,
 ): Promise<{ slowCalls: Call[] }> {
-  const slow = startFakeUpstream({ fallback: (call) => slowFirstToken(call, opts) });
+  const slow = startFakeUpstream({ fallback: (call) => slowFirstTokenFor(call, opts) });
   const fast = startFakeUpstream({
     fallback: () =>
       opts.whole ? chatWhole({ text: ["from fast"] }) : chatStream({ text: ["from ", "fast"] }),
@@ -181,7 +163,7 @@ Deno.test("without first_content_timeout_secs a slow first token is waited for (
 });
 
 Deno.test("a candidate's own first_content_timeout_secs overrides its route's", async () => {
-  const slow = startFakeUpstream({ fallback: (call) => slowFirstToken(call, { whole: false }) });
+  const slow = startFakeUpstream({ fallback: (call) => slowFirstTokenFor(call, { whole: false }) });
   const fast = startFakeUpstream({ fallback: () => chatStream({ text: ["from fast"] }) });
   // The route would give up at 15 s; the candidate allows an hour, so its late token is waited for.
   const gw = await startTestGateway(config(slow.url, fast.url, { routeSecs: 15, slowSecs: 3600 }));

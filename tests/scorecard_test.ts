@@ -17,18 +17,14 @@ import assert from "node:assert/strict";
 import OpenAI from "openai";
 import type { ConfigInput } from "../gateway/config/schema.ts";
 import { startTestGateway, type TestGateway } from "./harness.ts";
-import {
-  type Call,
-  type Handler,
-  type Script,
-  startFakeUpstream,
-} from "./fake_upstreams/server.ts";
+import { type Handler, type Script, startFakeUpstream } from "./fake_upstreams/server.ts";
 import {
   chatError,
   chatStream,
   chatStreamBlocks,
   headersNever,
   openAiErrorBody,
+  slowFirstToken,
 } from "./fake_upstreams/openai_chat_script.ts";
 
 /** A scenario that takes longer than this (real ms) has hung. */
@@ -172,9 +168,8 @@ const SCENARIOS: Scenario[] = [
   },
   {
     name: "slow first token (20 s) with first_content_timeout_secs 15: the fallback answers",
-    // The first token would come at 20 s (scaled); held past that until the gateway hangs up,
-    // so a timer a loaded machine runs late cannot let it win by accident.
-    primary: (call) => partialAfter(call, 200),
+    // The first token would come at 20 s (200 ms scaled), keep-alives until then.
+    primary: (call) => slowFirstToken(call, { ms: 200, text: tokens("p") }),
     failover: { idle_timeout_secs: 300 },
     route: { first_content_timeout_secs: 15 },
     outcomes: [{
@@ -307,17 +302,6 @@ const SCENARIOS: Scenario[] = [
     calls: { p: 1, f: 3 },
   },
 ];
-
-/** Keep-alives until `ms` (real), then the first token only once the gateway hung up. */
-function partialAfter(call: Call, ms: number): Script {
-  const [role, ...rest] = chatStreamBlocks({ text: tokens("p") });
-  const waits = [];
-  for (let t = 0; t < ms; t += 50) waits.push({ send: ": keep-alive\n\n" }, { wait: 50 });
-  return {
-    headers: { "content-type": "text/event-stream" },
-    body: [{ send: role! }, ...waits, { until: call.closed }, ...rest.map((send) => ({ send }))],
-  };
-}
 
 function config(s: Scenario, urls: { p: string; f: string }): ConfigInput {
   const [pWindow, fWindow] = s.windows ?? [];
