@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import Anthropic from "@anthropic-ai/sdk";
+import OpenAI from "openai";
 import type { ConfigInput } from "../gateway/config/schema.ts";
 import { startTestGateway, type TestGateway } from "./harness.ts";
 import {
@@ -74,6 +75,8 @@ async function assertFailedOver(gw: TestGateway, id: string, started: number): P
     ["slow", "idle_timeout", "gw.upstream.first_content_timeout"],
     ["fast", "success", null],
   ]);
+  // Like an idle timeout before content, it counts for cooldown.
+  assert.equal(gw.cooldowns.get("slow").consecutiveFailures, 1);
   // Given up at 15 s (150 ms), long before the 300 s (3 s) idle timeout could have fired.
   assert.ok(Date.now() - started < 2_500, `took ${Date.now() - started} ms`);
 }
@@ -187,5 +190,36 @@ Deno.test("a candidate's own first_content_timeout_secs overrides its route's", 
     await gw.stop();
     await slow.close();
     await fast.close();
+  }
+});
+
+Deno.test("on the last candidate it is the client's timeout error, with its own code", async () => {
+  const slow = startFakeUpstream({ fallback: (call) => slowFirstTokenFor(call, { whole: true }) });
+  const gw = await startTestGateway({
+    failover: { idle_timeout_secs: 300 },
+    upstreams: [{ id: "slow", kind: "openai-chat", base_url: slow.url }],
+    routes: [{
+      model: "smart",
+      first_content_timeout_secs: 15,
+      candidates: [{ upstream: "slow", model: "s" }],
+    }],
+  });
+  try {
+    const err = await gw.openai().chat.completions.create(
+      { model: "smart", messages: [{ role: "user", content: "hi" }] },
+      { headers: { "x-request-id": "fct-last" } },
+    ).then(() => null, (e: unknown) => e);
+    assert.ok(err instanceof OpenAI.APIError, String(err));
+    assert.deepEqual([err.status, err.type, err.code], [
+      504,
+      "timeout_error",
+      "gw.upstream.first_content_timeout",
+    ]);
+    const { request, attempts } = await gw.row("fct-last");
+    assert.equal(request.errorCode, "gw.upstream.first_content_timeout");
+    assert.deepEqual(attempts.map((a) => a.outcome), ["idle_timeout"]);
+  } finally {
+    await gw.stop();
+    await slow.close();
   }
 });
