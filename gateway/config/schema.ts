@@ -193,9 +193,38 @@ function hedgeFields(owner: "route" | "candidate") {
   };
 }
 
+// Liveness beyond failover (docs/liveness.md): the first-content timeout and the move to a
+// larger context window. Off unless set; a candidate's own timeout wins over its route's.
+const liveRouteFields = {
+  first_content_timeout_secs: intBetween(1, 3600).optional().describe(
+    "Seconds a candidate of this route may take to send its first content (keep-alives do not " +
+      "count) before it is given up on as an idle timeout before content and the next " +
+      "candidate is tried (code gw.upstream.first_content_timeout). Off when unset; lets a " +
+      "route demand a quick first token while idle_timeout_secs stays long for slow, steady " +
+      "answers.",
+  ),
+  on_context_overflow: z.literal("next", { error: 'must be "next"' }).optional().describe(
+    'Set to "next" to answer an upstream\'s context-length refusal by trying the next ' +
+      "candidate whose context_window is larger than the refusing one's. Unset, the refusal " +
+      "is returned to the client as it is.",
+  ),
+};
+
+const liveCandidateFields = {
+  first_content_timeout_secs: intBetween(1, 3600).optional().describe(
+    "This candidate's own first_content_timeout_secs, in place of its route's.",
+  ),
+  context_window: intBetween(1, 100_000_000).optional().describe(
+    "Context window of this candidate's model in tokens. With the route's " +
+      'on_context_overflow "next", only a candidate with a larger context_window than the ' +
+      "refusing one is tried after a context-length refusal; one without it is skipped.",
+  ),
+};
+
 export const CandidateSchema = z.object({
   upstream: z.string().describe("id of an upstream in `upstreams`."),
   model: modelName().describe("Model name sent to that upstream."),
+  ...liveCandidateFields,
   enabled: enabledFlag("candidate"),
   ...hedgeFields("candidate"),
 }).strict();
@@ -211,6 +240,7 @@ export const RouteSchema = z.object({
       "(e.g. web search to openai-chat or bedrock), leaving those tools out. When false, " +
       "such a candidate is skipped and the client's error names it and the tool.",
   ),
+  ...liveRouteFields,
   enabled: enabledFlag("route"),
   ...hedgeFields("route"),
 }).strict();

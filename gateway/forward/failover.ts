@@ -12,6 +12,8 @@ import {
 import { stopReason } from "./stop_reasons.ts";
 import { HedgeRace, type Outcome } from "./hedge_race.ts";
 import type { Lane } from "./hedge_lane.ts";
+import { ContextOverflow } from "../route/context_overflow.ts";
+import { isContextOverflow } from "../formats/context_overflow.ts";
 
 /** The backoff before retrying the same candidate, in configured seconds. */
 const RETRY_BACKOFF_SECS = 0.5;
@@ -65,7 +67,9 @@ async function tryInOrder(
   const chain = { tried, skipped: describeSkipped(skipped) };
   const full: Candidate[] = [];
   let failed: GatewayError | null = null;
+  const overflow = new ContextOverflow(req.route);
   for (const [i, target] of plan.entries()) {
+    if (overflow.skips(target)) continue;
     // A hedge never waits for a slot while another candidate runs: it is tried later if full.
     const wait = isAffine(target, req, deps) && !race?.running;
     const release = await takeSlot(target, { req, deps, wait });
@@ -83,15 +87,18 @@ async function tryInOrder(
     const more = i < plan.length - 1;
     const result = race ? await race.run(target, { start, release, more }) : await start();
     if (result === "hedge") continue;
-    if (result.kind !== "next") return ended(result, { req, chain });
+    // A refusal is a `stop` when it is the HTTP answer, a `next` when it came inside a stream.
+    const movesOn = result.kind !== "done" && overflow.movesOn(result.error, target);
+    if (result.kind !== "next" && !movesOn) return ended(result, { req, chain });
     if (stopReason(live.signal)) return stopReason(live.signal)!;
     failed = result.error;
   }
   const rest = await race?.drain();
   if (rest && rest.kind !== "next") return ended(rest, { req, chain });
   if (rest) failed = rest.error;
-  if (full.length) {
-    const freed = await waitForAny(full, { req, deps });
+  const waitable = full.filter((target) => !overflow.skips(target));
+  if (waitable.length) {
+    const freed = await waitForAny(waitable, { req, deps });
     if (stopReason(live.signal)) return stopReason(live.signal)!;
     if (freed) {
       const result = await tryCandidate(req, { ...freed, isLast: true, tried, ...opts });
@@ -271,10 +278,14 @@ function slotsFull(deps: ForwardDeps): GatewayError {
 
 /**
  * No candidate is left (docs/design.md "Failover before content"): `timeout_status` in the client's format,
- * except when every upstream asked us to slow down, which stays a 429.
+ * except when every upstream asked us to slow down, which stays a 429, and
+ * when the last refused the prompt as too long for it (docs/liveness.md),
+ * which is the caller's to read as the provider said it.
  */
 function exhausted(last: GatewayError, opts: { chain: Chain; deps: ForwardDeps }): GatewayError {
-  if (last.code === "gw.upstream.rate_limited") return last.with(opts.chain);
+  if (last.code === "gw.upstream.rate_limited" || isContextOverflow(last)) {
+    return last.with(opts.chain);
+  }
   return last.with({ ...opts.chain, status: opts.deps.config.failover.timeout_status });
 }
 

@@ -10,6 +10,7 @@ import type {
 } from "../formats/format.ts";
 import { type GatewayCode, GatewayError } from "../runtime/gateway_error.ts";
 import { IdleTimer } from "./idle_timer.ts";
+import { firstContentSecs, startFirstContentTimer } from "./first_content_timer.ts";
 import type { IrRequest, IrUsage } from "../formats/ir.ts";
 import type { Attempt, LiveRequest } from "../live/live_request.ts";
 import type { Logger } from "../runtime/logger.ts";
@@ -95,6 +96,7 @@ export class Hop {
   readonly idle: IdleTimer;
   readonly idleSecs: number;
   #unlink: () => void;
+  #stopFirstContent: () => void;
 
   constructor(
     readonly req: ForwardRequest,
@@ -125,6 +127,7 @@ export class Hop {
           timeoutStatus: failover.timeout_status,
         })),
     });
+    this.#stopFirstContent = startFirstContentTimer(this);
   }
 
   get upstream(): Upstream {
@@ -211,8 +214,11 @@ export class Hop {
       this.opts.lane?.lost(this, reason);
       return { kind: "stop", error: reason };
     }
-    if (reason?.code === "gw.upstream.idle_timeout") {
-      this.reportIdle("before_content");
+    if (
+      reason?.code === "gw.upstream.idle_timeout" ||
+      reason?.code === "gw.upstream.first_content_timeout"
+    ) {
+      this.reportIdle("before_content", reason.code);
       this.fail(reason, "idle_timeout");
       this.opts.deps.affinity.drop(this.req.route.model, {
         sessionId: affinitySession(this.req.live.record),
@@ -244,10 +250,15 @@ export class Hop {
   }
 
   /** Counts and logs an idle timeout (`gw.upstream.idle_timeout {upstream, secs}`). */
-  reportIdle(phase: "before_content" | "mid_stream"): void {
+  reportIdle(
+    phase: "before_content" | "mid_stream",
+    code: GatewayCode = "gw.upstream.idle_timeout",
+  ): void {
     const { metrics, log } = this.opts.deps;
+    const first = code === "gw.upstream.first_content_timeout";
+    const secs = first ? firstContentSecs(this) : this.idleSecs;
     metrics.idleTimeouts.inc({ upstream: this.upstream.id, phase });
-    log.event("gw.upstream.idle_timeout", { upstream: this.upstream.id, secs: this.idleSecs });
+    log.event(code, { upstream: this.upstream.id, secs });
   }
 
   /** A failure before content: charged to the upstream once, here. */
@@ -292,6 +303,7 @@ export class Hop {
   close(): void {
     this.opts.lane?.leave(this);
     this.idle.stop();
+    this.#stopFirstContent();
     this.#unlink();
     this.opts.release();
     if (!this.controller.signal.aborted) this.controller.abort(HOP_DONE);

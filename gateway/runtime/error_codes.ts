@@ -10,6 +10,7 @@ import type { FailureSource } from "../../db/records.ts";
 export const ERROR_CODES = {
   "gw.upstream.idle_timeout": { source: "upstream", status: 504 },
   "gw.upstream.idle_timeout_mid_stream": { source: "upstream", status: 504 },
+  "gw.upstream.first_content_timeout": { source: "upstream", status: 504 },
   "gw.upstream.deadline": { source: "timeout", status: 504 },
   "gw.upstream.error": { source: "upstream", status: 502 },
   "gw.upstream.credentials": { source: "upstream", status: 502 },
