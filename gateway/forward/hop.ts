@@ -17,6 +17,7 @@ import type { Metrics } from "../runtime/metrics.ts";
 import type { Slots } from "../route/slots.ts";
 import { idleTimeout, stopReason } from "./stop_reasons.ts";
 import { isRetryableStatus, retryAfterSecs } from "./upstream_error.ts";
+import { readCapped, UPSTREAM_CAPS } from "../formats/upstream_caps.ts";
 import type { Affinity } from "../route/affinity.ts";
 
 /**
@@ -174,7 +175,7 @@ export class Hop {
 
   /** Classifies a non-2xx answer (SPEC §6 taxonomy) after reading its body. */
   async failedStatus(res: Response): Promise<HopResult> {
-    const body = await res.text();
+    const body = await readCapped(res, UPSTREAM_CAPS.errorBodyBytes);
     const { clock, cooldowns } = this.opts.deps;
     const retryAfter = retryAfterSecs(res.headers.get("retry-after"), clock.now());
     const decoded = this.adapter.decodeError(res.status, body, { headers: res.headers });

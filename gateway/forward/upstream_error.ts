@@ -1,6 +1,7 @@
 import type { UpstreamKind } from "../formats/format.ts";
 import { GatewayError, type GatewayErrorInit } from "../runtime/gateway_error.ts";
 import { isRecord, parseJson } from "../formats/json.ts";
+import { UPSTREAM_CAPS } from "../formats/upstream_caps.ts";
 
 /** What a provider's error body says, as each format module reads it. */
 export interface UpstreamErrorBody {
@@ -83,7 +84,8 @@ export function upstreamStatusError(
     });
   }
   if (status >= 400 && status < 500 && status !== 408) {
-    const answer = opts.headers && opts.body !== undefined
+    // A body cut at the cap is no longer the upstream's answer: the client gets ours instead.
+    const answer = opts.headers && opts.body !== undefined && !cutAtCap(opts.body)
       ? {
         text: opts.body,
         contentType: opts.headers.get("content-type") ?? "application/json",
@@ -104,6 +106,12 @@ export function upstreamStatusError(
     status: 502,
     ...words,
   });
+}
+
+/** Whether an error body filled its cap (so was likely cut): a cut character re-encodes larger. */
+function cutAtCap(body: string): boolean {
+  return body.length * 3 >= UPSTREAM_CAPS.errorBodyBytes &&
+    new TextEncoder().encode(body).byteLength >= UPSTREAM_CAPS.errorBodyBytes;
 }
 
 /** An upstream answer the gateway cannot read: the upstream's fault. */

@@ -14,6 +14,7 @@ export type GatewayCode =
   | "gw.upstream.unreachable"
   | "gw.upstream.rejected"
   | "gw.upstream.bad_response"
+  | "gw.upstream.oversized"
   | "gw.upstream.incomplete"
   | "gw.upstream.unavailable"
   | "gw.request.aborted"
