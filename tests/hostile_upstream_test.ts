@@ -13,6 +13,7 @@ import { eventStreamCodec, EventStreamSplitter } from "../gateway/formats/bedroc
 import { validateConfig } from "../gateway/config/validate.ts";
 import { type Upstream, upstreamBaseUrl } from "../gateway/config/schema.ts";
 import { withoutTrailingSlashes } from "../gateway/config/trailing_slashes.ts";
+import { DestinationSchema } from "../gateway/observability/destination_schema.ts";
 
 const MiB = 1024 * 1024;
 // A long idle window (6 s at the test scale): reading tens of MiB on a loaded machine must
@@ -230,6 +231,15 @@ Deno.test("a base_url over 2048 characters is refused by validation, quickly", (
   assert.equal(result.ok, false);
   assert.deepEqual(!result.ok && result.problems, [
     { path: "upstreams.0.base_url", message: "must be at most 2048 characters", kind: "invalid" },
+  ]);
+});
+
+Deno.test("an observability destination's url has the same cap", () => {
+  const url = `https://logs.example/${"a".repeat(2048)}`;
+  const result = DestinationSchema.safeParse({ id: "d", kind: "webhook", url });
+  assert.equal(result.success, false);
+  assert.deepEqual(result.error?.issues.map((i) => i.message), [
+    "must be at most 2048 characters",
   ]);
 });
 
