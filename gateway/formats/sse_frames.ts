@@ -47,7 +47,7 @@ export function sseFrameStream(read: SseRead): ReadableWritablePair<UpstreamFram
       // Reported once; the parser takes nothing more, and the hop drops the connection.
       if (parser.oversized && !reported) {
         reported = true;
-        const error = oversized("an event with no end", UPSTREAM_CAPS.eventBytes);
+        const error = oversized("an event", UPSTREAM_CAPS.eventBytes);
         controller.enqueue({ raw: new Uint8Array(0), content: true, events: [], error });
       }
     },
