@@ -595,11 +595,8 @@ Deno.test("bedrock stream: corrupt, truncated and absurd frames end with one err
 
   const absurd = await decode([new Uint8Array([0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0])]);
   assert.equal(absurd.length, 1);
-  assert.equal(absurd[0]?.error?.code, "gw.upstream.oversized");
-  assert.match(absurd[0]?.error?.message ?? "", /a 4294967295-byte event-stream message/);
-  const tiny = await decode([new Uint8Array([0, 0, 0, 3, 0, 0, 0, 0])]);
-  assert.equal(tiny[0]?.error?.code, "gw.upstream.bad_response");
-  assert.match(tiny[0]?.error?.message ?? "", /announced a 3-byte message/);
+  assert.equal(absurd[0]?.error?.code, "gw.upstream.bad_response");
+  assert.match(absurd[0]?.error?.message ?? "", /announced a 4294967295-byte message/);
 });
 
 Deno.test("bedrock stream: a generic event-stream error message is an upstream error", async () => {

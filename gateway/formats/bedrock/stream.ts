@@ -18,9 +18,11 @@ export type BedrockReading = Omit<UpstreamFrame, "raw">;
 export const eventStreamCodec = new EventStreamCodec(toUtf8, fromUtf8);
 
 // A message is its 4-byte total length, 4-byte headers length and prelude CRC,
-// headers, payload and a message CRC: at least 16 bytes. AWS caps one at 16 MiB;
-// we hold at most one event's cap (docs/security.md, "Upstream bytes are capped").
+// headers, payload and a message CRC: at least 16 bytes. AWS caps one at 16 MiB
+// (a length beyond is not a message at all: the stream is corrupt), and we hold at
+// most one event's cap (docs/security.md, "Upstream bytes are capped").
 const MIN_MESSAGE_BYTES = 16;
+const MAX_MESSAGE_BYTES = 16 * 1024 * 1024 + 1024;
 
 /**
  * Cuts a byte stream into whole event-stream messages, holding a partial one
@@ -47,7 +49,7 @@ export class EventStreamSplitter {
     const messages: Uint8Array[] = [];
     while (this.#size >= 4) {
       const total = new DataView(this.#peek(4).buffer).getUint32(0);
-      if (total < MIN_MESSAGE_BYTES) {
+      if (total < MIN_MESSAGE_BYTES || total > MAX_MESSAGE_BYTES) {
         this.failure = badResponse(`the upstream's event stream announced a ${total}-byte message`);
         break;
       }
