@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import { allowedEnvName, refusedEnvMessage } from "./env_names.ts";
+import { MAX_URL_CHARS, withoutTrailingSlashes } from "./trailing_slashes.ts";
 
 export const UPSTREAM_KINDS = [
   "openai-chat",
@@ -126,7 +127,8 @@ const upstreamId = () =>
   );
 
 const baseUrl = () =>
-  z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" }).optional()
+  z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" })
+    .max(MAX_URL_CHARS, { error: `must be at most ${MAX_URL_CHARS} characters` }).optional()
     .describe(
       "Base URL in the provider SDK's convention; the gateway appends the API path. " +
         "Omit for the public endpoint: https://api.openai.com/v1 (openai kinds), " +
@@ -354,7 +356,7 @@ export type GatewayKey = z.output<typeof KeySchema>;
 /** The base URL to call, without a trailing slash, so callers can append `/chat/completions`. */
 export function upstreamBaseUrl(upstream: Upstream): string {
   const url = upstream.base_url ?? defaultBaseUrl(upstream);
-  return url.replace(/\/+$/, "");
+  return withoutTrailingSlashes(url);
 }
 
 function defaultBaseUrl(upstream: Upstream): string {

@@ -20,6 +20,7 @@ import { idleTimeout, stopReason } from "./stop_reasons.ts";
 import { isRetryableStatus, retryAfterSecs } from "./upstream_error.ts";
 import { type Affinity, affinitySession } from "../route/affinity.ts";
 import type { Lane } from "./hedge_lane.ts";
+import { readCapped, UPSTREAM_CAPS } from "../formats/upstream_caps.ts";
 
 /**
  * The reason a finished hop's connection is dropped. Shared and plain: the
@@ -185,7 +186,7 @@ export class Hop {
 
   /** Classifies a non-2xx answer (docs/design.md "Failover before content" taxonomy) after reading its body. */
   async failedStatus(res: Response): Promise<HopResult> {
-    const body = await res.text();
+    const body = await readCapped(res, UPSTREAM_CAPS.errorBodyBytes);
     const { clock, cooldowns } = this.opts.deps;
     const retryAfter = retryAfterSecs(res.headers.get("retry-after"), clock.now());
     const decoded = this.adapter.decodeError(res.status, body, { headers: res.headers });
@@ -243,7 +244,7 @@ export class Hop {
     }
     const error = new GatewayError(
       `could not reach upstream ${this.upstream.id}: ${err instanceof Error ? err.message : err}`,
-      { code: "gw.upstream.unreachable", source: "upstream", status: 502, cause: err },
+      { code: "gw.upstream.unreachable", cause: err },
     );
     this.fail(error);
     return { kind: "retry", error };

@@ -144,7 +144,7 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
   if (!hop.attempt.contentSeen) {
     const error = new GatewayError(
       `upstream ${hop.upstream.id} closed the stream before any content`,
-      { code: "gw.upstream.bad_response", source: "upstream", status: 502 },
+      { code: "gw.upstream.bad_response" },
     );
     hop.fail(error);
     return { kind: "next", error };
@@ -153,7 +153,7 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
     // Content went out, so nothing can be tried instead: the client is told the answer was cut.
     const error = new GatewayError(
       `upstream ${hop.upstream.id} ended its stream before the answer was finished`,
-      { code: "gw.upstream.incomplete", source: "upstream", status: 502 },
+      { code: "gw.upstream.incomplete" },
     );
     hop.end("error", error);
     return { kind: "stop", error };
@@ -173,8 +173,6 @@ function afterContent(hop: Hop, err: unknown): HopResult {
     const detail = err instanceof Error ? err.message : String(err);
     const error = new GatewayError(`upstream ${hop.upstream.id} broke off its stream: ${detail}`, {
       code: "gw.upstream.error",
-      source: "upstream",
-      status: 502,
     });
     hop.end("error", error);
     return { kind: "stop", error };

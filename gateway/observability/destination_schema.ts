@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { allowedEnvName, refusedEnvMessage } from "../config/env_names.ts";
+import { MAX_URL_CHARS } from "../config/trailing_slashes.ts";
 
 /**
  * docs/observability.md: where finished request records are sent. Created through the
@@ -13,6 +14,7 @@ export const DestinationSchema = z.object({
     "webhook: JSON `{records: [...]}` POSTed to url; otlp: OTLP/HTTP JSON logs POSTed to url.",
   ),
   url: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" })
+    .max(MAX_URL_CHARS, { error: `must be at most ${MAX_URL_CHARS} characters` })
     .describe("Receiver URL (for otlp, the full logs endpoint, e.g. .../v1/logs)."),
   enabled: z.boolean().default(true).describe("Set to false to keep it but send nothing."),
   headers_env: z.record(

@@ -18,6 +18,7 @@ export const ERROR_CODES = {
   "gw.upstream.unreachable": { source: "upstream", status: 502 },
   "gw.upstream.rejected": { source: "client", status: 400 },
   "gw.upstream.bad_response": { source: "upstream", status: 502 },
+  "gw.upstream.oversized": { source: "upstream", status: 502 },
   "gw.upstream.incomplete": { source: "upstream", status: 502 },
   "gw.upstream.unavailable": { source: "config", status: 503 },
   "gw.upstream.hedge_lost": { source: "upstream", status: 499 },
