@@ -45,6 +45,7 @@ const ATTEMPT_COLUMNS: Record<keyof AttemptRecord, string> = {
   inputTokens: "input_tokens",
   outputTokens: "output_tokens",
   droppedHeaders: "dropped_headers",
+  resumeOffset: "resume_offset",
 };
 
 const REQUEST_STATES: Record<RequestRecord["state"], true> = {
@@ -70,6 +71,7 @@ const ATTEMPT_OUTCOMES: Record<AttemptOutcome, true> = {
   idle_timeout: true,
   aborted: true,
   client_disconnected: true,
+  resumed: true,
 };
 
 type Field = string | number | boolean | null;
@@ -199,5 +201,6 @@ export function attemptFromRow(row: Row): AttemptRecord {
     inputTokens: numOrNull(row, "input_tokens"),
     outputTokens: numOrNull(row, "output_tokens"),
     droppedHeaders: textOrNull(row, "dropped_headers"),
+    resumeOffset: numOrNull(row, "resume_offset"),
   };
 }

@@ -125,4 +125,10 @@ export const MIGRATIONS: readonly Migration[] = [
     name: "attempt_dropped_headers",
     sql: ["ALTER TABLE attempts ADD COLUMN dropped_headers TEXT"],
   },
+  {
+    // Mid-stream resume (docs/liveness.md): where a resuming hop continued the answer.
+    version: 9,
+    name: "attempt_resume_offset",
+    sql: ["ALTER TABLE attempts ADD COLUMN resume_offset INTEGER"],
+  },
 ];

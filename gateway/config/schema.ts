@@ -179,6 +179,12 @@ export const CandidateSchema = z.object({
   upstream: z.string().describe("id of an upstream in `upstreams`."),
   model: modelName().describe("Model name sent to that upstream."),
   enabled: enabledFlag("candidate"),
+  // Mid-stream resume (docs/liveness.md), with the route's `resume_after_content`.
+  accepts_prefill: z.boolean().default(false).describe(
+    "This candidate's upstream continues a trailing assistant message (prefill). Only such " +
+      "candidates resume a stream that broke after content, when the route sets " +
+      "`resume_after_content`. Never guessed from the kind: say so only for an upstream that does.",
+  ),
 }).strict();
 
 export const RouteSchema = z.object({
@@ -191,6 +197,14 @@ export const RouteSchema = z.object({
     "Send a candidate a request with provider-run tools its kind has no equivalent for " +
       "(e.g. web search to openai-chat or bedrock), leaving those tools out. When false, " +
       "such a candidate is skipped and the client's error names it and the tool.",
+  ),
+  // Mid-stream resume (docs/liveness.md), with each candidate's `accepts_prefill`.
+  resume_after_content: z.literal("prefill").nullable().default(null).describe(
+    "When a stream that already sent text to the client breaks (idle timeout, broken " +
+      "connection, in-stream error), send the next candidate with `accepts_prefill` the request " +
+      "plus the text delivered so far as a trailing assistant message, and relay only its " +
+      "continuation into the same client stream. A stream that delivered a tool call is never " +
+      "resumed. null: off, the stream ends with an error event.",
   ),
   enabled: enabledFlag("route"),
 }).strict();
