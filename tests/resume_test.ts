@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { startTestGateway, type TestGateway } from "./harness.ts";
-import { type FakeUpstream, startFakeUpstream } from "./fake_upstreams/server.ts";
+import { type FakeUpstream, type Script, startFakeUpstream } from "./fake_upstreams/server.ts";
+import * as anthropicFake from "./fake_upstreams/anthropic_script.ts";
 import {
   type Fault,
   type PrefillKind,
@@ -114,3 +115,183 @@ for (const format of FORMATS) {
     }
   }
 }
+
+/** Anthropic client over anthropic upstreams: the cases where a resume must not happen, or not as asked. */
+const anthropicScripts = RESUME_SCRIPTS.anthropic;
+const refusesPrefill = (): Script => ({
+  status: 400,
+  headers: { "content-type": "application/json" },
+  body: [{
+    send: anthropicFake.errorBody(400, "This model does not support assistant message prefill."),
+  }],
+});
+
+Deno.test("resume off: a break after content ends with the error event, the next candidate is never asked", async () => {
+  await withGateway(
+    2,
+    { kind: "anthropic", prefill: [false, true], resume: false },
+    async (gw, [first, second]) => {
+      first!.enqueue(anthropicScripts.first("reset"));
+      second!.enqueue(anthropicScripts.second());
+      const id = requestId();
+      const read = await CLIENTS.anthropic(gw.url, { requestId: id });
+      assert.ok(read.error, "the SDK raised the stream's error event");
+      assert.equal(second!.calls.length, 0);
+      const { request, attempts } = await gw.row(id);
+      assert.equal(request.outcome, "error");
+      assert.equal(request.errorCode, "gw.upstream.error");
+      assert.equal(attempts.length, 1);
+    },
+  );
+});
+
+Deno.test("no candidate accepts a prefill: the original failure's error event, no other upstream asked", async () => {
+  await withGateway(
+    2,
+    { kind: "anthropic", prefill: [true, false] },
+    async (gw, [first, second]) => {
+      first!.enqueue(anthropicScripts.first("stall"));
+      second!.enqueue(anthropicScripts.second());
+      const id = requestId();
+      const read = await CLIENTS.anthropic(gw.url, { requestId: id });
+      assert.ok(read.error);
+      assert.equal(second!.calls.length, 0);
+      const { request, attempts } = await gw.row(id);
+      assert.equal(request.errorCode, "gw.upstream.idle_timeout_mid_stream");
+      assert.deepEqual(attempts.map((a) => a.outcome), ["idle_timeout"]);
+    },
+  );
+});
+
+Deno.test("a candidate that refuses the prefill is passed over for the next capable one", async () => {
+  await withGateway(3, { kind: "anthropic", prefill: [false, true, true] }, async (gw, ups) => {
+    const [first, refusing, third] = ups;
+    first!.enqueue(anthropicScripts.first("reset"));
+    refusing!.enqueue(refusesPrefill());
+    third!.enqueue(anthropicScripts.second());
+    const id = requestId();
+    const read = await CLIENTS.anthropic(gw.url, { requestId: id });
+    assert.equal(read.error, undefined);
+    assert.equal(read.text, "Hello, world!");
+    assert.equal(read.starts, 1);
+    assert.equal(read.ends, 1);
+    assert.deepEqual(anthropicScripts.lastTurn(refusing!.calls[0]!).text, "Hello, wor");
+    const { request, attempts } = await gw.row(id);
+    assert.equal(request.outcome, "success");
+    assert.deepEqual(
+      attempts.map((a) => [a.outcome, a.status, a.resumeOffset]),
+      [["error", 200, null], ["error", 400, OFFSET], ["resumed", 200, OFFSET]],
+    );
+  });
+});
+
+Deno.test("the only capable candidate refuses the prefill: the original failure's error event, never the 400", async () => {
+  await withGateway(
+    2,
+    { kind: "anthropic", prefill: [false, true] },
+    async (gw, [first, refusing]) => {
+      first!.enqueue(anthropicScripts.first("reset"));
+      refusing!.enqueue(refusesPrefill());
+      const id = requestId();
+      const read = await CLIENTS.anthropic(gw.url, { requestId: id });
+      assert.ok(read.error);
+      assert.doesNotMatch(read.error, /prefill|invalid_request_error/);
+      assert.match(read.error, /broke off its stream/);
+      assert.equal(refusing!.calls.length, 1);
+      const { request, attempts } = await gw.row(id);
+      assert.equal(request.errorCode, "gw.upstream.error");
+      assert.equal(request.status, 502);
+      assert.deepEqual(attempts.map((a) => a.status), [200, 400]);
+    },
+  );
+});
+
+Deno.test("a stream that delivered a tool call is never resumed", async () => {
+  await withGateway(
+    2,
+    { kind: "anthropic", prefill: [false, true] },
+    async (gw, [first, second]) => {
+      const chunks = anthropicFake.streamChunks({
+        text: ["Hello, ", "wor"],
+        toolCall: { id: "toolu_1", name: "lookup", argsPieces: ['{"q":', '"x"}'] },
+        usage: { input: 5, output: 2 },
+      });
+      // Through the tool call's first argument piece: the call is in progress.
+      first!.enqueue({
+        headers: { "content-type": "text/event-stream" },
+        body: [...chunks.slice(0, 8).map((send) => ({ send })), { reset: true }],
+      });
+      second!.enqueue(anthropicScripts.second());
+      const id = requestId();
+      const read = await CLIENTS.anthropic(gw.url, { requestId: id });
+      assert.ok(read.error);
+      assert.equal(second!.calls.length, 0);
+      const { request, attempts } = await gw.row(id);
+      assert.equal(request.errorCode, "gw.upstream.error");
+      assert.equal(attempts.length, 1);
+    },
+  );
+});
+
+Deno.test("a continuation that breaks too is resumed again, from the longer text", async () => {
+  await withGateway(3, { kind: "anthropic", prefill: [false, true, true] }, async (gw, ups) => {
+    const [first, second, third] = ups;
+    first!.enqueue(anthropicScripts.first("reset"));
+    // "ld" then a reset: the third upstream continues "Hello, world".
+    second!.enqueue({
+      headers: { "content-type": "text/event-stream" },
+      body: [
+        ...anthropicFake.streamChunks({ text: ["ld"], usage: { input: 7, output: 1 } }).slice(0, 3)
+          .map((send) => ({ send })),
+        { reset: true },
+      ],
+    });
+    third!.enqueue({
+      headers: { "content-type": "text/event-stream" },
+      body: anthropicFake.streamChunks({ text: ["!"], usage: { input: 9, output: 1 } })
+        .map((send) => ({ send })),
+    });
+    const id = requestId();
+    const read = await CLIENTS.anthropic(gw.url, { requestId: id });
+    assert.equal(read.error, undefined);
+    assert.equal(read.text, "Hello, world!");
+    assert.equal(read.starts, 1);
+    assert.equal(read.ends, 1);
+    assert.equal(anthropicScripts.lastTurn(third!.calls[0]!).text, "Hello, world");
+    const { attempts } = await gw.row(id);
+    assert.deepEqual(
+      attempts.map((a) => [a.outcome, a.resumeOffset]),
+      [["error", null], ["error", OFFSET], ["resumed", 12]],
+    );
+    assert.equal(read.usage.input, 5 + 7 + 9);
+  });
+});
+
+Deno.test("whitespace the client already has is not sent as prefill, nor repeated by the continuation", async () => {
+  await withGateway(
+    2,
+    { kind: "anthropic", prefill: [false, true] },
+    async (gw, [first, second]) => {
+      const chunks = anthropicFake.streamChunks({
+        text: ["Hello,", " "],
+        usage: { input: 5, output: 2 },
+      });
+      first!.enqueue({
+        headers: { "content-type": "text/event-stream" },
+        body: [...chunks.slice(0, 4).map((send) => ({ send })), { reset: true }],
+      });
+      second!.enqueue({
+        headers: { "content-type": "text/event-stream" },
+        body: anthropicFake.streamChunks({ text: [" world!"], usage: { input: 7, output: 3 } })
+          .map((send) => ({ send })),
+      });
+      const id = requestId();
+      const read = await CLIENTS.anthropic(gw.url, { requestId: id });
+      assert.equal(read.text, "Hello, world!");
+      // Anthropic refuses a final assistant turn that ends in whitespace.
+      assert.equal(anthropicScripts.lastTurn(second!.calls[0]!).text, "Hello,");
+      const { attempts } = await gw.row(id);
+      assert.equal(attempts[1]!.resumeOffset, 7);
+    },
+  );
+});
