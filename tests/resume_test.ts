@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { startTestGateway, type TestGateway } from "./harness.ts";
 import { type FakeUpstream, type Script, startFakeUpstream } from "./fake_upstreams/server.ts";
 import * as anthropicFake from "./fake_upstreams/anthropic_script.ts";
+import { responsesStreamChunks } from "./fake_upstreams/openai_responses_script.ts";
 import {
   type Fault,
   type PrefillKind,
@@ -25,6 +26,8 @@ const FIRST_ROW: Record<Fault, { outcome: string; code?: string }> = {
 
 interface Upstreams {
   kind: PrefillKind;
+  /** The first upstream's kind, when it differs. */
+  firstKind?: PrefillKind | "openai-responses";
   /** Whether each upstream (in route order) takes a prefill. */
   prefill: boolean[];
 }
@@ -32,7 +35,9 @@ interface Upstreams {
 function resumeConfig(urls: string[], opts: Upstreams & { resume?: boolean }): ConfigInput {
   return {
     failover: { idle_timeout_secs: 30 },
-    upstreams: urls.map((url, i) => upstreamEntry(opts.kind, { id: `up${i + 1}`, url })),
+    upstreams: urls.map((url, i) =>
+      upstreamEntry(i === 0 ? opts.firstKind ?? opts.kind : opts.kind, { id: `up${i + 1}`, url })
+    ),
     routes: [{
       model: "smart",
       resume_after_content: opts.resume === false ? null : "prefill",
@@ -292,6 +297,35 @@ Deno.test("whitespace the client already has is not sent as prefill, nor repeate
       assert.equal(anthropicScripts.lastTurn(second!.calls[0]!).text, "Hello,");
       const { attempts } = await gw.row(id);
       assert.equal(attempts[1]!.resumeOffset, 7);
+    },
+  );
+});
+
+Deno.test("with resume on, a Responses answer from a Responses upstream is encoded, so an anthropic upstream can continue it", async () => {
+  await withGateway(
+    2,
+    { kind: "anthropic", firstKind: "openai-responses", prefill: [false, true] },
+    async (gw, [first, second]) => {
+      // created, in_progress, item added, part added, "Hello, ", "wor": then the connection breaks.
+      const chunks = responsesStreamChunks({
+        text: ["Hello, ", "wor"],
+        usage: { input: 5, output: 2 },
+      });
+      first!.enqueue({
+        headers: { "content-type": "text/event-stream" },
+        body: [...chunks.slice(0, 6).map((send) => ({ send })), { reset: true }],
+      });
+      second!.enqueue(anthropicScripts.second());
+      const id = requestId();
+      const read = await CLIENTS["openai-responses"](gw.url, { requestId: id });
+      assert.equal(read.error, undefined);
+      assert.equal(read.text, "Hello, world!");
+      assert.equal(read.starts, 1);
+      assert.equal(read.ends, 1);
+      assert.deepEqual([...new Set(read.indexes)], ["0/0"]);
+      assert.equal(anthropicScripts.lastTurn(second!.calls[0]!).text, "Hello, wor");
+      const { attempts } = await gw.row(id);
+      assert.deepEqual(attempts.map((a) => a.outcome), ["error", "resumed"]);
     },
   );
 });

@@ -43,7 +43,9 @@ export function forwardStream(
       channel.startKeepAlives();
     })
     : () => {};
-  const resume = new StreamResume(req.route.resume_after_content === "prefill");
+  const resume = new StreamResume(req.route.resume_after_content === "prefill", {
+    client: codec.format,
+  });
   const pass = new ResumePass(req, { deps, resume, channel });
   const done = (async () => {
     let error: GatewayError | null = null;
@@ -82,8 +84,7 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
   const { channel, encoder, resume } = opts;
   const live = hop.req.live;
   // The request body and the answer's bytes pass through separately (see passesBodyThrough).
-  // A continuation is written by the encoder that wrote, or shadowed, the answer's start.
-  const passthrough = opts.shape.passthroughFrom === hop.upstream.kind && !resume.resuming;
+  const passthrough = resume.passesThrough(opts.shape.passthroughFrom === hop.upstream.kind);
   const res = await hop.send();
   if (!res.ok || !res.body) return await hop.failedStatus(res);
   live.state = "holding";

@@ -1,5 +1,13 @@
+import type { ClientFormat } from "../formats/format.ts";
 import type { IrEvent, IrRequest, IrUsage } from "../formats/ir.ts";
 import { mergeUsage } from "../formats/ir.ts";
+
+/**
+ * Client formats whose streams name items by ids the upstream chose (Responses'
+ * `item_id`): a continuation from our encoder would name other ids, and the
+ * SDK rejects that. With resume on, their answers are always encoded.
+ */
+const IDS_FROM_UPSTREAM: ReadonlySet<ClientFormat> = new Set(["openai-responses"]);
 
 /** Where a resuming hop picks the answer up. */
 export interface ResumePoint {
@@ -29,11 +37,22 @@ export class StreamResume {
   /** The prefill left off trailing whitespace the client has: the continuation's leading whitespace is dropped. */
   #trimLead = false;
 
-  constructor(readonly enabled: boolean) {}
+  constructor(readonly enabled: boolean, readonly opts: { client: ClientFormat }) {}
 
-  /** True from the first resume on: the answer's bytes are encoded, never passed through. */
+  /** True from the first resume on. */
   get resuming(): boolean {
     return this.#resuming;
+  }
+
+  /**
+   * Whether a hop whose format the client takes as is may pass its bytes
+   * through. A continuation never does (it is written by the encoder that
+   * wrote, or shadowed, the answer's start), nor any hop of a client whose
+   * stream a continuation could not join.
+   */
+  passesThrough(sameFormat: boolean): boolean {
+    if (!this.enabled) return sameFormat;
+    return sameFormat && !this.#resuming && !IDS_FROM_UPSTREAM.has(this.opts.client);
   }
 
   /** The answer's usage so far, summed over its hops. */

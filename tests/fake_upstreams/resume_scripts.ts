@@ -154,7 +154,10 @@ export const RESUME_SCRIPTS: Record<PrefillKind, KindScripts> = {
 };
 
 /** An upstream entry of `kind` at `url`; Bedrock's keys come from the env the test passes. */
-export function upstreamEntry(kind: PrefillKind, opts: { id: string; url: string }) {
+export function upstreamEntry(
+  kind: PrefillKind | "openai-responses",
+  opts: { id: string; url: string },
+) {
   if (kind === "bedrock") {
     return {
       id: opts.id,
