@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { startTestGateway, type TestGateway } from "./harness.ts";
+import { postJson, startTestGateway, type TestGateway } from "./harness.ts";
 import { type FakeUpstream, type Script, startFakeUpstream } from "./fake_upstreams/server.ts";
 import * as anthropicFake from "./fake_upstreams/anthropic_script.ts";
 import { responsesStreamChunks } from "./fake_upstreams/openai_responses_script.ts";
@@ -326,6 +326,30 @@ Deno.test("with resume on, a Responses answer from a Responses upstream is encod
       assert.equal(anthropicScripts.lastTurn(second!.calls[0]!).text, "Hello, wor");
       const { attempts } = await gw.row(id);
       assert.deepEqual(attempts.map((a) => a.outcome), ["error", "resumed"]);
+    },
+  );
+});
+
+Deno.test("a request with provider-run tools is never resumed", async () => {
+  await withGateway(
+    2,
+    { kind: "anthropic", prefill: [false, true] },
+    async (gw, [first, second]) => {
+      first!.enqueue(anthropicScripts.first("reset"));
+      second!.enqueue(anthropicScripts.second());
+      const id = requestId();
+      const res = await postJson(`${gw.url}/v1/messages`, {
+        model: "smart",
+        max_tokens: 100,
+        stream: true,
+        messages: [{ role: "user", content: "Search, then say hello" }],
+        tools: [{ type: "web_search_20250305", name: "web_search" }],
+      }, { "x-request-id": id });
+      const body = await res.text();
+      assert.match(body, /event: error/);
+      assert.equal(second!.calls.length, 0);
+      const { request } = await gw.row(id);
+      assert.equal(request.errorCode, "gw.upstream.error");
     },
   );
 });

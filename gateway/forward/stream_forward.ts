@@ -43,9 +43,7 @@ export function forwardStream(
       channel.startKeepAlives();
     })
     : () => {};
-  const resume = new StreamResume(req.route.resume_after_content === "prefill", {
-    client: codec.format,
-  });
+  const resume = StreamResume.for(req, { client: codec.format });
   const pass = new ResumePass(req, { deps, resume, channel });
   const done = (async () => {
     let error: GatewayError | null = null;

@@ -39,6 +39,21 @@ export class StreamResume {
 
   constructor(readonly enabled: boolean, readonly opts: { client: ClientFormat }) {}
 
+  /**
+   * Resume as the route says, except for a request with provider-run tools or
+   * features only a same-format upstream takes: their blocks (a web search's
+   * results) have no IR event, so no encoder could follow the stream they are
+   * in, and a translated resume could not carry them.
+   */
+  static for(
+    req: { route: { resume_after_content: "prefill" | null }; ir: IrRequest },
+    opts: { client: ClientFormat },
+  ): StreamResume {
+    const { ir } = req;
+    const native = (ir.builtinTools?.length ?? 0) + (ir.nativeOnly?.length ?? 0);
+    return new StreamResume(req.route.resume_after_content === "prefill" && native === 0, opts);
+  }
+
   /** True from the first resume on. */
   get resuming(): boolean {
     return this.#resuming;
