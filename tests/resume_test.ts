@@ -12,7 +12,7 @@ import {
   upstreamEntry,
 } from "./fake_upstreams/resume_scripts.ts";
 import { type ClientFormat, CLIENTS } from "./resume_clients.ts";
-import type { ConfigInput } from "../gateway/config/schema.ts";
+import { type ConfigInput, ConfigSchema } from "../gateway/config/schema.ts";
 
 /** What the client already had when the first answer broke: "Hello, wor". */
 const OFFSET = 10;
@@ -114,7 +114,7 @@ for (const format of FORMATS) {
           assert.equal(request.inputTokens, input);
           assert.equal(request.outputTokens, output);
           assert.equal(read.usage.input, input);
-          if (format !== "gemini") assert.equal(read.usage.output, output);
+          assert.equal(read.usage.output, output);
         });
       });
     }
@@ -352,4 +352,23 @@ Deno.test("a request with provider-run tools is never resumed", async () => {
       assert.equal(request.errorCode, "gw.upstream.error");
     },
   );
+});
+
+Deno.test("config: resume is off by default, and a Responses upstream cannot be marked as taking a prefill", () => {
+  const base = resumeConfig(["http://127.0.0.1:1"], { kind: "anthropic", prefill: [true] });
+  const defaults = ConfigSchema.parse({
+    upstreams: base.upstreams,
+    routes: [{ model: "smart", candidates: [{ upstream: "up1", model: "m" }] }],
+  });
+  assert.equal(defaults.routes[0]!.resume_after_content, null);
+  assert.equal(defaults.routes[0]!.candidates[0]!.accepts_prefill, false);
+  const responses = ConfigSchema.safeParse({
+    ...base,
+    upstreams: [{ id: "up1", kind: "openai-responses", base_url: "http://127.0.0.1:1" }],
+  });
+  assert.equal(responses.success, false);
+  assert.deepEqual(responses.error?.issues.map((i) => [i.path.join("."), i.message]), [[
+    "routes.0.candidates.0.accepts_prefill",
+    "an openai-responses upstream cannot continue a prefill",
+  ]]);
 });

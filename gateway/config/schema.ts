@@ -220,8 +220,8 @@ export const KeySchema = z.object({
 
 type Issues = z.RefinementCtx<unknown>;
 type Checked = {
-  upstreams: { id: string }[];
-  routes: { model: string; candidates: { upstream: string }[] }[];
+  upstreams: { id: string; kind: string }[];
+  routes: { model: string; candidates: { upstream: string; accepts_prefill: boolean }[] }[];
   keys: { id: string; key_env: string; routes?: string[] | undefined }[];
 };
 
@@ -275,6 +275,23 @@ function flagUnknownKeyRoutes(config: Checked, ctx: Issues) {
   );
 }
 
+/** The Responses API has no prefill: an assistant turn last is taken as a past answer, not continued. */
+function flagPrefillKinds(config: Checked, ctx: Issues) {
+  const kinds = new Map(config.upstreams.map((u) => [u.id, u.kind]));
+  config.routes.forEach((route, r) =>
+    route.candidates.forEach((candidate, c) => {
+      if (!candidate.accepts_prefill || kinds.get(candidate.upstream) !== "openai-responses") {
+        return;
+      }
+      ctx.addIssue({
+        code: "custom",
+        path: ["routes", r, "candidates", c, "accepts_prefill"],
+        message: "an openai-responses upstream cannot continue a prefill",
+      });
+    })
+  );
+}
+
 function checkReferences(config: Checked, ctx: Issues) {
   const at = (list: string, field: string) => (i: number) => [list, i, field];
   flagDuplicates(config.upstreams.map((u) => u.id), ctx, { at: at("upstreams", "id") });
@@ -284,6 +301,7 @@ function checkReferences(config: Checked, ctx: Issues) {
   flagDuplicates(config.keys.map((k) => k.key_env), ctx, { at: at("keys", "key_env") });
   flagUnknownUpstreams(config, ctx);
   flagUnknownKeyRoutes(config, ctx);
+  flagPrefillKinds(config, ctx);
 }
 
 export const ConfigSchema = z.object({
