@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { postJson, startTestGateway, type TestGateway } from "./harness.ts";
+import { eventually, postJson, startTestGateway, type TestGateway } from "./harness.ts";
 import { type FakeUpstream, type Script, startFakeUpstream } from "./fake_upstreams/server.ts";
 import * as anthropicFake from "./fake_upstreams/anthropic_script.ts";
 import { responsesStreamChunks } from "./fake_upstreams/openai_responses_script.ts";
@@ -57,7 +57,7 @@ async function withGateway(
 ): Promise<void> {
   const ups = Array.from({ length: count }, () => startFakeUpstream());
   const gw = await startTestGateway(resumeConfig(ups.map((u) => u.url), opts), {
-    env: RESUME_ENV,
+    env: { ...RESUME_ENV, PULSEGATE_ADMIN_TOKEN: ADMIN },
   });
   try {
     await run(gw, ups);
@@ -67,6 +67,7 @@ async function withGateway(
   }
 }
 
+const ADMIN = "admin-secret";
 let seq = 0;
 const requestId = () => `resume-${++seq}-${Date.now()}`;
 
@@ -371,4 +372,64 @@ Deno.test("config: resume is off by default, and a Responses upstream cannot be 
     "routes.0.candidates.0.accepts_prefill",
     "an openai-responses upstream cannot continue a prefill",
   ]]);
+});
+
+Deno.test("an abort while the resuming candidate starts ends the stream as aborted, the hop too", async () => {
+  await withGateway(
+    2,
+    { kind: "anthropic", prefill: [false, true] },
+    async (gw, [first, second]) => {
+      first!.enqueue(anthropicScripts.first("reset"));
+      second!.enqueue({ headerDelay: "never" });
+      const id = requestId();
+      const res = await postJson(`${gw.url}/v1/messages`, {
+        model: "smart",
+        max_tokens: 100,
+        stream: true,
+        messages: [{ role: "user", content: "hi" }],
+      }, { "x-request-id": id });
+      const body = res.text();
+      await eventually(() => second!.calls.length === 1);
+      const abort = await fetch(`${gw.url}/request/${id}/abort`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${ADMIN}` },
+      });
+      assert.deepEqual(await abort.json(), { requests: [id] });
+      const text = await body;
+      assert.match(text, /"text":"wor"/);
+      assert.match(text, /event: error/);
+      assert.equal(await second!.calls[0]!.closed, "cancelled");
+      const { request, attempts } = await gw.row(id);
+      assert.equal(request.errorCode, "gw.request.aborted");
+      assert.deepEqual(
+        attempts.map((a) => [a.outcome, a.resumeOffset]),
+        [["error", null], ["aborted", OFFSET]],
+      );
+    },
+  );
+});
+
+Deno.test("an answer that sent only reasoning is not resumed: there is no text to continue", async () => {
+  await withGateway(
+    2,
+    { kind: "anthropic", prefill: [false, true] },
+    async (gw, [first, second]) => {
+      const chunks = anthropicFake.streamChunks({
+        text: [],
+        thinking: ["Let me think"],
+        usage: { input: 5, output: 2 },
+      });
+      first!.enqueue({
+        headers: { "content-type": "text/event-stream" },
+        body: [...chunks.slice(0, 3).map((send) => ({ send })), { reset: true }],
+      });
+      second!.enqueue(anthropicScripts.second());
+      const id = requestId();
+      const read = await CLIENTS.anthropic(gw.url, { requestId: id });
+      assert.ok(read.error);
+      assert.equal(second!.calls.length, 0);
+      const { request } = await gw.row(id);
+      assert.equal(request.errorCode, "gw.upstream.error");
+    },
+  );
 });
