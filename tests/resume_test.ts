@@ -26,6 +26,11 @@ const FIRST_ROW: Record<Fault, { outcome: string; code?: string }> = {
 
 interface Upstreams {
   kind: PrefillKind;
+  /**
+   * Scaled like every gateway timer: 300 s lasts 3 s, far beyond any first content on a loaded
+   * machine. A stall test waits it out, so it uses 100 s (1 s).
+   */
+  idleSecs?: number;
   /** The first upstream's kind, when it differs. */
   firstKind?: PrefillKind | "openai-responses";
   /** Whether each upstream (in route order) takes a prefill. */
@@ -34,7 +39,7 @@ interface Upstreams {
 
 function resumeConfig(urls: string[], opts: Upstreams & { resume?: boolean }): ConfigInput {
   return {
-    failover: { idle_timeout_secs: 30 },
+    failover: { idle_timeout_secs: opts.idleSecs ?? 300 },
     upstreams: urls.map((url, i) =>
       upstreamEntry(i === 0 ? opts.firstKind ?? opts.kind : opts.kind, { id: `up${i + 1}`, url })
     ),
@@ -80,43 +85,48 @@ for (const format of FORMATS) {
     for (const fault of FAULTS) {
       Deno.test(`${format} client, ${kind} upstreams: ${fault} after content resumes with a prefill`, async () => {
         const scripts = RESUME_SCRIPTS[kind];
-        await withGateway(2, { kind, prefill: [false, true] }, async (gw, [first, second]) => {
-          first!.enqueue(scripts.first(fault));
-          second!.enqueue(scripts.second());
-          const id = requestId();
-          const read = await CLIENTS[format](gw.url, { requestId: id });
-          assert.equal(read.error, undefined);
-          assert.equal(read.text, "Hello, world!");
-          assert.equal(read.starts, 1);
-          assert.equal(read.ends, 1);
-          // One content index throughout: the continuation went on in the block it continues.
-          assert.deepEqual([...new Set(read.indexes)].length, 1, `indexes ${read.indexes}`);
-          // The second upstream was asked to continue exactly what the client has.
-          assert.equal(second!.calls.length, 1);
-          assert.deepEqual(scripts.lastTurn(second!.calls[0]!), {
-            role: "assistant",
-            text: "Hello, wor",
-          });
-          const { request, attempts } = await gw.row(id);
-          assert.equal(request.outcome, "success");
-          assert.equal(attempts.length, 2);
-          const [hop1, hop2] = attempts;
-          assert.equal(hop1!.outcome, FIRST_ROW[fault].outcome);
-          if (FIRST_ROW[fault].code) assert.equal(hop1!.errorCode, FIRST_ROW[fault].code);
-          else assert.ok(hop1!.errorCode, "the in-stream error's code is on the first hop");
-          assert.equal(hop1!.resumeOffset, null);
-          assert.equal(hop2!.outcome, "resumed");
-          assert.equal(hop2!.resumeOffset, OFFSET);
-          // Usage is summed over the hops: on the row and in what the client read.
-          const input = (hop1!.inputTokens ?? 0) + (hop2!.inputTokens ?? 0);
-          const output = (hop1!.outputTokens ?? 0) + (hop2!.outputTokens ?? 0);
-          assert.equal(input, SECOND_USAGE.input + (scripts.firstReported.input ?? 0));
-          assert.equal(output, SECOND_USAGE.output + (scripts.firstReported.output ?? 0));
-          assert.equal(request.inputTokens, input);
-          assert.equal(request.outputTokens, output);
-          assert.equal(read.usage.input, input);
-          assert.equal(read.usage.output, output);
-        });
+        const idleSecs = fault === "stall" ? 100 : 300;
+        await withGateway(
+          2,
+          { kind, prefill: [false, true], idleSecs },
+          async (gw, [first, second]) => {
+            first!.enqueue(scripts.first(fault));
+            second!.enqueue(scripts.second());
+            const id = requestId();
+            const read = await CLIENTS[format](gw.url, { requestId: id });
+            assert.equal(read.error, undefined);
+            assert.equal(read.text, "Hello, world!");
+            assert.equal(read.starts, 1);
+            assert.equal(read.ends, 1);
+            // One content index throughout: the continuation went on in the block it continues.
+            assert.deepEqual([...new Set(read.indexes)].length, 1, `indexes ${read.indexes}`);
+            // The second upstream was asked to continue exactly what the client has.
+            assert.equal(second!.calls.length, 1);
+            assert.deepEqual(scripts.lastTurn(second!.calls[0]!), {
+              role: "assistant",
+              text: "Hello, wor",
+            });
+            const { request, attempts } = await gw.row(id);
+            assert.equal(request.outcome, "success");
+            assert.equal(attempts.length, 2);
+            const [hop1, hop2] = attempts;
+            assert.equal(hop1!.outcome, FIRST_ROW[fault].outcome);
+            if (FIRST_ROW[fault].code) assert.equal(hop1!.errorCode, FIRST_ROW[fault].code);
+            else assert.ok(hop1!.errorCode, "the in-stream error's code is on the first hop");
+            assert.equal(hop1!.resumeOffset, null);
+            assert.equal(hop2!.outcome, "resumed");
+            assert.equal(hop2!.resumeOffset, OFFSET);
+            // Usage is summed over the hops: on the row and in what the client read.
+            const input = (hop1!.inputTokens ?? 0) + (hop2!.inputTokens ?? 0);
+            const output = (hop1!.outputTokens ?? 0) + (hop2!.outputTokens ?? 0);
+            assert.equal(input, SECOND_USAGE.input + (scripts.firstReported.input ?? 0));
+            assert.equal(output, SECOND_USAGE.output + (scripts.firstReported.output ?? 0));
+            assert.equal(request.inputTokens, input);
+            assert.equal(request.outputTokens, output);
+            assert.equal(read.usage.input, input);
+            assert.equal(read.usage.output, output);
+          },
+        );
       });
     }
   }
@@ -154,7 +164,7 @@ Deno.test("resume off: a break after content ends with the error event, the next
 Deno.test("no candidate accepts a prefill: the original failure's error event, no other upstream asked", async () => {
   await withGateway(
     2,
-    { kind: "anthropic", prefill: [true, false] },
+    { kind: "anthropic", prefill: [true, false], idleSecs: 100 },
     async (gw, [first, second]) => {
       first!.enqueue(anthropicScripts.first("stall"));
       second!.enqueue(anthropicScripts.second());
