@@ -30,6 +30,7 @@ export function healthView(inputs: HealthInputs): HealthView {
       maxInFlight: u.max_in_flight,
       paused,
       pausedUntil: paused ? cooldown.pausedUntil : null,
+      pauseReason: paused ? cooldown.reason : null,
       consecutiveFailures: cooldown.consecutiveFailures,
       pauseCount: cooldown.pauseCount,
       recent: summarise(inputs.recent.get(u.id) ?? []),
@@ -62,7 +63,7 @@ export function summarise(samples: readonly AttemptSample[]): RecentAttempts {
 }
 
 /**
- * SPEC §6: what the upstream is blamed for. Another 4xx is the caller's request (passed back, no
+ * docs/design.md "Failover before content": what the upstream is blamed for. Another 4xx is the caller's request (passed back, no
  * cooldown), so it is not one of the upstream's failures.
  */
 const OUR_PROBLEM_4XX = new Set([401, 403, 429]);

@@ -29,6 +29,7 @@ import { historyPage, type LiveRecord, parseHistoryQuery, requestDetail } from "
 import { liveEvents } from "./live_events.ts";
 import { liveSnapshot } from "./live_snapshot.ts";
 import { renderAdminPage } from "./page.tsx";
+import { upstreamControls } from "./upstream_controls.ts";
 
 export interface AdminDeps extends AccessDeps {
   state: RunState;
@@ -40,7 +41,7 @@ export interface AdminDeps extends AccessDeps {
   clock: Clock;
   instanceId: string;
   log?: Logger;
-  /** More JSON APIs under /admin/api/, behind the same guard (e.g. SPEC §10 observability). */
+  /** More JSON APIs under /admin/api/, behind the same guard (e.g. docs/observability.md observability). */
   apis?: Hono[];
 }
 
@@ -104,6 +105,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
     }));
   });
   mountConfig(app, deps);
+  app.route("/", upstreamControls({ ...deps, now: () => deps.clock.now() }));
   for (const api of deps.apis ?? []) app.route("/", api);
   return app;
 }
@@ -146,7 +148,8 @@ function mountHistory(app: Hono, deps: AdminDeps): void {
     if (!query.ok) {
       return apiError(c, { status: 400, code: "admin.bad_query", message: query.message });
     }
-    return c.json(await historyPage(deps.db, { query: query.options, live }));
+    const config = deps.state.config;
+    return c.json(await historyPage(deps.db, { query: query.options, live, config }));
   });
   app.get("/admin/api/requests/:id", async (c) => {
     const detail = await requestDetail(deps.db, { id: c.req.param("id"), live });

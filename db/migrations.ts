@@ -2,7 +2,7 @@
  * Schema history. Embedded in code so a compiled binary and Deno Deploy need no files.
  *
  * Rules for adding one: append with the next version, never edit a shipped migration, and
- * never drop or rewrite history tables or rows (SPEC §9) — only add tables, columns and indexes.
+ * never drop or rewrite history tables or rows (docs/design.md "History") — only add tables, columns and indexes.
  * Columns carry no CHECK constraints so a later release can add states and outcomes without
  * rebuilding a million-row table.
  */
@@ -96,13 +96,13 @@ export const MIGRATIONS: readonly Migration[] = [
     sql: [REQUESTS, ATTEMPTS, CONFIG, COOLDOWNS, INSTANCES, ...HISTORY_INDEXES],
   },
   {
-    // SPEC §11: an abort that reaches another instance is forwarded to the owner's address.
+    // docs/scaling.md: an abort that reaches another instance is forwarded to the owner's address.
     version: 2,
     name: "instance_url",
     sql: ["ALTER TABLE instances ADD COLUMN url TEXT"],
   },
   {
-    // SPEC §10: guardrails and export destinations, edited through the admin API.
+    // docs/observability.md: guardrails and export destinations, edited through the admin API.
     version: 3,
     name: "guardrails_and_destinations",
     sql: [
@@ -130,5 +130,11 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 9,
     name: "attempt_resume_offset",
     sql: ["ALTER TABLE attempts ADD COLUMN resume_offset INTEGER"],
+  },
+  {
+    // Why an upstream was last paused, shown beside the pause on the admin page.
+    version: 10,
+    name: "cooldown_reason",
+    sql: ["ALTER TABLE cooldowns ADD COLUMN reason TEXT"],
   },
 ];

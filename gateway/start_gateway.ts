@@ -26,7 +26,10 @@ import type { RunState } from "./accept/proxy.ts";
 import { createApp, type ServerDeps } from "./server.ts";
 import { isLoopback, type Settings } from "./settings.ts";
 import { Slots } from "./route/slots.ts";
+import { forwardingOn } from "./live/abort_forwarding.ts";
+import { RefusedBudget } from "./accept/refused_budget.ts";
 import { shuttingDown } from "./forward/stop_reasons.ts";
+import { GuardrailMatcher } from "./accept/guardrail_matcher.ts";
 
 /** Upstream connections idle this long are not reused. */
 const UPSTREAM_POOL_IDLE_MS = 4_000;
@@ -34,7 +37,7 @@ const UPSTREAM_POOL_IDLE_MS = 4_000;
 /** How long a running request's row waits in memory before it is written as open. */
 const OPEN_ROW_DEFER_MS = 1_000;
 
-/** SPEC §2: how long in-flight requests may finish after SIGTERM. */
+/** docs/design.md "Settings": how long in-flight requests may finish after SIGTERM. */
 export const SHUTDOWN_GRACE_MS = 30_000;
 
 export interface StartOptions {
@@ -110,6 +113,7 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
     onBatch: opts.onHistoryBatch,
     after: (ms, fn) => clock.after(ms, fn),
     onError: (err) => log.event("history.write_failed", { error: String(err) }),
+    onDropped: (rows) => metrics.historyDropped.inc({}, rows),
   });
   // Pooled connections idle longer than a server's keep-alive timeout (Node's is 5 s) may be
   // closed under us; reusing one fails the next call with "connection reset". Drop them sooner.
@@ -126,6 +130,9 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
     loopback,
     shuttingDown: false,
     guardrails: () => observability.guardrails,
+    guardrailMatcher: new GuardrailMatcher({
+      onUnavailable: (err) => log.event("guardrail.worker_unavailable", { error: String(err) }),
+    }),
   };
   const cooldowns = new Cooldowns(clock, {
     policy: () => {
@@ -170,7 +177,10 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
     // database that cannot answer does not refuse the request; the upsert still keeps a closed row.
     requestIdTaken: async (id) =>
       writer.holdsRequest(id) || await requestExists(db, id).catch(() => false),
+    refusedBudget: new RefusedBudget(clock),
     adminToken: settings.adminToken,
+    peerSecret: settings.peerSecret,
+    publicUrl: settings.publicUrl,
     db,
     metricsOpen: (opts.metricsOpen ?? settings.metricsOpen) && loopback,
     admin: {
@@ -212,12 +222,14 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
       note: "no config given: serving the built-in demo route 'demo' with SIMULATED upstreams",
     });
   }
-  await registerInstance(db, instanceId, { now: clock.now(), url: settings.publicUrl ?? url });
+  // Only an instance the others can sign for may be sent aborts (docs/scaling.md).
+  const reachAt = forwardingOn(settings) ? settings.publicUrl : undefined;
+  await registerInstance(db, instanceId, { now: clock.now(), url: reachAt });
   const stopHeartbeat = startHeartbeat(db, {
     instanceId,
     clock,
     log,
-    // Other instances pause upstreams too (SPEC §11): their view wins at each beat.
+    // Other instances pause upstreams too (docs/scaling.md): their view wins at each beat.
     onBeat: async () => cooldowns.load(await loadCooldowns(db)),
   });
   log.event("gateway.listening", { url, instance: instanceId, safe_mode: state.safeModeReason });
@@ -239,8 +251,12 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
       graceOver.abort();
       await serverDone;
       stopHeartbeat();
-      await writer.close();
+      if (!await writer.close()) {
+        // The database is away and will not see these rows: say how many, once.
+        log.event("history.rows_lost_at_shutdown", { rows: writer.abandon() });
+      }
       await exporter.close();
+      state.guardrailMatcher.close();
       httpClient.close();
       await executor.close();
       db.close();
@@ -270,7 +286,7 @@ interface LoadedConfig {
 }
 
 /**
- * SPEC §2-§3: a config file is validated and stored, then the stored config
+ * docs/design.md "Settings" and "Config": a config file is validated and stored, then the stored config
  * runs. A stored config that fails validation starts safe mode; no config at
  * all starts the demo profile.
  */

@@ -85,7 +85,7 @@ const weatherScript: BedrockScript = {
   usage: { input: 20, output: 9, cacheRead: 100 },
 };
 
-// --- pulse (SPEC §5) ---------------------------------------------------------
+// --- pulse (docs/design.md "Pulse") ---------------------------------------------------------
 
 const pulseTable: { name: string; message: Uint8Array; content: boolean }[] = [
   {

@@ -7,10 +7,12 @@ import type {
   ConfigView,
   HealthView,
   HistoryCursor,
+  HistoryOutcome,
   HistoryPage,
   RepairAction,
   RequestDetail,
   SessionInfo,
+  UpstreamControlResult,
 } from "../api_types.ts";
 
 export type Fetch = (input: string, init?: RequestInit) => Promise<Response>;
@@ -28,7 +30,7 @@ export class ApiFailure extends Error {
 export interface HistoryFilters {
   route?: string;
   upstream?: string;
-  outcome?: "success" | "error";
+  outcome?: HistoryOutcome;
   session?: string;
   since?: number;
   until?: number;
@@ -46,7 +48,10 @@ export interface AdminApi {
   repairConfig(actions: RepairAction[]): Promise<ConfigSaved>;
   abortRequest(id: string): Promise<AbortResult>;
   abortSession(id: string): Promise<AbortResult>;
+  controlUpstream(id: string, action: UpstreamAction): Promise<UpstreamControlResult>;
 }
+
+export type UpstreamAction = "resume" | "enable" | "disable";
 
 export interface ApiIo {
   fetch: Fetch;
@@ -57,7 +62,7 @@ export interface ApiIo {
 }
 
 /**
- * The admin JSON API and the SPEC §7 abort endpoints, with the tab's token sent as
+ * The admin JSON API and the docs/design.md "Abort and disconnect" abort endpoints, with the tab's token sent as
  * `Authorization: Bearer` on every call. Nothing here touches the DOM.
  */
 export function createAdminApi(io: ApiIo): AdminApi {
@@ -108,6 +113,11 @@ export function createAdminApi(io: ApiIo): AdminApi {
       change<AbortResult>(`/request/${encodeURIComponent(id)}/abort`, { method: "POST" }),
     abortSession: (id) =>
       change<AbortResult>(`/sessions/${encodeURIComponent(id)}/abort`, { method: "POST" }),
+    controlUpstream: (id, action) =>
+      change<UpstreamControlResult>(
+        `/admin/api/upstreams/${encodeURIComponent(id)}/${action}`,
+        { method: "POST" },
+      ),
   };
 }
 

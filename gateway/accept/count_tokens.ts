@@ -123,7 +123,7 @@ async function count(req: CountRequest, deps: ForwardDeps & ProxyDeps): Promise<
   if (!first || !counter) return estimate();
   try {
     // What a guardrail would stop from reaching an upstream is not sent to its counter either.
-    checkGuardrails(req.ir, deps.state.guardrails());
+    await checkGuardrails(req.body, { model: req.ir.model, deps });
     return await askCounter(req, { target: first, counter, deps });
   } catch (err) {
     deps.log.event("count_tokens.estimated", {

@@ -49,7 +49,6 @@ export function notFound(request: Request, message?: string): Response {
   const { pathname } = new URL(request.url);
   const err = clientError(message ?? `no such endpoint: ${request.method} ${pathname}`, {
     code: "gw.client.not_found",
-    status: 404,
   });
   return errorFor(request, err);
 }

@@ -4,6 +4,8 @@
  */
 import { alternatives, configJsonSchema, isSchemaObject, type JsonSchema } from "./json_schema.ts";
 import type { ConfigInput } from "./schema.ts";
+import { z } from "zod";
+import { GuardrailsSchema } from "../accept/guardrails.ts";
 
 /** Matches deno.json's fmt.lineWidth, so `deno fmt --check` accepts the generated file. */
 const LINE_WIDTH = 100;
@@ -80,6 +82,13 @@ export function renderConfigDoc(): string {
     "## Reference",
     ...REFERENCE_INTRO.map((paragraph) => wrap(paragraph)),
     renderTable(referenceRows()),
+    "## Guardrails",
+    wrap(
+      "Not part of the config file: the guardrails document is stored with " +
+        "`PUT /admin/api/guardrails` (docs/observability.md; why it is bounded: docs/security.md). " +
+        "Generated from `gateway/accept/guardrails.ts`.",
+    ),
+    renderTable(childRows("", z.toJSONSchema(GuardrailsSchema, { io: "input" }))),
   ];
   return sections.join("\n\n") + "\n";
 }

@@ -1,5 +1,5 @@
 /**
- * The gateway config (SPEC §3). This schema is the single source of truth: validation, the JSON
+ * The gateway config (docs/design.md "Config"). This schema is the single source of truth: validation, the JSON
  * Schema served to the admin page and the reference table in docs/config.md all derive from it,
  * so every field carries a `.describe()` text written for operators.
  */

@@ -3,7 +3,7 @@ import type { Clock } from "../runtime/clock.ts";
 import { formatSse } from "../formats/sse_stream.ts";
 
 /**
- * The built-in demo profile (SPEC §2): three SIMULATED Chat Completions
+ * The built-in demo profile (docs/design.md "Settings"): three SIMULATED Chat Completions
  * upstreams served by this same process under /_demo/, so a newcomer sees
  * failover with no API keys. Nothing here talks to a real provider.
  */

@@ -5,7 +5,7 @@ import type { GatewayCode, GatewayError } from "../runtime/gateway_error.ts";
  * The one table between the formats' error vocabularies: what an error
  * means, and how each format says it. Every codec's `renderError` reads its
  * words here, so an upstream's 4xx keeps its meaning in any client format
- * (SPEC §4) and the gateway's own errors get the same words everywhere.
+ * (docs/design.md "Client API") and the gateway's own errors get the same words everywhere.
  */
 export type ErrorMeaning =
   | "invalid_request"
@@ -245,7 +245,7 @@ function buildReadTables(): Record<Reading, Map<string, ErrorMeaning>> {
 const CONTEXT_TOO_LONG =
   /prompt is too long|input is too long|exceeds the maximum (number of )?tokens|maximum context length/i;
 
-/** Our own timeouts are timeouts whatever status `timeout_status` gives them (SPEC §4). */
+/** Our own timeouts are timeouts whatever status `timeout_status` gives them (docs/design.md "Client API"). */
 const TIMEOUT_CODES = new Set<GatewayCode>([
   "gw.upstream.idle_timeout",
   "gw.upstream.idle_timeout_mid_stream",
@@ -254,7 +254,7 @@ const TIMEOUT_CODES = new Set<GatewayCode>([
 
 /**
  * For an upstream's own error passed on to the caller (the "other 4xx" of
- * SPEC §6), the vocabulary its words are in. The upstream's words for a
+ * docs/design.md "Failover before content"), the vocabulary its words are in. The upstream's words for a
  * failure we charge to it (a 401 on our credential, a 429) are not the
  * caller's to read: those speak by our code and status.
  */
@@ -293,7 +293,7 @@ function statusMeaning(status: number): ErrorMeaning {
 /**
  * OpenAI's `type` and `code` for an error. An upstream of the OpenAI family
  * keeps its own words; otherwise they come from the table. Where there is no
- * provider code, `code` is the gateway's code (SPEC §4).
+ * provider code, `code` is the gateway's code (docs/design.md "Client API").
  */
 export function openAiWords(err: GatewayError): { type: string; code: string } {
   const words = TABLE[errorMeaning(err)].openai;
@@ -337,7 +337,7 @@ export function translatedWords(
   return out;
 }
 
-/** The upstream's answer, unchanged, when the client speaks its format (SPEC §4). */
+/** The upstream's answer, unchanged, when the client speaks its format (docs/design.md "Client API"). */
 export function sameFormatAnswer(
   err: GatewayError,
   format: ClientFormat,

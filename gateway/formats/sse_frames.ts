@@ -14,7 +14,7 @@ const encoder = new TextEncoder();
 /**
  * Turns an SSE body into frames using a format's reader, in one stream step.
  * What every SSE format shares is decided here, once:
- * - comments, and blocks with no data, are keep-alives (SPEC §5): readers never see them
+ * - comments, and blocks with no data, are keep-alives (docs/design.md "Pulse"): readers never see them
  *   (but for a bare JSON object, which is how Google tells an error after the 200);
  * - every provider sends JSON (or `[DONE]`) as data, so data that does not
  *   parse is a broken stream, not content to pass on;

@@ -1,4 +1,5 @@
 import { describeSkipped, inexpressible, planCandidates } from "../route/candidates.ts";
+import { affinitySession } from "../route/affinity.ts";
 import type { UpstreamKind } from "../formats/format.ts";
 import { clientError, GatewayError } from "../runtime/gateway_error.ts";
 import {
@@ -18,7 +19,7 @@ const MAX_RETRY_WAIT_SECS = 10;
 export type RunHop = (hop: Hop, opts: { isLast: boolean }) => Promise<HopResult>;
 
 /**
- * The candidate loop of SPEC §6, in four steps: plan the candidates; try each
+ * The candidate loop of docs/design.md "Failover before content", in four steps: plan the candidates; try each
  * in order (with its retries); if some were full, wait once for the first of
  * them to free a slot and try it; then report. A hop's result reaches the loop
  * whole: `stop` ends the request there (a failure after content reached the
@@ -89,7 +90,7 @@ function planFor(
   const skipped = new Map<string, string[]>();
   const plan = planCandidates(req.route, {
     deps,
-    sessionId: req.live.record.sessionId,
+    sessionId: affinitySession(req.live.record),
     // A candidate that cannot be sent the request is passed over, not tried:
     // no attempt row, no cooldown charge, no place in "tried".
     accept: ({ upstream }) => {
@@ -149,7 +150,8 @@ async function tryCandidate(
 }
 
 function isAffine(target: Candidate, req: ForwardRequest, deps: ForwardDeps): boolean {
-  return deps.affinity.get(req.route.model, req.live.record.sessionId) === target.upstream.id;
+  return deps.affinity.get(req.route.model, affinitySession(req.live.record)) ===
+    target.upstream.id;
 }
 
 async function takeSlot(
@@ -230,7 +232,7 @@ function slotsFull(deps: ForwardDeps): GatewayError {
 }
 
 /**
- * No candidate is left (SPEC §6): `timeout_status` in the client's format,
+ * No candidate is left (docs/design.md "Failover before content"): `timeout_status` in the client's format,
  * except when every upstream asked us to slow down, which stays a 429.
  */
 function exhausted(last: GatewayError, opts: { chain: Chain; deps: ForwardDeps }): GatewayError {

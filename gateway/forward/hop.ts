@@ -17,7 +17,7 @@ import type { Metrics } from "../runtime/metrics.ts";
 import type { Slots } from "../route/slots.ts";
 import { idleTimeout, stopReason } from "./stop_reasons.ts";
 import { isRetryableStatus, retryAfterSecs } from "./upstream_error.ts";
-import type { Affinity } from "../route/affinity.ts";
+import { type Affinity, affinitySession } from "../route/affinity.ts";
 
 /**
  * The reason a finished hop's connection is dropped. Shared and plain: the
@@ -67,7 +67,7 @@ export interface Candidate {
 }
 
 /**
- * SPEC §4: an upstream of the client's own format is sent the client's body,
+ * docs/design.md "Client API": an upstream of the client's own format is sent the client's body,
  * unchanged but for the model; any other gets a translation of the IR. This
  * is about the request only: whether the answer's bytes can pass through too
  * is the client's stream shape's business (Gemini's JSON array cannot).
@@ -177,7 +177,7 @@ export class Hop {
     }
   }
 
-  /** Classifies a non-2xx answer (SPEC §6 taxonomy) after reading its body. */
+  /** Classifies a non-2xx answer (docs/design.md "Failover before content" taxonomy) after reading its body. */
   async failedStatus(res: Response): Promise<HopResult> {
     const body = await res.text();
     const { clock, cooldowns } = this.opts.deps;
@@ -208,7 +208,7 @@ export class Hop {
       this.reportIdle("before_content");
       this.fail(reason, "idle_timeout");
       this.opts.deps.affinity.drop(this.req.route.model, {
-        sessionId: this.req.live.record.sessionId,
+        sessionId: affinitySession(this.req.live.record),
         upstream: this.upstream.id,
       });
       return { kind: "next", error: reason };
@@ -247,7 +247,7 @@ export class Hop {
   fail(error: GatewayError, outcome: "error" | "idle_timeout" = "error"): void {
     if (this.attempt.ended) return;
     this.end(outcome, error);
-    this.opts.deps.cooldowns.failure(this.upstream.id);
+    this.opts.deps.cooldowns.failure(this.upstream.id, error.code);
   }
 
   end(outcome: Parameters<Attempt["end"]>[0], error?: GatewayError): void {
@@ -258,7 +258,7 @@ export class Hop {
   succeeded(): void {
     this.opts.deps.cooldowns.success(this.upstream.id);
     this.opts.deps.affinity.set(this.req.route.model, {
-      sessionId: this.req.live.record.sessionId,
+      sessionId: affinitySession(this.req.live.record),
       upstream: this.upstream.id,
     });
   }

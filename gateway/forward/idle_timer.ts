@@ -2,7 +2,7 @@ import type { Clock } from "../runtime/clock.ts";
 
 /**
  * Fires when nothing restarts it within `ms`. Only content restarts it
- * (SPEC §5); the caller decides what content is. Time spent paused (while a
+ * (docs/design.md "Pulse"); the caller decides what content is. Time spent paused (while a
  * slow client drains what we already have) is not the upstream's silence.
  *
  * A restart only moves the deadline; the one pending timer re-arms itself

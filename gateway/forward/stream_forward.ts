@@ -7,10 +7,10 @@ import { StreamResume } from "./stream_resume.ts";
 import type { ForwardDeps, ForwardRequest, Hop, HopResult } from "./hop.ts";
 import { clientDisconnected, stopReason } from "./stop_reasons.ts";
 
-/** SPEC §6: how long a streamed answer may be held before headers go out. */
+/** docs/design.md "Failover before content": how long a streamed answer may be held before headers go out. */
 export const OPENING_HOLD_MS = 15_000;
 export const KEEP_ALIVE_MS = 15_000;
-/** SPEC §6: the most a held opening may buffer. */
+/** docs/design.md "Failover before content": the most a held opening may buffer. */
 export const HOLD_LIMIT_BYTES = 1024 * 1024;
 
 /**
@@ -176,7 +176,7 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
 
 /**
  * After content no failover is possible and a stall is not the upstream's
- * failure (SPEC §6): the client is told in its stream, cooldown is untouched.
+ * failure (docs/design.md "Failover before content"): the client is told in its stream, cooldown is untouched.
  */
 function afterContent(hop: Hop, err: unknown): HopResult {
   const reason = stopReason(hop.controller.signal);

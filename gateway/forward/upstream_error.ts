@@ -115,7 +115,7 @@ export function badResponse(message: string): GatewayError {
   });
 }
 
-/** The statuses SPEC §6 retries on the same candidate before failing over. */
+/** The statuses docs/design.md "Failover before content" retries on the same candidate before failing over. */
 export function isRetryableStatus(status: number): boolean {
   // 529 is Anthropic's "overloaded".
   return [429, 500, 502, 503, 504, 529].includes(status);

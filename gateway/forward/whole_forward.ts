@@ -62,7 +62,7 @@ async function wholeHop(hop: Hop, deps: ForwardDeps): Promise<HopResult | { resp
 
 /**
  * Reads the body. Until the first non-whitespace byte only that byte ends the
- * wait (SPEC §6); after it, any bytes restart the idle timer, so a body that
+ * wait (docs/design.md "Failover before content"); after it, any bytes restart the idle timer, so a body that
  * stalls half-way is given up on (and, as nothing reached the client yet,
  * fails over) instead of being waited on for ever.
  */

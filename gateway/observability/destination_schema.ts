@@ -1,7 +1,7 @@
 import { z } from "zod";
 
 /**
- * SPEC §10: where finished request records are sent. Created through the
+ * docs/observability.md: where finished request records are sent. Created through the
  * admin API; secrets for the receiver's headers are env var NAMES.
  */
 export const DestinationSchema = z.object({

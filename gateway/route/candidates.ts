@@ -40,7 +40,7 @@ export function describeSkipped(skipped: ReadonlyMap<string, readonly string[]>)
 }
 
 /**
- * Orders a route's candidates for one request (SPEC §6): enabled ones only,
+ * Orders a route's candidates for one request (docs/design.md "Failover before content"): enabled ones only,
  * and of those only the ones `accept` keeps (those that can be sent the
  * request at all), before any health rule; the session's upstream first while
  * it is healthy; upstreams in cooldown skipped, unless all are paused (then

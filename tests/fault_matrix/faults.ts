@@ -1,6 +1,6 @@
 /**
  * The faults an upstream can commit, as a table. Each says what the faulty
- * upstream sends, streamed and whole, and what SPEC §6 makes of it: a failure
+ * upstream sends, streamed and whole, and what docs/design.md "Failover before content" makes of it: a failure
  * before content (fail over), a failure after content reached the client (the
  * stream ends with an error event, nothing else is tried), the caller's own
  * error (returned, no failover) or no fault at all.

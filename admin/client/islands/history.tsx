@@ -1,5 +1,12 @@
 import { useSignal } from "@preact/signals";
-import type { AttemptRecord, HistoryRow, RequestDetail } from "../../api_types.ts";
+import type { ComponentChildren } from "preact";
+import type {
+  AttemptRecord,
+  HistoryChoices,
+  HistoryOutcome,
+  HistoryRow,
+  RequestDetail,
+} from "../../api_types.ts";
 import type { HistoryFilters } from "../api.ts";
 import { formatMs, formatTime, formatTokens, parseLocalDateTime } from "../format.ts";
 import type { History as HistoryModel } from "../history_model.ts";
@@ -20,7 +27,10 @@ export function History({ history, now }: HistoryProps) {
         <h2 id="history-title">History</h2>
         <button type="button" class="quiet" onClick={() => history.refresh()}>Refresh</button>
       </header>
-      <FilterForm onSearch={(filters) => history.search(filters)} />
+      <FilterForm
+        choices={page?.choices ?? NO_CHOICES}
+        onSearch={(filters) => history.search(filters)}
+      />
       {history.error.value && <p class="notice error" role="alert">{history.error.value}</p>}
       {page && rows.length === 0 && <p class="empty">No request matches.</p>}
       {rows.length > 0 && (
@@ -80,7 +90,27 @@ export function History({ history, now }: HistoryProps) {
   );
 }
 
-function FilterForm({ onSearch }: { onSearch: (filters: HistoryFilters) => void }) {
+const NO_CHOICES: HistoryChoices = { routes: [], upstreams: [], outcomes: [] };
+
+/** What each outcome filter means to an operator. */
+const OUTCOME_LABELS: Record<HistoryOutcome, string> = {
+  success: "success",
+  error: "error",
+  aborted: "aborted",
+  client_disconnected: "client disconnected",
+  idle_timeout: "idle timeout before content",
+  idle_timeout_mid_stream: "idle timeout mid-stream",
+  failed_over: "failed over",
+  hedged: "hedged",
+  resumed: "resumed",
+};
+
+function FilterForm(
+  { choices, onSearch }: {
+    choices: HistoryChoices;
+    onSearch: (filters: HistoryFilters) => void;
+  },
+) {
   const fields = useSignal({
     route: "",
     upstream: "",
@@ -102,27 +132,22 @@ function FilterForm({ onSearch }: { onSearch: (filters: HistoryFilters) => void 
         onSearch({
           route: f.route.trim() || undefined,
           upstream: f.upstream.trim() || undefined,
-          outcome: f.outcome === "success" || f.outcome === "error" ? f.outcome : undefined,
+          outcome: choices.outcomes.find((o) => o === f.outcome),
           session: f.session.trim() || undefined,
           since: parseLocalDateTime(f.since),
           until: parseLocalDateTime(f.until),
         });
       }}
     >
-      <label>
-        Route<input name="route" value={f.route} onInput={set("route")} />
-      </label>
-      <label>
-        Upstream<input name="upstream" value={f.upstream} onInput={set("upstream")} />
-      </label>
-      <label>
-        Outcome
-        <select name="outcome" value={f.outcome} onChange={set("outcome")}>
-          <option value="">any</option>
-          <option value="success">success</option>
-          <option value="error">error</option>
-        </select>
-      </label>
+      <Pick label="Route" name="route" value={f.route} onChange={set("route")}>
+        {choices.routes.map((r) => <option key={r} value={r}>{r}</option>)}
+      </Pick>
+      <Pick label="Upstream" name="upstream" value={f.upstream} onChange={set("upstream")}>
+        {choices.upstreams.map((u) => <option key={u} value={u}>{u}</option>)}
+      </Pick>
+      <Pick label="Outcome" name="outcome" value={f.outcome} onChange={set("outcome")}>
+        {choices.outcomes.map((o) => <option key={o} value={o}>{OUTCOME_LABELS[o]}</option>)}
+      </Pick>
       <label>
         Session<input name="session" value={f.session} onInput={set("session")} />
       </label>
@@ -158,6 +183,27 @@ function result(row: { state: string; status: number | null; errorCode: string |
   if (row.state === "open") return "running";
   if (row.state === "interrupted") return "interrupted";
   return `${row.status ?? "—"}${row.errorCode ? ` ${row.errorCode}` : ""}`;
+}
+
+/** A filter that picks one of the known values, or any. */
+function Pick(
+  props: {
+    label: string;
+    name: string;
+    value: string;
+    onChange: (e: { currentTarget: { value: string } }) => void;
+    children: ComponentChildren;
+  },
+) {
+  return (
+    <label>
+      {props.label}
+      <select name={props.name} value={props.value} onChange={props.onChange}>
+        <option value="">any</option>
+        {props.children}
+      </select>
+    </label>
+  );
 }
 
 function HistoryRowView(props: { row: HistoryRow; now: number; onOpen: () => void }) {

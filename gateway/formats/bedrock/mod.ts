@@ -27,8 +27,6 @@ async function buildBedrockRequest(call: UpstreamCall): Promise<Request> {
   if (upstream.kind !== "bedrock") {
     throw new GatewayError(`upstream ${upstream.id} is not a bedrock upstream`, {
       code: "gw.gateway.internal",
-      source: "gateway",
-      status: 500,
     });
   }
   // The body first: a request Bedrock cannot express is the caller's answer, whatever the keys.
