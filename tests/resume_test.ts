@@ -279,6 +279,19 @@ Deno.test("a continuation that breaks too is resumed again, from the longer text
       attempts.map((a) => [a.outcome, a.resumeOffset]),
       [["error", null], ["error", OFFSET], ["resumed", 12]],
     );
+    // The admin history finds it as resumed, and its detail names where each resume began.
+    const admin = { headers: { authorization: `Bearer ${ADMIN}` } };
+    const page = await (await fetch(`${gw.url}/admin/api/requests?outcome=resumed`, admin)).json();
+    assert.deepEqual(page.requests.map((r: { id: string }) => r.id), [id]);
+    assert.deepEqual(
+      page.requests[0].hops.map((h: { outcome: string }) => h.outcome),
+      ["error", "error", "resumed"],
+    );
+    const detail = await (await fetch(`${gw.url}/admin/api/requests/${id}`, admin)).json();
+    assert.deepEqual(
+      detail.attempts.map((a: { resumeOffset: number | null }) => a.resumeOffset),
+      [null, OFFSET, 12],
+    );
     assert.equal(read.usage.input, 5 + 7 + 9);
   });
 });
