@@ -456,3 +456,28 @@ Deno.test("an answer that sent only reasoning is not resumed: there is no text t
     },
   );
 });
+
+Deno.test("a Gemini client reading a JSON array gets one array with the continuation in it", async () => {
+  await withGateway(2, { kind: "gemini", prefill: [false, true] }, async (gw, [first, second]) => {
+    const scripts = RESUME_SCRIPTS.gemini;
+    first!.enqueue(scripts.first("reset"));
+    second!.enqueue(scripts.second());
+    const id = requestId();
+    const res = await postJson(`${gw.url}/v1beta/models/smart:streamGenerateContent`, {
+      contents: [{ role: "user", parts: [{ text: "Say hello to the world" }] }],
+    }, { "x-request-id": id });
+    assert.equal(res.status, 200);
+    const chunks: {
+      candidates?: { content?: { parts?: { text?: string }[] }; finishReason?: string }[];
+    }[] = JSON.parse(await res.text());
+    const text = chunks.flatMap((c) => c.candidates?.[0]?.content?.parts ?? [])
+      .map((p) => p.text ?? "").join("");
+    assert.equal(text, "Hello, world!");
+    assert.equal(chunks.filter((c) => c.candidates?.[0]?.finishReason).length, 1);
+    const { attempts } = await gw.row(id);
+    assert.deepEqual(attempts.map((a) => [a.outcome, a.resumeOffset]), [["error", null], [
+      "resumed",
+      OFFSET,
+    ]]);
+  });
+});
