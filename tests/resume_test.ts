@@ -481,3 +481,31 @@ Deno.test("a Gemini client reading a JSON array gets one array with the continua
     ]]);
   });
 });
+
+Deno.test("with resume on, an answer that never breaks still passes through byte for byte", async () => {
+  await withGateway(
+    2,
+    { kind: "anthropic", prefill: [true, true] },
+    async (gw, [first, second]) => {
+      const chunks = anthropicFake.streamChunks({
+        text: ["Hello, ", "world!"],
+        usage: SECOND_USAGE,
+      });
+      first!.enqueue({
+        headers: { "content-type": "text/event-stream" },
+        body: chunks.map((send) => ({ send })),
+      });
+      const id = requestId();
+      const res = await postJson(`${gw.url}/v1/messages`, {
+        model: "smart",
+        max_tokens: 100,
+        stream: true,
+        messages: [{ role: "user", content: "hi" }],
+      }, { "x-request-id": id });
+      assert.equal(await res.text(), chunks.join(""));
+      assert.equal(second!.calls.length, 0);
+      const { attempts } = await gw.row(id);
+      assert.deepEqual(attempts.map((a) => [a.outcome, a.resumeOffset]), [["success", null]]);
+    },
+  );
+});
