@@ -45,6 +45,7 @@ const ATTEMPT_COLUMNS: Record<keyof AttemptRecord, string> = {
   inputTokens: "input_tokens",
   outputTokens: "output_tokens",
   droppedHeaders: "dropped_headers",
+  resumeOffset: "resume_offset",
 };
 
 const REQUEST_STATES: Record<RequestRecord["state"], true> = {
@@ -71,6 +72,7 @@ const ATTEMPT_OUTCOMES: Record<AttemptOutcome, true> = {
   aborted: true,
   client_disconnected: true,
   hedge_lost: true,
+  resumed: true,
 };
 
 type Field = string | number | boolean | null;
@@ -200,5 +202,6 @@ export function attemptFromRow(row: Row): AttemptRecord {
     inputTokens: numOrNull(row, "input_tokens"),
     outputTokens: numOrNull(row, "output_tokens"),
     droppedHeaders: textOrNull(row, "dropped_headers"),
+    resumeOffset: numOrNull(row, "resume_offset"),
   };
 }

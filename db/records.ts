@@ -7,7 +7,9 @@ export type AttemptOutcome =
   | "idle_timeout"
   | "aborted"
   | "client_disconnected"
-  | "hedge_lost";
+  | "hedge_lost"
+  /** A hop that continued an answer another hop broke off (docs/liveness.md, mid-stream resume). */
+  | "resumed";
 
 /** A request row. `state` is `open` from the first write until the request ends. */
 export interface RequestRecord {
@@ -58,4 +60,9 @@ export interface AttemptRecord {
    * null when nothing was left behind.
    */
   droppedHeaders: string | null;
+  /**
+   * A resuming hop: how many characters of text the client already had when it
+   * continued the answer (docs/liveness.md); null for every other hop.
+   */
+  resumeOffset: number | null;
 }

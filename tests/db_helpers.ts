@@ -68,6 +68,7 @@ export function attemptRecord(overrides: Partial<AttemptRecord> = {}): AttemptRe
     inputTokens: null,
     outputTokens: null,
     droppedHeaders: null,
+    resumeOffset: null,
     ...overrides,
   };
 }

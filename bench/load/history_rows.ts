@@ -91,6 +91,7 @@ function rowsFor(i: number, instanceId: string): [RequestRecord, AttemptRecord] 
     inputTokens: 5,
     outputTokens: 5,
     droppedHeaders: null,
+    resumeOffset: null,
   };
   return [request, attempt];
 }

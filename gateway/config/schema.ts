@@ -229,6 +229,12 @@ export const CandidateSchema = z.object({
   ...liveCandidateFields,
   enabled: enabledFlag("candidate"),
   ...hedgeFields("candidate"),
+  // Mid-stream resume (docs/liveness.md), with the route's `resume_after_content`.
+  accepts_prefill: z.boolean().default(false).describe(
+    "This candidate's upstream continues a trailing assistant message (prefill). Only such " +
+      "candidates resume a stream that broke after content, when the route sets " +
+      "`resume_after_content`. Never guessed from the kind: say so only for an upstream that does.",
+  ),
 }).strict();
 
 export const RouteSchema = z.object({
@@ -243,6 +249,14 @@ export const RouteSchema = z.object({
       "such a candidate is skipped and the client's error names it and the tool.",
   ),
   ...liveRouteFields,
+  // Mid-stream resume (docs/liveness.md), with each candidate's `accepts_prefill`.
+  resume_after_content: z.literal("prefill").nullable().default(null).describe(
+    "When a stream that already sent text to the client breaks (idle timeout, broken " +
+      "connection, in-stream error), send the next candidate with `accepts_prefill` the request " +
+      "plus the text delivered so far as a trailing assistant message, and relay only its " +
+      "continuation into the same client stream. A stream that delivered a tool call is never " +
+      "resumed. null: off, the stream ends with an error event.",
+  ),
   enabled: enabledFlag("route"),
   ...hedgeFields("route"),
 }).strict();
@@ -260,8 +274,8 @@ export const KeySchema = z.object({
 
 type Issues = z.RefinementCtx<unknown>;
 type Checked = {
-  upstreams: { id: string }[];
-  routes: { model: string; candidates: { upstream: string }[] }[];
+  upstreams: { id: string; kind: string }[];
+  routes: { model: string; candidates: { upstream: string; accepts_prefill: boolean }[] }[];
   keys: { id: string; key_env: string; routes?: string[] | undefined }[];
 };
 
@@ -315,6 +329,23 @@ function flagUnknownKeyRoutes(config: Checked, ctx: Issues) {
   );
 }
 
+/** The Responses API has no prefill: an assistant turn last is taken as a past answer, not continued. */
+function flagPrefillKinds(config: Checked, ctx: Issues) {
+  const kinds = new Map(config.upstreams.map((u) => [u.id, u.kind]));
+  config.routes.forEach((route, r) =>
+    route.candidates.forEach((candidate, c) => {
+      if (!candidate.accepts_prefill || kinds.get(candidate.upstream) !== "openai-responses") {
+        return;
+      }
+      ctx.addIssue({
+        code: "custom",
+        path: ["routes", r, "candidates", c, "accepts_prefill"],
+        message: "an openai-responses upstream cannot continue a prefill",
+      });
+    })
+  );
+}
+
 function checkReferences(config: Checked, ctx: Issues) {
   const at = (list: string, field: string) => (i: number) => [list, i, field];
   flagDuplicates(config.upstreams.map((u) => u.id), ctx, { at: at("upstreams", "id") });
@@ -324,6 +355,7 @@ function checkReferences(config: Checked, ctx: Issues) {
   flagDuplicates(config.keys.map((k) => k.key_env), ctx, { at: at("keys", "key_env") });
   flagUnknownUpstreams(config, ctx);
   flagUnknownKeyRoutes(config, ctx);
+  flagPrefillKinds(config, ctx);
 }
 
 export const ConfigSchema = z.object({

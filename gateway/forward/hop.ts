@@ -60,6 +60,8 @@ export interface ForwardRequest {
   route: Route;
   /** The client's provider headers and query flags, for a same-format upstream. */
   clientHeaders?: ClientHeaders;
+  /** A mid-stream resume's request (docs/liveness.md): the prefill is in the IR, so it is always translated. */
+  prefilled?: boolean;
 }
 
 export interface Candidate {
@@ -73,8 +75,11 @@ export interface Candidate {
  * is about the request only: whether the answer's bytes can pass through too
  * is the client's stream shape's business (Gemini's JSON array cannot).
  */
-export function passesBodyThrough(req: Pick<ForwardRequest, "codec">, kind: UpstreamKind): boolean {
-  return req.codec.format === kind;
+export function passesBodyThrough(
+  req: Pick<ForwardRequest, "codec" | "prefilled">,
+  kind: UpstreamKind,
+): boolean {
+  return !req.prefilled && req.codec.format === kind;
 }
 
 /**

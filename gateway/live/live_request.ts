@@ -141,6 +141,7 @@ export class LiveRequest {
       inputTokens: null,
       outputTokens: null,
       droppedHeaders: null,
+      resumeOffset: null,
     }, this);
     this.attempts.push(attempt);
     this.record.upstream = upstream;
