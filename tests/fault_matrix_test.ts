@@ -25,6 +25,8 @@ import { startTestGateway, type TestGateway } from "./harness.ts";
 
 /** 30 s of idle timeout last 600 ms and the 15 s opening hold 300 ms. */
 const SCALE = 0.02;
+/** The matrix's idle timeout: a fault may ask for a wider one (Fault.idleSecs). */
+const IDLE_SECS = 30;
 /** Cells in flight at once. */
 const POOL = 24;
 /** Far beyond any cell's own timers (the longest waits two idle windows, 1.2 s). */
@@ -148,7 +150,8 @@ function upstreamOf(
   return { id, kind: cell.kind, base_url: versioned ? `${base}/v1` : base };
 }
 
-function configOf(cells: Cell[], at: Addresses): ConfigInput {
+function configOf(cells: Cell[], opts: { at: Addresses; idleSecs: number }): ConfigInput {
+  const { at, idleSecs } = opts;
   const upstreams: ConfigInput["upstreams"] = [];
   const routes: ConfigInput["routes"] = [];
   for (const cell of cells) {
@@ -165,7 +168,7 @@ function configOf(cells: Cell[], at: Addresses): ConfigInput {
   }
   return {
     failover: {
-      idle_timeout_secs: 30,
+      idle_timeout_secs: idleSecs,
       failures_to_pause: 1,
       pause_secs: 600,
       max_pause_secs: 600,
@@ -331,6 +334,38 @@ async function pool<T, R>(items: T[], size: number, run: (item: T) => Promise<R>
   return out;
 }
 
+/** Cells by the idle timeout they run under, the matrix's own first. */
+function byIdleWindow(cells: Cell[]): [number, Cell[]][] {
+  const groups = new Map<number, Cell[]>([[IDLE_SECS, []]]);
+  for (const cell of cells) {
+    const secs = cell.fault.idleSecs ?? IDLE_SECS;
+    groups.set(secs, [...(groups.get(secs) ?? []), cell]);
+  }
+  return [...groups].filter(([, group]) => group.length > 0);
+}
+
+/** Runs cells on a gateway of their own; the problems found, and none left in flight. */
+async function runGroup(
+  cells: Cell[],
+  opts: { at: Addresses; idleSecs: number; calls: Map<string, Call[]> },
+): Promise<string[]> {
+  const gw = await startTestGateway(configOf(cells, opts), {
+    scale: SCALE,
+    env: { AWS_AK: "AKIDEXAMPLE", AWS_SK: "secret" },
+  });
+  try {
+    const problems = (await pool(cells, POOL, (cell) => runCell(cell, { gw, calls: opts.calls })))
+      .flat();
+    for (let i = 0; i < 200 && gw.metrics.inflight !== 0; i++) await delay(10);
+    const stuck = gw.registry.all().map((r) => `${r.record.id} (${r.state})`);
+    assert.equal(gw.metrics.inflight, 0, `in flight after the matrix: ${stuck.join(", ")}`);
+    return problems;
+  } finally {
+    // A request that never ends would hold shutdown for ever: the failure above says which.
+    await Promise.race([gw.stop(), delay(5000)]);
+  }
+}
+
 for (const client of CLIENTS) {
   for (const stream of [true, false]) {
     if (client.streamOnly && !stream) continue;
@@ -354,19 +389,13 @@ for (const client of CLIENTS) {
         });
         const reset = startResetServer();
         const at = { fake: fake.url, refused: refusedUrl(), reset: reset.url };
-        const gw = await startTestGateway(configOf(cells, at), {
-          scale: SCALE,
-          env: { AWS_AK: "AKIDEXAMPLE", AWS_SK: "secret" },
-        });
         try {
-          const problems = (await pool(cells, POOL, (cell) => runCell(cell, { gw, calls }))).flat();
-          for (let i = 0; i < 200 && gw.metrics.inflight !== 0; i++) await delay(10);
-          const stuck = gw.registry.all().map((r) => `${r.record.id} (${r.state})`);
-          assert.equal(gw.metrics.inflight, 0, `in flight after the matrix: ${stuck.join(", ")}`);
+          const problems: string[] = [];
+          for (const [idleSecs, group] of byIdleWindow(cells)) {
+            problems.push(...await runGroup(group, { at, idleSecs, calls }));
+          }
           assert.deepEqual(problems.slice(0, 40), [], `${problems.length} problems`);
         } finally {
-          // A request that never ends would hold shutdown for ever: the failure above says which.
-          await Promise.race([gw.stop(), delay(5000)]);
           await fake.close();
           reset.close();
         }

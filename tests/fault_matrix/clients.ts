@@ -202,13 +202,15 @@ export const CLIENTS: ClientFormat[] = [
     streamOnly: true,
     request: (route, stream) => geminiRequest(stream, false)(route),
     readStream: (body) => {
-      let chunks: Json[];
+      let chunks: unknown;
       try {
         chunks = JSON.parse(body);
       } catch {
         return { ...view(), error: body };
       }
-      return readGemini(chunks.map((json) => ({ json, raw: JSON.stringify(json) })));
+      // An error body where a stream was expected is a problem to report, not a crash of the pool.
+      if (!Array.isArray(chunks)) return { ...view(), error: body };
+      return readGemini(chunks.map((json: Json) => ({ json, raw: JSON.stringify(json) })));
     },
     wholeText: (json) => geminiText(json as Json),
   },
