@@ -198,14 +198,23 @@ function closedWithin(up: FakeUpstream, ms: number): Promise<string> {
 
 /** Runs `body` with `n` fake upstreams and a gateway over them; every gate opens at the end. */
 async function withRace(
-  opts: { n: number; config: (ups: FakeUpstream[]) => ConfigInput; gates?: number },
+  opts: {
+    n: number;
+    config: (ups: FakeUpstream[]) => ConfigInput;
+    gates?: number;
+    /** The gateway's time scale; TEST_SCALE unless a test needs its timers further apart. */
+    scale?: number;
+  },
   body: (
     ctx: { gw: TestGateway; ups: FakeUpstream[]; gates: ReturnType<typeof gate>[] },
   ) => Promise<void>,
 ): Promise<void> {
   const ups = Array.from({ length: opts.n }, () => startFakeUpstream());
   const gates = Array.from({ length: opts.gates ?? opts.n }, gate);
-  const gw = await startTestGateway(opts.config(ups), { env: { PULSEGATE_ADMIN_TOKEN: ADMIN } });
+  const gw = await startTestGateway(opts.config(ups), {
+    env: { PULSEGATE_ADMIN_TOKEN: ADMIN },
+    scale: opts.scale,
+  });
   try {
     await body({ gw, ups, gates });
   } finally {
@@ -456,8 +465,15 @@ Deno.test("a candidate's own hedge_after_secs hedges it on a route that does not
 });
 
 Deno.test("a caller's error from the hedge ends the request; the silent hop is cancelled", async () => {
+  // B's refusal must beat the opening hold, or it goes in the stream after a 200: at the test
+  // scale the hold was 150 ms, which a loaded machine missed. Here it is 3 s, the hedge 20 ms.
+  const config = (ups: FakeUpstream[]) => {
+    const c = hedgeConfig("openai-chat", ups);
+    c.routes[0]!.hedge_after_secs = 0.1;
+    return c;
+  };
   await withRace(
-    { n: 2, config: (ups) => hedgeConfig("openai-chat", ups) },
+    { n: 2, config, scale: 0.2 },
     async ({ gw, ups, gates }) => {
       const [a, b] = ups as [FakeUpstream, FakeUpstream];
       a.enqueue(script("openai-chat", { text: "from A", stream: true, gate: gates[0]!.promise }));

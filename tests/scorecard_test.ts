@@ -302,8 +302,11 @@ const SCENARIOS: Scenario[] = [
   {
     name: "fail-over accounting: the rows say which hops ran and why, and cooldown follows",
     // A Retry-After too long to wait out pauses the primary; the fallback's 500 is retried.
-    primary: () => ({ ...chatError(429, "quota"), headers: { "retry-after": "60" } }),
+    // An hour (36 s scaled): a minute lasted 600 ms, which the first request alone outlasted on a
+    // loaded machine, and then the second one tried the primary again.
+    primary: () => ({ ...chatError(429, "quota"), headers: { "retry-after": "3600" } }),
     fallback: inTurn(chatError(500, "oops"), answer("f")),
+    failover: { max_pause_secs: 3600 },
     outcomes: [
       {
         answer: "f",
