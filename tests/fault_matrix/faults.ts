@@ -242,8 +242,8 @@ export const FAULTS: Fault[] = [
     text: [FAULT_TEXT[0] + "x".repeat(1024 * 1024 + 100), ...FAULT_TEXT.slice(1)],
     // Only content restarts the idle timer, and a piece still arriving is not content yet: the
     // window must cover building, sending and parsing over 1 MiB in the one process the other
-    // cells share. Seen taking 1.7 s on a loaded 2-core machine, so 600 s (12 s scaled).
-    idleSecs: 600,
+    // cells share. Seen taking 1.7 s on a loaded 2-core machine, so 120 s (18 s scaled).
+    idleSecs: 120,
     stream: { serve: (wire, text) => sse(wire, steps(wire.stream(text))), effect: "ok" },
     whole: { serve: (wire, text) => whole([{ send: wire.whole(text) }]), effect: "ok" },
   },
