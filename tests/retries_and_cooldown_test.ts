@@ -1,6 +1,12 @@
 import assert from "node:assert/strict";
 import { chatRoute, postJson, startTestGateway } from "./harness.ts";
-import { chatError, chatWhole, headersNever } from "./fake_upstreams/openai_chat_script.ts";
+import {
+  chatError,
+  chatStream,
+  chatStreamBlocks,
+  chatWhole,
+  headersNever,
+} from "./fake_upstreams/openai_chat_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
 
 const messages = [{ role: "user", content: "hi" }];
@@ -104,6 +110,38 @@ Deno.test("timeout_status 503 replaces 504 for deployments behind picky proxies"
     assert.equal(res.status, 503);
     assert.equal((await res.json()).error.code, "gw.upstream.idle_timeout");
   } finally {
+    await gw.stop();
+    await a.close();
+  }
+});
+
+Deno.test("a retried last candidate's opening waits for content: the client sees one answer start", async () => {
+  // The opening hold has answered the headers when the first attempt sends its role chunk and
+  // breaks; a retry is still to come, so that chunk must be held like any other candidate's,
+  // or the retry's own role chunk reaches the client as a second start.
+  const blocks = chatStreamBlocks(good);
+  let headersOut!: () => void;
+  const afterHeaders = new Promise<void>((r) => (headersOut = r));
+  const a = startFakeUpstream();
+  a.enqueue({
+    headers: { "content-type": "text/event-stream" },
+    // The pause lets the role chunk reach the gateway first: a reset drops what is still queued.
+    body: [{ until: afterHeaders }, { send: blocks[0]! }, { wait: 200 }, { reset: true }],
+  });
+  a.enqueue(chatStream(good));
+  const gw = await startTestGateway(chatRoute([a.url], { failover: { idle_timeout_secs: 3600 } }));
+  try {
+    const res = await postJson(`${gw.url}/v1/chat/completions`, { ...whole, stream: true });
+    assert.equal(res.status, 200, "the opening hold answered the headers");
+    headersOut();
+    // The gateway's own keep-alives run until content, so they may come between the blocks.
+    const text = (await res.text()).replaceAll(": keep-alive\n\n", "");
+    assert.equal(a.calls.length, 2, "retried once");
+    assert.equal(text, blocks.join(""), "the retry's answer, byte for byte, and nothing else");
+    const { attempts } = await gw.row(res.headers.get("x-request-id")!);
+    assert.deepEqual(attempts.map((x) => x.outcome), ["error", "success"]);
+  } finally {
+    headersOut();
     await gw.stop();
     await a.close();
   }

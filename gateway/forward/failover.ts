@@ -174,7 +174,9 @@ async function tryCandidate(
     const hop = new Hop(req, { target, deps, release, lane });
     let result: HopResult;
     try {
-      result = await opts.runHop(hop, { isLast: opts.isLast });
+      // A retry still to come could answer too: until then this hop is not the last word.
+      const isLast = opts.isLast && retry >= deps.config.failover.retries_per_candidate;
+      result = await opts.runHop(hop, { isLast });
     } catch (err) {
       result = hop.thrown(err);
     } finally {
