@@ -27,6 +27,7 @@ const REQUEST_COLUMNS: Record<keyof RequestRecord, string> = {
   outputTokens: "output_tokens",
   cachedTokens: "cached_tokens",
   reasoningTokens: "reasoning_tokens",
+  tokensEstimated: "tokens_estimated",
 };
 
 const ATTEMPT_COLUMNS: Record<keyof AttemptRecord, string> = {
@@ -44,6 +45,7 @@ const ATTEMPT_COLUMNS: Record<keyof AttemptRecord, string> = {
   durationMs: "duration_ms",
   inputTokens: "input_tokens",
   outputTokens: "output_tokens",
+  tokensEstimated: "tokens_estimated",
   droppedHeaders: "dropped_headers",
   resumeOffset: "resume_offset",
 };
@@ -182,6 +184,7 @@ export function requestFromRow(row: Row): RequestRecord {
     outputTokens: numOrNull(row, "output_tokens"),
     cachedTokens: numOrNull(row, "cached_tokens"),
     reasoningTokens: numOrNull(row, "reasoning_tokens"),
+    tokensEstimated: flag(row, "tokens_estimated"),
   };
 }
 
@@ -201,6 +204,7 @@ export function attemptFromRow(row: Row): AttemptRecord {
     durationMs: numOrNull(row, "duration_ms"),
     inputTokens: numOrNull(row, "input_tokens"),
     outputTokens: numOrNull(row, "output_tokens"),
+    tokensEstimated: flag(row, "tokens_estimated"),
     droppedHeaders: textOrNull(row, "dropped_headers"),
     resumeOffset: numOrNull(row, "resume_offset"),
   };

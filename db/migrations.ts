@@ -137,4 +137,13 @@ export const MIGRATIONS: readonly Migration[] = [
     name: "cooldown_reason",
     sql: ["ALTER TABLE cooldowns ADD COLUMN reason TEXT"],
   },
+  {
+    // docs/observability.md "Token estimates": tokens the gateway estimated because no usage came.
+    version: 15,
+    name: "tokens_estimated",
+    sql: [
+      "ALTER TABLE requests ADD COLUMN tokens_estimated INTEGER NOT NULL DEFAULT 0",
+      "ALTER TABLE attempts ADD COLUMN tokens_estimated INTEGER NOT NULL DEFAULT 0",
+    ],
+  },
 ];

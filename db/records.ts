@@ -36,6 +36,8 @@ export interface RequestRecord {
   outputTokens: number | null;
   cachedTokens: number | null;
   reasoningTokens: number | null;
+  /** Whether the tokens are partly the gateway's estimate (docs/observability.md "Token estimates"). */
+  tokensEstimated: boolean;
 }
 
 /** One hop: one call to one upstream. */
@@ -54,6 +56,11 @@ export interface AttemptRecord {
   durationMs: number | null;
   inputTokens: number | null;
   outputTokens: number | null;
+  /**
+   * True when the upstream's usage never came (or not after the last text) and the
+   * tokens are estimated from what was sent and received (docs/observability.md "Token estimates").
+   */
+  tokensEstimated: boolean;
   /**
    * The client's provider headers and query flags this hop could not be sent
    * because its body was translated (e.g. `anthropic-beta: context-1m-2025-08-07; ?beta=true`);

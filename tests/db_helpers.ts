@@ -47,6 +47,7 @@ export function requestRecord(overrides: Partial<RequestRecord> = {}): RequestRe
     outputTokens: null,
     cachedTokens: null,
     reasoningTokens: null,
+    tokensEstimated: false,
     ...overrides,
   };
 }
@@ -67,6 +68,7 @@ export function attemptRecord(overrides: Partial<AttemptRecord> = {}): AttemptRe
     durationMs: null,
     inputTokens: null,
     outputTokens: null,
+    tokensEstimated: false,
     droppedHeaders: null,
     resumeOffset: null,
     ...overrides,

@@ -74,6 +74,7 @@ function rowsFor(i: number, instanceId: string): [RequestRecord, AttemptRecord] 
     outputTokens: 5,
     cachedTokens: null,
     reasoningTokens: null,
+    tokensEstimated: false,
   };
   const attempt: AttemptRecord = {
     requestId: id,
@@ -90,6 +91,7 @@ function rowsFor(i: number, instanceId: string): [RequestRecord, AttemptRecord] 
     durationMs: 21,
     inputTokens: 5,
     outputTokens: 5,
+    tokensEstimated: false,
     droppedHeaders: null,
     resumeOffset: null,
   };

@@ -55,6 +55,11 @@ export class Attempt {
     this.owner.usage(usage);
   }
 
+  /** This hop answered the client and its tokens are partly estimated (usage_ledger.ts). */
+  estimated(): void {
+    this.owner.estimated(this.record);
+  }
+
   end(outcome: AttemptOutcome, err?: GatewayError): void {
     if (this.ended) return;
     this.ended = true;
@@ -108,6 +113,7 @@ export class LiveRequest {
       outputTokens: null,
       cachedTokens: null,
       reasoningTokens: null,
+      tokensEstimated: false,
     };
     deps.sink.writeRequest({ ...this.record }, { expendable: deps.expendable });
   }
@@ -140,6 +146,7 @@ export class LiveRequest {
       durationMs: null,
       inputTokens: null,
       outputTokens: null,
+      tokensEstimated: false,
       droppedHeaders: null,
       resumeOffset: null,
     }, this);
@@ -167,6 +174,14 @@ export class LiveRequest {
     r.outputTokens = usage.outputTokens ?? r.outputTokens;
     r.cachedTokens = usage.cachedTokens ?? r.cachedTokens;
     r.reasoningTokens = usage.reasoningTokens ?? r.reasoningTokens;
+  }
+
+  /** The answering hop's tokens were estimated: the request's row says so, with at least as many. */
+  estimated(a: AttemptRecord): void {
+    const r = this.record;
+    r.inputTokens ??= a.inputTokens;
+    r.outputTokens = Math.max(r.outputTokens ?? 0, a.outputTokens ?? 0);
+    r.tokensEstimated = true;
   }
 
   /** The first content went to the client. */

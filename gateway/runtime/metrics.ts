@@ -58,6 +58,11 @@ class Histogram {
     s.count++;
     this.series.set(key, s);
   }
+  /** One series' count and sum (zero when it has none). */
+  get(labels: Labels = {}): { count: number; sum: number } {
+    const s = this.series.get(labelKey(labels));
+    return { count: s?.count ?? 0, sum: s?.sum ?? 0 };
+  }
   render(): string {
     const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} histogram`];
     for (const [key, s] of this.series) {
@@ -101,6 +106,10 @@ export class Metrics {
     "Time from request start to first content sent, by route.",
   );
   duration = new Histogram("pulsegate_request_duration_seconds", "Request duration, by route.");
+  upstreamCancel = new Histogram(
+    "pulsegate_upstream_cancel_seconds",
+    "Time from a stop (abort, disconnect, timeout, lost hedge, shutdown) to the upstream connection's close, by upstream and reason.",
+  );
   inflight = 0;
 
   constructor() {
@@ -136,6 +145,7 @@ export class Metrics {
       cooldown,
       this.firstContent.render(),
       this.duration.render(),
+      this.upstreamCancel.render(),
       this.tokens.render(),
       this.historyDropped.render(),
       this.guardrailUnchecked.render(),

@@ -9,6 +9,7 @@ import { openAiError } from "./errors.ts";
 import { chatRequestBody, maxTokensField, parseChatRequest, unsupportedFor } from "./request.ts";
 import { decodeChatWhole, encodeChatWhole } from "./response.ts";
 import { chatStreamEncoder, decodeChatStream } from "./stream.ts";
+import { askingUsage } from "./usage_options.ts";
 
 /** Sent after a passed-through stream that finished without it. */
 const END_MARKER = new TextEncoder().encode("data: [DONE]\n\n");
@@ -33,7 +34,7 @@ export const chatUpstream: UpstreamAdapter = {
   buildRequest(call) {
     const tokenField = maxTokensField(call.upstream, call.model);
     const body = call.passthrough
-      ? passthroughText(call.passthrough, call.model)
+      ? passthroughText(askingUsage(call.passthrough), call.model)
       : translatedText(call, {
         variant: tokenField,
         build: () => chatRequestBody(call.ir, call.model, { tokenField }),
