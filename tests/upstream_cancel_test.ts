@@ -225,6 +225,40 @@ Deno.test("upstream cancel: an abort during retry backoff makes no new call, no 
   });
 });
 
+Deno.test("upstream cancel: an abort while an error body trickles in closes it at once", async () => {
+  await withGateway(async (gw, [a]) => {
+    a!.enqueue({ status: 500, body: [{ send: '{"error":{"message":"bro' }, { hang: true }] });
+    const id = "cancel-error-body";
+    const answer = postJson(`${gw.url}/v1/chat/completions`, { model: "smart", messages }, {
+      "x-request-id": id,
+    });
+    await eventually(() => gw.registry.get(id)?.attempts[0]?.record.status === 500, {
+      what: "the error's headers",
+    });
+    assert.equal(a!.openConnections, 1);
+    const control = await fetch(`${gw.url}/request/${id}/abort`, {
+      method: "POST",
+      headers: admin,
+    });
+    assert.equal(control.status, 200);
+    const res = await answer;
+    assert.equal(res.status, 499);
+    await res.body?.cancel();
+    await eventually(() => a!.openConnections === 0, { what: "closed", ms: CLOSE_MS });
+    const reason = "gw.request.aborted";
+    await eventually(() => gw.metrics.upstreamCancel.get({ upstream: "a", reason }).count === 1, {
+      what: "the close timed",
+      ms: CLOSE_MS,
+    });
+    assert.ok(gw.metrics.upstreamCancel.get({ upstream: "a", reason }).sum < RECORDED_MAX_SECS);
+    assert.equal(a!.calls.length, 1, "an abort is not retried");
+  }, {
+    upstreams: 2,
+    config: (urls) => config("abort", urls),
+    env: { PULSEGATE_ADMIN_TOKEN: ADMIN },
+  });
+});
+
 Deno.test("upstream cancel: a guardrail blocks before any upstream call", async () => {
   await withGateway(async (gw, [a]) => {
     const rule = { id: "vault", pattern: "exfiltrate\\s+the\\s+vault", message: "no vault talk" };

@@ -209,7 +209,9 @@ export class Hop {
 
   /** Classifies a non-2xx answer (docs/design.md "Failover before content" taxonomy) after reading its body. */
   async failedStatus(res: Response): Promise<HopResult> {
-    const body = await readCapped(res, UPSTREAM_CAPS.errorBodyBytes);
+    // Read through the hop, so a stop while a slow error body trickles in closes it at once too.
+    const read = res.body ? new Response(ReadableStream.from(this.read(res.body))) : res;
+    const body = await readCapped(read, UPSTREAM_CAPS.errorBodyBytes);
     const { clock, cooldowns } = this.opts.deps;
     const retryAfter = retryAfterSecs(res.headers.get("retry-after"), clock.now());
     const decoded = this.adapter.decodeError(res.status, body, { headers: res.headers });
