@@ -65,7 +65,8 @@ const FAILURE_SOURCES: Record<FailureSource, true> = {
   gateway: true,
   config: true,
 };
-const ATTEMPT_OUTCOMES: Record<AttemptOutcome, true> = {
+/** Every attempt outcome, for reading a stored one back (an unknown word reads as null). */
+export const ATTEMPT_OUTCOMES: Record<AttemptOutcome, true> = {
   success: true,
   error: true,
   idle_timeout: true,
