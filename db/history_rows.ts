@@ -27,6 +27,7 @@ const REQUEST_COLUMNS: Record<keyof RequestRecord, string> = {
   outputTokens: "output_tokens",
   cachedTokens: "cached_tokens",
   reasoningTokens: "reasoning_tokens",
+  costUsd: "cost_usd",
 };
 
 const ATTEMPT_COLUMNS: Record<keyof AttemptRecord, string> = {
@@ -45,6 +46,7 @@ const ATTEMPT_COLUMNS: Record<keyof AttemptRecord, string> = {
   inputTokens: "input_tokens",
   outputTokens: "output_tokens",
   droppedHeaders: "dropped_headers",
+  costUsd: "cost_usd",
 };
 
 const REQUEST_STATES: Record<RequestRecord["state"], true> = {
@@ -179,6 +181,7 @@ export function requestFromRow(row: Row): RequestRecord {
     outputTokens: numOrNull(row, "output_tokens"),
     cachedTokens: numOrNull(row, "cached_tokens"),
     reasoningTokens: numOrNull(row, "reasoning_tokens"),
+    costUsd: numOrNull(row, "cost_usd"),
   };
 }
 
@@ -199,5 +202,6 @@ export function attemptFromRow(row: Row): AttemptRecord {
     inputTokens: numOrNull(row, "input_tokens"),
     outputTokens: numOrNull(row, "output_tokens"),
     droppedHeaders: textOrNull(row, "dropped_headers"),
+    costUsd: numOrNull(row, "cost_usd"),
   };
 }

@@ -32,6 +32,8 @@ export const ERROR_CODES = {
   "gw.client.duplicate_request_id": { source: "client", status: 409 },
   "gw.client.unsupported": { source: "client", status: 400 },
   "gw.slots.full": { source: "gateway", status: 429 },
+  "gw.key.rate_limited": { source: "client", status: 429 },
+  "gw.key.budget_exhausted": { source: "client", status: 429 },
   "gw.gateway.internal": { source: "gateway", status: 500 },
   "gw.gateway.interrupted": { source: "gateway", status: 500 },
   "gw.gateway.shutting_down": { source: "gateway", status: 503 },
