@@ -37,8 +37,9 @@ export const BudgetSchema = z.object({
 }).strict();
 
 function perMinute(what: string) {
-  return z.int({ error: "must be a whole number of at least 1" })
-    .min(1, { error: "must be at least 1" }).optional().describe(
+  return z.int({ error: "must be a whole number between 1 and 1000000000" })
+    .min(1, { error: "must be at least 1" }).max(1e9, { error: "must be at most 1000000000" })
+    .optional().describe(
       `Most ${what} this key may use in any 60 seconds; over it, requests are answered 429 ` +
         "(gw.key.rate_limited) with Retry-After. Omit for no limit.",
     );
