@@ -149,7 +149,6 @@ export const MIGRATIONS: readonly Migration[] = [
         cost_usd REAL NOT NULL DEFAULT 0,
         PRIMARY KEY (key_id, kind, start)
       )`,
-      "CREATE INDEX requests_key_started ON requests (key_id, started_at)",
     ],
   },
 ];

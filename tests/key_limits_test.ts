@@ -3,7 +3,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import { ApiError, GoogleGenAI } from "@google/genai";
 import OpenAI from "openai";
 import type { ConfigInput } from "../gateway/config/schema.ts";
-import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
+import { chatStream, chatWhole } from "./fake_upstreams/openai_chat_script.ts";
 import { postJson, type TestGateway, withGateway } from "./harness.ts";
 
 /** docs/config.md "Prices and key limits": rpm, tpm and budgets, end to end through the SDKs. */
@@ -43,7 +43,8 @@ function withLimits(run: (gw: TestGateway, calls: () => number) => Promise<void>
       const big = JSON.stringify(call.json).includes("big");
       // Big: 100k input and 50k output tokens, 1 + 1 USD at the prices above.
       const usage = big ? { input: 100_000, output: 50_000 } : { input: 60, output: 40 };
-      return chatWhole({ text: ["hi"], usage });
+      const stream = (call.json as { stream?: boolean }).stream;
+      return stream ? chatStream({ text: ["h", "i"], usage }) : chatWhole({ text: ["hi"], usage });
     });
     await run(gw, () => up!.calls.length);
   }, {
@@ -142,6 +143,33 @@ Deno.test("tpm counts billed tokens: 100 billed with tpm 50 refuses the next req
     retryAfterOk(err.headers?.get("retry-after"));
     assert.equal(calls(), 1);
     assert.deepEqual((await rowsWith(gw, "gw.key.rate_limited")).map((r) => r.key_id), ["tpm"]);
+  });
+});
+
+Deno.test("tpm and cost count a streamed answer's usage when its attempt ends", async () => {
+  await withLimits(async (gw, calls) => {
+    const openai = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: "sk-tpm", maxRetries: 0 });
+    const { data: stream, response } = await openai.chat.completions.create({
+      model: "smart",
+      stream: true,
+      messages: [{ role: "user", content: "q" }],
+    }).withResponse();
+    let text = "";
+    for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
+    assert.equal(text, "hi");
+    const { request, attempts } = await gw.row(response.headers.get("x-request-id")!);
+    assert.equal(request.outputTokens, 40);
+    assert.equal(attempts[0]?.costUsd, (60 * 10 + 40 * 20) / 1e6);
+    assert.equal(request.costUsd, attempts[0]?.costUsd);
+    const refused = await postJson(`${gw.url}/v1/chat/completions`, {
+      model: "smart",
+      stream: true,
+      messages: [{ role: "user", content: "q" }],
+    }, { authorization: "Bearer sk-tpm" });
+    assert.equal(refused.status, 429, "refused before any stream starts");
+    retryAfterOk(refused.headers.get("retry-after"));
+    assert.equal((await refused.json()).error.code, "gw.key.rate_limited");
+    assert.equal(calls(), 1);
   });
 });
 
