@@ -197,10 +197,13 @@ export interface KeysView {
     rpm: number | null;
     tpm: number | null;
     budget: { usd: number; period: "day" | "month" } | null;
-    requestsLastMinute: number;
-    tokensLastMinute: number;
-    /** Spent in the budget's period (the current UTC day without a budget). */
-    spentUsd: number;
-    periodEndsAt: number;
+    /** The key's use, counted only for a key with a limit (null for one without). */
+    use: {
+      requestsLastMinute: number;
+      tokensLastMinute: number;
+      /** Spent in the budget's period (the current UTC day without a budget). */
+      spentUsd: number;
+      periodEndsAt: number;
+    } | null;
   }[];
 }

@@ -27,17 +27,14 @@ export function costsApi(
     const keys = deps.state.config?.keys ?? [];
     const uses = await keyUses(keys, { meter: deps.meter, now: deps.clock.now });
     const view: KeysView = {
-      keys: keys.map((k) => {
-        const use = uses.get(k.id)!;
-        return {
-          id: k.id,
-          enabled: k.enabled,
-          rpm: k.rpm ?? null,
-          tpm: k.tpm ?? null,
-          budget: k.budget ?? null,
-          ...use,
-        };
-      }),
+      keys: keys.map((k) => ({
+        id: k.id,
+        enabled: k.enabled,
+        rpm: k.rpm ?? null,
+        tpm: k.tpm ?? null,
+        budget: k.budget ?? null,
+        use: uses.get(k.id) ?? null,
+      })),
     };
     return c.json(view);
   });

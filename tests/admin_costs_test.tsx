@@ -16,11 +16,13 @@ const KEYS: KeysView = {
     rpm: 60,
     tpm: null,
     budget: { usd: 10, period: "month" },
-    requestsLastMinute: 7,
-    tokensLastMinute: 1234,
-    spentUsd: 2.5,
-    periodEndsAt: Date.UTC(2027, 0, 1),
-  }],
+    use: {
+      requestsLastMinute: 7,
+      tokensLastMinute: 1234,
+      spentUsd: 2.5,
+      periodEndsAt: Date.UTC(2027, 0, 1),
+    },
+  }, { id: "open", enabled: true, rpm: null, tpm: null, budget: null, use: null }],
 };
 
 function fakeApi(asked: { by: string; since: number }[]): AdminApi {
@@ -67,6 +69,7 @@ Deno.test("cost model: each period asks every grouping from now minus the period
   assert.match(html, /7 \/ 60/, "requests against rpm");
   assert.match(html, /1234 <small>no limit/, "tokens with no tpm");
   assert.match(html, /\$2\.50 \/ \$10\.00/, "spent against the budget");
+  assert.match(html, /data-key="open".*no limits, so not metered/);
   costs.clear();
   assert.equal(costs.reports.value, null);
 });

@@ -211,7 +211,8 @@ Deno.test("budget: refused once the key's cost in the UTC day reaches it; cost r
     const keys = await (await fetch(`${gw.url}/admin/api/keys`, { headers: admin })).json();
     const use = keys.keys.find((k: { id: string }) => k.id === "budget");
     assert.deepEqual(use.budget, { usd: 3, period: "day" });
-    assert.ok(Math.abs(use.spentUsd - spent) < 1e-9);
-    assert.equal(use.requestsLastMinute, 3);
+    assert.ok(Math.abs(use.use.spentUsd - spent) < 1e-9);
+    assert.equal(use.use.requestsLastMinute, 3);
+    assert.equal(keys.keys.find((k: { id: string }) => k.id === "oai").use.requestsLastMinute, 0);
   });
 });

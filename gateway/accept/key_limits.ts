@@ -77,37 +77,41 @@ export async function admitUnderKeyLimits(
   key: GatewayKey,
   opts: { meter: KeyUsageMeter; now: () => number },
 ): Promise<void> {
-  if (!limited(key)) {
-    opts.meter.add(key.id, { requests: 1 });
-    return;
-  }
+  // A key without limits is not metered: no write on its requests' path.
+  if (!limited(key)) return;
   await opts.meter.refresh([key.id]);
   const { refusal } = judge(key, { rows: opts.meter.rows(key.id), now: opts.now() });
   if (refusal) throw refusal;
   opts.meter.add(key.id, { requests: 1 });
 }
 
-/** Each key's current use, read fresh enough for the admin page. */
+/** Each metered key's current use, read fresh enough for the admin page; null when unmetered. */
 export async function keyUses(
   keys: readonly GatewayKey[],
   opts: { meter: KeyUsageMeter; now: () => number },
-): Promise<Map<string, KeyUse>> {
-  await opts.meter.refresh(keys.map((k) => k.id));
+): Promise<Map<string, KeyUse | null>> {
+  const metered = keys.filter(limited);
+  await opts.meter.refresh(metered.map((k) => k.id));
   const now = opts.now();
-  return new Map(keys.map((k) => [k.id, judge(k, { rows: opts.meter.rows(k.id), now }).use]));
+  return new Map(keys.map((k) => [
+    k.id,
+    limited(k) ? judge(k, { rows: opts.meter.rows(k.id), now }).use : null,
+  ]));
 }
 
 /**
  * The proxy's two hooks: a request's billing (hop prices, and each billed hop counted against
- * its key) and the admission check, which passes when there is no key or no meter.
+ * its key when the key has limits) and the admission check, which passes when there is no key,
+ * no limit or no meter.
  */
 export function meteredBilling(
   config: Config,
   opts: { keyId: string | null; meter?: KeyUsageMeter },
 ): Billing {
   const { keyId, meter } = opts;
-  if (keyId === null || !meter) return billingFor(config);
-  return billingFor(config, { onBilled: (billed) => meter.add(keyId, billedUse(billed)) });
+  const key = config.keys.find((k) => k.id === keyId);
+  if (!key || !limited(key) || !meter) return billingFor(config);
+  return billingFor(config, { onBilled: (billed) => meter.add(key.id, billedUse(billed)) });
 }
 
 function billedUse(billed: Billed) {

@@ -104,6 +104,8 @@ export class KeyUsageMeter {
       secondsAfter: readStartedAt - WINDOW_MS - 1_000,
       daysFrom: Math.min(monthStart(readStartedAt), dayStart(readStartedAt)),
     }).then((found) => {
+      // A read that outlived its timeout must not replace a newer one.
+      if ((this.#snapshots.get(keyId)?.readStartedAt ?? -1) >= readStartedAt) return;
       this.#snapshots.set(keyId, { readStartedAt, rows: found.get(keyId) ?? [] });
       this.#forgetCovered();
     }, (err) => this.deps.log?.event("key_usage.read_failed", { error: String(err) }));
@@ -117,11 +119,18 @@ export class KeyUsageMeter {
     return reading;
   }
 
-  /** An increment every snapshot of its key already includes is dropped. */
+  /**
+   * A written increment is kept only while a read that may miss it is in use or in flight:
+   * every later read includes it. So the list stays as short as the writes in the last second.
+   */
   #forgetCovered(): void {
+    const now = this.deps.clock.now();
+    const fresh = CACHE_MS * this.deps.clock.scale;
     this.#increments = this.#increments.filter((inc) => {
+      if (inc.doneAt === null || this.#reads.has(inc.keyId)) return true;
       const snap = this.#snapshots.get(inc.keyId);
-      return !(snap && inc.doneAt !== null && inc.doneAt < snap.readStartedAt);
+      return snap !== undefined && inc.doneAt >= snap.readStartedAt &&
+        now - snap.readStartedAt < fresh;
     });
   }
 
@@ -142,6 +151,7 @@ export class KeyUsageMeter {
         await addKeyUsage(this.deps.db, batch.flatMap(incrementRows));
         const doneAt = this.deps.clock.now();
         for (const inc of batch) inc.doneAt = doneAt;
+        this.#forgetCovered();
       }
       await this.#prune();
     } catch (err) {

@@ -108,15 +108,25 @@ function KeyUse({ view, now }: { view: KeysView; now: number }) {
               <strong>{k.id}</strong>
               {!k.enabled && <small>disabled</small>}
             </td>
-            <td data-label="Requests, last 60 s">{limitCell(k.requestsLastMinute, k.rpm)}</td>
-            <td data-label="Tokens, last 60 s">{limitCell(k.tokensLastMinute, k.tpm)}</td>
-            <td data-label="Spent this period">
-              {limitCell(formatUsd(k.spentUsd), k.budget && formatUsd(k.budget.usd))}
-              <small>
-                {k.budget ? `per UTC ${k.budget.period}` : "today (UTC)"}, renews{" "}
-                {formatTime(k.periodEndsAt, { now })}
-              </small>
-            </td>
+            {k.use
+              ? (
+                <>
+                  <td data-label="Requests, last 60 s">
+                    {limitCell(k.use.requestsLastMinute, k.rpm)}
+                  </td>
+                  <td data-label="Tokens, last 60 s">
+                    {limitCell(k.use.tokensLastMinute, k.tpm)}
+                  </td>
+                  <td data-label="Spent this period">
+                    {limitCell(formatUsd(k.use.spentUsd), k.budget && formatUsd(k.budget.usd))}
+                    <small>
+                      {k.budget ? `per UTC ${k.budget.period}` : "today (UTC)"}, renews{" "}
+                      {formatTime(k.use.periodEndsAt, { now })}
+                    </small>
+                  </td>
+                </>
+              )
+              : <td colSpan={3}>no limits, so not metered (its spend is in the tables above)</td>}
           </tr>
         ))}
       </tbody>
