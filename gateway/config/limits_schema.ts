@@ -36,19 +36,19 @@ export const BudgetSchema = z.object({
   ),
 }).strict();
 
-function perMinute(what: string) {
+function perMinute(what: string, verb: string) {
   return z.int({ error: "must be a whole number between 1 and 1000000000" })
     .min(1, { error: "must be at least 1" }).max(1e9, { error: "must be at most 1000000000" })
     .optional().describe(
-      `Most ${what} this key may use in any 60 seconds; over it, requests are answered 429 ` +
+      `Most ${what} this key may ${verb} in any 60 seconds; over it, requests are answered 429 ` +
         "(gw.key.rate_limited) with Retry-After. Omit for no limit.",
     );
 }
 
 /** The key fields, spread into the key schema. */
 export const keyLimitFields = () => ({
-  rpm: perMinute("requests"),
-  tpm: perMinute("billed tokens (input + output of finished attempts)"),
+  rpm: perMinute("requests", "send"),
+  tpm: perMinute("billed tokens (input + output of finished attempts)", "use"),
   budget: BudgetSchema.optional().describe(
     "Spending cap per UTC day or month; once the key's cost in the period reaches it, requests " +
       "are answered 429 (gw.key.budget_exhausted) until the period ends. Needs upstream prices.",
