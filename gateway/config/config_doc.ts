@@ -76,7 +76,8 @@ const PRICES_AND_LIMITS = [
   "A request over any of them is answered 429 in the client's own format with `Retry-After` " +
   "(seconds until the window frees, or until the budget's period ends) and code " +
   "`gw.key.rate_limited` or `gw.key.budget_exhausted`; it is recorded and no upstream is called. " +
-  "The check runs after auth and the route, before guardrails and any upstream. The counters " +
+  "The check runs after auth and the route, before guardrails and any upstream; token counting " +
+  "(`/v1/messages/count_tokens`) bills nothing and is neither limited nor counted. The counters " +
   "live in the database, so instances sharing one share the limits, within about a second " +
   "(docs/scaling.md).",
 ];
