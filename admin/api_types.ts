@@ -38,6 +38,8 @@ export interface SessionInfo {
 export interface LiveRow {
   id: string;
   sessionId: string | null;
+  /** The gateway key that made it (null: open proxy). A session id is per key. */
+  keyId: string | null;
   clientFormat: string;
   route: string | null;
   stream: boolean;

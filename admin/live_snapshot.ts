@@ -18,6 +18,7 @@ function liveRow(live: LiveRequest, now: number): LiveRow {
   return {
     id: r.id,
     sessionId: r.sessionId,
+    keyId: r.keyId,
     clientFormat: r.clientFormat,
     route: r.route,
     stream: r.stream,

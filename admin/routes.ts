@@ -1,6 +1,7 @@
-import { type Context, Hono } from "hono";
+import { type Context, type ErrorHandler, Hono } from "hono";
 import { recentAttempts } from "../db/admin_queries.ts";
 import type { Db } from "../db/client.ts";
+import { isDatabaseError } from "../db/database_error.ts";
 import type { AbortRegistry } from "../gateway/live/abort_registry.ts";
 import type { AccessDeps } from "../gateway/accept/access.ts";
 import type { Clock } from "../gateway/runtime/clock.ts";
@@ -82,6 +83,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
       "x-content-type-options": "nosniff",
     });
   });
+  app.onError(databaseUnavailable(deps));
   app.use("/admin/api/*", adminGuard(deps));
   app.use("/admin/api/*", requireJson());
   app.get("/admin/api/session", (c) => c.json(sessionInfo(deps)));
@@ -217,6 +219,26 @@ function answer(c: Context, change: ConfigChange): Response {
     { error: { code: change.code, message: change.message }, problems: change.problems },
     change.status,
   );
+}
+
+/**
+ * A database that cannot answer is not the caller's fault nor a bug: 503 with a code the page
+ * can show, never a 500 (a documented body never produces one: docs/security.md). Anything else
+ * goes on to the app's own error handler.
+ */
+function databaseUnavailable(deps: AdminDeps): ErrorHandler {
+  return (err, c) => {
+    if (!isDatabaseError(err)) throw err;
+    deps.log?.event("admin.database_unavailable", {
+      path: new URL(c.req.url).pathname,
+      error: err.message,
+    });
+    const change = c.req.method === "GET" || c.req.method === "HEAD"
+      ? ""
+      : " The change was not stored and nothing changed.";
+    const message = `the database is unavailable, try again.${change}`;
+    return c.json({ error: { code: "admin.database_unavailable", message } }, 503);
+  };
 }
 
 function apiError(

@@ -16,6 +16,8 @@ const OUTCOMES: Record<AttemptOutcome, true> = {
   idle_timeout: true,
   aborted: true,
   client_disconnected: true,
+  hedge_lost: true,
+  resumed: true,
 };
 
 // Newest first along `attempts_upstream_started`, so the cost is the limit, not the table size.

@@ -47,6 +47,7 @@ const ATTEMPT_COLUMNS: Record<keyof AttemptRecord, string> = {
   outputTokens: "output_tokens",
   droppedHeaders: "dropped_headers",
   costUsd: "cost_usd",
+  resumeOffset: "resume_offset",
 };
 
 const REQUEST_STATES: Record<RequestRecord["state"], true> = {
@@ -72,6 +73,8 @@ const ATTEMPT_OUTCOMES: Record<AttemptOutcome, true> = {
   idle_timeout: true,
   aborted: true,
   client_disconnected: true,
+  hedge_lost: true,
+  resumed: true,
 };
 
 type Field = string | number | boolean | null;
@@ -203,5 +206,6 @@ export function attemptFromRow(row: Row): AttemptRecord {
     outputTokens: numOrNull(row, "output_tokens"),
     droppedHeaders: textOrNull(row, "dropped_headers"),
     costUsd: numOrNull(row, "cost_usd"),
+    resumeOffset: numOrNull(row, "resume_offset"),
   };
 }

@@ -126,6 +126,12 @@ export const MIGRATIONS: readonly Migration[] = [
     sql: ["ALTER TABLE attempts ADD COLUMN dropped_headers TEXT"],
   },
   {
+    // Mid-stream resume (docs/liveness.md): where a resuming hop continued the answer.
+    version: 9,
+    name: "attempt_resume_offset",
+    sql: ["ALTER TABLE attempts ADD COLUMN resume_offset INTEGER"],
+  },
+  {
     // Why an upstream was last paused, shown beside the pause on the admin page.
     version: 10,
     name: "cooldown_reason",

@@ -6,7 +6,10 @@ export type AttemptOutcome =
   | "error"
   | "idle_timeout"
   | "aborted"
-  | "client_disconnected";
+  | "client_disconnected"
+  | "hedge_lost"
+  /** A hop that continued an answer another hop broke off (docs/liveness.md, mid-stream resume). */
+  | "resumed";
 
 /** A request row. `state` is `open` from the first write until the request ends. */
 export interface RequestRecord {
@@ -61,4 +64,9 @@ export interface AttemptRecord {
   droppedHeaders: string | null;
   /** USD for the tokens this hop billed; null when its upstream lists no price for its model. */
   costUsd: number | null;
+  /**
+   * A resuming hop: how many characters of text the client already had when it
+   * continued the answer (docs/liveness.md); null for every other hop.
+   */
+  resumeOffset: number | null;
 }

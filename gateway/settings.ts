@@ -1,3 +1,5 @@
+import { withoutTrailingSlashes } from "./config/trailing_slashes.ts";
+
 /** Settings from the environment (docs/design.md "Settings"). Secrets are read here and go nowhere else. */
 export interface Settings {
   host: string;
@@ -11,6 +13,11 @@ export interface Settings {
   metricsOpen: boolean;
   /** How other instances reach this one (docs/scaling.md abort forwarding); default: the listen address. */
   publicUrl: string | undefined;
+  /**
+   * Shared by every instance on one database: signs abort forwarding between them. Without it
+   * (or without `publicUrl`) an abort reaches only this process's requests (docs/scaling.md).
+   */
+  peerSecret: string | undefined;
 }
 
 export function readSettings(env: (name: string) => string | undefined): Settings {
@@ -33,7 +40,8 @@ export function readSettings(env: (name: string) => string | undefined): Setting
     adminToken: env("PULSEGATE_ADMIN_TOKEN") || undefined,
     timeScale,
     metricsOpen: env("PULSEGATE_METRICS_OPEN") === "1",
-    publicUrl: env("PULSEGATE_PUBLIC_URL")?.replace(/\/+$/, "") || undefined,
+    publicUrl: withoutTrailingSlashes(env("PULSEGATE_PUBLIC_URL") ?? "") || undefined,
+    peerSecret: env("PULSEGATE_PEER_SECRET") || undefined,
   };
 }
 

@@ -28,6 +28,8 @@ import type { RunState } from "./accept/proxy.ts";
 import { createApp, type ServerDeps } from "./server.ts";
 import { isLoopback, type Settings } from "./settings.ts";
 import { Slots } from "./route/slots.ts";
+import { forwardingOn } from "./live/abort_forwarding.ts";
+import { RefusedBudget } from "./accept/refused_budget.ts";
 import { shuttingDown } from "./forward/stop_reasons.ts";
 import { GuardrailMatcher } from "./accept/guardrail_matcher.ts";
 
@@ -113,6 +115,7 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
     onBatch: opts.onHistoryBatch,
     after: (ms, fn) => clock.after(ms, fn),
     onError: (err) => log.event("history.write_failed", { error: String(err) }),
+    onDropped: (rows) => metrics.historyDropped.inc({}, rows),
   });
   // Pooled connections idle longer than a server's keep-alive timeout (Node's is 5 s) may be
   // closed under us; reusing one fails the next call with "connection reset". Drop them sooner.
@@ -178,7 +181,10 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
     // database that cannot answer does not refuse the request; the upsert still keeps a closed row.
     requestIdTaken: async (id) =>
       writer.holdsRequest(id) || await requestExists(db, id).catch(() => false),
+    refusedBudget: new RefusedBudget(clock),
     adminToken: settings.adminToken,
+    peerSecret: settings.peerSecret,
+    publicUrl: settings.publicUrl,
     db,
     metricsOpen: (opts.metricsOpen ?? settings.metricsOpen) && loopback,
     admin: {
@@ -195,7 +201,9 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
       log,
       apis: [observabilityApi(observability), costsApi({ db, clock, state, meter: keyMeter })],
     },
-    demo: demo ? (request) => serveDemoUpstream(request, { clock }) : null,
+    demo: demo
+      ? (request, caller) => serveDemoUpstream(request, { clock, caller, self: settings.host })
+      : null,
     ready: () =>
       state.shuttingDown
         ? { ok: false, reason: "shutting down" }
@@ -220,7 +228,9 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
       note: "no config given: serving the built-in demo route 'demo' with SIMULATED upstreams",
     });
   }
-  await registerInstance(db, instanceId, { now: clock.now(), url: settings.publicUrl ?? url });
+  // Only an instance the others can sign for may be sent aborts (docs/scaling.md).
+  const reachAt = forwardingOn(settings) ? settings.publicUrl : undefined;
+  await registerInstance(db, instanceId, { now: clock.now(), url: reachAt });
   const stopHeartbeat = startHeartbeat(db, {
     instanceId,
     clock,
@@ -248,7 +258,10 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
       await serverDone;
       stopHeartbeat();
       await keyMeter.flush();
-      await writer.close();
+      if (!await writer.close()) {
+        // The database is away and will not see these rows: say how many, once.
+        log.event("history.rows_lost_at_shutdown", { rows: writer.abandon() });
+      }
       await exporter.close();
       state.guardrailMatcher.close();
       httpClient.close();

@@ -233,6 +233,44 @@ Deno.test("abort of a finished or unknown id is 404; without a token, or with an
   });
 });
 
+Deno.test("a session id under two keys: each key's session abort stops only its own, never 403", async () => {
+  const keys = { PULSEGATE_KEY_A: "key-a", PULSEGATE_KEY_B: "key-b" };
+  await withAdmin(async (gw, up) => {
+    up.setHandler(() => headersNever);
+    const send = (id: string, key: string) =>
+      postJson(`${gw.url}/v1/chat/completions`, chat(false), {
+        authorization: `Bearer ${key}`,
+        "x-request-id": id,
+        "x-session-id": "shared",
+      });
+    const a1 = send("a-1", "key-a");
+    const b1 = send("b-1", "key-b");
+    const b2 = send("b-2", "key-b");
+    await eventually(() => gw.registry.size === 3);
+    const abortAs = (headers: Record<string, string>) =>
+      fetch(`${gw.url}/sessions/shared/abort`, { method: "POST", headers });
+    const byA = await abortAs({ authorization: "Bearer key-a" });
+    assert.equal(byA.status, 200, "key b's requests in the same id are no reason to refuse a");
+    assert.deepEqual(await byA.json(), { requests: ["a-1"] });
+    assert.equal((await a1).status, 499);
+    assert.ok(gw.registry.has("b-1") && gw.registry.has("b-2"), "key b's session runs on");
+    const again = await abortAs({ authorization: "Bearer key-a" });
+    assert.equal(again.status, 404);
+    assert.equal((await again.json()).error.code, "control.session_not_running");
+    const byAdmin = await abortAs(admin);
+    assert.equal(byAdmin.status, 200, "the operator stops the id under every key");
+    assert.deepEqual((await byAdmin.json()).requests.sort(), ["b-1", "b-2"]);
+    assert.equal((await b1).status, 499);
+    assert.equal((await b2).status, 499);
+  }, {
+    env: keys,
+    config: (url) => ({
+      ...chatRoute([url], { failover }),
+      keys: [{ id: "a", key_env: "PULSEGATE_KEY_A" }, { id: "b", key_env: "PULSEGATE_KEY_B" }],
+    }),
+  });
+});
+
 Deno.test("a client-named request id that is already live answers 409", async () => {
   await withAdmin(async (gw, up) => {
     up.setHandler(() => headersNever);

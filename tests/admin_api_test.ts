@@ -87,6 +87,7 @@ Deno.test("live feed: a streaming request shows its upstream, hop, state, idle t
     );
     const row = snapshot.requests.find((r) => r.id === "live-1")!;
     assert.equal(row.sessionId, "sess-1");
+    assert.equal(row.keyId, null, "the key that made it (none: open proxy)");
     assert.equal(row.clientFormat, "openai-chat");
     assert.equal(row.route, "smart");
     assert.equal(row.upstream, "up1");

@@ -126,6 +126,7 @@ Deno.test("live view: filters by route, upstream, state and session; orders; tot
   const row = (id: string, fields: Partial<LiveRow>): LiveRow => ({
     id,
     sessionId: null,
+    keyId: null,
     clientFormat: "openai-chat",
     route: "smart",
     stream: true,

@@ -70,6 +70,7 @@ export function attemptRecord(overrides: Partial<AttemptRecord> = {}): AttemptRe
     outputTokens: null,
     droppedHeaders: null,
     costUsd: null,
+    resumeOffset: null,
     ...overrides,
   };
 }

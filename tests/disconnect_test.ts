@@ -23,7 +23,7 @@ Deno.test("a non-streaming caller that times out is logged 499 once, with one at
     const pending = fetch(`${gw.url}/v1/chat/completions`, {
       method: "POST",
       body: JSON.stringify(chat(false)),
-      headers: { "x-request-id": "leaver" },
+      headers: { "content-type": "application/json", "x-request-id": "leaver" },
       signal: caller.signal,
     });
     // Leaves once the upstream has the request (not after a fixed 100 ms, which a loaded
@@ -96,7 +96,7 @@ Deno.test("a caller who leaves during a retry backoff costs one failure charge, 
     const pending = fetch(`${gw.url}/v1/chat/completions`, {
       method: "POST",
       body: JSON.stringify(chat(false)),
-      headers: { "x-request-id": "backoff" },
+      headers: { "content-type": "application/json", "x-request-id": "backoff" },
       signal: caller.signal,
     });
     // The failure is charged before the backoff starts: leave right after it, well inside it.
@@ -174,7 +174,7 @@ Deno.test("200 concurrent requests, half abandoned: in-flight returns to 0, one 
       const res = fetch(`${gw.url}/v1/chat/completions`, {
         method: "POST",
         body: JSON.stringify(chat(stream)),
-        headers: { "x-request-id": id },
+        headers: { "content-type": "application/json", "x-request-id": id },
         signal: caller.signal,
       });
       if (i % 4 < 2) {

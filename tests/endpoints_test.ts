@@ -4,7 +4,7 @@ import { ApiError, GoogleGenAI } from "@google/genai";
 import OpenAI from "openai";
 import { getRequest } from "../db/history_queries.ts";
 import type { ConfigInput } from "../gateway/config/schema.ts";
-import { type TestGateway, withGateway } from "./harness.ts";
+import { TEST_SCALE, type TestGateway, withGateway } from "./harness.ts";
 import { type FakeUpstream, type Script, startFakeUpstream } from "./fake_upstreams/server.ts";
 import { errorBody } from "./fake_upstreams/anthropic_script.ts";
 
@@ -48,7 +48,7 @@ function withKind(
   kind: Kind,
   upstream: FakeUpstream,
   run: (gw: TestGateway) => Promise<void>,
-  opts: { keys?: ConfigInput["keys"] } = {},
+  opts: { keys?: ConfigInput["keys"]; scale?: number } = {},
 ): Promise<void> {
   return withGateway(async (gw) => {
     try {
@@ -56,7 +56,14 @@ function withKind(
     } finally {
       await upstream.close();
     }
-  }, { upstreams: 0, config: () => config(kind, upstream.url, opts), env: ENV });
+  }, {
+    upstreams: 0,
+    config: () => config(kind, upstream.url, opts),
+    env: ENV,
+    // Real time unless asked: the 10 s token-counter deadline would be 100 ms at the test
+    // scale, which a loaded machine misses (the answer is then an estimate, failing at random).
+    scale: opts.scale ?? 1,
+  });
 }
 
 const anthropic = (gw: TestGateway, apiKey = "unused") =>
@@ -152,7 +159,7 @@ Deno.test("count_tokens: a counter that hangs is dropped after 10 s (scaled) for
     assert.equal(data.input_tokens, COUNT_PARAMS_ESTIMATE);
     assert.equal(response.headers.get("x-pulsegate-token-count"), "estimated");
     assert.equal(await upstream.calls[0]?.closed, "cancelled", "the connection was closed");
-  });
+  }, { scale: TEST_SCALE });
 });
 
 Deno.test("count_tokens: a Gemini route is asked through its countTokens, translated", async () => {

@@ -25,6 +25,8 @@ export async function startTestGateway(
     env?: Record<string, string>;
     dir?: string;
     host?: string;
+    /** Default 0: any free port. */
+    port?: number;
     metricsOpen?: boolean;
   } = {},
 ): Promise<TestGateway> {
@@ -33,7 +35,7 @@ export async function startTestGateway(
   const settings = {
     ...readSettings(env),
     host: opts.host ?? "127.0.0.1",
-    port: 0,
+    port: opts.port ?? 0,
     dbUrl: `file:${dir}/pulsegate.db`,
     timeScale: opts.scale ?? TEST_SCALE,
   };
@@ -70,6 +72,14 @@ export async function startTestGateway(
         timeout: o.timeout,
       }),
   };
+}
+
+/** A port free right now, for a gateway that must know its own address before it starts. */
+export function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  listener.close();
+  return port;
 }
 
 /** A one-route config over the given chat upstream URLs, in order. */

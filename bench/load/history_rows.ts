@@ -93,6 +93,7 @@ function rowsFor(i: number, instanceId: string): [RequestRecord, AttemptRecord] 
     outputTokens: 5,
     droppedHeaders: null,
     costUsd: null,
+    resumeOffset: null,
   };
   return [request, attempt];
 }

@@ -11,9 +11,11 @@ import { checkGuardrails } from "./guardrails.ts";
 import type { Candidate, ForwardDeps } from "../forward/hop.ts";
 import type { IrRequest } from "../formats/ir.ts";
 import type { ProxyDeps } from "./proxy.ts";
+import { requireJsonContentType } from "./json_content_type.ts";
 import { readJsonBody } from "./read_body.ts";
 import { isRecord, parseJson } from "../formats/json.ts";
 import { estimateInputTokens } from "./token_estimate.ts";
+import { readCapped, UPSTREAM_CAPS } from "../formats/upstream_caps.ts";
 
 /** A counter upstream slower than this is not waited for: the estimate answers instead. */
 const COUNT_TIMEOUT_MS = 10_000;
@@ -87,6 +89,7 @@ export async function handleCountTokens(
   try {
     const config = configInForce(deps.state);
     const keyId = authorize(request, { config, loopback: deps.state.loopback, env: deps.env });
+    requireJsonContentType(request);
     const body = await readJsonBody(request, { signal: request.signal });
     if (!isRecord(body)) {
       throw clientError("request body must be a JSON object", { code: "gw.client.invalid_json" });
@@ -163,7 +166,7 @@ async function askCounter(
       body: JSON.stringify(body),
       signal: AbortSignal.any([req.request.signal, timeout.signal]),
     });
-    const text = await res.text();
+    const text = await readCapped(res, UPSTREAM_CAPS.errorBodyBytes);
     if (!res.ok) throw new Error(`counter answered ${res.status}`);
     const tokens = counter.read(parseJson(text));
     if (tokens === null) throw new Error("counter answered no count");

@@ -10,7 +10,9 @@ import type { IrRequest } from "../formats/ir.ts";
 import { type HistorySink, LiveRequest } from "../live/live_request.ts";
 import { checkGuardrails, type Guardrails } from "./guardrails.ts";
 import type { GuardrailMatcher } from "./guardrail_matcher.ts";
+import { requireJsonContentType } from "./json_content_type.ts";
 import { readJsonBody } from "./read_body.ts";
+import type { RefusedBudget } from "./refused_budget.ts";
 import { boundedSession, headerSession } from "./session_ids.ts";
 import { isRecord } from "../formats/json.ts";
 import { clientDisconnected } from "../forward/stop_reasons.ts";
@@ -45,6 +47,8 @@ export interface ProxyDeps extends Omit<ForwardDeps, "config"> {
   requestIdTaken: (id: string) => Promise<boolean>;
   /** Per-key usage shared through the database, for key limits (docs/config.md). */
   keyMeter?: KeyUsageMeter;
+  /** How many refused requests still get a row this minute (docs/security.md). */
+  refusedBudget: RefusedBudget;
 }
 
 interface Admitted {
@@ -61,7 +65,7 @@ interface Admitted {
 async function admit(
   request: Request,
   opts: { asked: string | null; deps: ProxyDeps },
-): Promise<{ id: string; admitted: Admitted | GatewayError }> {
+): Promise<{ id: string; admitted: Admitted | GatewayError; refused?: boolean }> {
   const { asked, deps } = opts;
   let admitted: Admitted;
   try {
@@ -69,9 +73,16 @@ async function admit(
     const keyId = authorize(request, { config, loopback: deps.state.loopback, env: deps.env });
     admitted = { config, keyId };
   } catch (err) {
-    return { id: crypto.randomUUID(), admitted: GatewayError.from(err) };
+    return { id: crypto.randomUUID(), admitted: GatewayError.from(err), refused: true };
   }
   if (asked === null) return { id: crypto.randomUUID(), admitted };
+  if (!REQUEST_ID.test(asked)) {
+    // Bad input like any other: answered 400 and recorded, under an id of its own.
+    const err = clientError("x-request-id must be 1-128 characters of A-Za-z0-9._:-", {
+      param: "x-request-id",
+    });
+    return { id: crypto.randomUUID(), admitted: err };
+  }
   if (await deps.requestIdTaken(asked)) return duplicate(asked, "was already used");
   return { id: asked, admitted };
 }
@@ -96,13 +107,12 @@ export async function handleProxy(
 ): Promise<Response> {
   const { codec, deps } = opts;
   const asked = request.headers.get("x-request-id");
-  if (asked !== null && !REQUEST_ID.test(asked)) {
-    const err = clientError("x-request-id must be 1-128 characters of A-Za-z0-9._:-", {
-      param: "x-request-id",
-    });
-    return errorResponse(codec, err, { requestId: crypto.randomUUID() });
+  let { id, admitted, refused = false } = await admit(request, { asked, deps });
+  if (refused && admitted instanceof GatewayError && !deps.refusedBudget.take()) {
+    // Beyond the budget a refusal costs no row and no queue slot (docs/security.md).
+    deps.metrics.refusedUnrecorded.inc();
+    return errorResponse(codec, admitted, { requestId: id });
   }
-  let { id, admitted } = await admit(request, { asked, deps });
   // Checked here, with no await before the registry takes the id, so two requests racing on
   // one new name cannot both run under it.
   if (id === asked && deps.registry.has(id)) {
@@ -116,7 +126,7 @@ export async function handleProxy(
     stream: opts.ctx.pathStream ?? false,
     keyId: admitted instanceof GatewayError ? null : admitted.keyId,
     sessionId: headerSession(codec.format, request.headers),
-  }, { clock: deps.clock, sink: deps.sink, metrics: deps.metrics });
+  }, { clock: deps.clock, sink: deps.sink, metrics: deps.metrics, expendable: refused });
   deps.registry.add(live);
   if (!(admitted instanceof GatewayError)) {
     live.billing = meteredBilling(admitted.config, { keyId: admitted.keyId, meter: deps.keyMeter });
@@ -196,6 +206,7 @@ async function begin(
   const { deps, live } = opts;
   const { config, keyId: key } = opts.admitted;
   try {
+    requireJsonContentType(request);
     const body = await readJsonBody(request, { signal: live.signal });
     if (!isRecord(body)) {
       throw clientError("request body must be a JSON object", { code: "gw.client.invalid_json" });

@@ -1,5 +1,6 @@
 import type { ClientFormat, UpstreamKind } from "./format.ts";
 import type { GatewayCode, GatewayError } from "../runtime/gateway_error.ts";
+import { isContextOverflow } from "./context_overflow.ts";
 
 /**
  * The one table between the formats' error vocabularies: what an error
@@ -167,6 +168,7 @@ const BY_STATUS: Record<number, ErrorMeaning> = {
   408: "timeout",
   409: "conflict",
   413: "too_large",
+  415: "invalid_request",
   429: "rate_limit",
   499: "cancelled",
   500: "server",
@@ -235,20 +237,11 @@ function buildReadTables(): Record<Reading, Map<string, ErrorMeaning>> {
   return read;
 }
 
-/**
- * Only OpenAI has a code for an over-long prompt; the others say it in the
- * message of their generic invalid-request error (Anthropic "prompt is too
- * long", Gemini "exceeds the maximum number of tokens", Bedrock "Input is too
- * long"). An OpenAI client checks `code === "context_length_exceeded"` to
- * shorten its history, so those messages are read as that meaning.
- */
-const CONTEXT_TOO_LONG =
-  /prompt is too long|input is too long|exceeds the maximum (number of )?tokens|maximum context length/i;
-
 /** Our own timeouts are timeouts whatever status `timeout_status` gives them (docs/design.md "Client API"). */
 const TIMEOUT_CODES = new Set<GatewayCode>([
   "gw.upstream.idle_timeout",
   "gw.upstream.idle_timeout_mid_stream",
+  "gw.upstream.first_content_timeout",
   "gw.upstream.deadline",
 ]);
 
@@ -269,9 +262,10 @@ export function errorMeaning(err: GatewayError): ErrorMeaning {
   if (vocab) {
     const meaning = readWords(vocab, { type: err.upstreamType, code: err.upstreamCode }) ??
       statusMeaning(err.status);
-    return meaning === "invalid_request" && CONTEXT_TOO_LONG.test(err.message)
-      ? "context_too_long"
-      : meaning;
+    // Only OpenAI has a code for an over-long prompt; the others say it in a message (see
+    // context_overflow.ts). An OpenAI client checks `code === "context_length_exceeded"` to
+    // shorten its history, so those messages are read as that meaning.
+    return meaning === "invalid_request" && isContextOverflow(err) ? "context_too_long" : meaning;
   }
   if (TIMEOUT_CODES.has(err.code)) return "timeout";
   return statusMeaning(err.status);

@@ -17,7 +17,8 @@ export const UNKNOWN_ROUTE = "unknown";
 
 /** Where rows go; the history writer in production, an array in unit tests. */
 export interface HistorySink {
-  writeRequest(r: RequestRecord): void;
+  /** `expendable`: a refused request's row, which the writer drops first when full. */
+  writeRequest(r: RequestRecord, opts?: { expendable?: boolean }): void;
   writeAttempt(a: AttemptRecord): void;
 }
 
@@ -93,7 +94,7 @@ export class LiveRequest {
 
   constructor(
     init: LiveRequestInit,
-    readonly deps: { clock: Clock; sink: HistorySink; metrics: Metrics },
+    readonly deps: { clock: Clock; sink: HistorySink; metrics: Metrics; expendable?: boolean },
   ) {
     this.record = {
       ...init,
@@ -115,7 +116,7 @@ export class LiveRequest {
       reasoningTokens: null,
       costUsd: null,
     };
-    deps.sink.writeRequest({ ...this.record });
+    deps.sink.writeRequest({ ...this.record }, { expendable: deps.expendable });
   }
 
   get clock(): Clock {
@@ -148,6 +149,7 @@ export class LiveRequest {
       outputTokens: null,
       droppedHeaders: null,
       costUsd: null,
+      resumeOffset: null,
     }, this);
     this.attempts.push(attempt);
     this.record.upstream = upstream;
@@ -221,6 +223,6 @@ export class LiveRequest {
         metrics.tokens.inc({ upstream, direction: "output" }, a.record.outputTokens);
       }
     }
-    this.deps.sink.writeRequest({ ...r });
+    this.deps.sink.writeRequest({ ...r }, { expendable: this.deps.expendable });
   }
 }

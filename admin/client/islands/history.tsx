@@ -302,13 +302,16 @@ function Detail(props: { detail: RequestDetail; now: number; onClose: () => void
 
 function AttemptRow({ attempt: a }: { attempt: AttemptRecord }) {
   return (
-    <tr class={a.outcome === "success" ? "" : "failed"}>
+    <tr class={a.outcome === "success" || a.outcome === "resumed" ? "" : "failed"}>
       <td data-label="Hop">{a.hop}</td>
       <td data-label="Upstream">
         {a.upstream}
         <small>{a.model}</small>
       </td>
-      <td data-label="Outcome">{a.outcome ?? "running"}</td>
+      <td data-label="Outcome">
+        {a.outcome ?? "running"}
+        {a.resumeOffset !== null && <small>continued from character {a.resumeOffset}</small>}
+      </td>
       <td data-label="Status">{a.status ?? "—"}</td>
       <td data-label="Code">
         {a.errorCode ?? "—"}

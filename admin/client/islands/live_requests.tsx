@@ -171,7 +171,11 @@ function LiveRowView({ row, aborts }: { row: LiveRow; aborts: Aborts }) {
     <tr data-request-id={row.id}>
       <td data-label="Request">
         <code>{row.id}</code>
-        <small>{row.clientFormat}{row.stream ? " · stream" : ""}</small>
+        <small>
+          {row.clientFormat}
+          {row.stream ? " · stream" : ""}
+          {row.keyId ? ` · key ${row.keyId}` : ""}
+        </small>
       </td>
       <td data-label="Session">
         {row.sessionId
@@ -182,6 +186,7 @@ function LiveRowView({ row, aborts }: { row: LiveRow; aborts: Aborts }) {
                 type="button"
                 class="danger quiet"
                 aria-label={`Abort session ${row.sessionId}`}
+                title="Stops the requests with this session id under every key"
                 onClick={() => aborts.ask("session", row.sessionId ?? "")}
               >
                 Abort session

@@ -1,5 +1,6 @@
 import { KEEP_ALIVE_BLOCK } from "../sse_stream.ts";
 import { upstreamKey } from "../upstream_key.ts";
+import { passthroughText, translatedText } from "../request_text.ts";
 import { upstreamPost } from "../../accept/client_headers.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { upstreamBaseUrl } from "../../config/schema.ts";
@@ -36,8 +37,8 @@ export const anthropicUpstream: UpstreamAdapter = {
   unsupportedFor,
   buildRequest(call) {
     const body = call.passthrough
-      ? { ...call.passthrough, model: call.model }
-      : anthropicRequestBody(call.ir, call.model);
+      ? passthroughText(call.passthrough, call.model)
+      : translatedText(call, { build: () => anthropicRequestBody(call.ir, call.model) });
     const headers = new Headers({
       "content-type": "application/json",
       "anthropic-version": ANTHROPIC_VERSION,

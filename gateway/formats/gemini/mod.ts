@@ -1,5 +1,6 @@
 import { upstreamKey } from "../upstream_key.ts";
 import { upstreamPost } from "../../accept/client_headers.ts";
+import { passthroughText, translatedText } from "../request_text.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { upstreamBaseUrl } from "../../config/schema.ts";
 import { upstreamStatusError } from "../../forward/upstream_error.ts";
@@ -34,7 +35,9 @@ export const geminiUpstream: UpstreamAdapter = {
   unsupportedFor,
   buildRequest(call) {
     // The model lives in the URL, so a pass-through body goes on untouched.
-    const body = call.passthrough ?? geminiRequestBody(call.ir);
+    const body = call.passthrough
+      ? passthroughText(call.passthrough)
+      : translatedText(call, { build: () => geminiRequestBody(call.ir) });
     const headers = new Headers({ "content-type": "application/json" });
     const key = upstreamKey(call);
     if (key) headers.set("x-goog-api-key", key);

@@ -1,5 +1,6 @@
 import { KEEP_ALIVE_BLOCK } from "../sse_stream.ts";
 import { upstreamKey } from "../upstream_key.ts";
+import { passthroughText, translatedText } from "../request_text.ts";
 import { upstreamPost } from "../../accept/client_headers.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { upstreamBaseUrl } from "../../config/schema.ts";
@@ -30,10 +31,12 @@ export const chatUpstream: UpstreamAdapter = {
   kind: "openai-chat",
   unsupportedFor,
   buildRequest(call) {
+    const tokenField = maxTokensField(call.upstream, call.model);
     const body = call.passthrough
-      ? { ...call.passthrough, model: call.model }
-      : chatRequestBody(call.ir, call.model, {
-        tokenField: maxTokensField(call.upstream, call.model),
+      ? passthroughText(call.passthrough, call.model)
+      : translatedText(call, {
+        variant: tokenField,
+        build: () => chatRequestBody(call.ir, call.model, { tokenField }),
       });
     const headers = new Headers({ "content-type": "application/json" });
     const key = upstreamKey(call);

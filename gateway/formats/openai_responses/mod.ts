@@ -1,5 +1,6 @@
 import { KEEP_ALIVE_BLOCK } from "../sse_stream.ts";
 import { upstreamKey } from "../upstream_key.ts";
+import { passthroughText, translatedText } from "../request_text.ts";
 import { upstreamPost } from "../../accept/client_headers.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { upstreamBaseUrl } from "../../config/schema.ts";
@@ -30,8 +31,8 @@ export const responsesUpstream: UpstreamAdapter = {
   unsupportedFor,
   buildRequest(call) {
     const body = call.passthrough
-      ? { ...call.passthrough, model: call.model }
-      : responsesRequestBody(call.ir, call.model);
+      ? passthroughText(call.passthrough, call.model)
+      : translatedText(call, { build: () => responsesRequestBody(call.ir, call.model) });
     const headers = new Headers({ "content-type": "application/json" });
     const key = upstreamKey(call);
     if (key) headers.set("authorization", `Bearer ${key}`);
