@@ -36,6 +36,8 @@ export interface RequestRecord {
   outputTokens: number | null;
   cachedTokens: number | null;
   reasoningTokens: number | null;
+  /** USD, the sum over its attempts; null when none of them had a price (docs/config.md). */
+  costUsd: number | null;
 }
 
 /** One hop: one call to one upstream. */
@@ -60,6 +62,8 @@ export interface AttemptRecord {
    * null when nothing was left behind.
    */
   droppedHeaders: string | null;
+  /** USD for the tokens this hop billed; null when its upstream lists no price for its model. */
+  costUsd: number | null;
   /**
    * A resuming hop: how many characters of text the client already had when it
    * continued the answer (docs/liveness.md); null for every other hop.
