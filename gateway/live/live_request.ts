@@ -1,4 +1,10 @@
-import type { AttemptOutcome, AttemptRecord, RequestRecord } from "../../db/records.ts";
+import type {
+  AttemptOutcome,
+  AttemptRecord,
+  RequestRecord,
+  RequestTrace,
+} from "../../db/records.ts";
+import { newSpanId } from "../observability/trace_context.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { GatewayError } from "../runtime/gateway_error.ts";
 import type { IrUsage } from "../formats/ir.ts";
@@ -29,6 +35,8 @@ export interface LiveRequestInit {
   stream: boolean;
   keyId: string | null;
   sessionId: string | null;
+  /** The request's trace context (docs/observability.md "Traces"). */
+  trace?: RequestTrace;
 }
 
 /** One hop in progress. Ends exactly once; later calls are ignored. */
@@ -141,6 +149,7 @@ export class LiveRequest {
       inputTokens: null,
       outputTokens: null,
       droppedHeaders: null,
+      trace: { spanId: newSpanId() },
     }, this);
     this.attempts.push(attempt);
     this.record.upstream = upstream;
