@@ -139,6 +139,12 @@ Deno.test("traces: a failed-over request is one SERVER span over two CLIENT span
   await using gw = await startTestGateway(twoKinds(chat.url, claude.url));
   try {
     await addTraces(gw, collector.url);
+    const hook = await postJson(`${gw.url}/admin/api/destinations`, {
+      kind: "webhook",
+      url: `${collector.server.url}/hook`,
+    });
+    assert.equal(hook.status, 201);
+    await hook.body?.cancel();
     const res = await postJson(`${gw.url}/v1/chat/completions`, { model: "smart", messages }, {
       "x-session-id": "conv-1",
     });
@@ -212,6 +218,18 @@ Deno.test("traces: a failed-over request is one SERVER span over two CLIENT span
     assert.equal(upstreamTraceparent(chat), `00-${request.traceId}-${failed.spanId}-01`);
     assert.equal(upstreamTraceparent(claude), `00-${request.traceId}-${answered.spanId}-01`);
     assert.equal(chat.calls[0]!.headers.get("tracestate"), null);
+
+    // A webhook's record carries the same ids.
+    await eventually(() => collector.server.calls.some((c) => c.path === "/hook"));
+    const record = (collector.server.calls.find((c) => c.path === "/hook")!.json as {
+      records: Array<{
+        request: { trace: { traceId: string; spanId: string } };
+        attempts: Array<{ trace: { spanId: string } }>;
+      }>;
+    }).records[0]!;
+    assert.equal(record.request.trace.traceId, request.traceId);
+    assert.equal(record.request.trace.spanId, request.spanId);
+    assert.deepEqual(record.attempts.map((a) => a.trace.spanId), [failed.spanId, answered.spanId]);
 
     // Never the prompt, never a credential.
     const sent = JSON.stringify(collector.server.calls.map((c) => c.json));
