@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
+import type { AttemptOutcome, RequestRecord } from "../db/records.ts";
 import type { ConfigInput } from "../gateway/config/schema.ts";
+import { otlpTraces } from "../gateway/observability/otlp_traces.ts";
 import { parseTraceparent } from "../gateway/observability/trace_context.ts";
 import { eventually, postJson, startTestGateway, type TestGateway } from "./harness.ts";
 import { chatError, chatStream, chatWhole } from "./fake_upstreams/openai_chat_script.ts";
@@ -464,4 +466,85 @@ Deno.test("traceparent parsing follows W3C Trace Context", () => {
   });
   for (const bad of BAD_TRACEPARENTS) assert.equal(parseTraceparent(bad), null, bad);
   assert.equal(parseTraceparent(null), null);
+});
+
+Deno.test("attempt outcomes map to span statuses: hedge lost is unset, every failure is ERROR", () => {
+  const request: RequestRecord = {
+    id: "r1",
+    instanceId: "i",
+    state: "closed",
+    startedAt: 1_000,
+    endedAt: 1_500,
+    clientFormat: "openai-chat",
+    route: "smart",
+    stream: true,
+    keyId: "team-a",
+    sessionId: null,
+    status: 200,
+    outcome: "success",
+    failureSource: null,
+    errorCode: null,
+    errorMessage: null,
+    upstream: "b",
+    upstreamModel: "mb",
+    firstContentMs: 200,
+    durationMs: 500,
+    inputTokens: null,
+    outputTokens: null,
+    cachedTokens: null,
+    reasoningTokens: null,
+    trace: {
+      traceId: CLIENT_TRACE,
+      spanId: "1111111111111111",
+      parentSpanId: null,
+      flags: 1,
+      traceState: null,
+      recorded: true,
+    },
+  };
+  const hop = (n: number, outcome: AttemptOutcome | null, durationMs: number | null) => ({
+    requestId: "r1",
+    hop: n,
+    upstream: n === 1 ? "a" : "b",
+    model: "m",
+    outcome,
+    status: null,
+    errorCode: outcome === "idle_timeout" ? "gw.upstream.idle_timeout" : null,
+    errorMessage: null,
+    startedAt: 1_100,
+    headersMs: null,
+    firstContentMs: null,
+    durationMs,
+    inputTokens: null,
+    outputTokens: null,
+    droppedHeaders: null,
+    trace: { spanId: `${n}`.repeat(16) },
+  });
+  const body = otlpTraces([{
+    request,
+    attempts: [
+      hop(2, "hedge_lost", 50),
+      hop(3, "idle_timeout", 300),
+      hop(4, "client_disconnected", 10),
+      hop(5, "success", 390),
+      hop(6, null, null),
+    ],
+  }]) as { resourceSpans: Array<{ scopeSpans: Array<{ spans: Array<Record<string, unknown>> }> }> };
+  const spans = body.resourceSpans[0]!.scopeSpans[0]!.spans.map((s) => ({
+    ...s,
+    attrs: flatten(s.attributes as RawAttr[]),
+  })) as Span[];
+  assert.deepEqual(spans.map((s) => s.status.code), [OK, 0, ERROR, ERROR, OK, 0]);
+  assert.equal(spans[2]!.attrs["error.type"], "gw.upstream.idle_timeout");
+  assert.equal(spans[3]!.attrs["error.type"], "_OTHER");
+  assert.equal(spans[0]!.startTimeUnixNano, "1000000000");
+  assert.equal(spans[0]!.endTimeUnixNano, "1500000000");
+  assert.equal(spans[1]!.endTimeUnixNano, "1150000000");
+  assert.equal(spans[5]!.endTimeUnixNano, "1500000000", "an unfinished hop ends with its request");
+  assert.equal(spans[0]!.attrs["pulsegate.key_id"], "team-a");
+  // A request without a trace context (never traced) makes no spans.
+  const untraced = otlpTraces([{ request: { ...request, trace: undefined }, attempts: [] }]) as {
+    resourceSpans: Array<{ scopeSpans: Array<{ spans: unknown[] }> }>;
+  };
+  assert.equal(untraced.resourceSpans[0]!.scopeSpans[0]!.spans.length, 0);
 });
