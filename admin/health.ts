@@ -45,13 +45,15 @@ export function summarise(samples: readonly AttemptSample[]): RecentAttempts {
   const count = (...outcomes: AttemptSample["outcome"][]) =>
     ended.filter((s) => outcomes.includes(s.outcome)).length;
   const firstContent = ended
-    .filter((s) => s.outcome === "success" && s.firstContentMs !== null)
+    .filter((s) =>
+      (s.outcome === "success" || s.outcome === "resumed") && s.firstContentMs !== null
+    )
     .map((s) => s.firstContentMs ?? 0)
     .sort((a, b) => a - b);
   return {
     windowMs: HEALTH_WINDOW_MS,
     attempts: ended.length,
-    successes: count("success"),
+    successes: count("success", "resumed"),
     failures: ended.filter(countsAgainstUpstream).length,
     idleTimeouts: count("idle_timeout"),
     cancelled: count("aborted", "client_disconnected", "hedge_lost"),

@@ -126,9 +126,35 @@ export const MIGRATIONS: readonly Migration[] = [
     sql: ["ALTER TABLE attempts ADD COLUMN dropped_headers TEXT"],
   },
   {
+    // Mid-stream resume (docs/liveness.md): where a resuming hop continued the answer.
+    version: 9,
+    name: "attempt_resume_offset",
+    sql: ["ALTER TABLE attempts ADD COLUMN resume_offset INTEGER"],
+  },
+  {
     // Why an upstream was last paused, shown beside the pause on the admin page.
     version: 10,
     name: "cooldown_reason",
     sql: ["ALTER TABLE cooldowns ADD COLUMN reason TEXT"],
+  },
+  {
+    // docs/config.md "Prices and key limits": cost per hop and per request, and the usage
+    // counters key limits read (per key: one row per second for requests and billed tokens,
+    // one row per UTC day for cost), shared by every instance on the database.
+    version: 11,
+    name: "cost_and_key_usage",
+    sql: [
+      "ALTER TABLE requests ADD COLUMN cost_usd REAL",
+      "ALTER TABLE attempts ADD COLUMN cost_usd REAL",
+      `CREATE TABLE key_usage (
+        key_id TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('second', 'day')),
+        start INTEGER NOT NULL,
+        requests INTEGER NOT NULL DEFAULT 0,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        cost_usd REAL NOT NULL DEFAULT 0,
+        PRIMARY KEY (key_id, kind, start)
+      )`,
+    ],
   },
 ];

@@ -7,7 +7,9 @@ export type AttemptOutcome =
   | "idle_timeout"
   | "aborted"
   | "client_disconnected"
-  | "hedge_lost";
+  | "hedge_lost"
+  /** A hop that continued an answer another hop broke off (docs/liveness.md, mid-stream resume). */
+  | "resumed";
 
 /**
  * A request's W3C trace context (docs/observability.md "Traces"). It travels with the record to
@@ -65,6 +67,8 @@ export interface RequestRow {
   outputTokens: number | null;
   cachedTokens: number | null;
   reasoningTokens: number | null;
+  /** USD, the sum over its attempts; null when none of them had a price (docs/config.md). */
+  costUsd: number | null;
 }
 
 /** One hop: one call to one upstream. */
@@ -89,4 +93,11 @@ export interface AttemptRow {
    * null when nothing was left behind.
    */
   droppedHeaders: string | null;
+  /** USD for the tokens this hop billed; null when its upstream lists no price for its model. */
+  costUsd: number | null;
+  /**
+   * A resuming hop: how many characters of text the client already had when it
+   * continued the answer (docs/liveness.md); null for every other hop.
+   */
+  resumeOffset: number | null;
 }

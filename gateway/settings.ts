@@ -1,3 +1,5 @@
+import { withoutTrailingSlashes } from "./config/trailing_slashes.ts";
+
 /** Settings from the environment (docs/design.md "Settings"). Secrets are read here and go nowhere else. */
 export interface Settings {
   host: string;
@@ -38,7 +40,7 @@ export function readSettings(env: (name: string) => string | undefined): Setting
     adminToken: env("PULSEGATE_ADMIN_TOKEN") || undefined,
     timeScale,
     metricsOpen: env("PULSEGATE_METRICS_OPEN") === "1",
-    publicUrl: env("PULSEGATE_PUBLIC_URL")?.replace(/\/+$/, "") || undefined,
+    publicUrl: withoutTrailingSlashes(env("PULSEGATE_PUBLIC_URL") ?? "") || undefined,
     peerSecret: env("PULSEGATE_PEER_SECRET") || undefined,
   };
 }

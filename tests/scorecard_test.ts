@@ -54,6 +54,16 @@ const rejectsPrefill: Handler = (call) => {
     : answer("f");
 };
 
+/**
+ * A fallback that continues a prefill the way a model does: the request ends with the assistant
+ * text the client already has, and the answer is the rest of that same answer.
+ */
+const continues: Handler = (call) => {
+  const last = (call.json as { messages: { role: string; content: string }[] }).messages.at(-1);
+  if (last?.role !== "assistant" || !ANSWERS.p.startsWith(last.content)) return answer("f");
+  return chatStream({ text: [ANSWERS.p.slice(last.content.length)] });
+};
+
 /** Answers by the number of calls so far: the n-th call gets `scripts[n]`, later ones the last. */
 function inTurn(...scripts: Script[]): Handler {
   let n = 0;
@@ -94,7 +104,13 @@ interface Scenario {
   primary: Handler;
   fallback?: Handler;
   failover?: ConfigInput["failover"];
-  route?: { first_content_timeout_secs?: number; on_context_overflow?: "next" };
+  route?: {
+    first_content_timeout_secs?: number;
+    on_context_overflow?: "next";
+    resume_after_content?: "prefill";
+  };
+  /** The fallback candidate says it continues a prefill (`accepts_prefill`). */
+  prefill?: boolean;
   windows?: [number, number];
   /** One outcome per request, sent one after the other. */
   outcomes: Outcome[];
@@ -178,30 +194,31 @@ const SCENARIOS: Scenario[] = [
     }],
   },
   {
-    name: "stream cut after 40 of 60 tokens: the stream ends with an error event",
-    // after resume lands: with resume_after_content "prefill" and accepts_prefill on the
-    // fallback, assert answer "f"-continuation: the client text is p0..p39 then the fallback's
-    // continuation, one terminal event, hops [p error gw.upstream.error, f resumed].
+    name: "stream cut after 40 of 60 tokens: the fallback continues it, one whole answer",
     primary: () => partial(40, [{ reset: true }]),
+    fallback: continues,
+    route: { resume_after_content: "prefill" },
+    prefill: true,
     outcomes: [{
-      error: "gw.upstream.error",
-      read: 40,
-      hops: [["p", "error", "gw.upstream.error"]],
+      answer: "p",
+      hops: [["p", "error", "gw.upstream.error"], ["f", "resumed", null]],
     }],
-    calls: { f: 0 },
+    calls: { f: 1 },
   },
   {
-    name: "stream stall after 20 tokens: the idle timeout ends it with an error event",
-    // after resume lands: with resume_after_content "prefill" and accepts_prefill on the
-    // fallback, assert the fallback continues after p0..p19 in the same stream, hops
-    // [p idle_timeout gw.upstream.idle_timeout_mid_stream, f resumed].
+    name: "stream stall after 20 tokens: the idle timeout gives up, the fallback continues it",
     primary: () => partial(20, [{ hang: true }]),
+    fallback: continues,
+    route: { resume_after_content: "prefill" },
+    prefill: true,
     outcomes: [{
-      error: "gw.upstream.idle_timeout_mid_stream",
-      read: 20,
-      hops: [["p", "idle_timeout", "gw.upstream.idle_timeout_mid_stream"]],
+      answer: "p",
+      hops: [
+        ["p", "idle_timeout", "gw.upstream.idle_timeout_mid_stream"],
+        ["f", "resumed", null],
+      ],
     }],
-    calls: { f: 0 },
+    calls: { f: 1 },
   },
   {
     name: "malformed chunk before content: the fallback answers",
@@ -250,19 +267,19 @@ const SCENARIOS: Scenario[] = [
     calls: { f: 0 },
   },
   {
-    name: "fallback that rejects prefill: never shown to the client",
-    // after resume lands: with resume_after_content "prefill" and a fallback without
-    // accepts_prefill, assert the fallback is skipped (f: 0 calls) and the error event is
-    // the primary's cut; with accepts_prefill set but the fallback refusing, assert the client
-    // still sees the primary's cut (gw.upstream.error), never the 400 prefill message.
+    name: "fallback that rejects prefill: the cut is told as it was, never the 400",
     primary: () => partial(40, [{ reset: true }]),
     fallback: rejectsPrefill,
+    route: { resume_after_content: "prefill" },
+    prefill: true,
     outcomes: [{
       error: "gw.upstream.error",
       read: 40,
-      hops: [["p", "error", "gw.upstream.error"]],
+      // The fallback was asked to continue and refused: recorded, and the client is told of the
+      // primary's cut, not of the refusal.
+      hops: [["p", "error", "gw.upstream.error"], ["f", "error", "gw.upstream.rejected"]],
     }],
-    calls: { f: 0 },
+    calls: { f: 1 },
   },
   {
     name: "flapping primary: each answer whole, from one upstream, no pause while it recovers",
@@ -316,7 +333,7 @@ function config(s: Scenario, urls: { p: string; f: string }): ConfigInput {
       ...s.route,
       candidates: [
         { upstream: "p", model: "primary", context_window: pWindow },
-        { upstream: "f", model: "fallback", context_window: fWindow },
+        { upstream: "f", model: "fallback", context_window: fWindow, accepts_prefill: s.prefill },
       ],
     }],
   };

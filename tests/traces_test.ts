@@ -26,7 +26,7 @@ interface Span {
 
 interface RawAttr {
   key: string;
-  value: { stringValue?: string; intValue?: string; boolValue?: boolean };
+  value: { stringValue?: string; intValue?: string; doubleValue?: number; boolValue?: boolean };
 }
 
 const SERVER = 2;
@@ -91,7 +91,9 @@ function flatten(attrs: RawAttr[]): Record<string, string | number | boolean> {
   const out: Record<string, string | number | boolean> = {};
   for (const { key, value } of attrs) {
     out[key] = value.stringValue ??
-      (value.intValue !== undefined ? Number(value.intValue) : value.boolValue!);
+      (value.intValue !== undefined
+        ? Number(value.intValue)
+        : value.doubleValue ?? value.boolValue!);
   }
   return out;
 }
@@ -493,6 +495,7 @@ Deno.test("attempt outcomes map to span statuses: hedge lost is unset, every fai
     outputTokens: null,
     cachedTokens: null,
     reasoningTokens: null,
+    costUsd: null,
     trace: {
       traceId: CLIENT_TRACE,
       spanId: "1111111111111111",
@@ -518,6 +521,8 @@ Deno.test("attempt outcomes map to span statuses: hedge lost is unset, every fai
     inputTokens: null,
     outputTokens: null,
     droppedHeaders: null,
+    costUsd: outcome === "resumed" ? 0.0125 : null,
+    resumeOffset: outcome === "resumed" ? 12 : null,
     trace: { spanId: `${n}`.repeat(16) },
   });
   const body = otlpTraces([{
@@ -528,13 +533,14 @@ Deno.test("attempt outcomes map to span statuses: hedge lost is unset, every fai
       hop(4, "client_disconnected", 10),
       hop(5, "success", 390),
       hop(6, null, null),
+      hop(7, "resumed", 20),
     ],
   }]) as { resourceSpans: Array<{ scopeSpans: Array<{ spans: Array<Record<string, unknown>> }> }> };
   const spans = body.resourceSpans[0]!.scopeSpans[0]!.spans.map((s) => ({
     ...s,
     attrs: flatten(s.attributes as RawAttr[]),
   })) as Span[];
-  assert.deepEqual(spans.map((s) => s.status.code), [OK, 0, ERROR, ERROR, OK, 0]);
+  assert.deepEqual(spans.map((s) => s.status.code), [OK, 0, ERROR, ERROR, OK, 0, OK]);
   assert.equal(spans[2]!.attrs["error.type"], "gw.upstream.idle_timeout");
   assert.equal(spans[3]!.attrs["error.type"], "_OTHER");
   assert.equal(spans[0]!.startTimeUnixNano, "1000000000");
@@ -542,6 +548,9 @@ Deno.test("attempt outcomes map to span statuses: hedge lost is unset, every fai
   assert.equal(spans[1]!.endTimeUnixNano, "1150000000");
   assert.equal(spans[5]!.endTimeUnixNano, "1500000000", "an unfinished hop ends with its request");
   assert.equal(spans[0]!.attrs["pulsegate.key_id"], "team-a");
+  assert.equal(spans[6]!.attrs["pulsegate.resume_offset"], 12);
+  assert.equal(spans[6]!.attrs["pulsegate.cost_usd"], 0.0125);
+  assert.equal(spans[5]!.attrs["pulsegate.cost_usd"], undefined, "no price, no cost");
   // A request without a trace context (never traced) makes no spans.
   const untraced = otlpTraces([{ request: { ...request, trace: undefined }, attempts: [] }]) as {
     resourceSpans: Array<{ scopeSpans: Array<{ spans: unknown[] }> }>;

@@ -15,6 +15,7 @@ import { requireJsonContentType } from "./json_content_type.ts";
 import { readJsonBody } from "./read_body.ts";
 import { isRecord, parseJson } from "../formats/json.ts";
 import { estimateInputTokens } from "./token_estimate.ts";
+import { readCapped, UPSTREAM_CAPS } from "../formats/upstream_caps.ts";
 
 /** A counter upstream slower than this is not waited for: the estimate answers instead. */
 const COUNT_TIMEOUT_MS = 10_000;
@@ -165,7 +166,7 @@ async function askCounter(
       body: JSON.stringify(body),
       signal: AbortSignal.any([req.request.signal, timeout.signal]),
     });
-    const text = await res.text();
+    const text = await readCapped(res, UPSTREAM_CAPS.errorBodyBytes);
     if (!res.ok) throw new Error(`counter answered ${res.status}`);
     const tokens = counter.read(parseJson(text));
     if (tokens === null) throw new Error("counter answered no count");

@@ -4,7 +4,9 @@
  * so every field carries a `.describe()` text written for operators.
  */
 import { z } from "zod";
+import { keyLimitFields, pricesField } from "./limits_schema.ts";
 import { allowedEnvName, refusedEnvMessage } from "./env_names.ts";
+import { MAX_URL_CHARS, withoutTrailingSlashes } from "./trailing_slashes.ts";
 
 export const UPSTREAM_KINDS = [
   "openai-chat",
@@ -126,7 +128,8 @@ const upstreamId = () =>
   );
 
 const baseUrl = () =>
-  z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" }).optional()
+  z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" })
+    .max(MAX_URL_CHARS, { error: `must be at most ${MAX_URL_CHARS} characters` }).optional()
     .describe(
       "Base URL in the provider SDK's convention; the gateway appends the API path. " +
         "Omit for the public endpoint: https://api.openai.com/v1 (openai kinds), " +
@@ -148,6 +151,7 @@ function keyedUpstream<K extends Exclude<UpstreamKind, "bedrock">>(kind: K) {
       "Name of the env var holding the API key. Omit for a keyless (e.g. local) server.",
     ),
     max_in_flight: maxInFlight(),
+    prices: pricesField(),
     enabled: enabledFlag("upstream"),
   }).strict();
 }
@@ -165,6 +169,7 @@ const BedrockUpstreamSchema = z.object({
     "Name of the env var holding an AWS session token, for temporary credentials.",
   ),
   max_in_flight: maxInFlight(),
+  prices: pricesField(),
   enabled: enabledFlag("upstream"),
 }).strict();
 
@@ -227,6 +232,12 @@ export const CandidateSchema = z.object({
   ...liveCandidateFields,
   enabled: enabledFlag("candidate"),
   ...hedgeFields("candidate"),
+  // Mid-stream resume (docs/liveness.md), with the route's `resume_after_content`.
+  accepts_prefill: z.boolean().default(false).describe(
+    "This candidate's upstream continues a trailing assistant message (prefill). Only such " +
+      "candidates resume a stream that broke after content, when the route sets " +
+      "`resume_after_content`. Never guessed from the kind: say so only for an upstream that does.",
+  ),
 }).strict();
 
 export const RouteSchema = z.object({
@@ -241,6 +252,14 @@ export const RouteSchema = z.object({
       "such a candidate is skipped and the client's error names it and the tool.",
   ),
   ...liveRouteFields,
+  // Mid-stream resume (docs/liveness.md), with each candidate's `accepts_prefill`.
+  resume_after_content: z.literal("prefill").nullable().default(null).describe(
+    "When a stream that already sent text to the client breaks (idle timeout, broken " +
+      "connection, in-stream error), send the next candidate with `accepts_prefill` the request " +
+      "plus the text delivered so far as a trailing assistant message, and relay only its " +
+      "continuation into the same client stream. A stream that delivered a tool call is never " +
+      "resumed. null: off, the stream ends with an error event.",
+  ),
   enabled: enabledFlag("route"),
   ...hedgeFields("route"),
 }).strict();
@@ -253,13 +272,14 @@ export const KeySchema = z.object({
   routes: z.array(z.string()).min(1, {
     error: "must name at least one route (omit it to allow every route)",
   }).optional().describe("Route models this key may use. Omit to allow every route."),
+  ...keyLimitFields(),
   enabled: enabledFlag("key"),
 }).strict();
 
 type Issues = z.RefinementCtx<unknown>;
 type Checked = {
-  upstreams: { id: string }[];
-  routes: { model: string; candidates: { upstream: string }[] }[];
+  upstreams: { id: string; kind: string }[];
+  routes: { model: string; candidates: { upstream: string; accepts_prefill: boolean }[] }[];
   keys: { id: string; key_env: string; routes?: string[] | undefined }[];
 };
 
@@ -313,6 +333,23 @@ function flagUnknownKeyRoutes(config: Checked, ctx: Issues) {
   );
 }
 
+/** The Responses API has no prefill: an assistant turn last is taken as a past answer, not continued. */
+function flagPrefillKinds(config: Checked, ctx: Issues) {
+  const kinds = new Map(config.upstreams.map((u) => [u.id, u.kind]));
+  config.routes.forEach((route, r) =>
+    route.candidates.forEach((candidate, c) => {
+      if (!candidate.accepts_prefill || kinds.get(candidate.upstream) !== "openai-responses") {
+        return;
+      }
+      ctx.addIssue({
+        code: "custom",
+        path: ["routes", r, "candidates", c, "accepts_prefill"],
+        message: "an openai-responses upstream cannot continue a prefill",
+      });
+    })
+  );
+}
+
 function checkReferences(config: Checked, ctx: Issues) {
   const at = (list: string, field: string) => (i: number) => [list, i, field];
   flagDuplicates(config.upstreams.map((u) => u.id), ctx, { at: at("upstreams", "id") });
@@ -322,6 +359,7 @@ function checkReferences(config: Checked, ctx: Issues) {
   flagDuplicates(config.keys.map((k) => k.key_env), ctx, { at: at("keys", "key_env") });
   flagUnknownUpstreams(config, ctx);
   flagUnknownKeyRoutes(config, ctx);
+  flagPrefillKinds(config, ctx);
 }
 
 export const ConfigSchema = z.object({
@@ -354,7 +392,7 @@ export type GatewayKey = z.output<typeof KeySchema>;
 /** The base URL to call, without a trailing slash, so callers can append `/chat/completions`. */
 export function upstreamBaseUrl(upstream: Upstream): string {
   const url = upstream.base_url ?? defaultBaseUrl(upstream);
-  return url.replace(/\/+$/, "");
+  return withoutTrailingSlashes(url);
 }
 
 function defaultBaseUrl(upstream: Upstream): string {

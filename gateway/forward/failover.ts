@@ -262,16 +262,12 @@ function cannotExpress(
 function noCandidate(req: ForwardRequest): GatewayError {
   return new GatewayError(`route ${req.route.model} has no enabled candidate`, {
     code: "gw.upstream.unavailable",
-    source: "config",
-    status: 503,
   });
 }
 
 function slotsFull(deps: ForwardDeps): GatewayError {
   return new GatewayError("every candidate upstream is at its max_in_flight", {
     code: "gw.slots.full",
-    source: "gateway",
-    status: 429,
     retryAfterSecs: Math.max(1, Math.ceil(deps.config.failover.slot_wait_secs)),
   });
 }

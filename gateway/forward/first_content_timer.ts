@@ -44,7 +44,6 @@ export function startFirstContentTimer(hop: HopLike): () => void {
     hop.controller.abort(
       new GatewayError(`upstream ${upstream} sent no first content within ${secs}s`, {
         code: "gw.upstream.first_content_timeout",
-        source: "upstream",
         status: config.failover.timeout_status,
       }),
     );

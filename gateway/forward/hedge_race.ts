@@ -150,7 +150,5 @@ function hedgeAfterSecs(route: Route, candidate: RouteCandidate): number | undef
 function noLane(): GatewayError {
   return new GatewayError("no candidate was started", {
     code: "gw.gateway.internal",
-    source: "gateway",
-    status: 500,
   });
 }

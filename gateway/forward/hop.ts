@@ -20,6 +20,7 @@ import { idleTimeout, stopReason } from "./stop_reasons.ts";
 import { isRetryableStatus, retryAfterSecs } from "./upstream_error.ts";
 import { type Affinity, affinitySession } from "../route/affinity.ts";
 import type { Lane } from "./hedge_lane.ts";
+import { readCapped, UPSTREAM_CAPS } from "../formats/upstream_caps.ts";
 import { traceUpstream } from "../observability/upstream_trace.ts";
 
 /**
@@ -60,6 +61,8 @@ export interface ForwardRequest {
   route: Route;
   /** The client's provider headers and query flags, for a same-format upstream. */
   clientHeaders?: ClientHeaders;
+  /** A mid-stream resume's request (docs/liveness.md): the prefill is in the IR, so it is always translated. */
+  prefilled?: boolean;
 }
 
 export interface Candidate {
@@ -73,8 +76,11 @@ export interface Candidate {
  * is about the request only: whether the answer's bytes can pass through too
  * is the client's stream shape's business (Gemini's JSON array cannot).
  */
-export function passesBodyThrough(req: Pick<ForwardRequest, "codec">, kind: UpstreamKind): boolean {
-  return req.codec.format === kind;
+export function passesBodyThrough(
+  req: Pick<ForwardRequest, "codec" | "prefilled">,
+  kind: UpstreamKind,
+): boolean {
+  return !req.prefilled && req.codec.format === kind;
 }
 
 /**
@@ -187,7 +193,7 @@ export class Hop {
 
   /** Classifies a non-2xx answer (docs/design.md "Failover before content" taxonomy) after reading its body. */
   async failedStatus(res: Response): Promise<HopResult> {
-    const body = await res.text();
+    const body = await readCapped(res, UPSTREAM_CAPS.errorBodyBytes);
     const { clock, cooldowns } = this.opts.deps;
     const retryAfter = retryAfterSecs(res.headers.get("retry-after"), clock.now());
     const decoded = this.adapter.decodeError(res.status, body, { headers: res.headers });
@@ -245,7 +251,7 @@ export class Hop {
     }
     const error = new GatewayError(
       `could not reach upstream ${this.upstream.id}: ${err instanceof Error ? err.message : err}`,
-      { code: "gw.upstream.unreachable", source: "upstream", status: 502, cause: err },
+      { code: "gw.upstream.unreachable", cause: err },
     );
     this.fail(error);
     return { kind: "retry", error };

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { allowedEnvName, refusedEnvMessage } from "../config/env_names.ts";
+import { MAX_URL_CHARS } from "../config/trailing_slashes.ts";
 
 /**
  * docs/observability.md: where finished request records are sent. Created through the
@@ -14,6 +15,7 @@ export const DestinationSchema = z.object({
       "otlp-traces: OTLP/HTTP JSON traces (a span per request and per attempt) POSTed to url.",
   ),
   url: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" })
+    .max(MAX_URL_CHARS, { error: `must be at most ${MAX_URL_CHARS} characters` })
     .describe(
       "Receiver URL; for otlp and otlp-traces the full endpoint (e.g. .../v1/logs, .../v1/traces).",
     ),

@@ -59,19 +59,22 @@ function spansOf({ request: r, attempts }: FinishedRecord): unknown[] {
       kind: KIND_SERVER,
       startTimeUnixNano: nanos(r.startedAt),
       endTimeUnixNano: nanos(end),
-      attributes: attributes({
-        "gen_ai.operation.name": OPERATION,
-        "gen_ai.provider.name": provider,
-        "gen_ai.request.model": r.route,
-        "gen_ai.response.model": failed ? null : r.upstreamModel,
-        "gen_ai.conversation.id": r.sessionId,
-        "gen_ai.usage.input_tokens": r.inputTokens,
-        "gen_ai.usage.output_tokens": r.outputTokens,
-        "gen_ai.usage.cache_read.input_tokens": r.cachedTokens,
-        "error.type": failed ? r.errorCode ?? "_OTHER" : null,
-        "http.response.status_code": r.status,
-        ...requestFields(r),
-      }),
+      attributes: [
+        ...attributes({
+          "gen_ai.operation.name": OPERATION,
+          "gen_ai.provider.name": provider,
+          "gen_ai.request.model": r.route,
+          "gen_ai.response.model": failed ? null : r.upstreamModel,
+          "gen_ai.conversation.id": r.sessionId,
+          "gen_ai.usage.input_tokens": r.inputTokens,
+          "gen_ai.usage.output_tokens": r.outputTokens,
+          "gen_ai.usage.cache_read.input_tokens": r.cachedTokens,
+          "error.type": failed ? r.errorCode ?? "_OTHER" : null,
+          "http.response.status_code": r.status,
+          ...requestFields(r),
+        }),
+        ...costAttribute(r.costUsd),
+      ],
       events: firstContent(r.startedAt, r.firstContentMs),
       status: failed
         ? { code: STATUS_ERROR, message: message(r.errorMessage ?? r.errorCode) }
@@ -115,25 +118,29 @@ function attemptSpan(a: AttemptRecord, opts: { trace: RequestTrace; requestEnd: 
     kind: KIND_CLIENT,
     startTimeUnixNano: nanos(a.startedAt),
     endTimeUnixNano: nanos(a.durationMs === null ? opts.requestEnd : a.startedAt + a.durationMs),
-    attributes: attributes({
-      "gen_ai.operation.name": OPERATION,
-      "gen_ai.provider.name": a.trace?.provider,
-      "gen_ai.request.model": a.model,
-      "gen_ai.response.model": status === STATUS_OK ? a.model : null,
-      "gen_ai.usage.input_tokens": a.inputTokens,
-      "gen_ai.usage.output_tokens": a.outputTokens,
-      "server.address": a.trace?.serverAddress,
-      "server.port": a.trace?.serverPort,
-      "error.type": failed ? a.errorCode ?? (a.status ? String(a.status) : "_OTHER") : null,
-      "http.response.status_code": a.status,
-      "pulsegate.request_id": a.requestId,
-      "pulsegate.upstream": a.upstream,
-      "pulsegate.hop": a.hop,
-      "pulsegate.outcome": a.outcome,
-      "pulsegate.error_code": a.errorCode,
-      "pulsegate.headers_ms": a.headersMs,
-      "pulsegate.first_content_ms": a.firstContentMs,
-    }),
+    attributes: [
+      ...attributes({
+        "gen_ai.operation.name": OPERATION,
+        "gen_ai.provider.name": a.trace?.provider,
+        "gen_ai.request.model": a.model,
+        "gen_ai.response.model": status === STATUS_OK ? a.model : null,
+        "gen_ai.usage.input_tokens": a.inputTokens,
+        "gen_ai.usage.output_tokens": a.outputTokens,
+        "server.address": a.trace?.serverAddress,
+        "server.port": a.trace?.serverPort,
+        "error.type": failed ? a.errorCode ?? (a.status ? String(a.status) : "_OTHER") : null,
+        "http.response.status_code": a.status,
+        "pulsegate.request_id": a.requestId,
+        "pulsegate.upstream": a.upstream,
+        "pulsegate.hop": a.hop,
+        "pulsegate.outcome": a.outcome,
+        "pulsegate.error_code": a.errorCode,
+        "pulsegate.headers_ms": a.headersMs,
+        "pulsegate.first_content_ms": a.firstContentMs,
+        "pulsegate.resume_offset": a.resumeOffset,
+      }),
+      ...costAttribute(a.costUsd),
+    ],
     events: [
       ...(a.headersMs === null ? [] : [event("pulsegate.headers", a.startedAt + a.headersMs)]),
       ...firstContent(a.startedAt, a.firstContentMs),
@@ -142,6 +149,11 @@ function attemptSpan(a: AttemptRecord, opts: { trace: RequestTrace; requestEnd: 
       ? { code: STATUS_ERROR, message: message(a.errorMessage ?? a.errorCode ?? a.outcome) }
       : { code: status },
   };
+}
+
+/** USD is fractional: a double, where every other number here is an integer. */
+function costAttribute(usd: number | null) {
+  return usd === null ? [] : [{ key: "pulsegate.cost_usd", value: { doubleValue: usd } }];
 }
 
 function event(name: string, atMs: number) {

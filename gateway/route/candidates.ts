@@ -17,7 +17,9 @@ import type { UpstreamKind } from "../formats/format.ts";
  * those (`drop_unsupported_tools`).
  */
 export function inexpressible(
-  req: Pick<ForwardRequest, "codec" | "ir"> & { route?: Pick<Route, "drop_unsupported_tools"> },
+  req: Pick<ForwardRequest, "codec" | "ir" | "prefilled"> & {
+    route?: Pick<Route, "drop_unsupported_tools">;
+  },
   opts: { kind: UpstreamKind; deps: Pick<ForwardDeps, "adapters"> },
 ): string[] {
   if (passesBodyThrough(req, opts.kind)) return [];
