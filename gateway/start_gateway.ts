@@ -132,6 +132,7 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
     loopback,
     shuttingDown: false,
     guardrails: () => observability.guardrails,
+    tracing: () => exporter.tracing(),
     guardrailMatcher: new GuardrailMatcher({
       onUnavailable: (err) => log.event("guardrail.worker_unavailable", { error: String(err) }),
     }),
