@@ -176,3 +176,36 @@ export interface ConfigChecked {
 export interface AbortResult {
   requests: string[];
 }
+
+/** GET /admin/api/costs: totals per route, key or upstream over [since, until). */
+export interface CostReport {
+  by: "route" | "key" | "upstream";
+  since: number;
+  until: number;
+  totals: {
+    group: string | null;
+    requests: number;
+    inputTokens: number;
+    outputTokens: number;
+    costUsd: number | null;
+  }[];
+}
+
+/** GET /admin/api/keys: each configured key's limits and its use against them. */
+export interface KeysView {
+  keys: {
+    id: string;
+    enabled: boolean;
+    rpm: number | null;
+    tpm: number | null;
+    budget: { usd: number; period: "day" | "month" } | null;
+    /** The key's use, counted only for a key with a limit (null for one without). */
+    use: {
+      requestsLastMinute: number;
+      tokensLastMinute: number;
+      /** Spent in the budget's period (the current UTC day without a budget). */
+      spentUsd: number;
+      periodEndsAt: number;
+    } | null;
+  }[];
+}

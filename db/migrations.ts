@@ -138,7 +138,27 @@ export const MIGRATIONS: readonly Migration[] = [
     sql: ["ALTER TABLE cooldowns ADD COLUMN reason TEXT"],
   },
   {
-    // docs/observability.md "Token estimates": tokens the gateway estimated because no usage came.
+    // docs/config.md "Prices and key limits": cost per hop and per request, and the usage
+    // counters key limits read (per key: one row per second for requests and billed tokens,
+    // one row per UTC day for cost), shared by every instance on the database.
+    version: 11,
+    name: "cost_and_key_usage",
+    sql: [
+      "ALTER TABLE requests ADD COLUMN cost_usd REAL",
+      "ALTER TABLE attempts ADD COLUMN cost_usd REAL",
+      `CREATE TABLE key_usage (
+        key_id TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('second', 'day')),
+        start INTEGER NOT NULL,
+        requests INTEGER NOT NULL DEFAULT 0,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        cost_usd REAL NOT NULL DEFAULT 0,
+        PRIMARY KEY (key_id, kind, start)
+      )`,
+    ],
+  },
+  {
+    // docs/observability.md "Token usage": tokens the gateway estimated because no usage came.
     version: 15,
     name: "tokens_estimated",
     sql: [

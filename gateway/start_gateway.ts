@@ -9,6 +9,8 @@ import { registerInstance } from "../db/instances.ts";
 import { closeRowsOfDeadInstances, startHeartbeat } from "./live/instance_heartbeat.ts";
 import { migrate } from "../db/migrate.ts";
 import { observabilityApi } from "../admin/observability_api.ts";
+import { costsApi } from "../admin/costs_api.ts";
+import { KeyUsageMeter } from "./accept/key_usage_meter.ts";
 import { Exporter } from "./observability/exporter.ts";
 import { exportingSink } from "./observability/export_sink.ts";
 import { ObservabilityState } from "./observability/observability_state.ts";
@@ -130,6 +132,7 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
     loopback,
     shuttingDown: false,
     guardrails: () => observability.guardrails,
+    tracing: () => exporter.tracing(),
     guardrailMatcher: new GuardrailMatcher({
       onUnavailable: (err) => log.event("guardrail.worker_unavailable", { error: String(err) }),
     }),
@@ -157,6 +160,7 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
   const registry = new AbortRegistry();
   const slots = new Slots(clock);
   const pending = new Set<Promise<void>>();
+  const keyMeter = new KeyUsageMeter({ db, clock, log });
   const demo = loaded.demo;
   const deps: ServerDeps = {
     clock,
@@ -173,6 +177,7 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
     sink: exportingSink(writer, exporter),
     instanceId,
     pending,
+    keyMeter,
     // The queue first: a request that just ended may not have reached the database yet. A
     // database that cannot answer does not refuse the request; the upsert still keeps a closed row.
     requestIdTaken: async (id) =>
@@ -195,7 +200,7 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
       clock,
       instanceId,
       log,
-      apis: [observabilityApi(observability)],
+      apis: [observabilityApi(observability), costsApi({ db, clock, state, meter: keyMeter })],
     },
     demo: demo
       ? (request, caller) => serveDemoUpstream(request, { clock, caller, self: settings.host })
@@ -253,6 +258,7 @@ export async function startGateway(opts: StartOptions): Promise<Gateway> {
       graceOver.abort();
       await serverDone;
       stopHeartbeat();
+      await keyMeter.flush();
       if (!await writer.close()) {
         // The database is away and will not see these rows: say how many, once.
         log.event("history.rows_lost_at_shutdown", { rows: writer.abandon() });

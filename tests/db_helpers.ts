@@ -48,6 +48,7 @@ export function requestRecord(overrides: Partial<RequestRecord> = {}): RequestRe
     cachedTokens: null,
     reasoningTokens: null,
     tokensEstimated: false,
+    costUsd: null,
     ...overrides,
   };
 }
@@ -70,6 +71,7 @@ export function attemptRecord(overrides: Partial<AttemptRecord> = {}): AttemptRe
     outputTokens: null,
     tokensEstimated: false,
     droppedHeaders: null,
+    costUsd: null,
     resumeOffset: null,
     ...overrides,
   };

@@ -1,5 +1,5 @@
 /**
- * The usage ledger (docs/observability.md "Token estimates"): every attempt row carries what its
+ * The usage ledger (docs/observability.md "Token usage"): every attempt row carries what its
  * upstream billed. Reported usage is recorded as is; when content flowed but the usage never came
  * (cut, stall, abort, client gone, hedge lost) the tokens are estimated and flagged. Chat streams
  * always ask their upstream for usage; a Chat client that did not ask gets no usage-only chunk.

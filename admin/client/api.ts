@@ -5,10 +5,12 @@ import type {
   ConfigProblem,
   ConfigSaved,
   ConfigView,
+  CostReport,
   HealthView,
   HistoryCursor,
   HistoryOutcome,
   HistoryPage,
+  KeysView,
   RepairAction,
   RequestDetail,
   SessionInfo,
@@ -42,6 +44,8 @@ export interface AdminApi {
   history(filters: HistoryFilters, opts: { before?: HistoryCursor }): Promise<HistoryPage>;
   request(id: string): Promise<RequestDetail>;
   health(): Promise<HealthView>;
+  costs(query: { by: CostReport["by"]; since: number }): Promise<CostReport>;
+  keys(): Promise<KeysView>;
   config(): Promise<ConfigView>;
   checkConfig(document: unknown): Promise<ConfigChecked>;
   saveConfig(document: unknown): Promise<ConfigSaved>;
@@ -102,6 +106,8 @@ export function createAdminApi(io: ApiIo): AdminApi {
       call<HistoryPage>(`/admin/api/requests?${historyQuery(filters, opts)}`),
     request: (id) => call<RequestDetail>(`/admin/api/requests/${encodeURIComponent(id)}`),
     health: () => call<HealthView>("/admin/api/health"),
+    costs: ({ by, since }) => call<CostReport>(`/admin/api/costs?by=${by}&since=${since}`),
+    keys: () => call<KeysView>("/admin/api/keys"),
     config: () => call<ConfigView>("/admin/api/config"),
     checkConfig: (document) =>
       change<ConfigChecked>("/admin/api/config/validate", { method: "POST", body: document }),

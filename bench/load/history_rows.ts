@@ -75,6 +75,7 @@ function rowsFor(i: number, instanceId: string): [RequestRecord, AttemptRecord] 
     cachedTokens: null,
     reasoningTokens: null,
     tokensEstimated: false,
+    costUsd: null,
   };
   const attempt: AttemptRecord = {
     requestId: id,
@@ -93,6 +94,7 @@ function rowsFor(i: number, instanceId: string): [RequestRecord, AttemptRecord] 
     outputTokens: 5,
     tokensEstimated: false,
     droppedHeaders: null,
+    costUsd: null,
     resumeOffset: null,
   };
   return [request, attempt];

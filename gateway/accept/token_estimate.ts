@@ -2,7 +2,7 @@ import type { IrPart, IrRequest } from "../formats/ir.ts";
 
 /**
  * Characters per token: the rule of thumb Anthropic, Google and OpenAI all give for English.
- * The gateway's one estimator (docs/observability.md "Token estimates"): counts it cannot ask
+ * The gateway's one estimator (docs/observability.md "Token usage"): counts it cannot ask
  * an upstream for, and tokens a hop billed but never reported, are all made from it.
  */
 const CHARS_PER_TOKEN = 4;

@@ -23,6 +23,7 @@ import type { Lane } from "./hedge_lane.ts";
 import { readCapped, UPSTREAM_CAPS } from "../formats/upstream_caps.ts";
 import { UsageLedger } from "./usage_ledger.ts";
 import { CancelTimer } from "./cancel_timer.ts";
+import { traceUpstream } from "../observability/upstream_trace.ts";
 
 /**
  * The reason a finished hop's connection is dropped. Shared and plain: the
@@ -170,6 +171,7 @@ export class Hop {
       env: deps.env,
       config: deps.config,
     });
+    traceUpstream(request, this);
     let res: Response;
     try {
       res = await deps.fetch(request, { signal: this.controller.signal });

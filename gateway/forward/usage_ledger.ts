@@ -5,7 +5,7 @@ import { estimateInputTokens, estimateTokens, partsChars } from "../accept/token
 import type { IrRequest } from "../formats/ir.ts";
 
 /**
- * What one hop billed, as far as the gateway can tell (docs/observability.md "Token estimates").
+ * What one hop billed, as far as the gateway can tell (docs/observability.md "Token usage").
  * The upstream's own usage is the truth; but a hop stopped part-way (cut, stalled, aborted, its
  * client gone, a lost hedge) has usually been billed for text it never reported usage for. The
  * ledger counts the text a hop received, and at the hop's end fills in what its usage left out.

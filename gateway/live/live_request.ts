@@ -1,8 +1,15 @@
-import type { AttemptOutcome, AttemptRecord, RequestRecord } from "../../db/records.ts";
+import type {
+  AttemptOutcome,
+  AttemptRecord,
+  RequestRecord,
+  RequestTrace,
+} from "../../db/records.ts";
+import { newSpanId } from "../observability/trace_context.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { GatewayError } from "../runtime/gateway_error.ts";
 import type { IrUsage } from "../formats/ir.ts";
 import type { Metrics } from "../runtime/metrics.ts";
+import { type Billing, requestCost } from "./billing.ts";
 
 export type LiveState =
   | "waiting_for_slot"
@@ -29,12 +36,16 @@ export interface LiveRequestInit {
   stream: boolean;
   keyId: string | null;
   sessionId: string | null;
+  /** The request's trace context (docs/observability.md "Traces"). */
+  trace?: RequestTrace;
 }
 
 /** One hop in progress. Ends exactly once; later calls are ignored. */
 export class Attempt {
   ended = false;
   contentSeen = false;
+  /** Cached input among `inputTokens`, kept for pricing; the row has no column for it. */
+  cachedTokens: number | null = null;
   constructor(readonly record: AttemptRecord, private owner: LiveRequest) {}
 
   headers(status: number): void {
@@ -52,6 +63,7 @@ export class Attempt {
   usage(usage: IrUsage): void {
     this.record.inputTokens = usage.inputTokens ?? this.record.inputTokens;
     this.record.outputTokens = usage.outputTokens ?? this.record.outputTokens;
+    this.cachedTokens = usage.cachedTokens ?? this.cachedTokens;
     this.owner.usage(usage);
   }
 
@@ -89,6 +101,8 @@ export class LiveRequest {
    * configured route the key may use, so caller input never mints a series.
    */
   metricsRoute: string | null = null;
+  /** Prices hops and meters the key; set once the request is admitted (docs/config.md). */
+  billing: Billing | null = null;
   #finished = false;
 
   constructor(
@@ -114,6 +128,7 @@ export class LiveRequest {
       cachedTokens: null,
       reasoningTokens: null,
       tokensEstimated: false,
+      costUsd: null,
     };
     deps.sink.writeRequest({ ...this.record }, { expendable: deps.expendable });
   }
@@ -148,7 +163,9 @@ export class LiveRequest {
       outputTokens: null,
       tokensEstimated: false,
       droppedHeaders: null,
+      costUsd: null,
       resumeOffset: null,
+      trace: { spanId: newSpanId() },
     }, this);
     this.attempts.push(attempt);
     this.record.upstream = upstream;
@@ -165,6 +182,11 @@ export class LiveRequest {
   attemptEnded(attempt: Attempt): void {
     const r = attempt.record;
     this.deps.metrics.attempts.inc({ upstream: r.upstream, outcome: r.outcome ?? "error" });
+    this.billing?.bill(r, { cachedTokens: attempt.cachedTokens });
+    if (r.costUsd) {
+      const route = this.metricsRoute ?? UNKNOWN_ROUTE;
+      this.deps.metrics.cost.inc({ route, upstream: r.upstream }, r.costUsd);
+    }
     this.flushAttempt(attempt);
   }
 
@@ -211,6 +233,7 @@ export class LiveRequest {
     r.failureSource = err?.source ?? null;
     r.errorCode = err?.code ?? null;
     r.errorMessage = err ? err.publicMessage : null;
+    r.costUsd = requestCost(this.attempts.map((a) => a.record));
     const { metrics } = this.deps;
     const route = this.metricsRoute ?? UNKNOWN_ROUTE;
     metrics.requests.inc({ route, outcome: r.outcome });

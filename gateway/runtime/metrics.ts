@@ -89,6 +89,10 @@ export class Metrics {
     "Idle timeouts by upstream and phase (before_content, mid_stream).",
   );
   tokens = new Counter("pulsegate_tokens_total", "Tokens by upstream and direction.");
+  cost = new Counter(
+    "pulsegate_cost_total",
+    "USD billed by route and upstream, from config prices.",
+  );
   historyDropped = new Counter(
     "pulsegate_history_dropped_rows_total",
     "History rows never written: pushed out by the pending bound, or still queued at shutdown.",
@@ -147,6 +151,7 @@ export class Metrics {
       this.duration.render(),
       this.upstreamCancel.render(),
       this.tokens.render(),
+      this.cost.render(),
       this.historyDropped.render(),
       this.guardrailUnchecked.render(),
       this.refusedUnrecorded.render(),

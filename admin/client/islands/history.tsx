@@ -9,6 +9,7 @@ import type {
 } from "../../api_types.ts";
 import type { HistoryFilters } from "../api.ts";
 import { formatMs, formatTime, formatTokens, parseLocalDateTime } from "../format.ts";
+import { formatUsd } from "../money.ts";
 import type { History as HistoryModel } from "../history_model.ts";
 
 export interface HistoryProps {
@@ -45,6 +46,7 @@ export function History({ history, now }: HistoryProps) {
               <th>Result</th>
               <th>Duration</th>
               <th>Tokens</th>
+              <th>Cost</th>
             </tr>
           </thead>
           <tbody>
@@ -228,6 +230,7 @@ function HistoryRowView(props: { row: HistoryRow; now: number; onOpen: () => voi
       <td data-label="Result">{result(row)}</td>
       <td data-label="Duration">{formatMs(row.durationMs)}</td>
       <td data-label="Tokens">{formatTokens(row.inputTokens, row.outputTokens)}</td>
+      <td data-label="Cost">{formatUsd(row.costUsd)}</td>
     </tr>
   );
 }
@@ -268,6 +271,8 @@ function Detail(props: { detail: RequestDetail; now: number; onClose: () => void
         <dd>{formatMs(request.durationMs)}</dd>
         <dt>Tokens</dt>
         <dd>{formatTokens(request.inputTokens, request.outputTokens)}</dd>
+        <dt>Cost</dt>
+        <dd>{formatUsd(request.costUsd)}</dd>
       </dl>
       <h4>Attempt chain</h4>
       {attempts.length === 0
@@ -285,6 +290,7 @@ function Detail(props: { detail: RequestDetail; now: number; onClose: () => void
                 <th>First content</th>
                 <th>Duration</th>
                 <th>Tokens</th>
+                <th>Cost</th>
               </tr>
             </thead>
             <tbody>{attempts.map((a) => <AttemptRow key={a.hop} attempt={a} />)}</tbody>
@@ -315,6 +321,7 @@ function AttemptRow({ attempt: a }: { attempt: AttemptRecord }) {
       <td data-label="First content">{formatMs(a.firstContentMs)}</td>
       <td data-label="Duration">{formatMs(a.durationMs)}</td>
       <td data-label="Tokens">{formatTokens(a.inputTokens, a.outputTokens)}</td>
+      <td data-label="Cost">{formatUsd(a.costUsd)}</td>
     </tr>
   );
 }
