@@ -244,3 +244,46 @@ Deno.test("usage ledger: a hedge's loser keeps what it reported; the winner's us
     }),
   });
 });
+
+Deno.test("usage ledger: a whole answer's reported usage is kept; one without usage is estimated", async () => {
+  await withGateway(async (gw, [up]) => {
+    const text = TEXT.join("");
+    const whole = (usage?: typeof USAGE) =>
+      JSON.stringify({
+        id: "chatcmpl-fake",
+        object: "chat.completion",
+        created: 1700000000,
+        model: "fake-model",
+        choices: [{
+          index: 0,
+          message: { role: "assistant", content: text },
+          finish_reason: "stop",
+        }],
+        ...(usage
+          ? {
+            usage: {
+              prompt_tokens: usage.input,
+              completion_tokens: usage.output,
+              total_tokens: usage.input + usage.output,
+            },
+          }
+          : {}),
+      });
+    for (const usage of [USAGE, undefined]) {
+      up!.enqueue({ body: [{ send: whole(usage) }] });
+      const res = await postJson(`${gw.url}/v1/chat/completions`, { model: "smart", messages });
+      assert.equal(res.status, 200);
+      assert.equal((await res.json()).choices[0].message.content, text);
+      const { request, attempts } = await gw.row(res.headers.get("x-request-id")!);
+      const expected = usage
+        ? { input: USAGE.input, output: USAGE.output, estimated: false }
+        : { input: attempts[0]!.inputTokens, output: estimateTokens(text), estimated: true };
+      for (const row of [attempts[0]!, request]) {
+        assert.equal(row.outputTokens, expected.output);
+        assert.equal(row.inputTokens, expected.input);
+        assert.equal(row.tokensEstimated, expected.estimated);
+      }
+      if (!usage) assert.ok((attempts[0]!.inputTokens ?? 0) > 0, "input estimated");
+    }
+  }, { config: ([url]) => config("openai-chat", url!, 300) });
+});
