@@ -285,5 +285,13 @@ Deno.test("usage ledger: a whole answer's reported usage is kept; one without us
       }
       if (!usage) assert.ok((attempts[0]!.inputTokens ?? 0) > 0, "input estimated");
     }
+    // Whitespace is no content: a hop that sent only that billed nothing to estimate.
+    up!.enqueue({ body: [{ send: "   \n\n  " }] });
+    const res = await postJson(`${gw.url}/v1/chat/completions`, { model: "smart", messages });
+    assert.notEqual(res.status, 200);
+    await res.body?.cancel();
+    const { attempts } = await gw.row(res.headers.get("x-request-id")!);
+    assert.equal(attempts[0]!.tokensEstimated, false);
+    assert.equal(attempts[0]!.outputTokens, null);
   }, { config: ([url]) => config("openai-chat", url!, 300) });
 });

@@ -1,8 +1,7 @@
 import type { UpstreamFrame } from "../formats/format.ts";
-import type { IrResponse, IrUsage } from "../formats/ir.ts";
+import type { IrRequest, IrResponse, IrUsage } from "../formats/ir.ts";
 import type { Attempt } from "../live/live_request.ts";
 import { estimateInputTokens, estimateTokens, partsChars } from "../accept/token_estimate.ts";
-import type { IrRequest } from "../formats/ir.ts";
 
 /**
  * What one hop billed, as far as the gateway can tell (docs/observability.md "Token usage").
@@ -17,13 +16,14 @@ export class UsageLedger {
 
   /** One streamed frame: its text first, then its usage (a Gemini chunk's usage covers its own text). */
   frame(frame: UpstreamFrame): void {
-    this.text(frameText(frame));
+    if (frame.events.length) this.text(frameChars(frame));
     if (frame.usage) this.reported(frame.usage);
   }
 
-  text(text: string): void {
-    this.#chars += text.length;
-    this.#unreported += text.length;
+  /** `chars` characters of content received. */
+  text(chars: number): void {
+    this.#chars += chars;
+    this.#unreported += chars;
   }
 
   reported(usage: IrUsage): void {
@@ -61,13 +61,13 @@ export class UsageLedger {
   }
 }
 
-/** The text a frame carries: what a stopped hop is estimated to have been billed for. */
-export function frameText(frame: UpstreamFrame): string {
-  let text = "";
+/** Characters of text a frame carries (text, reasoning, refusals, tool names and arguments). */
+function frameChars(frame: UpstreamFrame): number {
+  let chars = 0;
   for (const e of frame.events) {
-    if (e.type === "text" || e.type === "reasoning" || e.type === "refusal") text += e.text;
-    else if (e.type === "tool_call_args") text += e.args;
-    else if (e.type === "tool_call_start") text += e.name;
+    if (e.type === "text" || e.type === "reasoning" || e.type === "refusal") chars += e.text.length;
+    else if (e.type === "tool_call_args") chars += e.args.length;
+    else if (e.type === "tool_call_start") chars += e.name.length;
   }
-  return text;
+  return chars;
 }

@@ -77,7 +77,8 @@ async function readUntilContent(hop: Hop, body: ReadableStream<Uint8Array>): Pro
     if (size > UPSTREAM_CAPS.answerBytes) throw oversized("an answer", UPSTREAM_CAPS.answerBytes);
     const text = decoder.decode(chunk, { stream: true });
     parts.push(text);
-    hop.ledger.text(text);
+    // Leading whitespace is no content, and bills nothing.
+    if (started || text.trim() !== "") hop.ledger.text(text.length);
     if (started) hop.idle.touch();
     // Only the new text is looked at: leading whitespace is not rescanned per chunk.
     else if (text.trim() !== "") {
