@@ -17,6 +17,7 @@ const OUTCOMES: Record<AttemptOutcome, true> = {
   aborted: true,
   client_disconnected: true,
   hedge_lost: true,
+  resumed: true,
 };
 
 // Newest first along `attempts_upstream_started`, so the cost is the limit, not the table size.

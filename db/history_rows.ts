@@ -71,6 +71,7 @@ const ATTEMPT_OUTCOMES: Record<AttemptOutcome, true> = {
   aborted: true,
   client_disconnected: true,
   hedge_lost: true,
+  resumed: true,
 };
 
 type Field = string | number | boolean | null;

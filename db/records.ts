@@ -7,7 +7,8 @@ export type AttemptOutcome =
   | "idle_timeout"
   | "aborted"
   | "client_disconnected"
-  | "hedge_lost";
+  | "hedge_lost"
+  | "resumed";
 
 /** A request row. `state` is `open` from the first write until the request ends. */
 export interface RequestRecord {

@@ -11,6 +11,9 @@
 import assert from "node:assert/strict";
 import type { Browser, BrowserContext, Locator, Page } from "playwright-core";
 import { loadStoredConfig } from "../db/config_store.ts";
+import { upsertAttempts, upsertRequests } from "../db/history_rows.ts";
+import type { AttemptOutcome } from "../db/records.ts";
+import { attemptRecord, requestRecord } from "./db_helpers.ts";
 import type { ConfigInput } from "../gateway/config/schema.ts";
 import { ADMIN, dirWithStoredConfig, eventually, streamingRequest } from "./admin_helpers.ts";
 import {
@@ -109,6 +112,41 @@ function liveRow(page: Page, id: string): Locator {
 
 async function text(locator: Locator): Promise<string> {
   return (await locator.textContent()) ?? "";
+}
+
+/** Stores a finished request with the given hops, as a hedge or a resume would record them. */
+async function recordChain(
+  gw: TestGateway,
+  id: string,
+  hops: { upstream: string; at: number; lasted: number; outcome: string; content?: number }[],
+): Promise<void> {
+  const t0 = Date.now() - 1000;
+  const end = Math.max(...hops.map((h) => h.at + h.lasted));
+  const request = requestRecord({
+    id,
+    state: "closed",
+    startedAt: t0,
+    endedAt: t0 + end,
+    status: 200,
+    outcome: "success",
+    upstream: hops.at(-1)!.upstream,
+    durationMs: end,
+    firstContentMs: Math.min(...hops.map((h) => h.at + (h.content ?? end))),
+  });
+  const attempts = hops.map((h, i) =>
+    attemptRecord({
+      requestId: id,
+      hop: i + 1,
+      upstream: h.upstream,
+      startedAt: t0 + h.at,
+      headersMs: 5,
+      firstContentMs: h.content ?? null,
+      durationMs: h.lasted,
+      outcome: h.outcome as AttemptOutcome,
+      status: 200,
+    })
+  );
+  await gw.db.client.batch([...upsertRequests([request]), ...upsertAttempts(attempts)], "write");
 }
 
 // One of the two is registered: the parent in the suite, the real test in the child.
@@ -319,8 +357,17 @@ test({
               await text(history.locator('tr[data-request-id="fail-1"]')),
               /up1 error → up2 error/,
             );
-            await listed.getByRole("button", { name: "Show request fo-1" }).click();
-            const hops = history.locator(".detail table.attempts tbody tr");
+            await shot(history, "admin-history");
+            const opener = listed.getByRole("button", { name: "Show request fo-1" });
+            await opener.click();
+            const dialog = page.getByRole("dialog", { name: "Request fo-1" });
+            await dialog.waitFor(WAIT);
+            assert.equal(
+              await page.evaluate(() => document.activeElement?.id),
+              "detail-title",
+              "focus moves to the detail",
+            );
+            const hops = dialog.locator("table.attempts tbody tr");
             await hops.first().waitFor(WAIT);
             assert.equal(await hops.count(), 2);
             const first = await text(hops.nth(0));
@@ -332,7 +379,51 @@ test({
             assert.match(second, /success/);
             assert.match(second, /200/);
             assert.match(second, /12 in \/ 2 out/);
-            await shot(history, "admin-history");
+            // The timeline: hop 1 ends in an idle timeout after its headers, hop 2 starts where
+            // it ended and shows its headers and first content.
+            const bars = dialog.locator("svg g.hop");
+            assert.equal(await bars.count(), 2);
+            const timedOut = dialog.locator('g.hop[data-hop="1"]');
+            assert.equal(await timedOut.getAttribute("class"), "hop idle_timeout");
+            assert.equal(await timedOut.locator(".mark.headers").count(), 1);
+            assert.equal(await timedOut.locator(".mark.content").count(), 0);
+            assert.equal(await timedOut.locator(".mark.end").count(), 1);
+            const won = dialog.locator('g.hop[data-hop="2"]');
+            assert.equal(await won.locator(".mark.content").count(), 1);
+            const [end1, start2] = [
+              await timedOut.locator("rect.bar").evaluate((r) => r.getBoundingClientRect().right),
+              await won.locator("rect.bar").evaluate((r) => r.getBoundingClientRect().left),
+            ];
+            assert.ok(start2 >= end1 - 1, `hop 2 (${start2}) starts after hop 1 ends (${end1})`);
+            assert.match(
+              (await dialog.locator("svg").getAttribute("aria-label")) ?? "",
+              /hop 1 up1: sent at \d+ ms, headers at \d+ ms, idle_timeout at \d+ ms/,
+            );
+            await shot(dialog, "admin-request-detail");
+            await page.keyboard.press("Escape");
+            await dialog.waitFor({ state: "detached", ...WAIT });
+            assert.equal(
+              await page.evaluate(() => document.activeElement?.getAttribute("aria-label")),
+              "Show request fo-1",
+              "focus goes back to what opened the detail",
+            );
+            // A hedge and a resumed answer, as those features record them (on upstreams the
+            // health panel does not count).
+            await recordChain(gw, "hr-1", [
+              { upstream: "slow", at: 0, lasted: 120, outcome: "hedge_lost" },
+              { upstream: "fast", at: 100, lasted: 200, outcome: "idle_timeout", content: 20 },
+              { upstream: "next", at: 300, lasted: 150, outcome: "resumed", content: 30 },
+            ]);
+            await history.getByRole("button", { name: "Refresh" }).click();
+            await history.getByRole("button", { name: "Show request hr-1" }).click();
+            const chain = page.getByRole("dialog", { name: "Request hr-1" });
+            await chain.waitFor(WAIT);
+            assert.equal(await chain.locator("rect.hedge-band").count(), 2, "hedges share a band");
+            assert.equal(await chain.locator('g.join[data-joins="2-3"]').count(), 1);
+            assert.match(await text(chain.locator('g.hop[data-hop="1"] .outcome')), /hedge lost/);
+            await shot(chain, "admin-timeline-hedge-resume");
+            await chain.getByRole("button", { name: "Close" }).click();
+            await chain.waitFor({ state: "detached", ...WAIT });
 
             await history.getByLabel("Outcome").selectOption("error");
             await history.getByRole("button", { name: "Search" }).click();

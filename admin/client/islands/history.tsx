@@ -10,6 +10,9 @@ import type {
 import type { HistoryFilters } from "../api.ts";
 import { formatMs, formatTime, formatTokens, parseLocalDateTime } from "../format.ts";
 import type { History as HistoryModel } from "../history_model.ts";
+import { layoutTimeline } from "../timeline.ts";
+import { AttemptTimeline } from "./attempt_timeline.tsx";
+import { DetailDialog } from "./detail_dialog.tsx";
 
 export interface HistoryProps {
   history: HistoryModel;
@@ -235,11 +238,7 @@ function HistoryRowView(props: { row: HistoryRow; now: number; onOpen: () => voi
 function Detail(props: { detail: RequestDetail; now: number; onClose: () => void }) {
   const { request, attempts } = props.detail;
   return (
-    <article class="detail" aria-labelledby="detail-title">
-      <header class="panel-head">
-        <h3 id="detail-title">Request {request.id}</h3>
-        <button type="button" class="quiet" onClick={props.onClose}>Close</button>
-      </header>
+    <DetailDialog titleId="detail-title" title={`Request ${request.id}`} onClose={props.onClose}>
       <dl>
         <dt>Started</dt>
         <dd>{formatTime(request.startedAt, { now: props.now })}</dd>
@@ -270,6 +269,9 @@ function Detail(props: { detail: RequestDetail; now: number; onClose: () => void
         <dd>{formatTokens(request.inputTokens, request.outputTokens)}</dd>
       </dl>
       <h4>Attempt chain</h4>
+      {attempts.length > 0 && (
+        <AttemptTimeline timeline={layoutTimeline(props.detail, { now: props.now })} />
+      )}
       {attempts.length === 0
         ? <p class="empty">No upstream was called.</p>
         : (
@@ -290,7 +292,7 @@ function Detail(props: { detail: RequestDetail; now: number; onClose: () => void
             <tbody>{attempts.map((a) => <AttemptRow key={a.hop} attempt={a} />)}</tbody>
           </table>
         )}
-    </article>
+    </DetailDialog>
   );
 }
 
