@@ -30,6 +30,7 @@ import { historyPage, type LiveRecord, parseHistoryQuery, requestDetail } from "
 import { liveEvents } from "./live_events.ts";
 import { liveSnapshot } from "./live_snapshot.ts";
 import { renderAdminPage } from "./page.tsx";
+import { trendsApi } from "./trends_api.ts";
 import { upstreamControls } from "./upstream_controls.ts";
 
 export interface AdminDeps extends AccessDeps {
@@ -108,6 +109,10 @@ export function adminRoutes(deps: AdminDeps): Hono {
   });
   mountConfig(app, deps);
   app.route("/", upstreamControls({ ...deps, now: () => deps.clock.now() }));
+  app.route(
+    "/",
+    trendsApi({ db: deps.db, now: () => deps.clock.now(), config: () => deps.state.config }),
+  );
   for (const api of deps.apis ?? []) app.route("/", api);
   return app;
 }

@@ -445,6 +445,31 @@ test({
             await history.locator('tr[data-request-id="fo-1"]').waitFor(WAIT);
             assert.equal(await history.locator("tbody tr[data-request-id]").count(), 1);
 
+            // Trends: fo-1 and hr-1 each timed out once; fo-1, fail-1 and hr-1 failed over.
+            const trends = page.locator("#trends");
+            await trends.getByRole("button", { name: "Refresh" }).click();
+            const chart = (title: string) => trends.locator(`figure[data-chart="${title}"]`);
+            const sum = async (bars: Locator) =>
+              (await bars.locator("title").allTextContents())
+                .reduce((n, t) => n + Number(t.split(": ").at(-1)), 0);
+            const stalls = chart("Idle timeouts and failovers");
+            await eventually(async () => await sum(stalls.locator("rect.s-warn")) === 3);
+            assert.equal(await sum(stalls.locator("rect.s-bad")), 2, "two idle timeouts");
+            const requests = chart("Requests/s by outcome");
+            assert.ok(await requests.locator("rect.s-ok").count() >= 1);
+            assert.ok(await requests.locator("rect.s-bad").count() >= 1, "fail-1 is an error");
+            assert.ok(await chart("Time to first content").locator("circle").count() >= 1);
+            await shot(trends, "admin-trends");
+            await trends.locator("select[name=trend-upstream]").selectOption("up2");
+            await eventually(async () => await stalls.locator("rect").count() === 0);
+            assert.match(
+              (await stalls.locator("svg").getAttribute("aria-label")) ?? "",
+              /nothing in this window/,
+              "up2 neither timed out nor failed over",
+            );
+            await trends.locator("select[name=trend-window]").selectOption({ label: "last 24 h" });
+            await eventually(async () => await requests.locator("rect.s-ok").count() >= 1);
+
             const up1 = page.locator('#health tr[data-upstream="up1"]');
             await up1.waitFor(WAIT);
             assert.match(await text(up1), /0 \/ 64/);

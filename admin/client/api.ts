@@ -14,6 +14,7 @@ import type {
   SessionInfo,
   UpstreamControlResult,
 } from "../api_types.ts";
+import type { TrendsView, TrendWindow } from "../trends_types.ts";
 
 export type Fetch = (input: string, init?: RequestInit) => Promise<Response>;
 
@@ -49,6 +50,7 @@ export interface AdminApi {
   abortRequest(id: string): Promise<AbortResult>;
   abortSession(id: string): Promise<AbortResult>;
   controlUpstream(id: string, action: UpstreamAction): Promise<UpstreamControlResult>;
+  trends(filters: { window: TrendWindow; route: string; upstream: string }): Promise<TrendsView>;
 }
 
 export type UpstreamAction = "resume" | "enable" | "disable";
@@ -118,6 +120,7 @@ export function createAdminApi(io: ApiIo): AdminApi {
         `/admin/api/upstreams/${encodeURIComponent(id)}/${action}`,
         { method: "POST" },
       ),
+    trends: (filters) => call<TrendsView>(`/admin/api/trends?${new URLSearchParams(filters)}`),
   };
 }
 

@@ -54,3 +54,9 @@ export function stateLabel(state: string): string {
 export function pathLabel(path: string): string {
   return path === "" ? "(whole config)" : path;
 }
+
+/** Hours and minutes, local time: the axis labels of the trend charts. */
+export function formatClock(epochMs: number): string {
+  const at = new Date(epochMs);
+  return `${pad(at.getHours())}:${pad(at.getMinutes())}`;
+}
