@@ -24,6 +24,7 @@ import {
   RepairRequestSchema,
   saveConfig,
 } from "./config_admin.ts";
+import { configVersionsApi } from "./config_versions_api.ts";
 import { adminGuard, requireJson } from "./guard.ts";
 import { HEALTH_SAMPLE_LIMIT, HEALTH_WINDOW_MS, healthView } from "./health.ts";
 import { historyPage, type LiveRecord, parseHistoryQuery, requestDetail } from "./history_api.ts";
@@ -109,6 +110,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
   });
   mountConfig(app, deps);
   app.route("/", upstreamControls({ ...deps, now: () => deps.clock.now() }));
+  app.route("/", configVersionsApi({ ...deps, now: () => deps.clock.now() }));
   app.route(
     "/",
     trendsApi({ db: deps.db, now: () => deps.clock.now(), config: () => deps.state.config }),

@@ -517,7 +517,7 @@ test({
             assert.match(listed, /failover\.idle\s*unknown field "idle"/);
             assert.equal(
               await text(page.locator("#config .notice")),
-              "Not saved: the config has 2 problems (config.invalid)",
+              "Not saved: the config has 2 problems.",
             );
             await editor.evaluate((area) => (area.scrollTop = 0));
             await shot(page.locator("#config"), "admin-config-errors");
@@ -527,16 +527,91 @@ test({
             await page.getByRole("button", { name: "Save" }).click();
             await page.locator("#config").getByText("Not valid JSON").waitFor(WAIT);
 
+            // A problem far down a long document: clicking it scrolls its key into view.
+            await editor.fill(
+              original.replace("{", "{" + "\n".repeat(60))
+                .replace('"model": "model-1"', '"model": "model-1", "weight": 2'),
+            );
+            await page.getByRole("button", { name: "Save" }).click();
+            const far = problems.getByRole("button", { name: "routes.0.candidates.0.weight" });
+            await far.waitFor(WAIT);
+            // On a short screen, with the problem list at the top and the editor above it.
+            await page.setViewportSize({ width: 1180, height: 400 });
+            await editor.evaluate((area) => (area.scrollTop = 0));
+            await far.evaluate((button) => button.scrollIntoView({ block: "start" }));
+            await far.click();
+            const seen = await editor.evaluate((element) => {
+              const area = element as HTMLTextAreaElement;
+              const line = area.value.slice(0, area.selectionStart).split("\n").length - 1;
+              const y = line * parseFloat(getComputedStyle(area).lineHeight);
+              const onScreen = area.getBoundingClientRect().top + y - area.scrollTop;
+              return {
+                selected: area.value.slice(area.selectionStart, area.selectionEnd),
+                inEditor: y >= area.scrollTop && y < area.scrollTop + area.clientHeight,
+                onScreen: onScreen >= 0 && onScreen < innerHeight,
+                focused: document.activeElement === area,
+              };
+            });
+            assert.deepEqual(seen, {
+              selected: '"weight"',
+              inEditor: true,
+              onScreen: true,
+              focused: true,
+            });
+            await page.setViewportSize({ width: 1180, height: 900 });
+
+            // A valid save is shown as a diff first; Cancel stores nothing.
             await editor.fill(
               original.replace('"idle_timeout_secs": 3600', '"idle_timeout_secs": 60'),
             );
             await page.getByRole("button", { name: "Save" }).click();
+            const confirm = page.locator("#config").getByRole("alertdialog");
+            await confirm.waitFor(WAIT);
+            assert.equal(
+              await text(confirm.locator("table.diff tbody")),
+              "failover.idle_timeout_secs360060",
+            );
+            assert.equal(
+              await page.evaluate(() => document.activeElement?.textContent),
+              "Save these changes",
+              "focus moves to the confirmation",
+            );
+            await shot(page.locator("#config"), "admin-config-diff");
+            await confirm.getByRole("button", { name: "Cancel" }).click();
+            await confirm.waitFor({ state: "detached", ...WAIT });
+            assert.equal(gw.state.config?.failover.idle_timeout_secs, 3600, "nothing saved");
+            await page.getByRole("button", { name: "Save" }).click();
+            await confirm.getByRole("button", { name: "Save these changes" }).click();
             await page.locator("#config").getByText("Saved: the new config is in force.").waitFor(
               WAIT,
             );
             assert.equal(gw.state.config?.failover.idle_timeout_secs, 60);
             const stored = (await loadStoredConfig(gw.db))?.body as ConfigInput;
             assert.equal(stored.failover?.idle_timeout_secs, 60);
+
+            // Every version is kept; one click (and a confirmation) puts the first one back.
+            const versions = page.locator("#config table.versions tbody tr");
+            await eventually(async () => await versions.count() === 2);
+            assert.match(await text(versions.nth(0)), /^2in force.*admin/);
+            assert.match(await text(versions.nth(1)), /^1.*config file at start/);
+            const savedAt = versions.nth(0).locator("time");
+            assert.match(
+              (await savedAt.getAttribute("title")) ?? "",
+              /\d{4}.*\d{1,2}:\d{2}:\d{2}.*(UTC|GMT|[A-Z]{3,4})/,
+              "the full date, time and zone on hover",
+            );
+            await page.getByRole("button", { name: "Roll back to version 1" }).click();
+            await confirm.waitFor(WAIT);
+            assert.equal(
+              await text(confirm.locator("table.diff tbody")),
+              "failover.idle_timeout_secs603600",
+            );
+            await confirm.getByRole("button", { name: "Roll back to version 1" }).click();
+            await page.locator("#config").getByText(/^Rolled back to version 1/).waitFor(WAIT);
+            assert.equal(gw.state.config?.failover.idle_timeout_secs, 3600);
+            await eventually(async () => await versions.count() === 3);
+            assert.match(await text(versions.nth(0)), /^3in force.*admin.*rollback to version 1/);
+            await shot(page.locator("#config"), "admin-config-versions");
           });
         },
       );

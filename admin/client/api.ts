@@ -15,6 +15,7 @@ import type {
   UpstreamControlResult,
 } from "../api_types.ts";
 import type { TrendsView, TrendWindow } from "../trends_types.ts";
+import type { ConfigVersion, ConfigVersionList } from "../config_versions_types.ts";
 
 export type Fetch = (input: string, init?: RequestInit) => Promise<Response>;
 
@@ -51,6 +52,9 @@ export interface AdminApi {
   abortSession(id: string): Promise<AbortResult>;
   controlUpstream(id: string, action: UpstreamAction): Promise<UpstreamControlResult>;
   trends(filters: { window: TrendWindow; route: string; upstream: string }): Promise<TrendsView>;
+  configVersions(): Promise<ConfigVersionList>;
+  configVersion(id: number): Promise<ConfigVersion>;
+  rollbackConfig(id: number): Promise<ConfigSaved>;
 }
 
 export type UpstreamAction = "resume" | "enable" | "disable";
@@ -121,6 +125,10 @@ export function createAdminApi(io: ApiIo): AdminApi {
         { method: "POST" },
       ),
     trends: (filters) => call<TrendsView>(`/admin/api/trends?${new URLSearchParams(filters)}`),
+    configVersions: () => call<ConfigVersionList>("/admin/api/config/versions"),
+    configVersion: (id) => call<ConfigVersion>(`/admin/api/config/versions/${id}`),
+    rollbackConfig: (id) =>
+      change<ConfigSaved>(`/admin/api/config/versions/${id}/rollback`, { method: "POST" }),
   };
 }
 

@@ -60,3 +60,11 @@ export function formatClock(epochMs: number): string {
   const at = new Date(epochMs);
   return `${pad(at.getHours())}:${pad(at.getMinutes())}`;
 }
+
+/** The full date, time and time zone, for a `title` on hover. */
+export function fullTime(epochMs: number): string {
+  return new Date(epochMs).toLocaleString(undefined, {
+    dateStyle: "full",
+    timeStyle: "long",
+  });
+}

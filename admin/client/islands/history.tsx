@@ -8,11 +8,12 @@ import type {
   RequestDetail,
 } from "../../api_types.ts";
 import type { HistoryFilters } from "../api.ts";
-import { formatMs, formatTime, formatTokens, parseLocalDateTime } from "../format.ts";
+import { formatMs, formatTokens, parseLocalDateTime } from "../format.ts";
 import type { History as HistoryModel } from "../history_model.ts";
 import { layoutTimeline } from "../timeline.ts";
 import { AttemptTimeline } from "./attempt_timeline.tsx";
 import { DetailDialog } from "./detail_dialog.tsx";
+import { Time } from "./time.tsx";
 
 export interface HistoryProps {
   history: HistoryModel;
@@ -40,14 +41,14 @@ export function History({ history, now }: HistoryProps) {
         <table class="cards history">
           <thead>
             <tr>
-              <th>Started</th>
-              <th>Request</th>
-              <th>Route</th>
-              <th>Session</th>
-              <th>Attempts</th>
-              <th>Result</th>
-              <th>Duration</th>
-              <th>Tokens</th>
+              <th scope="col">Started</th>
+              <th scope="col">Request</th>
+              <th scope="col">Route</th>
+              <th scope="col">Session</th>
+              <th scope="col">Attempts</th>
+              <th scope="col">Result</th>
+              <th scope="col">Duration</th>
+              <th scope="col">Tokens</th>
             </tr>
           </thead>
           <tbody>
@@ -213,7 +214,9 @@ function HistoryRowView(props: { row: HistoryRow; now: number; onOpen: () => voi
   const { row } = props;
   return (
     <tr class={row.outcome === "error" ? "failed" : ""} data-request-id={row.id}>
-      <td data-label="Started">{formatTime(row.startedAt, { now: props.now })}</td>
+      <td data-label="Started">
+        <Time at={row.startedAt} now={props.now} />
+      </td>
       <td data-label="Request">
         <button
           type="button"
@@ -241,7 +244,9 @@ function Detail(props: { detail: RequestDetail; now: number; onClose: () => void
     <DetailDialog titleId="detail-title" title={`Request ${request.id}`} onClose={props.onClose}>
       <dl>
         <dt>Started</dt>
-        <dd>{formatTime(request.startedAt, { now: props.now })}</dd>
+        <dd>
+          <Time at={request.startedAt} now={props.now} />
+        </dd>
         <dt>Client format</dt>
         <dd>{request.clientFormat}{request.stream ? " (stream)" : ""}</dd>
         <dt>Route</dt>
@@ -278,15 +283,15 @@ function Detail(props: { detail: RequestDetail; now: number; onClose: () => void
           <table class="cards attempts">
             <thead>
               <tr>
-                <th>Hop</th>
-                <th>Upstream</th>
-                <th>Outcome</th>
-                <th>Status</th>
-                <th>Code</th>
-                <th>Headers</th>
-                <th>First content</th>
-                <th>Duration</th>
-                <th>Tokens</th>
+                <th scope="col">Hop</th>
+                <th scope="col">Upstream</th>
+                <th scope="col">Outcome</th>
+                <th scope="col">Status</th>
+                <th scope="col">Code</th>
+                <th scope="col">Headers</th>
+                <th scope="col">First content</th>
+                <th scope="col">Duration</th>
+                <th scope="col">Tokens</th>
               </tr>
             </thead>
             <tbody>{attempts.map((a) => <AttemptRow key={a.hop} attempt={a} />)}</tbody>
