@@ -9,7 +9,12 @@ export interface ConfigChangeLine {
   after?: unknown;
 }
 
-export function diffConfig(before: unknown, after: unknown, path = ""): ConfigChangeLine[] {
+export function diffConfig(
+  before: unknown,
+  after: unknown,
+  opts: { path?: string } = {},
+): ConfigChangeLine[] {
+  const path = opts.path ?? "";
   if (same(before, after)) return [];
   if (isObject(before) && isObject(after)) {
     const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])];
@@ -37,7 +42,7 @@ function child(
   const [was, is] = opts.has;
   if (was && !is) return [{ path, kind: "removed", before }];
   if (!was && is) return [{ path, kind: "added", after }];
-  return diffConfig(before, after, path);
+  return diffConfig(before, after, { path });
 }
 
 function join(path: string, key: string): string {
