@@ -322,7 +322,7 @@ async function loadConfig(
     if (!checked.ok) {
       throw new ConfigFileError(`config is invalid:\n${formatProblems(checked.problems)}`);
     }
-    await storeConfig(db, file, { now: opts.now });
+    await storeConfig(db, file, { now: opts.now, by: "file" });
     return { config: checked.config, safeModeReason: null, demo: false };
   }
   const stored = await loadStoredConfig(db);
