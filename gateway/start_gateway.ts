@@ -3,6 +3,7 @@ import { loadCooldowns } from "../db/cooldown_store.ts";
 import type { HistoryWriter } from "../db/history_writer.ts";
 import { registerInstance } from "../db/instances.ts";
 import { startHeartbeat } from "./live/instance_heartbeat.ts";
+import { syncStoredConfig } from "./live/config_sync.ts";
 import { observabilityApi } from "../admin/observability_api.ts";
 import { Exporter } from "./observability/exporter.ts";
 import { ObservabilityState } from "./observability/observability_state.ts";
@@ -154,8 +155,12 @@ async function start(
       instanceId,
       clock,
       log,
-      // Other instances pause upstreams too (docs/scaling.md): their view wins at each beat.
-      onBeat: async () => cooldowns.load(await loadCooldowns(db)),
+      // Other instances save configs and pause upstreams too (docs/scaling.md): the stored
+      // view wins at each beat.
+      onBeat: async () => {
+        await syncStoredConfig(db, { state, log });
+        cooldowns.load(await loadCooldowns(db));
+      },
     }),
   );
   log.event("gateway.listening", { url, instance: instanceId, safe_mode: state.safeModeReason });

@@ -13,6 +13,8 @@ export interface LoadedConfig {
   config: Config | null;
   safeModeReason: string | null;
   demo: boolean;
+  /** Version of the stored config (docs/scaling.md); null when nothing is stored. */
+  configVersion: number | null;
 }
 
 /**
@@ -50,12 +52,12 @@ export async function loadConfig(
     if (!checked.ok) {
       throw new ConfigFileError(`config is invalid:\n${formatProblems(checked.problems)}`);
     }
-    await storeConfig(db, file, { now: opts.now });
-    return { config: checked.config, safeModeReason: null, demo: false };
+    const configVersion = await storeConfig(db, file, { now: opts.now });
+    return { config: checked.config, safeModeReason: null, demo: false, configVersion };
   }
   const stored = await loadStoredConfig(db);
-  if (!stored) return { config: null, safeModeReason: null, demo: true };
-  return { ...checkStored(stored.body, { log }), demo: false };
+  if (!stored) return { config: null, safeModeReason: null, demo: true, configVersion: null };
+  return { ...checkStored(stored.body, { log }), demo: false, configVersion: stored.version };
 }
 
 /** A stored document as it runs: the config, or safe mode with the reason it cannot run. */
