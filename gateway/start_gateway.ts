@@ -3,6 +3,7 @@ import { loadCooldowns } from "../db/cooldown_store.ts";
 import type { HistoryWriter } from "../db/history_writer.ts";
 import { registerInstance } from "../db/instances.ts";
 import { startHeartbeat } from "./live/instance_heartbeat.ts";
+import { storeConfig } from "../db/config_store.ts";
 import { syncStoredConfig } from "./live/config_sync.ts";
 import { observabilityApi } from "../admin/observability_api.ts";
 import { Exporter } from "./observability/exporter.ts";
@@ -91,15 +92,17 @@ async function start(
     log,
     closers,
     onHistoryBatch: opts.onHistoryBatch,
+    env: opts.env,
   });
-  const { db, writer, instanceId } = history;
+  const { db, writer, instanceId, readiness } = history;
+  const database = readiness.ready ? "ready" : db.client.protocol === "none" ? "absent" : "away";
   const upstream = upstreamFetch(opts.fetch);
   closers.add("upstream http client", upstream.close);
   const exporter = new Exporter({ clock, env: opts.env, fetch: upstream.fetch, log });
   closers.add("exporter", () => exporter.close());
   const observability = new ObservabilityState({ db, clock, exporter, log });
-  await observability.load();
-  const loaded = await loadConfig(db, { ...opts, log, now: clock.now() });
+  if (readiness.ready) await observability.load();
+  const loaded = await loadConfig(db, { ...opts, log, now: clock.now(), database });
   const loopback = isLoopback(settings.host);
   const state: RunState = {
     ...loaded,
@@ -107,7 +110,7 @@ async function start(
     shuttingDown: false,
     guardrails: () => observability.guardrails,
   };
-  const cooldowns = await openCooldowns(db, { clock, log, state });
+  const cooldowns = await openCooldowns(db, { clock, log, state, load: readiness.ready });
   const metrics = new Metrics();
   metrics.cooldown = () =>
     (state.config?.upstreams ?? []).map((u) => ({
@@ -148,13 +151,27 @@ async function start(
       note: "no config given: serving the built-in demo route 'demo' with SIMULATED upstreams",
     });
   }
-  await registerInstance(db, instanceId, { now: clock.now(), url: settings.publicUrl ?? url });
+  const catchUp = async () => {
+    await registerInstance(db, instanceId, { now: clock.now(), url: settings.publicUrl ?? url });
+    if (loaded.unstored !== undefined) {
+      state.configVersion = await storeConfig(db, loaded.unstored, { now: clock.now() });
+      loaded.unstored = undefined;
+    }
+    await syncStoredConfig(db, { state, log });
+    await observability.load();
+    cooldowns.load(await loadCooldowns(db));
+  };
+  // A database away at start: what was skipped above happens when it answers.
+  if (readiness.ready) {
+    await registerInstance(db, instanceId, { now: clock.now(), url: settings.publicUrl ?? url });
+  } else readiness.onReady(catchUp);
   closers.add(
     "heartbeat",
     startHeartbeat(db, {
       instanceId,
       clock,
       log,
+      ready: () => readiness.ensure(),
       // Other instances save configs and pause upstreams too (docs/scaling.md): the stored
       // view wins at each beat.
       onBeat: async () => {

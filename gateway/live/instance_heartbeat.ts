@@ -25,6 +25,8 @@ export function startHeartbeat(
     log: Logger;
     /** Also run on every beat: picking up what other instances changed in the shared database. */
     onBeat?: () => Promise<void>;
+    /** Whether the database is prepared (tried again if not); a beat is skipped while false. */
+    ready?: () => Promise<boolean>;
   },
 ): () => void {
   const { clock, log, instanceId } = opts;
@@ -32,6 +34,7 @@ export function startHeartbeat(
   let stopped = false;
   const beat = async () => {
     try {
+      if (opts.ready && !(await opts.ready())) throw new Error("database not ready");
       await heartbeat(db, instanceId, { now: clock.now() });
       const rows = await closeInterruptedRows(db, {
         instanceId,

@@ -15,6 +15,8 @@ export interface LoadedConfig {
   demo: boolean;
   /** Version of the stored config (docs/scaling.md); null when nothing is stored. */
   configVersion: number | null;
+  /** A config file that runs but could not be stored yet: the database is away. */
+  unstored?: unknown;
 }
 
 /**
@@ -29,8 +31,11 @@ export async function loadConfig(
     readFile?: (path: string) => Promise<string>;
     log: Logger;
     now: number;
+    /** "away": a database that may come back; "absent": none on this platform. */
+    database?: "ready" | "away" | "absent";
   },
 ): Promise<LoadedConfig> {
+  const database = opts.database ?? "ready";
   const { log, settings } = opts;
   let file = opts.configFile;
   if (file === undefined && settings.configPath) {
@@ -52,8 +57,26 @@ export async function loadConfig(
     if (!checked.ok) {
       throw new ConfigFileError(`config is invalid:\n${formatProblems(checked.problems)}`);
     }
+    if (database !== "ready") {
+      return {
+        config: checked.config,
+        safeModeReason: null,
+        demo: false,
+        configVersion: null,
+        unstored: file,
+      };
+    }
     const configVersion = await storeConfig(db, file, { now: opts.now });
     return { config: checked.config, safeModeReason: null, demo: false, configVersion };
+  }
+  if (database === "absent") {
+    return { config: null, safeModeReason: null, demo: true, configVersion: null };
+  }
+  if (database === "away") {
+    // Not the demo: real clients may be pointed here, and the stored config is only unknown.
+    const safeModeReason = "the database is unreachable, so the stored config is not known yet; " +
+      "it runs as soon as the database answers (or start with PULSEGATE_CONFIG)";
+    return { config: null, safeModeReason, demo: false, configVersion: null };
   }
   const stored = await loadStoredConfig(db);
   if (!stored) return { config: null, safeModeReason: null, demo: true, configVersion: null };

@@ -11,7 +11,13 @@ import type { Logger } from "../runtime/logger.ts";
  */
 export async function openCooldowns(
   db: Db,
-  opts: { clock: Clock; log: Logger; state: RunState },
+  opts: {
+    clock: Clock;
+    log: Logger;
+    state: RunState;
+    /** False while the database is away: start with no pauses, read them when it is back. */
+    load: boolean;
+  },
 ): Promise<Cooldowns> {
   const { state, log } = opts;
   const cooldowns = new Cooldowns(opts.clock, {
@@ -28,6 +34,6 @@ export async function openCooldowns(
         log.event("cooldown.save_failed", { error: String(err) })
       ),
   });
-  cooldowns.load(await loadCooldowns(db));
+  if (opts.load) cooldowns.load(await loadCooldowns(db));
   return cooldowns;
 }

@@ -15,7 +15,7 @@ import type { Logger } from "../runtime/logger.ts";
 import type { Metrics } from "../runtime/metrics.ts";
 import type { ServerDeps } from "../server.ts";
 import type { Settings } from "../settings.ts";
-import type { History } from "./open_history.ts";
+import { type History, HISTORY_MEMORY_ROWS } from "./open_history.ts";
 
 export interface ServerParts {
   settings: Settings;
@@ -65,12 +65,21 @@ export function serverDeps(parts: ServerParts): ServerDeps {
     ...control,
     admin: adminDeps(control, { demo: parts.demo, apis: parts.adminApis }),
     demo: parts.demo ? (request) => serveDemoUpstream(request, { clock }) : null,
-    ready: () =>
-      state.shuttingDown
+    ready: () => {
+      const ready: { ok: boolean; reason?: string; history?: string } = state.shuttingDown
         ? { ok: false, reason: "shutting down" }
         : state.config
         ? { ok: true }
-        : { ok: false, reason: `safe mode: ${state.safeModeReason}` },
+        : { ok: false, reason: `safe mode: ${state.safeModeReason}` };
+      // Serving goes on without the database, so this does not take the instance out of a
+      // load balancer; it is here so that whoever looks sees at once that history is at risk.
+      const away = history.readiness.describe();
+      if (away !== null) {
+        ready.history = `${away}; ${writer.stats().pending} rows kept in memory (at most ` +
+          `${HISTORY_MEMORY_ROWS}, the oldest dropped beyond)`;
+      }
+      return ready;
+    },
   };
 }
 

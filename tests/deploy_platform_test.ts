@@ -1,0 +1,120 @@
+import assert from "node:assert/strict";
+import { postJson } from "./harness.ts";
+import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
+import { startFakeUpstream } from "./fake_upstreams/server.ts";
+import { untilListening } from "./spawn_gateway.ts";
+
+/**
+ * docs/deploy.md: the gateway on a platform like Deno Deploy, run as `main.ts` with no FFI, no
+ * file writes and no subprocesses, under the server's own config (deno.server.json).
+ */
+const ROOT = new URL("..", import.meta.url).pathname;
+
+async function startRestricted(dir: string, env: Record<string, string>) {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--config",
+      `${ROOT}/deno.server.json`,
+      "--allow-net",
+      "--allow-env",
+      "--allow-read",
+      "--allow-sys",
+      "--deny-ffi",
+      "--deny-write",
+      "--deny-run",
+      `${ROOT}/main.ts`,
+    ],
+    cwd: dir,
+    env: { PULSEGATE_PORT: "0", PULSEGATE_TIME_SCALE: "0.01", NO_COLOR: "1", ...env },
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  return { child, ...(await untilListening(child)) };
+}
+
+async function ask(url: string): Promise<string> {
+  const res = await postJson(`${url}/v1/chat/completions`, {
+    model: "smart",
+    messages: [{ role: "user", content: "hi" }],
+  });
+  assert.equal(res.status, 200);
+  const body = await res.json() as { choices: { message: { content: string } }[] };
+  return body.choices[0]?.message.content ?? "";
+}
+
+async function readyz(url: string): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await fetch(`${url}/readyz`);
+  return { status: res.status, body: await res.json() };
+}
+
+/** The number of history rows /readyz says are waiting in memory. */
+function rowsKept(body: Record<string, unknown>): number {
+  const match = String(body.history).match(/; (\d+) rows kept in memory/);
+  assert.ok(match, `readyz names the rows kept: ${JSON.stringify(body)}`);
+  return Number(match[1]);
+}
+
+async function withGateway(
+  env: (dir: string, upstream: string) => Record<string, string>,
+  fn: (gw: { url: string; log: string; dir: string }) => Promise<void>,
+): Promise<void> {
+  const up = startFakeUpstream({ fallback: () => chatWhole({ text: ["served"] }) });
+  const dir = await Deno.makeTempDir({ prefix: "pulsegate-deploy-" });
+  await Deno.writeTextFile(
+    `${dir}/config.json`,
+    JSON.stringify({
+      upstreams: [{ id: "up1", kind: "openai-chat", base_url: up.url }],
+      routes: [{ model: "smart", candidates: [{ upstream: "up1", model: "m" }] }],
+    }),
+  );
+  const gw = await startRestricted(dir, env(dir, up.url));
+  try {
+    await fn({ url: gw.url, log: gw.log, dir });
+  } finally {
+    gw.child.kill("SIGTERM");
+    const status = await gw.child.status;
+    await up.close();
+    await Deno.remove(dir, { recursive: true });
+    assert.equal(status.code, 0, "stops cleanly");
+  }
+}
+
+Deno.test("no FFI, no writes, no database URL: it serves, keeps history in memory and says so", async () => {
+  await withGateway((dir) => ({ PULSEGATE_CONFIG: `${dir}/config.json` }), async (gw) => {
+    assert.match(gw.log, /"event":"history.no_database"/);
+    assert.equal(await ask(gw.url), "served", "the proxy works");
+    const ready = await readyz(gw.url);
+    assert.equal(ready.status, 200, "serving goes on");
+    assert.match(String(ready.body.history), /^no database: .*no FFI/);
+    const kept = rowsKept(ready.body);
+    assert.ok(kept >= 1, "the request's rows are held in memory");
+    assert.equal(await ask(gw.url), "served");
+    assert.ok(rowsKept((await readyz(gw.url)).body) > kept, "each request adds its rows");
+    const admin = await fetch(`${gw.url}/admin`);
+    assert.equal(admin.status, 200, "the admin page is served");
+    assert.match(await admin.text(), /pulsegate/i);
+    const live = await fetch(`${gw.url}/admin/api/live/snapshot`);
+    assert.equal(live.status, 200, "the live view works from memory");
+    await live.body?.cancel();
+    assert.deepEqual([...Deno.readDirSync(gw.dir)].map((e) => e.name), ["config.json"]);
+  });
+});
+
+Deno.test("a database URL on a closed port: requests are served, rows kept, /readyz reports it", async () => {
+  const closed = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = closed.addr.port;
+  closed.close();
+  await withGateway((dir) => ({
+    PULSEGATE_CONFIG: `${dir}/config.json`,
+    PULSEGATE_DB_URL: `http://127.0.0.1:${port}`,
+  }), async (gw) => {
+    assert.match(gw.log, /"event":"history.database_unreachable"/);
+    assert.equal(await ask(gw.url), "served", "the config file runs though it is not stored");
+    const ready = await readyz(gw.url);
+    assert.equal(ready.status, 200);
+    assert.equal(ready.body.ok, true);
+    assert.match(String(ready.body.history), /^history database unreachable since \S+: /);
+    assert.ok(rowsKept(ready.body) >= 1, "the request's rows wait for the database");
+  });
+});
