@@ -40,6 +40,8 @@ export interface AdminDeps extends AccessDeps {
   clock: Clock;
   instanceId: string;
   log?: Logger;
+  /** Why history is not reaching the database (none on this platform, or away); null when it is. */
+  historyNotice?: () => string | null;
   /** More JSON APIs under /admin/api/, behind the same guard (e.g. SPEC §10 observability). */
   apis?: Hono[];
 }
@@ -71,7 +73,15 @@ export function adminRoutes(deps: AdminDeps): Hono {
     assets: { script: ADMIN_SCRIPT.name, style: ADMIN_STYLE.name },
   });
   // The page itself carries no data, so it loads without a token and asks for one.
-  app.get("/admin", (c) => c.html(page, 200, { ...PAGE_HEADERS, "cache-control": "no-cache" }));
+  app.get("/admin", (c) => {
+    const historyNotice = deps.historyNotice?.() ?? null;
+    const html = historyNotice === null ? page : renderAdminPage({
+      demo: deps.demo,
+      assets: { script: ADMIN_SCRIPT.name, style: ADMIN_STYLE.name },
+      historyNotice,
+    });
+    return c.html(html, 200, { ...PAGE_HEADERS, "cache-control": "no-cache" });
+  });
   app.get("/admin/assets/:name", (c) => {
     const asset = ASSETS.get(c.req.param("name"));
     if (!asset) return c.notFound();

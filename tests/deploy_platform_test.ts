@@ -3,6 +3,7 @@ import { postJson } from "./harness.ts";
 import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
 import { untilListening } from "./spawn_gateway.ts";
+import { isLoopback, readSettings } from "../gateway/settings.ts";
 
 /**
  * docs/deploy.md: the gateway on a platform like Deno Deploy, run as `main.ts` with no FFI, no
@@ -93,7 +94,11 @@ Deno.test("no FFI, no writes, no database URL: it serves, keeps history in memor
     assert.ok(rowsKept((await readyz(gw.url)).body) > kept, "each request adds its rows");
     const admin = await fetch(`${gw.url}/admin`);
     assert.equal(admin.status, 200, "the admin page is served");
-    assert.match(await admin.text(), /pulsegate/i);
+    assert.match(
+      await admin.text(),
+      /role="alert">History is not being saved to a database: no database: .*no FFI/,
+      "the admin page says so",
+    );
     const live = await fetch(`${gw.url}/admin/api/live/snapshot`);
     assert.equal(live.status, 200, "the live view works from memory");
     await live.body?.cancel();
@@ -116,5 +121,14 @@ Deno.test("a database URL on a closed port: requests are served, rows kept, /rea
     assert.equal(ready.body.ok, true);
     assert.match(String(ready.body.history), /^history database unreachable since \S+: /);
     assert.ok(rowsKept(ready.body) >= 1, "the request's rows wait for the database");
+    const admin = await fetch(`${gw.url}/admin`);
+    assert.match(await admin.text(), /History is not being saved to a database: history database/);
   });
+});
+
+Deno.test("on Deno Deploy the gateway never takes itself for loopback-only", () => {
+  const deploy = readSettings((name) => name === "DENO_DEPLOYMENT_ID" ? "abc123" : undefined);
+  assert.equal(deploy.host, "0.0.0.0");
+  assert.equal(isLoopback(deploy.host), false, "keys and the admin token are required");
+  assert.equal(readSettings(() => undefined).host, "127.0.0.1", "elsewhere the default stays");
 });

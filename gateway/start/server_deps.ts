@@ -63,7 +63,10 @@ export function serverDeps(parts: ServerParts): ServerDeps {
   };
   return {
     ...control,
-    admin: adminDeps(control, { demo: parts.demo, apis: parts.adminApis }),
+    admin: {
+      ...adminDeps(control, { demo: parts.demo, apis: parts.adminApis }),
+      historyNotice: () => history.readiness.describe(),
+    },
     demo: parts.demo ? (request) => serveDemoUpstream(request, { clock }) : null,
     ready: () => {
       const ready: { ok: boolean; reason?: string; history?: string } = state.shuttingDown
