@@ -34,7 +34,8 @@ export function startHeartbeat(
   let stopped = false;
   const beat = async () => {
     try {
-      if (opts.ready && !(await opts.ready())) throw new Error("database not ready");
+      // Not prepared yet (or no database at all): the readiness logs that, once, not each beat.
+      if (opts.ready && !(await opts.ready())) return;
       await heartbeat(db, instanceId, { now: clock.now() });
       const rows = await closeInterruptedRows(db, {
         instanceId,
@@ -45,8 +46,9 @@ export function startHeartbeat(
       await opts.onBeat?.();
     } catch (err) {
       log.event("history.heartbeat_failed", { error: String(err) });
+    } finally {
+      if (!stopped) cancel = clock.after(HEARTBEAT_MS, beat);
     }
-    if (!stopped) cancel = clock.after(HEARTBEAT_MS, beat);
   };
   cancel = clock.after(HEARTBEAT_MS, beat);
   return () => {

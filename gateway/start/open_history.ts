@@ -84,7 +84,7 @@ export async function openHistory(
 }
 
 /** Batches wait (in the writer's queue, retried with its backoff) until the database is ready. */
-function gated(readiness: DatabaseReadiness, executor: BatchExecutor): BatchExecutor {
+export function gated(readiness: DatabaseReadiness, executor: BatchExecutor): BatchExecutor {
   return {
     run: async (statements) => {
       if (!(await readiness.ensure())) {
