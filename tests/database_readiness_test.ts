@@ -23,7 +23,7 @@ Deno.test("rows wait in memory while the database is away and are written after 
       if (away) throw new TypeError("fetch failed: connection refused");
       await migrate(db);
     }, { clock: createClock(), log });
-    readiness.onReady(async () => void order.push("catch-up"));
+    readiness.onReady(() => Promise.resolve(void order.push("catch-up")));
     const writer = new HistoryWriter(db, {
       executor: gated(readiness, inProcessExecutor(db)),
       onBatch: () => order.push("rows written"),
