@@ -1,3 +1,4 @@
+import { memoryHistoryPage, memoryRequestDetail, type MemoryRows } from "./memory_history.ts";
 import { type Context, Hono } from "hono";
 import { recentAttempts } from "../db/admin_queries.ts";
 import type { Db } from "../db/client.ts";
@@ -42,6 +43,8 @@ export interface AdminDeps extends AccessDeps {
   log?: Logger;
   /** Why history is not reaching the database (none on this platform, or away); null when it is. */
   historyNotice?: () => string | null;
+  /** The history rows held in memory while the database is not there; null once it is. */
+  memoryHistory?: () => MemoryRows | null;
   /** More JSON APIs under /admin/api/, behind the same guard (e.g. SPEC §10 observability). */
   apis?: Hono[];
 }
@@ -156,10 +159,16 @@ function mountHistory(app: Hono, deps: AdminDeps): void {
     if (!query.ok) {
       return apiError(c, { status: 400, code: "admin.bad_query", message: query.message });
     }
+    const memory = deps.memoryHistory?.() ?? null;
+    if (memory) return c.json(memoryHistoryPage(memory, { query: query.options, live }));
     return c.json(await historyPage(deps.db, { query: query.options, live }));
   });
   app.get("/admin/api/requests/:id", async (c) => {
-    const detail = await requestDetail(deps.db, { id: c.req.param("id"), live });
+    const memory = deps.memoryHistory?.() ?? null;
+    const id = c.req.param("id");
+    const detail = memory
+      ? memoryRequestDetail(memory, { id, live })
+      : await requestDetail(deps.db, { id, live });
     if (detail) return c.json(detail);
     return apiError(c, {
       status: 404,

@@ -136,6 +136,20 @@ export class HistoryWriter {
     return landed;
   }
 
+  /**
+   * The rows queued and not yet written, newest version of each. While the database is away
+   * (or absent) these are the history there is, and the admin page reads them.
+   */
+  queuedRows(): { requests: RequestRecord[]; attempts: AttemptRecord[] } {
+    const requests: RequestRecord[] = [];
+    const attempts: AttemptRecord[] = [];
+    for (const pending of this.#pending.values()) {
+      if (pending.kind === "request") requests.push({ ...pending.row });
+      else attempts.push({ ...pending.row });
+    }
+    return { requests, attempts };
+  }
+
   stats(): HistoryWriterStats {
     return {
       pending: this.#pending.size,

@@ -34,11 +34,11 @@ async function startRestricted(dir: string, env: Record<string, string>) {
   return { child, ...(await untilListening(child)) };
 }
 
-async function ask(url: string): Promise<string> {
+async function ask(url: string, id?: string): Promise<string> {
   const res = await postJson(`${url}/v1/chat/completions`, {
     model: "smart",
     messages: [{ role: "user", content: "hi" }],
-  });
+  }, id ? { "x-request-id": id } : {});
   assert.equal(res.status, 200);
   const body = await res.json() as { choices: { message: { content: string } }[] };
   return body.choices[0]?.message.content ?? "";
@@ -90,8 +90,24 @@ Deno.test("no FFI, no writes, no database URL: it serves, keeps history in memor
     assert.match(String(ready.body.history), /^no database: .*no FFI/);
     const kept = rowsKept(ready.body);
     assert.ok(kept >= 1, "the request's rows are held in memory");
-    assert.equal(await ask(gw.url), "served");
+    assert.equal(await ask(gw.url, "second"), "served");
     assert.ok(rowsKept((await readyz(gw.url)).body) > kept, "each request adds its rows");
+    const page = await (await fetch(`${gw.url}/admin/api/requests?route=smart`)).json() as {
+      requests: { id: string; outcome: string; hops: { upstream: string; outcome: string }[] }[];
+    };
+    assert.equal(page.requests.length, 2, "the admin history lists both requests from memory");
+    assert.equal(page.requests[0]?.id, "second", "newest first");
+    assert.deepEqual(page.requests[0]?.hops.map((h) => [h.upstream, h.outcome]), [[
+      "up1",
+      "success",
+    ]]);
+    const detail = await fetch(`${gw.url}/admin/api/requests/second`);
+    assert.equal(detail.status, 200);
+    const { request, attempts } = await detail.json() as {
+      request: { state: string; status: number };
+      attempts: unknown[];
+    };
+    assert.deepEqual([request.state, request.status, attempts.length], ["closed", 200, 1]);
     const admin = await fetch(`${gw.url}/admin`);
     assert.equal(admin.status, 200, "the admin page is served");
     assert.match(

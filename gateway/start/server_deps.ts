@@ -66,6 +66,7 @@ export function serverDeps(parts: ServerParts): ServerDeps {
     admin: {
       ...adminDeps(control, { demo: parts.demo, apis: parts.adminApis }),
       historyNotice: () => history.readiness.describe(),
+      memoryHistory: () => history.readiness.ready ? null : writer.queuedRows(),
     },
     demo: parts.demo ? (request) => serveDemoUpstream(request, { clock }) : null,
     ready: () => {
