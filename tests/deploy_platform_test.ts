@@ -4,6 +4,8 @@ import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
 import { untilListening } from "./spawn_gateway.ts";
 import { isLoopback, readSettings } from "../gateway/settings.ts";
+import { openDatabase } from "../db/client.ts";
+import { startFakeSqld } from "./fake_sqld.ts";
 
 /**
  * docs/deploy.md: the gateway on a platform like Deno Deploy, run as `main.ts` with no FFI, no
@@ -139,6 +141,52 @@ Deno.test("a database URL on a closed port: requests are served, rows kept, /rea
     assert.ok(rowsKept(ready.body) >= 1, "the request's rows wait for the database");
     const admin = await fetch(`${gw.url}/admin`);
     assert.match(await admin.text(), /History is not being saved to a database: history database/);
+  });
+});
+
+Deno.test("a remote database that comes back: the catch-up runs and the kept rows land", async () => {
+  const closed = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = closed.addr.port;
+  closed.close();
+  await withGateway((dir) => ({
+    PULSEGATE_CONFIG: `${dir}/config.json`,
+    PULSEGATE_DB_URL: `http://127.0.0.1:${port}`,
+  }), async (gw) => {
+    assert.equal(await ask(gw.url, "early"), "served");
+    assert.ok(rowsKept((await readyz(gw.url)).body) >= 1);
+    // The server comes up where the URL points; the gateway uses the web client (no FFI).
+    const sqld = startFakeSqld(`${gw.dir}/remote.db`, { port });
+    const db = await openDatabase(`file:${gw.dir}/remote.db`, { busyTimeoutMs: 5_000 });
+    try {
+      const deadline = Date.now() + 15_000;
+      while ((await readyz(gw.url)).body.history !== undefined) {
+        assert.ok(Date.now() < deadline, "the gateway never saw the database come back");
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      const row = async (id: string) =>
+        (await db.client.execute({ sql: "SELECT state FROM requests WHERE id = ?", args: [id] }))
+          .rows[0]?.state;
+      while (await row("early") === undefined) {
+        assert.ok(Date.now() < deadline, "the kept row never landed");
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      assert.equal(await row("early"), "closed", "the row kept in memory is written");
+      const config = await db.client.execute("SELECT version FROM config");
+      assert.equal(config.rows[0]?.version, 1, "the config file was stored on the way back");
+      const instance = await db.client.execute("SELECT url FROM instances");
+      assert.deepEqual(instance.rows.map((r) => r.url), [gw.url], "the instance registered");
+      const view = await (await fetch(`${gw.url}/admin/api/config`)).json();
+      assert.deepEqual([view.version, view.runningVersion], [1, 1]);
+      assert.equal(await ask(gw.url, "late"), "served");
+      while (await row("late") !== "closed") {
+        assert.ok(Date.now() < deadline, "a new row never landed");
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      assert.match(gw.log, /history.database_unreachable/);
+    } finally {
+      db.close();
+      await sqld.close();
+    }
   });
 });
 
