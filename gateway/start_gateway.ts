@@ -151,20 +151,25 @@ async function start(
       note: "no config given: serving the built-in demo route 'demo' with SIMULATED upstreams",
     });
   }
+  const announce = () =>
+    registerInstance(db, instanceId, { now: clock.now(), url: settings.publicUrl ?? url });
+  // A database away at start: what was skipped above happens when it answers, in this order.
   const catchUp = async () => {
-    await registerInstance(db, instanceId, { now: clock.now(), url: settings.publicUrl ?? url });
+    await announce();
     if (loaded.unstored !== undefined) {
       state.configVersion = await storeConfig(db, loaded.unstored, { now: clock.now() });
       loaded.unstored = undefined;
     }
     await syncStoredConfig(db, { state, log });
+    if (state.config === null && state.configVersion === null) {
+      state.safeModeReason = "no config is stored: save one through the admin API, or start " +
+        "with PULSEGATE_CONFIG";
+    }
     await observability.load();
     cooldowns.load(await loadCooldowns(db));
   };
-  // A database away at start: what was skipped above happens when it answers.
-  if (readiness.ready) {
-    await registerInstance(db, instanceId, { now: clock.now(), url: settings.publicUrl ?? url });
-  } else readiness.onReady(catchUp);
+  if (readiness.ready) await announce();
+  else readiness.onReady(catchUp);
   closers.add(
     "heartbeat",
     startHeartbeat(db, {

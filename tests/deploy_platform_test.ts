@@ -5,6 +5,8 @@ import { startFakeUpstream } from "./fake_upstreams/server.ts";
 import { untilListening } from "./spawn_gateway.ts";
 import { isLoopback, readSettings } from "../gateway/settings.ts";
 import { openDatabase } from "../db/client.ts";
+import { storeConfig } from "../db/config_store.ts";
+import { migrate } from "../db/migrate.ts";
 import { startFakeSqld } from "./fake_sqld.ts";
 
 /**
@@ -185,6 +187,38 @@ Deno.test("a remote database that comes back: the catch-up runs and the kept row
       assert.match(gw.log, /history.database_unreachable/);
     } finally {
       db.close();
+      await sqld.close();
+    }
+  });
+});
+
+Deno.test("no config file and the database away: safe mode, then the stored config when it answers", async () => {
+  const closed = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = closed.addr.port;
+  closed.close();
+  await withGateway((_dir) => ({ PULSEGATE_DB_URL: `http://127.0.0.1:${port}` }), async (gw) => {
+    const refused = await postJson(`${gw.url}/v1/chat/completions`, {
+      model: "smart",
+      messages: [{ role: "user", content: "hi" }],
+    });
+    assert.equal(refused.status, 503, "no demo for real clients: the stored config is unknown");
+    await refused.body?.cancel();
+    assert.match(String((await readyz(gw.url)).body.reason), /database is unreachable/);
+    // What another instance stored before the outage.
+    const config = JSON.parse(await Deno.readTextFile(`${gw.dir}/config.json`));
+    const db = await openDatabase(`file:${gw.dir}/remote.db`, { busyTimeoutMs: 5_000 });
+    await migrate(db);
+    await storeConfig(db, config, { now: Date.now() });
+    db.close();
+    const sqld = startFakeSqld(`${gw.dir}/remote.db`, { port });
+    try {
+      const deadline = Date.now() + 15_000;
+      while (!(await readyz(gw.url)).body.ok) {
+        assert.ok(Date.now() < deadline, "the stored config never came into force");
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      assert.equal(await ask(gw.url), "served", "the stored config runs");
+    } finally {
       await sqld.close();
     }
   });
