@@ -1,4 +1,3 @@
-import { memoryHistoryPage, memoryRequestDetail, type MemoryRows } from "./memory_history.ts";
 import { type Context, Hono } from "hono";
 import { recentAttempts } from "../db/admin_queries.ts";
 import type { Db } from "../db/client.ts";
@@ -28,6 +27,8 @@ import { adminGuard, requireJson } from "./guard.ts";
 import { HEALTH_SAMPLE_LIMIT, HEALTH_WINDOW_MS, healthView } from "./health.ts";
 import { historyPage, type LiveRecord, parseHistoryQuery, requestDetail } from "./history_api.ts";
 import { liveEvents } from "./live_events.ts";
+import { databaseErrorHandler } from "./database_errors.ts";
+import { memoryHistoryPage, memoryRequestDetail, type MemoryRows } from "./memory_history.ts";
 import { liveSnapshot } from "./live_snapshot.ts";
 import { renderAdminPage } from "./page.tsx";
 
@@ -94,6 +95,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
       "x-content-type-options": "nosniff",
     });
   });
+  app.onError(databaseErrorHandler(() => deps.historyNotice?.() ?? null));
   app.use("/admin/api/*", adminGuard(deps));
   app.use("/admin/api/*", requireJson());
   app.get("/admin/api/session", (c) => c.json(sessionInfo(deps)));

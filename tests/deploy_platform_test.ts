@@ -119,6 +119,11 @@ Deno.test("no FFI, no writes, no database URL: it serves, keeps history in memor
       /role="alert">History is not being saved to a database: no database: .*no FFI/,
       "the admin page says so",
     );
+    const stored = await fetch(`${gw.url}/admin/api/config`);
+    assert.equal(stored.status, 503, "stored state cannot be read, and the answer says why");
+    const { error } = await stored.json() as { error: { code: string; message: string } };
+    assert.equal(error.code, "admin.database_unavailable");
+    assert.match(error.message, /^no database: /);
     const live = await fetch(`${gw.url}/admin/api/live/snapshot`);
     assert.equal(live.status, 200, "the live view works from memory");
     await live.body?.cancel();
