@@ -33,7 +33,7 @@ async function launch(): Promise<number> {
     stdout: "inherit",
     stderr: "inherit",
   }).spawn();
-  // The gateway owns shutdown (SPEC §2): pass the signal on and wait for its exit code.
+  // The gateway owns shutdown (docs/design.md "Settings"): pass the signal on and wait for its exit code.
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
     Deno.addSignalListener(signal, () => {
       try {

@@ -3,11 +3,19 @@
  * bundle. Type-only: the bundle must not pull server modules (zod, libSQL) into the page.
  */
 import type { AttemptRecord, RequestRecord } from "../db/records.ts";
+import type { HistoryOutcome } from "../db/history_queries.ts";
 import type { LiveState } from "../gateway/live/live_request.ts";
 import type { ConfigProblem } from "../gateway/config/validate.ts";
 import type { RepairAction } from "../gateway/config/repair.ts";
 
-export type { AttemptRecord, ConfigProblem, LiveState, RepairAction, RequestRecord };
+export type {
+  AttemptRecord,
+  ConfigProblem,
+  HistoryOutcome,
+  LiveState,
+  RepairAction,
+  RequestRecord,
+};
 
 /** Every error of the admin API; the same envelope as the control endpoints. */
 export interface ApiError {
@@ -30,6 +38,8 @@ export interface SessionInfo {
 export interface LiveRow {
   id: string;
   sessionId: string | null;
+  /** The gateway key that made it (null: open proxy). A session id is per key. */
+  keyId: string | null;
   clientFormat: string;
   route: string | null;
   stream: boolean;
@@ -42,6 +52,8 @@ export interface LiveRow {
   elapsedMs: number;
   /** Since content last reached the client; null while none has. */
   idleMs: number | null;
+  /** From the start to the first content sent to the client; null while none has. */
+  firstContentMs: number | null;
   inputTokens: number | null;
   outputTokens: number | null;
   /** The abort switch was thrown and the request is unwinding. */
@@ -68,6 +80,14 @@ export interface HistoryCursor {
 export interface HistoryPage {
   requests: HistoryRow[];
   next: HistoryCursor | null;
+  /** What the filters offer: the configured routes and upstreams, and every outcome filter. */
+  choices: HistoryChoices;
+}
+
+export interface HistoryChoices {
+  routes: string[];
+  upstreams: string[];
+  outcomes: HistoryOutcome[];
 }
 
 /** GET /admin/api/requests/{id}. */
@@ -100,9 +120,19 @@ export interface UpstreamHealth {
   paused: boolean;
   /** Epoch ms the pause ends; null when not paused. */
   pausedUntil: number | null;
+  /** Why it was last paused (e.g. "3 failures in a row; last: gw.upstream.error"). */
+  pauseReason: string | null;
   consecutiveFailures: number;
   pauseCount: number;
   recent: RecentAttempts;
+}
+
+/** POST /admin/api/upstreams/{id}/resume | enable | disable. */
+export interface UpstreamControlResult {
+  ok: true;
+  upstream: string;
+  paused?: false;
+  enabled?: boolean;
 }
 
 export interface HealthView {
@@ -149,7 +179,40 @@ export interface ConfigChecked {
   problems: ConfigProblem[];
 }
 
-/** Answer of the abort endpoints (SPEC §7). */
+/** Answer of the abort endpoints (docs/design.md "Abort and disconnect"). */
 export interface AbortResult {
   requests: string[];
+}
+
+/** GET /admin/api/costs: totals per route, key or upstream over [since, until). */
+export interface CostReport {
+  by: "route" | "key" | "upstream";
+  since: number;
+  until: number;
+  totals: {
+    group: string | null;
+    requests: number;
+    inputTokens: number;
+    outputTokens: number;
+    costUsd: number | null;
+  }[];
+}
+
+/** GET /admin/api/keys: each configured key's limits and its use against them. */
+export interface KeysView {
+  keys: {
+    id: string;
+    enabled: boolean;
+    rpm: number | null;
+    tpm: number | null;
+    budget: { usd: number; period: "day" | "month" } | null;
+    /** The key's use, counted only for a key with a limit (null for one without). */
+    use: {
+      requestsLastMinute: number;
+      tokensLastMinute: number;
+      /** Spent in the budget's period (the current UTC day without a budget). */
+      spentUsd: number;
+      periodEndsAt: number;
+    } | null;
+  }[];
 }

@@ -1,5 +1,5 @@
 /**
- * The config as the admin page edits it (SPEC §3): read the stored document, validate and store
+ * The config as the admin page edits it (docs/design.md "Config"): read the stored document, validate and store
  * a new one, and repair a stored config that put the gateway in safe mode. Whatever is stored
  * here takes effect at once for new requests; requests already running keep the config they
  * started with.

@@ -1,6 +1,7 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { type AccessDeps, isAdmin } from "../gateway/accept/access.ts";
 import { presentedKey } from "../gateway/accept/auth.ts";
+import { isJsonContentType } from "../gateway/accept/json_content_type.ts";
 
 /**
  * The admin API's gate: the admin token (or loopback with no token set), with a refusal that
@@ -35,13 +36,14 @@ function refusal(request: Request, deps: AccessDeps): { code: string; message: s
 /**
  * Changes must be sent as JSON. Besides saying what the API expects, this makes every change a
  * CORS-preflighted request, so another site open in the operator's browser cannot post one to
- * a loopback gateway that runs without a token.
+ * a loopback gateway that runs without a token (the cross-site check in
+ * gateway/accept/origin_check.ts refuses those too). A DELETE carries no body and is
+ * preflighted whatever its headers, so it needs no type.
  */
 export function requireJson(): MiddlewareHandler {
   return async (c: Context, next) => {
-    if (c.req.method === "GET" || c.req.method === "HEAD") return await next();
-    const type = c.req.header("content-type") ?? "";
-    if (/^application\/json\b/i.test(type)) return await next();
+    if (["GET", "HEAD", "DELETE"].includes(c.req.method)) return await next();
+    if (isJsonContentType(c.req.header("content-type") ?? null)) return await next();
     return c.json(
       { error: { code: "admin.json_required", message: "send the body as application/json" } },
       415,

@@ -30,6 +30,7 @@ export function healthView(inputs: HealthInputs): HealthView {
       maxInFlight: u.max_in_flight,
       paused,
       pausedUntil: paused ? cooldown.pausedUntil : null,
+      pauseReason: paused ? cooldown.reason : null,
       consecutiveFailures: cooldown.consecutiveFailures,
       pauseCount: cooldown.pauseCount,
       recent: summarise(inputs.recent.get(u.id) ?? []),
@@ -44,23 +45,25 @@ export function summarise(samples: readonly AttemptSample[]): RecentAttempts {
   const count = (...outcomes: AttemptSample["outcome"][]) =>
     ended.filter((s) => outcomes.includes(s.outcome)).length;
   const firstContent = ended
-    .filter((s) => s.outcome === "success" && s.firstContentMs !== null)
+    .filter((s) =>
+      (s.outcome === "success" || s.outcome === "resumed") && s.firstContentMs !== null
+    )
     .map((s) => s.firstContentMs ?? 0)
     .sort((a, b) => a - b);
   return {
     windowMs: HEALTH_WINDOW_MS,
     attempts: ended.length,
-    successes: count("success"),
+    successes: count("success", "resumed"),
     failures: ended.filter(countsAgainstUpstream).length,
     idleTimeouts: count("idle_timeout"),
-    cancelled: count("aborted", "client_disconnected"),
+    cancelled: count("aborted", "client_disconnected", "hedge_lost"),
     firstContentP50Ms: percentile(firstContent, 0.5),
     firstContentP95Ms: percentile(firstContent, 0.95),
   };
 }
 
 /**
- * SPEC §6: what the upstream is blamed for. Another 4xx is the caller's request (passed back, no
+ * docs/design.md "Failover before content": what the upstream is blamed for. Another 4xx is the caller's request (passed back, no
  * cooldown), so it is not one of the upstream's failures.
  */
 const OUR_PROBLEM_4XX = new Set([401, 403, 429]);

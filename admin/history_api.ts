@@ -1,13 +1,15 @@
 import type { Db } from "../db/client.ts";
 import {
   getRequest,
+  HISTORY_OUTCOMES,
   listAttempts,
   listAttemptsFor,
   listRequests,
   type ListRequestsOptions,
 } from "../db/history_queries.ts";
 import type { RequestRecord } from "../db/records.ts";
-import type { HistoryPage, RequestDetail } from "./api_types.ts";
+import type { Config } from "../gateway/config/schema.ts";
+import type { HistoryChoices, HistoryPage, RequestDetail } from "./api_types.ts";
 
 /** Rows per history page when the page does not say, and the most it may ask for. */
 export const HISTORY_PAGE = 50;
@@ -31,10 +33,11 @@ export function parseHistoryQuery(params: URLSearchParams): HistoryQuery {
   };
   const outcome = text("outcome");
   if (outcome !== undefined) {
-    if (outcome !== "success" && outcome !== "error") {
-      return { ok: false, message: 'outcome must be "success" or "error"' };
+    const known = HISTORY_OUTCOMES.find((o) => o === outcome);
+    if (!known) {
+      return { ok: false, message: `outcome must be one of ${HISTORY_OUTCOMES.join(", ")}` };
     }
-    options.outcome = outcome;
+    options.outcome = known;
   }
   for (const name of ["since", "until", "limit", "before_at"] as const) {
     const value = text(name);
@@ -75,7 +78,7 @@ function fresher(row: RequestRecord, live: LiveRecord): RequestRecord {
 /** One page, newest first, each row with its hops in short. */
 export async function historyPage(
   db: Db,
-  opts: { query: ListRequestsOptions; live: LiveRecord },
+  opts: { query: ListRequestsOptions; live: LiveRecord; config: Config | null },
 ): Promise<HistoryPage> {
   const options = opts.query;
   const limit = options.limit ?? HISTORY_PAGE;
@@ -95,6 +98,16 @@ export async function historyPage(
       })),
     })),
     next: rows.length > limit && last ? { startedAt: last.startedAt, id: last.id } : null,
+    choices: historyChoices(opts.config),
+  };
+}
+
+/** What the history filters offer: the configured routes and upstreams, and every outcome. */
+export function historyChoices(config: Config | null): HistoryChoices {
+  return {
+    routes: config?.routes.map((r) => r.model) ?? [],
+    upstreams: config?.upstreams.map((u) => u.id) ?? [],
+    outcomes: [...HISTORY_OUTCOMES],
   };
 }
 

@@ -18,6 +18,7 @@ function liveRow(live: LiveRequest, now: number): LiveRow {
   return {
     id: r.id,
     sessionId: r.sessionId,
+    keyId: r.keyId,
     clientFormat: r.clientFormat,
     route: r.route,
     stream: r.stream,
@@ -27,6 +28,7 @@ function liveRow(live: LiveRequest, now: number): LiveRow {
     startedAt: r.startedAt,
     elapsedMs: Math.max(0, now - r.startedAt),
     idleMs: live.lastContentAt === null ? null : Math.max(0, now - live.lastContentAt),
+    firstContentMs: r.firstContentMs,
     inputTokens: r.inputTokens,
     outputTokens: r.outputTokens,
     aborting: live.signal.aborted,

@@ -1,7 +1,8 @@
-import type { ListRequestsOptions } from "../db/history_queries.ts";
+import type { HistoryOutcome, ListRequestsOptions } from "../db/history_queries.ts";
+import type { Config } from "../gateway/config/schema.ts";
 import type { AttemptRecord, RequestRecord } from "../db/records.ts";
 import type { HistoryPage, RequestDetail } from "./api_types.ts";
-import { HISTORY_PAGE, type LiveRecord } from "./history_api.ts";
+import { HISTORY_PAGE, historyChoices, type LiveRecord } from "./history_api.ts";
 
 /** History rows held in memory while no database takes them (docs/deploy.md). */
 export interface MemoryRows {
@@ -15,7 +16,7 @@ export interface MemoryRows {
  */
 export function memoryHistoryPage(
   rows: MemoryRows,
-  opts: { query: ListRequestsOptions; live: LiveRecord },
+  opts: { query: ListRequestsOptions; live: LiveRecord; config?: Config | null },
 ): HistoryPage {
   const q = opts.query;
   const limit = q.limit ?? HISTORY_PAGE;
@@ -24,7 +25,8 @@ export function memoryHistoryPage(
     .filter((r) =>
       (q.route === undefined || r.route === q.route) &&
       (q.upstream === undefined || r.upstream === q.upstream) &&
-      (q.outcome === undefined || r.outcome === q.outcome) &&
+      (q.outcome === undefined ||
+        hasOutcome(r, { outcome: q.outcome, hops: hopsOf(rows, r.id) })) &&
       (q.sessionId === undefined || r.sessionId === q.sessionId) &&
       (q.state === undefined || r.state === q.state) &&
       (q.since === undefined || r.startedAt >= q.since) &&
@@ -46,7 +48,38 @@ export function memoryHistoryPage(
       })),
     })),
     next: matching.length > limit && last ? { startedAt: last.startedAt, id: last.id } : null,
+    choices: historyChoices(opts.config ?? null),
   };
+}
+
+/** The outcome filters as `listRequests` reads them in SQL (db/history_queries.ts). */
+function hasOutcome(
+  request: RequestRecord,
+  opts: { outcome: HistoryOutcome; hops: AttemptRecord[] },
+): boolean {
+  const hop = (test: (a: AttemptRecord) => boolean) => opts.hops.some(test);
+  switch (opts.outcome) {
+    case "success":
+    case "error":
+      return request.outcome === opts.outcome;
+    case "aborted":
+      return request.errorCode === "gw.request.aborted";
+    case "client_disconnected":
+      return request.errorCode === "gw.client.disconnected";
+    case "idle_timeout":
+      return hop((a) =>
+        a.errorCode === "gw.upstream.idle_timeout" ||
+        a.errorCode === "gw.upstream.first_content_timeout"
+      );
+    case "idle_timeout_mid_stream":
+      return hop((a) => a.errorCode === "gw.upstream.idle_timeout_mid_stream");
+    case "failed_over":
+      return new Set(opts.hops.map((a) => a.upstream)).size > 1;
+    case "hedged":
+      return hop((a) => a.outcome === "hedge_lost");
+    case "resumed":
+      return hop((a) => a.outcome === "resumed");
+  }
 }
 
 export function memoryRequestDetail(

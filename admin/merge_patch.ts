@@ -1,6 +1,6 @@
 /**
  * JSON Merge Patch (RFC 7396), for partial config updates: objects merge key by key, `null`
- * deletes a key, anything else (arrays included) replaces. SPEC §3 then validates the merged
+ * deletes a key, anything else (arrays included) replaces. docs/design.md "Config" then validates the merged
  * whole, so a patch can never leave a half-valid config behind.
  */
 export function mergePatch(target: unknown, patch: unknown): unknown {

@@ -10,7 +10,7 @@ import { isRecord } from "../gateway/formats/json.ts";
 import type { ConfigProblem } from "../gateway/config/validate.ts";
 
 /**
- * SPEC §10 through the admin API: guardrails (one document) and export
+ * docs/observability.md through the admin API: guardrails (one document) and export
  * destinations (a collection). Mounted under the admin guard.
  */
 export function observabilityApi(state: ObservabilityState): Hono {
@@ -45,7 +45,7 @@ export function observabilityApi(state: ObservabilityState): Hono {
     if (!isRecord(patch)) {
       return invalid(c, [{ path: "", message: "must be an object", kind: "invalid" }]);
     }
-    // Merged first, then validated as a whole (SPEC §3), and the id never changes.
+    // Merged first, then validated as a whole (docs/design.md "Config"), and the id never changes.
     const checked = validateDocument(DestinationSchema, { ...current, ...patch, id: current.id });
     if (!checked.ok) return invalid(c, checked.problems);
     await state.putDestination(checked.value);

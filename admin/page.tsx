@@ -10,6 +10,7 @@ const SECTIONS = [
   ["live", "Live"],
   ["history", "History"],
   ["health", "Health"],
+  ["costs", "Cost"],
   ["config", "Config"],
 ] as const;
 

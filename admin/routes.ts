@@ -31,6 +31,7 @@ import { databaseErrorHandler } from "./database_errors.ts";
 import { memoryHistoryPage, memoryRequestDetail, type MemoryRows } from "./memory_history.ts";
 import { liveSnapshot } from "./live_snapshot.ts";
 import { renderAdminPage } from "./page.tsx";
+import { upstreamControls } from "./upstream_controls.ts";
 
 export interface AdminDeps extends AccessDeps {
   state: RunState;
@@ -46,7 +47,7 @@ export interface AdminDeps extends AccessDeps {
   historyNotice?: () => string | null;
   /** The history rows held in memory while the database is not there; null once it is. */
   memoryHistory?: () => MemoryRows | null;
-  /** More JSON APIs under /admin/api/, behind the same guard (e.g. SPEC §10 observability). */
+  /** More JSON APIs under /admin/api/, behind the same guard (e.g. docs/observability.md observability). */
   apis?: Hono[];
 }
 
@@ -95,7 +96,9 @@ export function adminRoutes(deps: AdminDeps): Hono {
       "x-content-type-options": "nosniff",
     });
   });
-  app.onError(databaseErrorHandler(() => deps.historyNotice?.() ?? null));
+  app.onError(
+    databaseErrorHandler({ notice: () => deps.historyNotice?.() ?? null, log: deps.log }),
+  );
   app.use("/admin/api/*", adminGuard(deps));
   app.use("/admin/api/*", requireJson());
   app.get("/admin/api/session", (c) => c.json(sessionInfo(deps)));
@@ -119,6 +122,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
     }));
   });
   mountConfig(app, deps);
+  app.route("/", upstreamControls({ ...deps, now: () => deps.clock.now() }));
   for (const api of deps.apis ?? []) app.route("/", api);
   return app;
 }
@@ -162,8 +166,9 @@ function mountHistory(app: Hono, deps: AdminDeps): void {
       return apiError(c, { status: 400, code: "admin.bad_query", message: query.message });
     }
     const memory = deps.memoryHistory?.() ?? null;
-    if (memory) return c.json(memoryHistoryPage(memory, { query: query.options, live }));
-    return c.json(await historyPage(deps.db, { query: query.options, live }));
+    const config = deps.state.config;
+    if (memory) return c.json(memoryHistoryPage(memory, { query: query.options, live, config }));
+    return c.json(await historyPage(deps.db, { query: query.options, live, config }));
   });
   app.get("/admin/api/requests/:id", async (c) => {
     const memory = deps.memoryHistory?.() ?? null;

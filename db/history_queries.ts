@@ -10,10 +10,27 @@ export interface RequestCursor {
   id: string;
 }
 
+/**
+ * What the history can be filtered by beside route and upstream: the request's result, or what
+ * happened on the way (a hop that timed out, a second upstream, a lost hedge, a resumed answer).
+ */
+export const HISTORY_OUTCOMES = [
+  "success",
+  "error",
+  "aborted",
+  "client_disconnected",
+  "idle_timeout",
+  "idle_timeout_mid_stream",
+  "failed_over",
+  "hedged",
+  "resumed",
+] as const;
+export type HistoryOutcome = typeof HISTORY_OUTCOMES[number];
+
 export interface RequestFilter {
   route?: string;
   upstream?: string;
-  outcome?: "success" | "error";
+  outcome?: HistoryOutcome;
   sessionId?: string;
   state?: RequestRecord["state"];
   /** Inclusive lower bound on `startedAt` (epoch ms). */
@@ -116,9 +133,28 @@ function pageSize(limit: number | undefined): number {
 const EQUALITY_FILTERS = [
   ["route", "route"],
   ["upstream", "upstream"],
-  ["outcome", "outcome"],
   ["sessionId", "session_id"],
 ] as const;
+
+const hopWhere = (term: string) =>
+  `EXISTS (SELECT 1 FROM attempts a WHERE a.request_id = requests.id AND ${term})`;
+
+// Literals only: none of these takes a caller's value.
+const OUTCOME_TERMS: Record<HistoryOutcome, string> = {
+  success: "outcome = 'success'",
+  error: "outcome = 'error'",
+  aborted: "error_code = 'gw.request.aborted'",
+  client_disconnected: "error_code = 'gw.client.disconnected'",
+  idle_timeout: hopWhere(
+    "a.error_code IN ('gw.upstream.idle_timeout', 'gw.upstream.first_content_timeout')",
+  ),
+  idle_timeout_mid_stream: hopWhere("a.error_code = 'gw.upstream.idle_timeout_mid_stream'"),
+  failed_over: hopWhere(
+    "EXISTS (SELECT 1 FROM attempts b WHERE b.request_id = a.request_id AND b.upstream <> a.upstream)",
+  ),
+  hedged: hopWhere("a.outcome = 'hedge_lost'"),
+  resumed: hopWhere("a.outcome = 'resumed'"),
+};
 
 // Spelled as literals, not bound, so `state = 'open'` can use the partial index of live rows.
 const STATE_TERMS: Record<RequestRecord["state"], string> = {
@@ -140,6 +176,7 @@ function whereClause(
     args.push(value);
   }
   if (filter.state !== undefined) terms.push(STATE_TERMS[filter.state]);
+  if (filter.outcome !== undefined) terms.push(OUTCOME_TERMS[filter.outcome]);
   if (filter.since !== undefined) {
     terms.push("started_at >= ?");
     args.push(filter.since);

@@ -27,6 +27,7 @@ const REQUEST_COLUMNS: Record<keyof RequestRecord, string> = {
   outputTokens: "output_tokens",
   cachedTokens: "cached_tokens",
   reasoningTokens: "reasoning_tokens",
+  costUsd: "cost_usd",
 };
 
 const ATTEMPT_COLUMNS: Record<keyof AttemptRecord, string> = {
@@ -45,6 +46,8 @@ const ATTEMPT_COLUMNS: Record<keyof AttemptRecord, string> = {
   inputTokens: "input_tokens",
   outputTokens: "output_tokens",
   droppedHeaders: "dropped_headers",
+  costUsd: "cost_usd",
+  resumeOffset: "resume_offset",
 };
 
 const REQUEST_STATES: Record<RequestRecord["state"], true> = {
@@ -64,12 +67,15 @@ const FAILURE_SOURCES: Record<FailureSource, true> = {
   gateway: true,
   config: true,
 };
-const ATTEMPT_OUTCOMES: Record<AttemptOutcome, true> = {
+/** Every attempt outcome, for reading a stored one back (an unknown word reads as null). */
+export const ATTEMPT_OUTCOMES: Record<AttemptOutcome, true> = {
   success: true,
   error: true,
   idle_timeout: true,
   aborted: true,
   client_disconnected: true,
+  hedge_lost: true,
+  resumed: true,
 };
 
 type Field = string | number | boolean | null;
@@ -179,6 +185,7 @@ export function requestFromRow(row: Row): RequestRecord {
     outputTokens: numOrNull(row, "output_tokens"),
     cachedTokens: numOrNull(row, "cached_tokens"),
     reasoningTokens: numOrNull(row, "reasoning_tokens"),
+    costUsd: numOrNull(row, "cost_usd"),
   };
 }
 
@@ -199,5 +206,7 @@ export function attemptFromRow(row: Row): AttemptRecord {
     inputTokens: numOrNull(row, "input_tokens"),
     outputTokens: numOrNull(row, "output_tokens"),
     droppedHeaders: textOrNull(row, "dropped_headers"),
+    costUsd: numOrNull(row, "cost_usd"),
+    resumeOffset: numOrNull(row, "resume_offset"),
   };
 }

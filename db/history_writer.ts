@@ -9,6 +9,12 @@ export interface HistoryWriterOptions {
   flushEveryMs?: number;
   /** Bound on queued rows while the database is away; the oldest are dropped beyond it. */
   maxPending?: number;
+  /**
+   * Bound on queued expendable rows (refused requests, docs/security.md); beyond it their
+   * oldest are dropped. They are also the first to go when `maxPending` is hit, so a flood of
+   * refused requests never pushes out a row of an authenticated one.
+   */
+  maxExpendable?: number;
   /** Rows per write transaction. */
   batchSize?: number;
   /** Timer hooks, so the gateway's (scaled) clock drives the loop. Default setTimeout. */
@@ -20,6 +26,8 @@ export interface HistoryWriterOptions {
   onError?: (err: unknown) => void;
   /** Where batches run; default: on this thread through `db`. The caller closes it. */
   executor?: BatchExecutor;
+  /** Told each time rows are discarded unwritten (the bound, or `abandon`), for the metric. */
+  onDropped?: (rows: number) => void;
   /** Told how long each successful batch took, for measurement (the benchmark). */
   onBatch?: (batch: { ms: number; rows: number }) => void;
   /**
@@ -53,6 +61,11 @@ type Pending =
 
 type Entry = readonly [key: string, pending: Pending];
 
+/** How a request row is queued: an expendable one (a refused request) goes first when full. */
+export interface WriteOptions {
+  expendable?: boolean;
+}
+
 const RETRY_CAP_MS = 2_000;
 const RETRY_FLOOR_MS = 25;
 
@@ -71,11 +84,15 @@ export class HistoryWriter {
   readonly #now: () => number;
   readonly #flushEveryMs: number;
   readonly #maxPending: number;
+  readonly #maxExpendable: number;
   readonly #batchSize: number;
   readonly #after: (ms: number, fn: () => void) => () => void;
   readonly #onError: (err: unknown) => void;
+  readonly #onDropped: (rows: number) => void;
   // Insertion order is age order: re-queuing a row moves it to the young end.
   readonly #pending = new Map<string, Pending>();
+  // The keys of expendable rows among them, oldest first.
+  readonly #expendable = new Set<string>();
   #disarmTimer: (() => void) | null = null;
   #draining: Promise<boolean> | null = null;
   #failStreak = 0;
@@ -93,14 +110,21 @@ export class HistoryWriter {
     this.#now = opts.now ?? Date.now;
     this.#flushEveryMs = Math.max(0, opts.flushEveryMs ?? 50);
     this.#maxPending = Math.max(1, opts.maxPending ?? 100_000);
+    this.#maxExpendable = Math.max(1, opts.maxExpendable ?? 1_000);
     this.#batchSize = Math.max(1, opts.batchSize ?? 200);
     this.#after = opts.after ?? timerFrom(opts);
     this.#onError = opts.onError ?? (() => {});
+    this.#onDropped = opts.onDropped ?? (() => {});
   }
 
-  writeRequest(record: RequestRecord): void {
+  writeRequest(record: RequestRecord, opts: WriteOptions = {}): void {
     const dueAt = record.state === "open" ? this.#now() + this.#deferOpenMs : 0;
-    this.#enqueue(`r\u0000${record.id}`, { kind: "request", row: { ...record }, dueAt });
+    const key = `r\u0000${record.id}`;
+    this.#enqueue(key, { kind: "request", row: { ...record }, dueAt });
+    if (opts.expendable) {
+      this.#expendable.add(key);
+      while (this.#expendable.size > this.#maxExpendable) this.#dropOldest();
+    }
   }
 
   /** Whether a row for this request id is queued and not yet written. */
@@ -150,6 +174,18 @@ export class HistoryWriter {
     return { requests, attempts };
   }
 
+  /**
+   * Discards every row still queued, counting them as dropped, and answers how many. For
+   * shutdown with the database away: those rows are lost, and the operator must hear of it.
+   */
+  abandon(): number {
+    const lost = this.#pending.size;
+    this.#pending.clear();
+    this.#expendable.clear();
+    this.#countDropped(lost);
+    return lost;
+  }
+
   stats(): HistoryWriterStats {
     return {
       pending: this.#pending.size,
@@ -162,17 +198,35 @@ export class HistoryWriter {
   }
 
   #enqueue(key: string, pending: Pending): void {
-    this.#pending.delete(key);
+    this.#remove(key);
     this.#pending.set(key, pending);
     while (this.#pending.size > this.#maxPending) this.#dropOldest();
     if (this.#disarmTimer === null && this.#draining === null) this.#arm(this.#flushEveryMs);
   }
 
+  /** The oldest expendable row if any is queued, else the oldest row. */
   #dropOldest(): void {
-    const oldest = this.#pending.keys().next();
+    const oldest = this.#expendable.size
+      ? this.#expendable.values().next()
+      : this.#pending.keys().next();
     if (oldest.done) return;
-    this.#pending.delete(oldest.value);
-    this.#dropped++;
+    this.#remove(oldest.value);
+    this.#countDropped(1);
+  }
+
+  #remove(key: string): void {
+    this.#pending.delete(key);
+    this.#expendable.delete(key);
+  }
+
+  #countDropped(rows: number): void {
+    if (rows === 0) return;
+    this.#dropped += rows;
+    try {
+      this.#onDropped(rows);
+    } catch (err) {
+      this.#report(err);
+    }
   }
 
   #arm(ms: number): void {
@@ -269,7 +323,7 @@ export class HistoryWriter {
   /** Only the versions that were sent: newer ones queued meanwhile stay to be written next. */
   #forget(batch: Entry[]): void {
     for (const [key, pending] of batch) {
-      if (this.#pending.get(key) === pending) this.#pending.delete(key);
+      if (this.#pending.get(key) === pending) this.#remove(key);
     }
   }
 

@@ -2,7 +2,7 @@
  * Schema history. Embedded in code so a compiled binary and Deno Deploy need no files.
  *
  * Rules for adding one: append with the next version, never edit a shipped migration, and
- * never drop or rewrite history tables or rows (SPEC §9) — only add tables, columns and indexes.
+ * never drop or rewrite history tables or rows (docs/design.md "History") — only add tables, columns and indexes.
  * Columns carry no CHECK constraints so a later release can add states and outcomes without
  * rebuilding a million-row table.
  */
@@ -96,13 +96,13 @@ export const MIGRATIONS: readonly Migration[] = [
     sql: [REQUESTS, ATTEMPTS, CONFIG, COOLDOWNS, INSTANCES, ...HISTORY_INDEXES],
   },
   {
-    // SPEC §11: an abort that reaches another instance is forwarded to the owner's address.
+    // docs/scaling.md: an abort that reaches another instance is forwarded to the owner's address.
     version: 2,
     name: "instance_url",
     sql: ["ALTER TABLE instances ADD COLUMN url TEXT"],
   },
   {
-    // SPEC §10: guardrails and export destinations, edited through the admin API.
+    // docs/observability.md: guardrails and export destinations, edited through the admin API.
     version: 3,
     name: "guardrails_and_destinations",
     sql: [
@@ -131,5 +131,37 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 6,
     name: "config_version",
     sql: ["ALTER TABLE config ADD COLUMN version INTEGER NOT NULL DEFAULT 1"],
+  },
+  {
+    // Mid-stream resume (docs/liveness.md): where a resuming hop continued the answer.
+    version: 9,
+    name: "attempt_resume_offset",
+    sql: ["ALTER TABLE attempts ADD COLUMN resume_offset INTEGER"],
+  },
+  {
+    // Why an upstream was last paused, shown beside the pause on the admin page.
+    version: 10,
+    name: "cooldown_reason",
+    sql: ["ALTER TABLE cooldowns ADD COLUMN reason TEXT"],
+  },
+  {
+    // docs/config.md "Prices and key limits": cost per hop and per request, and the usage
+    // counters key limits read (per key: one row per second for requests and billed tokens,
+    // one row per UTC day for cost), shared by every instance on the database.
+    version: 11,
+    name: "cost_and_key_usage",
+    sql: [
+      "ALTER TABLE requests ADD COLUMN cost_usd REAL",
+      "ALTER TABLE attempts ADD COLUMN cost_usd REAL",
+      `CREATE TABLE key_usage (
+        key_id TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('second', 'day')),
+        start INTEGER NOT NULL,
+        requests INTEGER NOT NULL DEFAULT 0,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        cost_usd REAL NOT NULL DEFAULT 0,
+        PRIMARY KEY (key_id, kind, start)
+      )`,
+    ],
   },
 ];

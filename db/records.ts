@@ -6,7 +6,10 @@ export type AttemptOutcome =
   | "error"
   | "idle_timeout"
   | "aborted"
-  | "client_disconnected";
+  | "client_disconnected"
+  | "hedge_lost"
+  /** A hop that continued an answer another hop broke off (docs/liveness.md, mid-stream resume). */
+  | "resumed";
 
 /** A request row. `state` is `open` from the first write until the request ends. */
 export interface RequestRecord {
@@ -33,6 +36,8 @@ export interface RequestRecord {
   outputTokens: number | null;
   cachedTokens: number | null;
   reasoningTokens: number | null;
+  /** USD, the sum over its attempts; null when none of them had a price (docs/config.md). */
+  costUsd: number | null;
 }
 
 /** One hop: one call to one upstream. */
@@ -57,4 +62,11 @@ export interface AttemptRecord {
    * null when nothing was left behind.
    */
   droppedHeaders: string | null;
+  /** USD for the tokens this hop billed; null when its upstream lists no price for its model. */
+  costUsd: number | null;
+  /**
+   * A resuming hop: how many characters of text the client already had when it
+   * continued the answer (docs/liveness.md); null for every other hop.
+   */
+  resumeOffset: number | null;
 }

@@ -6,18 +6,23 @@ import { CLIENT_CODECS } from "./formats/formats.ts";
 import { listModels } from "./accept/model_list.ts";
 import { serveModelPath } from "./accept/model_paths.ts";
 import { installFallbacks, refuseOtherMethods } from "./accept/not_found.ts";
+import { originCheck } from "./accept/origin_check.ts";
 import { handleProxy } from "./accept/proxy.ts";
 
 export interface ServerDeps extends ControlDeps {
   admin: AdminDeps;
-  demo: ((request: Request) => Promise<Response | null>) | null;
+  /** The demo's simulated upstreams; `caller` is the peer address the request came from. */
+  demo: ((request: Request, caller: Deno.NetAddr | undefined) => Promise<Response | null>) | null;
   ready: () => { ok: boolean; reason?: string };
+  /** PULSEGATE_PUBLIC_URL, an origin besides the Host's own that the admin page may use. */
+  publicUrl?: string;
 }
 
 /** All routes of the one process: proxy, control, metrics, admin, health. */
 export function createApp(deps: ServerDeps): Hono {
   const app = new Hono();
   installFallbacks(app, { log: deps.log });
+  app.use(originCheck(deps));
   const proxy = (codec: keyof typeof CLIENT_CODECS) => (c: Context) =>
     handleProxy(c.req.raw, { codec: CLIENT_CODECS[codec], ctx: {}, deps });
   app.post("/v1/chat/completions", proxy("chat"));
@@ -46,7 +51,13 @@ export function createApp(deps: ServerDeps): Hono {
   app.route("/", adminRoutes(deps.admin));
   if (deps.demo) {
     const demo = deps.demo;
-    app.all("/_demo/*", async (c) => (await demo(c.req.raw)) ?? c.notFound());
+    // Deno.serve hands Hono its connection info as the env.
+    app.all("/_demo/*", async (c) => (await demo(c.req.raw, peerOf(c.env))) ?? c.notFound());
   }
   return app;
+}
+
+function peerOf(info: unknown): Deno.NetAddr | undefined {
+  const addr = (info as Partial<Deno.ServeHandlerInfo> | undefined)?.remoteAddr;
+  return addr?.transport === "tcp" ? addr : undefined;
 }

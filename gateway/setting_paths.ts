@@ -1,7 +1,7 @@
 import { localFilePath } from "../db/local_path.ts";
 
 /**
- * The paths the settings name, so `deno task start` can grant exactly these (SPEC §2: the config
+ * The paths the settings name, so `deno task start` can grant exactly these (docs/design.md "Settings": the config
  * file and the database are settings, so they may live anywhere on disk).
  */
 export interface SettingPaths {

@@ -1,4 +1,6 @@
-/** Settings from the environment (SPEC §2). Secrets are read here and go nowhere else. */
+import { withoutTrailingSlashes } from "./config/trailing_slashes.ts";
+
+/** Settings from the environment (docs/design.md "Settings"). Secrets are read here and go nowhere else. */
 export interface Settings {
   host: string;
   port: number;
@@ -9,8 +11,13 @@ export interface Settings {
   timeScale: number;
   /** Serve /metrics without the admin token (honoured on loopback only, for a local scraper). */
   metricsOpen: boolean;
-  /** How other instances reach this one (SPEC §11 abort forwarding); default: the listen address. */
+  /** How other instances reach this one (docs/scaling.md abort forwarding); default: the listen address. */
   publicUrl: string | undefined;
+  /**
+   * Shared by every instance on one database: signs abort forwarding between them. Without it
+   * (or without `publicUrl`) an abort reaches only this process's requests (docs/scaling.md).
+   */
+  peerSecret: string | undefined;
 }
 
 export function readSettings(env: (name: string) => string | undefined): Settings {
@@ -34,7 +41,8 @@ export function readSettings(env: (name: string) => string | undefined): Setting
     adminToken: env("PULSEGATE_ADMIN_TOKEN") || undefined,
     timeScale,
     metricsOpen: env("PULSEGATE_METRICS_OPEN") === "1",
-    publicUrl: env("PULSEGATE_PUBLIC_URL")?.replace(/\/+$/, "") || undefined,
+    publicUrl: withoutTrailingSlashes(env("PULSEGATE_PUBLIC_URL") ?? "") || undefined,
+    peerSecret: env("PULSEGATE_PEER_SECRET") || undefined,
   };
 }
 

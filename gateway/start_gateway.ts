@@ -6,6 +6,8 @@ import { startHeartbeat } from "./live/instance_heartbeat.ts";
 import { storeConfig } from "../db/config_store.ts";
 import { syncStoredConfig } from "./live/config_sync.ts";
 import { observabilityApi } from "../admin/observability_api.ts";
+import { costsApi } from "../admin/costs_api.ts";
+import { KeyUsageMeter } from "./accept/key_usage_meter.ts";
 import { Exporter } from "./observability/exporter.ts";
 import { ObservabilityState } from "./observability/observability_state.ts";
 import type { AbortRegistry } from "./live/abort_registry.ts";
@@ -26,10 +28,12 @@ import { openCooldowns } from "./start/open_cooldowns.ts";
 import { openHistory } from "./start/open_history.ts";
 import { serverDeps } from "./start/server_deps.ts";
 import { upstreamFetch } from "./start/upstream_fetch.ts";
+import { forwardingOn } from "./live/abort_forwarding.ts";
+import { GuardrailMatcher } from "./accept/guardrail_matcher.ts";
 
 export { ConfigFileError } from "./start/load_config.ts";
 
-/** How long in-flight requests may finish after SIGTERM (docs/design.md). */
+/** docs/design.md "Settings": how long in-flight requests may finish after SIGTERM. */
 export const SHUTDOWN_GRACE_MS = 30_000;
 
 export interface StartOptions {
@@ -87,11 +91,14 @@ async function start(
   { clock, log, closers }: { clock: Clock; log: Logger; closers: Closers },
 ): Promise<Gateway> {
   const { settings } = opts;
+  // Made first: the history writer counts the rows it drops on it.
+  const metrics = new Metrics();
   const history = await openHistory(settings, {
     clock,
     log,
     closers,
     onHistoryBatch: opts.onHistoryBatch,
+    onDropped: (rows) => metrics.historyDropped.inc({}, rows),
     env: opts.env,
   });
   const { db, writer, instanceId, readiness } = history;
@@ -100,6 +107,9 @@ async function start(
   closers.add("upstream http client", upstream.close);
   const exporter = new Exporter({ clock, env: opts.env, fetch: upstream.fetch, log });
   closers.add("exporter", () => exporter.close());
+  // Flushed before the history writer closes: the last counts reach the database it still has.
+  const keyMeter = new KeyUsageMeter({ db, clock, log });
+  closers.add("key usage meter", () => keyMeter.flush());
   const observability = new ObservabilityState({ db, clock, exporter, log });
   if (readiness.ready) await observability.load();
   const loaded = await loadConfig(db, { ...opts, log, now: clock.now(), database });
@@ -109,9 +119,12 @@ async function start(
     loopback,
     shuttingDown: false,
     guardrails: () => observability.guardrails,
+    guardrailMatcher: new GuardrailMatcher({
+      onUnavailable: (err) => log.event("guardrail.worker_unavailable", { error: String(err) }),
+    }),
   };
+  closers.add("guardrail worker", () => state.guardrailMatcher.close());
   const cooldowns = await openCooldowns(db, { clock, log, state, load: readiness.ready });
-  const metrics = new Metrics();
   metrics.cooldown = () =>
     (state.config?.upstreams ?? []).map((u) => ({
       upstream: u.id,
@@ -129,8 +142,9 @@ async function start(
     fetch: upstream.fetch,
     exporter,
     metricsOpen: opts.metricsOpen ?? settings.metricsOpen,
+    keyMeter,
     demo: loaded.demo,
-    adminApis: [observabilityApi(observability)],
+    adminApis: [observabilityApi(observability), costsApi({ db, clock, state, meter: keyMeter })],
   });
   const server = Deno.serve({
     hostname: settings.host,
@@ -151,8 +165,9 @@ async function start(
       note: "no config given: serving the built-in demo route 'demo' with SIMULATED upstreams",
     });
   }
-  const announce = () =>
-    registerInstance(db, instanceId, { now: clock.now(), url: settings.publicUrl ?? url });
+  // Only an instance the others can sign for may be sent aborts (docs/scaling.md).
+  const reachAt = forwardingOn(settings) ? settings.publicUrl : undefined;
+  const announce = () => registerInstance(db, instanceId, { now: clock.now(), url: reachAt });
   // A database away at start: what was skipped above happens when it answers, in this order.
   const catchUp = async () => {
     await announce();

@@ -1,6 +1,13 @@
 import assert from "node:assert/strict";
 import type { ConfigInput } from "../gateway/config/schema.ts";
-import { chatRoute, eventually, postJson, startTestGateway, type TestGateway } from "./harness.ts";
+import {
+  chatRoute,
+  eventually,
+  postJson,
+  startTestGateway,
+  type TestGateway,
+  withGateway,
+} from "./harness.ts";
 import {
   chatStream,
   contentThenSilence,
@@ -15,26 +22,17 @@ const messages = [{ role: "user", content: "hi" }];
 const chat = (stream: boolean) => ({ model: "smart", stream, messages });
 const admin = { authorization: `Bearer ${ADMIN}` };
 
-async function withGateway(
+/** One fake upstream behind a gateway with the admin token; the config may name the fake. */
+function withAdmin(
   run: (gw: TestGateway, up: FakeUpstream) => Promise<void>,
-  opts: {
-    config?: (url: string) => ConfigInput;
-    env?: Record<string, string>;
-    scale?: number;
-  } = {},
+  opts: { config?: (url: string) => ConfigInput; env?: Record<string, string>; scale?: number } =
+    {},
 ): Promise<void> {
-  const up = startFakeUpstream();
-  const config = opts.config?.(up.url) ?? chatRoute([up.url], { failover });
-  const gw = await startTestGateway(config, {
+  return withGateway((gw, [up]) => run(gw, up!), {
+    config: ([url]) => opts.config?.(url!) ?? chatRoute([url!], { failover }),
     env: { PULSEGATE_ADMIN_TOKEN: ADMIN, ...opts.env },
     scale: opts.scale,
   });
-  try {
-    await run(gw, up);
-  } finally {
-    await gw.stop();
-    await up.close();
-  }
 }
 
 /** Aborts once the request is live, answering the control endpoint's response. */
@@ -44,7 +42,7 @@ async function abortWhenLive(gw: TestGateway, id: string): Promise<Response> {
 }
 
 Deno.test("abort before headers: 499 aborted, upstream connection closed, upstream not paused", async () => {
-  await withGateway(async (gw, up) => {
+  await withAdmin(async (gw, up) => {
     up.setHandler(() => headersNever);
     for (let i = 0; i < 3; i++) {
       const id = `abort-before-${i}`;
@@ -77,7 +75,7 @@ Deno.test("abort before headers: 499 aborted, upstream connection closed, upstre
 });
 
 Deno.test("abort during the opening hold and while waiting for a slot", async () => {
-  await withGateway(async (gw, up) => {
+  await withAdmin(async (gw, up) => {
     up.setHandler(() => silentAfterHeaders);
     const holding = postJson(`${gw.url}/v1/chat/completions`, chat(true), {
       "x-request-id": "hold",
@@ -133,7 +131,7 @@ const MID: Array<[string, string, unknown, RegExp]> = [
 
 for (const [format, path, body, ending] of MID) {
   Deno.test(`${format}: abort mid-stream ends with the client's error event`, async () => {
-    await withGateway(async (gw, up) => {
+    await withAdmin(async (gw, up) => {
       up.setHandler(() => contentThenSilence("partial"));
       const id = `mid-${format}`;
       const res = await postJson(`${gw.url}${path}`, body, { "x-request-id": id });
@@ -157,7 +155,7 @@ for (const [format, path, body, ending] of MID) {
 }
 
 Deno.test("a session abort stops every request of that session and nothing else", async () => {
-  await withGateway(async (gw, up) => {
+  await withAdmin(async (gw, up) => {
     up.setHandler(() => headersNever);
     const send = (id: string, session: string) =>
       postJson(`${gw.url}/v1/chat/completions`, chat(false), {
@@ -182,7 +180,7 @@ Deno.test("a session abort stops every request of that session and nothing else"
 
 Deno.test("abort of a finished or unknown id is 404; without a token, or with another key, refused", async () => {
   const keys = { PULSEGATE_KEY_A: "key-a", PULSEGATE_KEY_B: "key-b" };
-  await withGateway(async (gw, up) => {
+  await withAdmin(async (gw, up) => {
     up.setHandler(() => chatStream({ text: ["x"] }));
     const done = await postJson(`${gw.url}/v1/chat/completions`, chat(false), {
       "x-request-id": "finished",
@@ -235,8 +233,46 @@ Deno.test("abort of a finished or unknown id is 404; without a token, or with an
   });
 });
 
+Deno.test("a session id under two keys: each key's session abort stops only its own, never 403", async () => {
+  const keys = { PULSEGATE_KEY_A: "key-a", PULSEGATE_KEY_B: "key-b" };
+  await withAdmin(async (gw, up) => {
+    up.setHandler(() => headersNever);
+    const send = (id: string, key: string) =>
+      postJson(`${gw.url}/v1/chat/completions`, chat(false), {
+        authorization: `Bearer ${key}`,
+        "x-request-id": id,
+        "x-session-id": "shared",
+      });
+    const a1 = send("a-1", "key-a");
+    const b1 = send("b-1", "key-b");
+    const b2 = send("b-2", "key-b");
+    await eventually(() => gw.registry.size === 3);
+    const abortAs = (headers: Record<string, string>) =>
+      fetch(`${gw.url}/sessions/shared/abort`, { method: "POST", headers });
+    const byA = await abortAs({ authorization: "Bearer key-a" });
+    assert.equal(byA.status, 200, "key b's requests in the same id are no reason to refuse a");
+    assert.deepEqual(await byA.json(), { requests: ["a-1"] });
+    assert.equal((await a1).status, 499);
+    assert.ok(gw.registry.has("b-1") && gw.registry.has("b-2"), "key b's session runs on");
+    const again = await abortAs({ authorization: "Bearer key-a" });
+    assert.equal(again.status, 404);
+    assert.equal((await again.json()).error.code, "control.session_not_running");
+    const byAdmin = await abortAs(admin);
+    assert.equal(byAdmin.status, 200, "the operator stops the id under every key");
+    assert.deepEqual((await byAdmin.json()).requests.sort(), ["b-1", "b-2"]);
+    assert.equal((await b1).status, 499);
+    assert.equal((await b2).status, 499);
+  }, {
+    env: keys,
+    config: (url) => ({
+      ...chatRoute([url], { failover }),
+      keys: [{ id: "a", key_env: "PULSEGATE_KEY_A" }, { id: "b", key_env: "PULSEGATE_KEY_B" }],
+    }),
+  });
+});
+
 Deno.test("a client-named request id that is already live answers 409", async () => {
-  await withGateway(async (gw, up) => {
+  await withAdmin(async (gw, up) => {
     up.setHandler(() => headersNever);
     const first = postJson(`${gw.url}/v1/chat/completions`, chat(false), { "x-request-id": "dup" });
     await eventually(() => gw.registry.has("dup"));

@@ -23,7 +23,7 @@ Deno.test("tokens are compared whole", () => {
   assert.equal(safeEqual("", "a"), false);
 });
 
-Deno.test("settings: defaults of SPEC §2 and open metrics only when asked", () => {
+Deno.test("settings: the documented defaults and open metrics only when asked", () => {
   const s = readSettings(() => undefined);
   assert.equal(s.host, "127.0.0.1");
   assert.equal(s.port, 8080);

@@ -19,11 +19,12 @@ import { ADMIN } from "./admin_helpers.ts";
 import {
   chatError,
   chatStream,
+  chatWhole,
   contentThenSilence,
   silentAfterHeaders,
 } from "./fake_upstreams/openai_chat_script.ts";
 import { type FakeUpstream, startFakeUpstream } from "./fake_upstreams/server.ts";
-import { chatRoute, postJson, startTestGateway, type TestGateway } from "./harness.ts";
+import { chatRoute, postJson, startTestGateway, type TestGateway, withGateway } from "./harness.ts";
 
 // 36 s at the test scale: a hanging request stays live until the test ends it.
 const patient = { idle_timeout_secs: 3600, retries_per_candidate: 0 };
@@ -34,27 +35,21 @@ const ask = (stream: boolean) => ({
 });
 const good = { text: ["good ", "answer"], usage: { input: 7, output: 2 } };
 
-async function withGateway(
+/** `count` fake upstreams behind a gateway with the admin token (unless `token: false`). */
+function withUpstreams(
   count: number,
   run: (gw: TestGateway, ups: FakeUpstream[]) => Promise<void>,
   opts: { config?: (urls: string[]) => ConfigInput; token?: boolean } = {},
 ): Promise<void> {
-  const ups = Array.from({ length: count }, () => startFakeUpstream());
-  const urls = ups.map((u) => u.url);
-  const gw = await startTestGateway(
-    opts.config?.(urls) ?? chatRoute(urls, { failover: patient }),
-    { env: opts.token === false ? {} : { PULSEGATE_ADMIN_TOKEN: ADMIN } },
-  );
-  try {
-    await run(gw, ups);
-  } finally {
-    await gw.stop();
-    for (const u of ups) await u.close();
-  }
+  return withGateway(run, {
+    upstreams: count,
+    config: (urls) => opts.config?.(urls) ?? chatRoute(urls, { failover: patient }),
+    env: opts.token === false ? {} : { PULSEGATE_ADMIN_TOKEN: ADMIN },
+  });
 }
 
 Deno.test("admin API refuses a missing or wrong token, and says which", async () => {
-  await withGateway(1, async (gw) => {
+  await withUpstreams(1, async (gw) => {
     for (const path of ["/admin/api/session", "/admin/api/live", "/admin/api/requests"]) {
       const missing = await adminFetch(gw, path, { token: null });
       assert.equal(missing.status, 401, path);
@@ -72,7 +67,7 @@ Deno.test("admin API refuses a missing or wrong token, and says which", async ()
 });
 
 Deno.test("with no admin token on loopback the admin API is open", async () => {
-  await withGateway(1, async (gw) => {
+  await withUpstreams(1, async (gw) => {
     const res = await adminFetch(gw, "/admin/api/session", { token: null });
     assert.equal(res.status, 200);
     assert.equal(((await res.json()) as SessionInfo).tokenRequired, false);
@@ -80,7 +75,7 @@ Deno.test("with no admin token on loopback the admin API is open", async () => {
 });
 
 Deno.test("live feed: a streaming request shows its upstream, hop, state, idle time and session", async () => {
-  await withGateway(1, async (gw, [up]) => {
+  await withUpstreams(1, async (gw, [up]) => {
     up!.setHandler(() => contentThenSilence("partial "));
     const { rest } = await streamingRequest(gw, {
       "x-request-id": "live-1",
@@ -92,6 +87,7 @@ Deno.test("live feed: a streaming request shows its upstream, hop, state, idle t
     );
     const row = snapshot.requests.find((r) => r.id === "live-1")!;
     assert.equal(row.sessionId, "sess-1");
+    assert.equal(row.keyId, null, "the key that made it (none: open proxy)");
     assert.equal(row.clientFormat, "openai-chat");
     assert.equal(row.route, "smart");
     assert.equal(row.upstream, "up1");
@@ -136,7 +132,7 @@ Deno.test("live feed: the stream ends when the gateway stops, so an open tab nev
 });
 
 Deno.test("history: filters, keyset pages and each request's attempt chain", async () => {
-  await withGateway(2, async (gw, [a, b]) => {
+  await withUpstreams(2, async (gw, [a, b]) => {
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {
       // Requests 0, 2 and 4 fail over from a 500 on up1; 1 and 3 are answered by up1.
@@ -210,7 +206,7 @@ Deno.test("history: filters, keyset pages and each request's attempt chain", asy
 });
 
 Deno.test("health: slots in use, cooldown with its end, recent failures and latency", async () => {
-  await withGateway(2, async (gw, [a, b]) => {
+  await withUpstreams(2, async (gw, [a, b]) => {
     a!.setHandler(() => chatError(500, "down"));
     b!.setHandler(() => chatStream(good));
     for (let i = 0; i < 2; i++) {
@@ -249,8 +245,58 @@ Deno.test("health: slots in use, cooldown with its end, recent failures and late
   });
 });
 
+Deno.test("health controls: the pause's reason, resume at once, disable and enable an upstream", async () => {
+  await withUpstreams(2, async (gw, [a, b]) => {
+    a!.setHandler(() => chatError(500, "down"));
+    b!.setHandler(() => chatWhole(good));
+    const ask1 = async () => {
+      const res = await postJson(`${gw.url}/v1/chat/completions`, ask(false));
+      assert.equal(res.status, 200);
+      await res.text();
+    };
+    const health = async () =>
+      (await (await adminFetch(gw, "/admin/api/health")).json()) as HealthView;
+    const control = (id: string, action: string) =>
+      adminFetch(gw, `/admin/api/upstreams/${id}/${action}`, { body: {} });
+    await ask1();
+    let up1 = (await health()).upstreams[0]!;
+    assert.equal(up1.paused, true);
+    assert.equal(up1.pauseReason, "1 failure in a row; last: gw.upstream.error");
+    await ask1();
+    assert.equal(a!.calls.length, 1, "paused: up1 is skipped");
+
+    const resumed = await control("up1", "resume");
+    assert.equal(resumed.status, 200);
+    up1 = (await health()).upstreams[0]!;
+    assert.equal(up1.paused, false);
+    assert.equal(up1.pauseReason, null);
+    a!.setHandler(() => chatWhole(good));
+    await ask1();
+    assert.equal(a!.calls.length, 2, "resumed: up1 is tried again at once");
+
+    assert.equal((await control("up1", "disable")).status, 200);
+    await ask1();
+    assert.equal(a!.calls.length, 2, "disabled: no route sends to up1");
+    assert.equal((await health()).upstreams[0]!.enabled, false);
+    const stored = await loadStoredConfig(gw.db);
+    const body = stored!.body as { upstreams: { id: string; enabled?: boolean }[] };
+    assert.equal(body.upstreams.find((u) => u.id === "up1")!.enabled, false, "stored");
+
+    assert.equal((await control("up1", "enable")).status, 200);
+    await ask1();
+    assert.equal(a!.calls.length, 3, "enabled again");
+    const unknown = await control("nope", "resume");
+    assert.equal(unknown.status, 404);
+    assert.equal((await unknown.json()).error.code, "admin.upstream_not_found");
+    assert.equal((await control("nope", "disable")).status, 404);
+  }, {
+    config: (urls) =>
+      chatRoute(urls, { failover: { ...patient, failures_to_pause: 1, pause_secs: 600 } }),
+  });
+});
+
 Deno.test("config: a save is validated as a whole, each problem at its key path, and applied at once", async () => {
-  await withGateway(1, async (gw, [up]) => {
+  await withUpstreams(1, async (gw, [up]) => {
     up!.setHandler(() => chatStream(good));
     const before: ConfigView = await (await adminFetch(gw, "/admin/api/config")).json();
     assert.equal(before.source, "stored");
@@ -307,7 +353,7 @@ Deno.test("config: a save is validated as a whole, each problem at its key path,
 });
 
 Deno.test("config: bodies that are not JSON are refused without touching the config", async () => {
-  await withGateway(1, async (gw) => {
+  await withUpstreams(1, async (gw) => {
     const plain = await fetch(`${gw.url}/admin/api/config`, {
       method: "PUT",
       headers: { authorization: `Bearer ${ADMIN}`, "content-type": "text/plain" },
@@ -383,7 +429,7 @@ Deno.test("safe mode: the config view names each problem and the repair, which r
 });
 
 Deno.test("the page is served from memory with its hashed assets and a strict policy", async () => {
-  await withGateway(1, async (gw) => {
+  await withUpstreams(1, async (gw) => {
     const page = await fetch(`${gw.url}/admin`);
     assert.equal(page.status, 200);
     assert.match(page.headers.get("content-security-policy") ?? "", /frame-ancestors 'none'/);

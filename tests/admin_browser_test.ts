@@ -20,7 +20,7 @@ import {
   silentAfterHeaders,
 } from "./fake_upstreams/openai_chat_script.ts";
 import { type FakeUpstream, startFakeUpstream } from "./fake_upstreams/server.ts";
-import { chatRoute, postJson, startTestGateway, type TestGateway } from "./harness.ts";
+import { chatRoute, postJson, startTestGateway, type TestGateway, withGateway } from "./harness.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
 const CHILD_ENV = "PULSEGATE_BROWSER_TEST_CHILD";
@@ -50,26 +50,25 @@ async function closeTabs(): Promise<void> {
 const hasChromium = await Deno.stat(CHROMIUM).then(() => true, () => false);
 if (!hasChromium) console.log(`admin browser test SKIPPED: no ${CHROMIUM}`);
 
-async function withGateway(
+/** A gateway with the admin token over fake upstreams; the browser's tabs close before it stops. */
+function withAdminPage(
   run: (gw: TestGateway, ups: FakeUpstream[]) => Promise<void>,
   opts: { upstreams?: number; config?: (urls: string[]) => ConfigInput; dir?: string } = {},
 ): Promise<void> {
-  const ups = Array.from({ length: opts.upstreams ?? 1 }, () => startFakeUpstream());
-  const urls = ups.map((u) => u.url);
-  const config = opts.dir
-    ? undefined
-    : opts.config?.(urls) ?? chatRoute(urls, { failover: patient });
-  const gw = await startTestGateway(config, {
+  return withGateway(async (gw, ups) => {
+    try {
+      await run(gw, ups);
+    } finally {
+      await closeTabs();
+    }
+  }, {
+    upstreams: opts.upstreams,
+    // A given data directory starts from the config stored there.
+    config: (urls) =>
+      opts.dir ? undefined : opts.config?.(urls) ?? chatRoute(urls, { failover: patient }),
     dir: opts.dir,
     env: { PULSEGATE_ADMIN_TOKEN: ADMIN },
   });
-  try {
-    await run(gw, ups);
-  } finally {
-    await closeTabs();
-    await gw.stop();
-    for (const u of ups) await u.close();
-  }
 }
 
 /** A fresh tab (own sessionStorage) on /admin; signed in unless told otherwise. */
@@ -158,7 +157,7 @@ test({
     });
     try {
       await t.step("a wrong token is refused with a visible message", async () => {
-        await withGateway(async (gw) => {
+        await withAdminPage(async (gw) => {
           const page = await openAdmin(browser, gw, { token: "not-the-token" });
           const refusal = page.getByRole("alert");
           await refusal.waitFor(WAIT);
@@ -177,7 +176,7 @@ test({
       await t.step(
         "a live stream appears in the live list; its Abort button stops it",
         async () => {
-          await withGateway(async (gw, [up]) => {
+          await withAdminPage(async (gw, [up]) => {
             up!.setHandler(() => contentThenSilence("partial "));
             const page = await openAdmin(browser, gw);
             const { rest } = await streamingRequest(gw, {
@@ -192,12 +191,41 @@ test({
             assert.match(cells, /up1 \(hop 1\)/);
             assert.match(cells, /openai-chat · stream/);
             await shot(page.locator("#live"), "admin-live");
+            // Totals per state, a filter that hides the row, then back.
+            assert.match(await text(page.locator("#live .totals")), /1 request · 1 streaming/);
+            await page.locator('select[name="live-state"]').selectOption("streaming");
+            await page.locator('select[name="live-upstream"]').selectOption("up1");
+            await row.waitFor(WAIT);
+            await page.locator('input[name="live-session"]').fill("nope");
+            await page.locator("#live").getByText("No running request matches.").waitFor(WAIT);
+            await page.locator('input[name="live-session"]').fill("chat");
+            await row.waitFor(WAIT);
+            // Abort asks first, naming the request, with focus on the confirmation; Cancel stops
+            // nothing.
             await row.getByRole("button", { name: "Abort request live-1" }).click();
+            const prompt = page.locator("#live").getByRole("alertdialog");
+            await prompt.waitFor(WAIT);
+            assert.match(await text(prompt), /Abort request live-1\?/);
+            assert.equal(
+              await page.evaluate(() => document.activeElement?.textContent),
+              "Abort request live-1",
+              "focus moves to the confirmation",
+            );
+            await prompt.getByRole("button", { name: "Cancel" }).click();
+            await prompt.waitFor({ state: "detached", ...WAIT });
+            assert.equal(gw.registry.has("live-1"), true, "cancel aborts nothing");
+            await row.getByRole("button", { name: "Abort request live-1" }).click();
+            await prompt.getByRole("button", { name: "Abort request live-1" }).click();
             const result = page.locator("#live .notice");
             await result.waitFor(WAIT);
-            assert.equal(
+            assert.match(
               await text(result),
-              "Aborted request live-1: 1 request stopped (live-1)",
+              /^Aborted request live-1: 1 request stopped \(live-1\)/,
+            );
+            assert.equal(
+              await page.evaluate(() => document.activeElement?.getAttribute("role")),
+              "status",
+              "after the abort, focus is on its result",
             );
             const seen = await rest;
             assert.match(seen, /data: \{"error":/, "the client's stream ends with an error event");
@@ -211,7 +239,7 @@ test({
       );
 
       await t.step("Abort session stops every request of that session and no other", async () => {
-        await withGateway(async (gw, [up]) => {
+        await withAdminPage(async (gw, [up]) => {
           up!.setHandler(() => contentThenSilence("partial "));
           const page = await openAdmin(browser, gw);
           const a = await streamingRequest(gw, {
@@ -231,12 +259,16 @@ test({
           }
           await liveRow(page, "sa-2").getByRole("button", { name: "Abort session sess-A" })
             .click();
+          await page.locator("#live").getByRole("alertdialog")
+            .getByRole("button", { name: "Abort session sess-A" }).click();
           const result = page.locator("#live .notice");
           await result.waitFor(WAIT);
-          assert.equal(
+          assert.match(
             await text(result),
-            "Aborted session sess-A: 2 requests stopped (sa-1, sa-2)",
+            /^Aborted session sess-A: 2 requests stopped \(sa-1, sa-2\)/,
           );
+          await result.getByRole("button", { name: "Dismiss" }).click();
+          await result.waitFor({ state: "detached", ...WAIT });
           for (const seen of [await a.rest, await b.rest]) {
             assert.match(seen, /gw\.request\.aborted/);
           }
@@ -246,6 +278,8 @@ test({
           await eventually(async () => await liveRow(page, "sa-1").count() === 0);
           assert.equal(await liveRow(page, "sb-1").count(), 1, "the other session runs on");
           await liveRow(page, "sb-1").getByRole("button", { name: "Abort request sb-1" }).click();
+          await page.locator("#live").getByRole("alertdialog")
+            .getByRole("button", { name: "Abort request sb-1" }).click();
           assert.match(await other.rest, /gw\.request\.aborted/);
         });
       });
@@ -253,7 +287,7 @@ test({
       await t.step(
         "history shows the attempt chain of a failed-over request; health its cost",
         async () => {
-          await withGateway(async (gw, [a, b]) => {
+          await withAdminPage(async (gw, [a, b]) => {
             a!.enqueue(chatStream(good), silentAfterHeaders, chatError(500, "upstream broke"));
             b!.enqueue(chatStream(good), chatError(503, "also down"));
             for (const id of ["ok-1", "fo-1", "fail-1"]) {
@@ -308,13 +342,30 @@ test({
             });
             assert.equal(await history.locator("tbody tr[data-request-id]").count(), 1);
             assert.equal(await history.locator('tr[data-request-id="fail-1"]').count(), 1);
+            // The filters pick from known values: the configured upstreams, the outcome kinds.
+            assert.deepEqual(
+              await history.getByLabel("Upstream").locator("option").allTextContents(),
+              ["any", "up1", "up2"],
+            );
+            await history.getByLabel("Outcome").selectOption({
+              label: "idle timeout before content",
+            });
+            await history.getByRole("button", { name: "Search" }).click();
+            await history.locator('tr[data-request-id="fo-1"]').waitFor(WAIT);
+            assert.equal(await history.locator("tbody tr[data-request-id]").count(), 1);
 
             const up1 = page.locator('#health tr[data-upstream="up1"]');
             await up1.waitFor(WAIT);
             assert.match(await text(up1), /0 \/ 64/);
             assert.match(await text(up1), /paused until/, "two failures in a row paused it");
             assert.match(await text(up1), /3 attempts · 2 failed/);
+            assert.match(await text(up1), /2 failures in a row; last: gw\.upstream\.error/);
+            assert.doesNotMatch(await text(up1), /0 failures in a row/);
             await shot(page.locator("#health"), "admin-health");
+            await up1.getByRole("button", { name: "Resume up1" }).click();
+            await page.getByText("Upstream up1 resumed").waitFor(WAIT);
+            await up1.getByText("ok", { exact: true }).waitFor(WAIT);
+            assert.equal(gw.cooldowns.isPaused("up1"), false);
           }, {
             upstreams: 2,
             config: (urls) =>
@@ -334,7 +385,7 @@ test({
       await t.step(
         "the config editor shows each problem at its key path; a valid save applies",
         async () => {
-          await withGateway(async (gw) => {
+          await withAdminPage(async (gw) => {
             const page = await openAdmin(browser, gw);
             const editor = page.getByLabel("Config JSON");
             await eventually(async () => (await editor.inputValue()).includes("3600"));
@@ -381,7 +432,7 @@ test({
           const config = chatRoute([up.url]);
           const dir = await dirWithStoredConfig({ ...config, failover: { idle_timeout: 30 } });
           try {
-            await withGateway(async (gw) => {
+            await withAdminPage(async (gw) => {
               const refused = await postJson(`${gw.url}/v1/chat/completions`, ask(false));
               assert.equal(refused.status, 503);
               assert.equal((await refused.json()).error.code, "config.invalid");
@@ -431,7 +482,7 @@ test({
       );
 
       await t.step("on a phone the page fits the screen", async () => {
-        await withGateway(async (gw, [up]) => {
+        await withAdminPage(async (gw, [up]) => {
           up!.setHandler(() => contentThenSilence("partial "));
           const page = await openAdmin(browser, gw, { width: 390 });
           const { rest } = await streamingRequest(gw, {
@@ -446,6 +497,8 @@ test({
           await shot(page.locator("#live"), "admin-phone-live");
           await liveRow(page, "phone-1").getByRole("button", { name: "Abort request phone-1" })
             .click();
+          await page.locator("#live").getByRole("alertdialog")
+            .getByRole("button", { name: "Abort request phone-1" }).click();
           assert.match(await rest, /gw\.request\.aborted/);
         });
       });

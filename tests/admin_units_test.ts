@@ -1,3 +1,12 @@
+import {
+  ALL_LIVE,
+  choices,
+  type LiveView,
+  stateTotals,
+  tokensPerSecond,
+  viewRows,
+} from "../admin/client/live_view.ts";
+import type { LiveRow } from "../admin/api_types.ts";
 import assert from "node:assert/strict";
 import { createSseParser, type SseEvent } from "../admin/client/sse_parser.ts";
 import { formatMs, formatTokens } from "../admin/client/format.ts";
@@ -111,4 +120,44 @@ Deno.test("admin guard: with no token beyond loopback the API is closed, whateve
     assert.equal(body.error.code, "admin.closed");
     assert.match(body.error.message, /PULSEGATE_ADMIN_TOKEN/);
   }
+});
+
+Deno.test("live view: filters by route, upstream, state and session; orders; totals per state", () => {
+  const row = (id: string, fields: Partial<LiveRow>): LiveRow => ({
+    id,
+    sessionId: null,
+    keyId: null,
+    clientFormat: "openai-chat",
+    route: "smart",
+    stream: true,
+    upstream: "up1",
+    hop: 1,
+    state: "streaming",
+    startedAt: 1_000,
+    elapsedMs: 5_000,
+    idleMs: 100,
+    firstContentMs: 1_000,
+    inputTokens: null,
+    outputTokens: null,
+    aborting: false,
+    ...fields,
+  });
+  const rows = [
+    row("a", { startedAt: 3_000, sessionId: "chat-1" }),
+    row("b", { startedAt: 1_000, upstream: "up2", idleMs: 900 }),
+    row("c", { startedAt: 2_000, state: "holding", idleMs: null, elapsedMs: 400 }),
+  ];
+  const ids = (view: Partial<LiveView>) =>
+    viewRows(rows, { ...ALL_LIVE, ...view }).map((r) => r.id);
+  assert.deepEqual(ids({}), ["b", "c", "a"]);
+  assert.deepEqual(ids({ sort: "newest" }), ["a", "c", "b"]);
+  assert.deepEqual(ids({ sort: "idle" }), ["b", "c", "a"]);
+  assert.deepEqual(ids({ upstream: "up1" }), ["c", "a"]);
+  assert.deepEqual(ids({ state: "holding" }), ["c"]);
+  assert.deepEqual(ids({ session: "chat" }), ["a"]);
+  assert.deepEqual(ids({ route: "other" }), []);
+  assert.deepEqual(stateTotals(rows), [["holding", 1], ["streaming", 2]]);
+  assert.deepEqual(choices(rows, (r) => r.upstream), ["up1", "up2"]);
+  assert.equal(tokensPerSecond(row("d", { outputTokens: 40 })), 10, "40 tokens over 4 s");
+  assert.equal(tokensPerSecond(row("e", {})), null, "no tokens yet");
 });

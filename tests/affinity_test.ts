@@ -169,3 +169,37 @@ Deno.test("an idle timeout records the input tokens the upstream may have billed
     await b.close();
   }
 });
+
+Deno.test("a session id under two keys is two sessions: one key's pin never steers the other", async () => {
+  const a = startFakeUpstream();
+  const b = startFakeUpstream();
+  const config = {
+    ...twoUpstreams([a.url, b.url], { models: ["m1", "m2"] }),
+    keys: [{ id: "ka", key_env: "KEY_A" }, { id: "kb", key_env: "KEY_B" }],
+  };
+  const gw = await startTestGateway(config, { env: { KEY_A: "secret-a", KEY_B: "secret-b" } });
+  const ask = (key: string) =>
+    postJson(`${gw.url}/v1/chat/completions`, { model: "smart", messages }, {
+      authorization: `Bearer ${key}`,
+      "x-session-id": "conv-shared",
+    });
+  try {
+    a.enqueue(chatError(500, "hiccup"));
+    a.setHandler(() => chatWhole(good));
+    b.setHandler(() => chatWhole(good));
+    assert.equal((await (await ask("secret-a")).json()).choices[0].message.content, "ok");
+    assert.deepEqual([a.calls.length, b.calls.length], [1, 1], "key a's session pinned to up2");
+    const other = await ask("secret-b");
+    assert.equal(other.status, 200);
+    await other.body?.cancel();
+    assert.deepEqual([a.calls.length, b.calls.length], [2, 1], "key b starts at up1, unpinned");
+    await (await ask("secret-a")).body?.cancel();
+    assert.deepEqual([a.calls.length, b.calls.length], [2, 2], "key a stays on up2");
+    await (await ask("secret-b")).body?.cancel();
+    assert.deepEqual([a.calls.length, b.calls.length], [3, 2], "key b's own pin is up1");
+  } finally {
+    await gw.stop();
+    await a.close();
+    await b.close();
+  }
+});

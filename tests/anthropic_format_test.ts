@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import Anthropic from "@anthropic-ai/sdk";
+import { anthropicAnswering, encodeEvents, streamResponse } from "./format_kit.ts";
 import { anthropicClient, anthropicUpstream } from "../gateway/formats/anthropic/mod.ts";
 import { anthropicEventIsContent } from "../gateway/formats/anthropic/pulse.ts";
 import {
@@ -25,7 +26,7 @@ import {
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-// ---------------------------------------------------------------- pulse (SPEC §5)
+// ---------------------------------------------------------------- pulse (docs/design.md "Pulse")
 
 const pulseCases: { name: string; event: string; data: unknown; content: boolean }[] = [
   {
@@ -594,21 +595,8 @@ Deno.test("anthropic upstream errors: the scripted error bodies classify by stat
 
 // ---------------------------------------------------------------- client side, via the official SDK
 
-/** An SDK client whose fetch answers `response` without touching the network. */
-function sdkWith(response: () => Response): Anthropic {
-  return new Anthropic({
-    apiKey: "test",
-    baseURL: "http://127.0.0.1:1",
-    maxRetries: 0,
-    fetch: () => Promise.resolve(response()),
-  });
-}
-
-function sseResponse(bytes: Uint8Array[]): Response {
-  return new Response(ReadableStream.from(bytes), {
-    headers: { "content-type": "text/event-stream; charset=utf-8" },
-  });
-}
+const sdkWith = (reply: () => Response) => anthropicAnswering(reply).client;
+const encodeAll = (events: IrEvent[]) => encodeEvents(anthropicClient, events);
 
 const sdkParams = {
   model: "smart",
@@ -631,15 +619,9 @@ const chatLikeEvents: IrEvent[] = [
   },
 ];
 
-function encodeAll(events: IrEvent[]): Uint8Array[] {
-  const enc = anthropicClient.streamEncoder({ id: "req-1", model: "smart" });
-  const out = [enc.open(), ...events.map((e) => enc.encode(e)), enc.close()];
-  return out.filter((b): b is Uint8Array => b !== null);
-}
-
 Deno.test("anthropic stream encode: the official SDK accumulates our stream", async () => {
   const bytes = encodeAll(chatLikeEvents);
-  const stream = sdkWith(() => sseResponse(bytes)).messages.stream(sdkParams);
+  const stream = sdkWith(() => streamResponse(bytes)).messages.stream(sdkParams);
   const texts: string[] = [];
   stream.on("text", (t) => void texts.push(t));
   const message = await stream.finalMessage();
@@ -694,7 +676,8 @@ Deno.test("anthropic stream encode: usage alone opens nothing, plain stop stays 
     { type: "text", text: "ok" },
     { type: "finish", reason: "length" },
   ]);
-  const message = await sdkWith(() => sseResponse(bytes)).messages.stream(sdkParams).finalMessage();
+  const message = await sdkWith(() => streamResponse(bytes)).messages.stream(sdkParams)
+    .finalMessage();
   assert.equal(message.stop_reason, "max_tokens");
   assert.equal(message.usage.input_tokens, 7);
   assert.deepEqual(message.content, [{ type: "text", text: "ok" }]);
@@ -783,7 +766,7 @@ for (const c of errorCases) {
     const bytes = [enc.encode({ type: "text", text: "partial" }), enc.error(c.err)]
       .filter((b): b is Uint8Array => b !== null);
     assert.match(decoder.decode(bytes.at(-1)), /^event: error\ndata: /);
-    const stream = await sdkWith(() => sseResponse(bytes)).messages.create({
+    const stream = await sdkWith(() => streamResponse(bytes)).messages.create({
       ...sdkParams,
       stream: true,
     });

@@ -85,7 +85,7 @@ const weatherScript: BedrockScript = {
   usage: { input: 20, output: 9, cacheRead: 100 },
 };
 
-// --- pulse (SPEC §5) ---------------------------------------------------------
+// --- pulse (docs/design.md "Pulse") ---------------------------------------------------------
 
 const pulseTable: { name: string; message: Uint8Array; content: boolean }[] = [
   {
@@ -595,6 +595,7 @@ Deno.test("bedrock stream: corrupt, truncated and absurd frames end with one err
 
   const absurd = await decode([new Uint8Array([0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0])]);
   assert.equal(absurd.length, 1);
+  assert.equal(absurd[0]?.error?.code, "gw.upstream.bad_response");
   assert.match(absurd[0]?.error?.message ?? "", /announced a 4294967295-byte message/);
 });
 

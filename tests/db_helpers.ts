@@ -47,6 +47,7 @@ export function requestRecord(overrides: Partial<RequestRecord> = {}): RequestRe
     outputTokens: null,
     cachedTokens: null,
     reasoningTokens: null,
+    costUsd: null,
     ...overrides,
   };
 }
@@ -68,6 +69,8 @@ export function attemptRecord(overrides: Partial<AttemptRecord> = {}): AttemptRe
     inputTokens: null,
     outputTokens: null,
     droppedHeaders: null,
+    costUsd: null,
+    resumeOffset: null,
     ...overrides,
   };
 }

@@ -2,13 +2,14 @@ import assert from "node:assert/strict";
 import {
   countRequests,
   getRequest,
+  type HistoryOutcome,
   listAttemptsFor,
   listRequests,
   type ListRequestsOptions,
   listRequestsStatement,
 } from "../db/history_queries.ts";
 import { HistoryWriter } from "../db/history_writer.ts";
-import type { RequestRecord } from "../db/records.ts";
+import type { AttemptRecord, RequestRecord } from "../db/records.ts";
 import { attemptRecord, manualTimers, requestRecord, withTempDb } from "./db_helpers.ts";
 
 const ROUTES = ["smart", "fast"] as const;
@@ -140,5 +141,46 @@ Deno.test("the state filter finds live rows through the partial index", async ()
     assert.deepEqual((await listRequests(db, { state: "open" })).map((r) => r.id), ["live"]);
     assert.equal(await countRequests(db, { state: "open" }), 1);
     assert.equal(await countRequests(db, { state: "closed" }), 30);
+  });
+});
+
+Deno.test("history outcome filters: the request's result, or what happened on its hops", async () => {
+  await withTempDb(async ({ db }) => {
+    const writer = new HistoryWriter(db, manualTimers);
+    const closed = (id: string, fields: Partial<RequestRecord>) =>
+      writer.writeRequest(requestRecord({ id, state: "closed", outcome: "success", ...fields }));
+    const hop = (requestId: string, hop: number, fields: Partial<AttemptRecord>) =>
+      writer.writeAttempt(attemptRecord({ requestId, hop, outcome: "success", ...fields }));
+    closed("plain", {});
+    hop("plain", 1, {});
+    closed("retried", {});
+    hop("retried", 1, { outcome: "error", errorCode: "gw.upstream.error" });
+    hop("retried", 2, {});
+    closed("over", {});
+    hop("over", 1, { outcome: "idle_timeout", errorCode: "gw.upstream.idle_timeout" });
+    hop("over", 2, { upstream: "openai" });
+    closed("cut", { outcome: "error", errorCode: "gw.upstream.idle_timeout_mid_stream" });
+    hop("cut", 1, { outcome: "idle_timeout", errorCode: "gw.upstream.idle_timeout_mid_stream" });
+    closed("stopped", { outcome: "error", errorCode: "gw.request.aborted" });
+    closed("left", { outcome: "error", errorCode: "gw.client.disconnected" });
+    closed("hedge", {});
+    hop("hedge", 1, { outcome: "hedge_lost" as AttemptRecord["outcome"] });
+    hop("hedge", 2, { upstream: "openai" });
+    closed("resume", {});
+    hop("resume", 1, { outcome: "idle_timeout", errorCode: "gw.upstream.idle_timeout_mid_stream" });
+    hop("resume", 2, { upstream: "openai", outcome: "resumed" as AttemptRecord["outcome"] });
+    assert.equal(await writer.close(), true);
+    const ids = async (outcome: HistoryOutcome) =>
+      (await listRequests(db, { outcome })).map((r) => r.id).sort();
+    assert.deepEqual(await ids("success"), ["hedge", "over", "plain", "resume", "retried"]);
+    assert.deepEqual(await ids("error"), ["cut", "left", "stopped"]);
+    assert.deepEqual(await ids("aborted"), ["stopped"]);
+    assert.deepEqual(await ids("client_disconnected"), ["left"]);
+    assert.deepEqual(await ids("idle_timeout"), ["over"]);
+    assert.deepEqual(await ids("idle_timeout_mid_stream"), ["cut", "resume"]);
+    // A retry on the same upstream is not a failover.
+    assert.deepEqual(await ids("failed_over"), ["hedge", "over", "resume"]);
+    assert.deepEqual(await ids("hedged"), ["hedge"]);
+    assert.deepEqual(await ids("resumed"), ["resume"]);
   });
 });

@@ -57,6 +57,7 @@ Deno.test("a fresh database gets every shipped migration", async () => {
       "destinations",
       "guardrails",
       "instances",
+      "key_usage",
       "requests",
       "schema_version",
     ]);

@@ -54,6 +54,7 @@ Deno.test("cooldowns: rows round-trip, update in place and can be deleted", asyn
       consecutiveFailures: 3,
       pauseCount: 2,
       pausedUntil: 1_700_000_120_000,
+      reason: "3 failures in a row; last: gw.upstream.error",
       updatedAt: 1_700_000_000_000,
     };
     const healthy: CooldownRow = {
@@ -61,13 +62,20 @@ Deno.test("cooldowns: rows round-trip, update in place and can be deleted", asyn
       consecutiveFailures: 1,
       pauseCount: 0,
       pausedUntil: null,
+      reason: null,
       updatedAt: 1_700_000_000_500,
     };
     await saveCooldown(db, paused);
     await saveCooldown(db, healthy);
     assert.deepEqual(await loadCooldowns(db), [healthy, paused]);
 
-    const reset = { ...paused, consecutiveFailures: 0, pauseCount: 0, pausedUntil: null };
+    const reset = {
+      ...paused,
+      consecutiveFailures: 0,
+      pauseCount: 0,
+      pausedUntil: null,
+      reason: null,
+    };
     await saveCooldown(db, reset);
     assert.deepEqual(await loadCooldowns(db), [healthy, reset]);
 
@@ -83,6 +91,7 @@ Deno.test("a write refused by a lock does not poison later writes", async () => 
       consecutiveFailures: 1,
       pauseCount: 0,
       pausedUntil: null,
+      reason: null,
       updatedAt: 1,
     };
     const other = await openDatabase(url);

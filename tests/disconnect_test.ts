@@ -15,10 +15,6 @@ const messages = [{ role: "user", content: "hi" }];
 const chat = (stream: boolean) => ({ model: "smart", stream, messages });
 const good = { text: ["fine"], usage: { input: 3, output: 1 } };
 
-async function settle(check: () => boolean): Promise<void> {
-  for (let i = 0; i < 300 && !check(); i++) await new Promise((r) => setTimeout(r, 10));
-}
-
 Deno.test("a non-streaming caller that times out is logged 499 once, with one attempt", async () => {
   const up = startFakeUpstream({ fallback: () => headersNever });
   const gw = await startTestGateway(chatRoute([up.url], { failover: { idle_timeout_secs: 300 } }));
@@ -27,7 +23,7 @@ Deno.test("a non-streaming caller that times out is logged 499 once, with one at
     const pending = fetch(`${gw.url}/v1/chat/completions`, {
       method: "POST",
       body: JSON.stringify(chat(false)),
-      headers: { "x-request-id": "leaver" },
+      headers: { "content-type": "application/json", "x-request-id": "leaver" },
       signal: caller.signal,
     });
     // Leaves once the upstream has the request (not after a fixed 100 ms, which a loaded
@@ -35,7 +31,7 @@ Deno.test("a non-streaming caller that times out is logged 499 once, with one at
     await eventually(() => up.calls.length === 1);
     caller.abort();
     await assert.rejects(pending);
-    await settle(() => gw.metrics.inflight === 0);
+    await eventually(() => gw.metrics.inflight === 0, { what: "no request in flight" });
     const { request, attempts } = await gw.row("leaver");
     assert.equal(request.status, 499);
     assert.equal(request.errorCode, "gw.client.disconnected");
@@ -75,7 +71,7 @@ Deno.test("a stream abandoned mid-body is logged 499 with the tokens it had bill
     const reader = res.body!.getReader();
     await reader.read();
     await reader.cancel();
-    await settle(() => gw.metrics.inflight === 0);
+    await eventually(() => gw.metrics.inflight === 0, { what: "no request in flight" });
     const { request, attempts } = await gw.row("half");
     assert.equal(request.status, 499);
     assert.equal(request.errorCode, "gw.client.disconnected");
@@ -100,14 +96,14 @@ Deno.test("a caller who leaves during a retry backoff costs one failure charge, 
     const pending = fetch(`${gw.url}/v1/chat/completions`, {
       method: "POST",
       body: JSON.stringify(chat(false)),
-      headers: { "x-request-id": "backoff" },
+      headers: { "content-type": "application/json", "x-request-id": "backoff" },
       signal: caller.signal,
     });
     // The failure is charged before the backoff starts: leave right after it, well inside it.
     await eventually(() => gw.cooldowns.get("up1").consecutiveFailures === 1);
     caller.abort();
     await assert.rejects(pending);
-    await settle(() => gw.metrics.inflight === 0);
+    await eventually(() => gw.metrics.inflight === 0, { what: "no request in flight" });
     const { request, attempts } = await gw.row("backoff");
     assert.equal(request.status, 499);
     assert.equal(attempts.length, 1);
@@ -178,19 +174,21 @@ Deno.test("200 concurrent requests, half abandoned: in-flight returns to 0, one 
       const res = fetch(`${gw.url}/v1/chat/completions`, {
         method: "POST",
         body: JSON.stringify(chat(stream)),
-        headers: { "x-request-id": id },
+        headers: { "content-type": "application/json", "x-request-id": id },
         signal: caller.signal,
       });
       if (i % 4 < 2) {
         // Leave once the gateway has the request, at a spread of moments after that.
-        await settle(() => gw.registry.has(id));
+        let ended = false;
+        res.finally(() => (ended = true)).catch(() => {});
+        await eventually(() => gw.registry.has(id) || ended, { what: `${id} is live` });
         setTimeout(() => caller.abort(), (i % 7) * 15);
         await res.then((r) => r.text()).catch(() => {});
       } else {
         await (await res).text();
       }
     }));
-    await settle(() => gw.metrics.inflight === 0);
+    await eventually(() => gw.metrics.inflight === 0, { what: "no request in flight" });
     assert.equal(gw.metrics.inflight, 0);
     assert.equal(gw.registry.size, 0);
     assert.equal(gw.slots.inFlight("up1"), 0);

@@ -4,7 +4,7 @@ import { ApiError, GoogleGenAI } from "@google/genai";
 import OpenAI from "openai";
 import { getRequest } from "../db/history_queries.ts";
 import type { ConfigInput } from "../gateway/config/schema.ts";
-import { startTestGateway, type TestGateway } from "./harness.ts";
+import { TEST_SCALE, type TestGateway, withGateway } from "./harness.ts";
 import { type FakeUpstream, type Script, startFakeUpstream } from "./fake_upstreams/server.ts";
 import { errorBody } from "./fake_upstreams/anthropic_script.ts";
 
@@ -43,19 +43,27 @@ function counterUpstream(path: RegExp, answer: Script): FakeUpstream {
   });
 }
 
-async function withGateway(
+/** A gateway whose one route is served by `upstream` as a `kind` upstream; closes both. */
+function withKind(
   kind: Kind,
   upstream: FakeUpstream,
   run: (gw: TestGateway) => Promise<void>,
-  opts: { keys?: ConfigInput["keys"] } = {},
+  opts: { keys?: ConfigInput["keys"]; scale?: number } = {},
 ): Promise<void> {
-  const gw = await startTestGateway(config(kind, upstream.url, opts), { env: ENV });
-  try {
-    await run(gw);
-  } finally {
-    await gw.stop();
-    await upstream.close();
-  }
+  return withGateway(async (gw) => {
+    try {
+      await run(gw);
+    } finally {
+      await upstream.close();
+    }
+  }, {
+    upstreams: 0,
+    config: () => config(kind, upstream.url, opts),
+    env: ENV,
+    // Real time unless asked: the 10 s token-counter deadline would be 100 ms at the test
+    // scale, which a loaded machine misses (the answer is then an estimate, failing at random).
+    scale: opts.scale ?? 1,
+  });
 }
 
 const anthropic = (gw: TestGateway, apiKey = "unused") =>
@@ -86,7 +94,7 @@ async function assertNoRow(gw: TestGateway, requestId: string | null): Promise<v
 
 Deno.test("count_tokens: a same-format Anthropic upstream's counter answers, model swapped", async () => {
   const upstream = counterUpstream(/^\/v1\/messages\/count_tokens$/, json({ input_tokens: 42 }));
-  await withGateway("anthropic", upstream, async (gw) => {
+  await withKind("anthropic", upstream, async (gw) => {
     const { data, response } = await anthropic(gw).messages.countTokens(COUNT_PARAMS)
       .withResponse();
     assert.equal(data.input_tokens, 42);
@@ -104,7 +112,7 @@ Deno.test("count_tokens: a same-format Anthropic upstream's counter answers, mod
 
 Deno.test("count_tokens: an openai-chat route has no counter, so the answer is estimated", async () => {
   const upstream = startFakeUpstream();
-  await withGateway("openai-chat", upstream, async (gw) => {
+  await withKind("openai-chat", upstream, async (gw) => {
     const { data, response } = await anthropic(gw).messages.countTokens(COUNT_PARAMS)
       .withResponse();
     assert.equal(data.input_tokens, COUNT_PARAMS_ESTIMATE);
@@ -115,7 +123,7 @@ Deno.test("count_tokens: an openai-chat route has no counter, so the answer is e
 
 Deno.test("count_tokens: the estimate counts tools by name, description and schema", async () => {
   const upstream = startFakeUpstream();
-  await withGateway("openai-chat", upstream, async (gw) => {
+  await withKind("openai-chat", upstream, async (gw) => {
     const schema = { type: "object" as const, properties: { city: { type: "string" } } };
     const data = await anthropic(gw).messages.countTokens({
       ...COUNT_PARAMS,
@@ -131,7 +139,7 @@ Deno.test("count_tokens: a failing counter falls back to the estimate", async ()
     status: 500,
     body: [{ send: errorBody(500, "counter down") }],
   });
-  await withGateway("anthropic", upstream, async (gw) => {
+  await withKind("anthropic", upstream, async (gw) => {
     const { data, response } = await anthropic(gw).messages.countTokens(COUNT_PARAMS)
       .withResponse();
     assert.equal(data.input_tokens, COUNT_PARAMS_ESTIMATE);
@@ -142,7 +150,7 @@ Deno.test("count_tokens: a failing counter falls back to the estimate", async ()
 
 Deno.test("count_tokens: a counter that hangs is dropped after 10 s (scaled) for the estimate", async () => {
   const upstream = counterUpstream(/count_tokens/, { headerDelay: "never" });
-  await withGateway("anthropic", upstream, async (gw) => {
+  await withKind("anthropic", upstream, async (gw) => {
     const started = performance.now();
     const { data, response } = await anthropic(gw).messages.countTokens(COUNT_PARAMS)
       .withResponse();
@@ -151,12 +159,12 @@ Deno.test("count_tokens: a counter that hangs is dropped after 10 s (scaled) for
     assert.equal(data.input_tokens, COUNT_PARAMS_ESTIMATE);
     assert.equal(response.headers.get("x-pulsegate-token-count"), "estimated");
     assert.equal(await upstream.calls[0]?.closed, "cancelled", "the connection was closed");
-  });
+  }, { scale: TEST_SCALE });
 });
 
 Deno.test("count_tokens: a Gemini route is asked through its countTokens, translated", async () => {
   const upstream = counterUpstream(/:countTokens$/, json({ totalTokens: 77 }));
-  await withGateway("gemini", upstream, async (gw) => {
+  await withKind("gemini", upstream, async (gw) => {
     const { data, response } = await anthropic(gw).messages.countTokens(COUNT_PARAMS)
       .withResponse();
     assert.equal(data.input_tokens, 77);
@@ -180,7 +188,7 @@ Deno.test("count_tokens is admitted like a request: key, key's routes, known mod
     { id: "smart-only", key_env: "KEY_SMART", routes: ["smart"] },
     { id: "other-only", key_env: "KEY_OTHER", routes: ["other"] },
   ];
-  await withGateway("anthropic", upstream, async (gw) => {
+  await withKind("anthropic", upstream, async (gw) => {
     await assert.rejects(
       anthropic(gw, "wrong").messages.countTokens(COUNT_PARAMS),
       (err) => err instanceof Anthropic.AuthenticationError && err.status === 401,
@@ -212,7 +220,7 @@ Deno.test("countTokens: a Gemini upstream's answer is passed back as it came", a
     promptTokensDetails: [{ modality: "TEXT", tokenCount: 12 }],
   };
   const upstream = counterUpstream(/:countTokens$/, json(answer));
-  await withGateway("gemini", upstream, async (gw) => {
+  await withKind("gemini", upstream, async (gw) => {
     const res = await genai(gw).models.countTokens({ model: "smart", contents: "hello there" });
     assert.equal(res.totalTokens, 12);
     assert.equal(res.cachedContentTokenCount, 3);
@@ -227,7 +235,7 @@ Deno.test("countTokens: a Gemini upstream's answer is passed back as it came", a
 
 Deno.test("countTokens: a generateContentRequest body gets the upstream's model inside", async () => {
   const upstream = counterUpstream(/:countTokens$/, json({ totalTokens: 8 }));
-  await withGateway("gemini", upstream, async (gw) => {
+  await withKind("gemini", upstream, async (gw) => {
     const generateContentRequest = {
       model: "models/smart",
       contents: [{ role: "user", parts: [{ text: "hi" }] }],
@@ -247,7 +255,7 @@ Deno.test("countTokens: a generateContentRequest body gets the upstream's model 
 
 Deno.test("countTokens: an Anthropic route is asked through count_tokens, translated", async () => {
   const upstream = counterUpstream(/^\/v1\/messages\/count_tokens$/, json({ input_tokens: 9 }));
-  await withGateway("anthropic", upstream, async (gw) => {
+  await withKind("anthropic", upstream, async (gw) => {
     const res = await genai(gw).models.countTokens({ model: "smart", contents: "hello there" });
     assert.equal(res.totalTokens, 9);
     assert.equal(res.sdkHttpResponse?.headers?.["x-pulsegate-token-count"], "upstream");
@@ -261,7 +269,7 @@ Deno.test("countTokens: an Anthropic route is asked through count_tokens, transl
 
 Deno.test("countTokens: an openai-chat route is estimated, under /v1 as under /v1beta", async () => {
   const upstream = startFakeUpstream();
-  await withGateway("openai-chat", upstream, async (gw) => {
+  await withKind("openai-chat", upstream, async (gw) => {
     for (const apiVersion of ["v1beta", "v1"]) {
       const res = await genai(gw, { apiVersion }).models.countTokens({
         model: "smart",
@@ -278,7 +286,7 @@ Deno.test("countTokens: an openai-chat route is estimated, under /v1 as under /v
 
 Deno.test("models: the OpenAI and Anthropic SDKs retrieve a route, 404 for an unknown one", async () => {
   const upstream = startFakeUpstream();
-  await withGateway("openai-chat", upstream, async (gw) => {
+  await withKind("openai-chat", upstream, async (gw) => {
     const model = await gw.openai().models.retrieve("smart");
     assert.equal(model.id, "smart");
     assert.equal(model.object, "model");
@@ -306,7 +314,7 @@ Deno.test("models: the OpenAI and Anthropic SDKs retrieve a route, 404 for an un
 
 Deno.test("models: Google's SDK lists and gets the enabled routes", async () => {
   const upstream = startFakeUpstream();
-  await withGateway("openai-chat", upstream, async (gw) => {
+  await withKind("openai-chat", upstream, async (gw) => {
     for (const apiVersion of ["v1beta", "v1"]) {
       const ai = genai(gw, { apiVersion });
       const models = await Array.fromAsync(await ai.models.list());

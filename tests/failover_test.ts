@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { chatRoute, postJson, startTestGateway, type TestGateway } from "./harness.ts";
+import { postJson, startTestGateway, type TestGateway, withGateway } from "./harness.ts";
 import {
   chatError,
   chatStream,
@@ -26,26 +26,17 @@ const ask = (stream: boolean) => ({
 });
 const good = { text: ["good ", "answer"], usage: { input: 5, output: 2 } };
 
-async function withGateway(
+/** `count` fake upstreams behind one chat route with this file's failover settings. */
+function withUpstreams(
   count: number,
   run: (gw: TestGateway, ups: FakeUpstream[]) => Promise<void>,
   opts: { failover?: ConfigInput["failover"]; dir?: string } = {},
 ): Promise<void> {
-  const ups = Array.from({ length: count }, () => startFakeUpstream());
-  const gw = await startTestGateway(
-    chatRoute(ups.map((u) => u.url), { failover: opts.failover ?? failover }),
-    { dir: opts.dir },
-  );
-  try {
-    await run(gw, ups);
-  } finally {
-    await gw.stop();
-    for (const u of ups) await u.close();
-  }
+  return withGateway(run, { upstreams: count, failover: opts.failover ?? failover, dir: opts.dir });
 }
 
 Deno.test("200 then silence: the next candidate answers; three timeouts pause the silent upstream", async () => {
-  await withGateway(2, async (gw, [a, b]) => {
+  await withUpstreams(2, async (gw, [a, b]) => {
     a!.setHandler(() => silentAfterHeaders);
     b!.setHandler(() => chatStream(good));
     for (let i = 0; i < 3; i++) {
@@ -79,7 +70,7 @@ Deno.test("200 then silence: the next candidate answers; three timeouts pause th
 });
 
 Deno.test("headers that never come time out the same way, and are not retried", async () => {
-  await withGateway(2, async (gw, [a, b]) => {
+  await withUpstreams(2, async (gw, [a, b]) => {
     a!.enqueue(headersNever);
     b!.enqueue(chatWhole(good));
     const res = await postJson(`${gw.url}/v1/chat/completions`, ask(false));
@@ -93,7 +84,7 @@ Deno.test("headers that never come time out the same way, and are not retried", 
 });
 
 Deno.test("no candidate left before headers: timeout_status in OpenAI's format naming the chain", async () => {
-  await withGateway(2, async (gw, [a, b]) => {
+  await withUpstreams(2, async (gw, [a, b]) => {
     a!.enqueue(headersNever);
     b!.enqueue(whitespaceOnly);
     const res = await postJson(`${gw.url}/v1/chat/completions`, ask(false));
@@ -108,7 +99,7 @@ Deno.test("no candidate left before headers: timeout_status in OpenAI's format n
 });
 
 Deno.test("past the opening hold: keep-alives, clean failover, error event when nothing is left", async () => {
-  await withGateway(2, async (gw, [a, b]) => {
+  await withUpstreams(2, async (gw, [a, b]) => {
     a!.enqueue(silentAfterHeaders);
     b!.enqueue(silentAfterHeaders);
     const res = await postJson(`${gw.url}/v1/chat/completions`, { ...ask(true) });
@@ -122,7 +113,7 @@ Deno.test("past the opening hold: keep-alives, clean failover, error event when 
 });
 
 Deno.test("after the hold, failover continues with no byte from the abandoned upstream", async () => {
-  await withGateway(2, async (gw, [a, b]) => {
+  await withUpstreams(2, async (gw, [a, b]) => {
     a!.enqueue(keepAlivesOnly(50));
     b!.enqueue(chatStream(good));
     const res = await postJson(`${gw.url}/v1/chat/completions`, ask(true));
@@ -135,7 +126,7 @@ Deno.test("after the hold, failover continues with no byte from the abandoned up
 });
 
 Deno.test("an upstream 504 is retried on the same candidate", async () => {
-  await withGateway(1, async (gw, [a]) => {
+  await withUpstreams(1, async (gw, [a]) => {
     a!.enqueue(chatError(504, "upstream gateway timeout"), chatWhole(good));
     const res = await postJson(`${gw.url}/v1/chat/completions`, ask(false));
     assert.equal(res.status, 200);
@@ -145,7 +136,7 @@ Deno.test("an upstream 504 is retried on the same candidate", async () => {
 });
 
 Deno.test("a slow but steady stream longer than the idle window is not cut", async () => {
-  await withGateway(1, async (gw, [a]) => {
+  await withUpstreams(1, async (gw, [a]) => {
     const pieces = Array.from({ length: 12 }, (_, i) => `p${i} `);
     // Gaps of 100 ms under a 600 ms window (6x); the whole stream lasts 1.5 s, 2.5 windows.
     a!.enqueue(chatStream({ text: pieces }, { gap: 100 }));
@@ -157,7 +148,7 @@ Deno.test("a slow but steady stream longer than the idle window is not cut", asy
 });
 
 Deno.test("reasoning counts as content; content then silence ends with an event and no pause", async () => {
-  await withGateway(1, async (gw, [a]) => {
+  await withUpstreams(1, async (gw, [a]) => {
     // Reasoning every 100 ms under the 300 ms window (3x), 700 ms before the text: were
     // reasoning not content, the window would close twice over before "done".
     const reasoning = Array.from({ length: 6 }, (_, i) => `thinking ${i}... `);
@@ -219,7 +210,7 @@ Deno.test("slots: a full upstream is skipped; every candidate full gives 429 wit
 
 Deno.test("cooldown state survives a restart of the gateway", async () => {
   const dir = await Deno.makeTempDir({ prefix: "pulsegate-cooldown-" });
-  await withGateway(2, async (gw, [a, b]) => {
+  await withUpstreams(2, async (gw, [a, b]) => {
     a!.setHandler(() => chatError(503, "down"));
     b!.setHandler(() => chatWhole(good));
     for (let i = 0; i < 2; i++) {
@@ -229,7 +220,7 @@ Deno.test("cooldown state survives a restart of the gateway", async () => {
     }
     assert.equal(gw.cooldowns.isPaused("up1"), true, "four failures (two tries each) pause it");
   }, { dir, failover: { ...failover, pause_secs: 600, max_pause_secs: 600 } });
-  await withGateway(2, async (gw, [a, b]) => {
+  await withUpstreams(2, async (gw, [a, b]) => {
     b!.setHandler(() => chatWhole(good));
     assert.equal(gw.cooldowns.isPaused("up1"), true);
     const res = await postJson(`${gw.url}/v1/chat/completions`, ask(false));

@@ -2,7 +2,7 @@
  * The fault matrix: every fault of tests/fault_matrix/faults.ts × the faulty
  * upstream's place in the route (only candidate, first of two, last of two) ×
  * client format × streamed or whole × upstream kind (the client's own and one
- * it is translated to). Each cell's expectation is derived from SPEC §6, not
+ * it is translated to). Each cell's expectation is derived from docs/design.md "Failover before content", not
  * written by hand, and checked as invariants: what the client received byte
  * for byte (one answer at most, no byte of an abandoned hop, the right status
  * and ending), the rows, which upstream was called how often, cooldown, the

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { ApiError, GoogleGenAI } from "@google/genai";
+import { ApiError } from "@google/genai";
+import { encodeText, genaiAnswering } from "./format_kit.ts";
 import type { Config, Upstream } from "../gateway/config/schema.ts";
 import type { UpstreamFrame } from "../gateway/formats/format.ts";
 import { clientError, GatewayError } from "../gateway/runtime/gateway_error.ts";
@@ -22,7 +23,7 @@ import {
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-// ---------------------------------------------------------------- pulse (SPEC §5)
+// ---------------------------------------------------------------- pulse (docs/design.md "Pulse")
 
 const pulseCases: { name: string; data: unknown; content: boolean }[] = [
   {
@@ -656,28 +657,8 @@ const translatedEvents: IrEvent[] = [
 ];
 
 function encodeAll(sse: boolean, opts: { fail?: GatewayError } = {}): string {
-  const enc = geminiClient.streamEncoder({ id: "req-1", model: "smart", sse, pathStream: true });
-  const out = [enc.open(), ...translatedEvents.map((e) => enc.encode(e))];
-  out.push(opts.fail ? enc.error(opts.fail) : enc.close());
-  return out.filter((b): b is Uint8Array => b !== null).map((b) => decoder.decode(b)).join("");
-}
-
-/** A GoogleGenAI client whose fetch answers `reply` and keeps what it was sent. */
-function sdk(reply: () => Response) {
-  const sent: Request[] = [];
-  const ai = new GoogleGenAI({
-    apiKey: "test-key",
-    httpOptions: {
-      baseUrl: "http://127.0.0.1",
-      // SPEC §4 serves /v1beta; SDK 3.x defaults to /v1.
-      apiVersion: "v1beta",
-      fetch: (input: RequestInfo | URL, init?: RequestInit) => {
-        sent.push(new Request(input, init));
-        return Promise.resolve(reply());
-      },
-    },
-  });
-  return { ai, sent };
+  const meta = { sse, pathStream: true };
+  return encodeText(geminiClient, translatedEvents, { meta, fail: opts.fail });
 }
 
 Deno.test("gemini client stream (SSE): the official SDK parses the encoder's bytes", async () => {
@@ -686,7 +667,7 @@ Deno.test("gemini client stream (SSE): the official SDK parses the encoder's byt
   assert.equal(shape.passthroughFrom, "gemini");
   assert.equal(shape.contentType, "text/event-stream");
   const body = encodeAll(true);
-  const { ai, sent } = sdk(() =>
+  const { client: ai, sent } = genaiAnswering(() =>
     new Response(body, { headers: { "content-type": shape.contentType } })
   );
   const chunks = [];
@@ -718,7 +699,7 @@ Deno.test("gemini client stream (SSE): the official SDK parses the encoder's byt
 });
 
 Deno.test("gemini client stream (SSE): a chat session records the streamed turn", async () => {
-  const { ai, sent } = sdk(() => new Response(encodeAll(true)));
+  const { client: ai, sent } = genaiAnswering(() => new Response(encodeAll(true)));
   const chat = ai.chats.create({ model: "smart" });
   for await (const _ of await chat.sendMessageStream({ message: "hi" })) {
     // drain
@@ -769,7 +750,7 @@ Deno.test("gemini client whole: the official SDK reads the encoded answer", asyn
     finish: "tool_calls",
     usage: { inputTokens: 9, outputTokens: 4 },
   });
-  const { ai } = sdk(() => Response.json(res));
+  const { client: ai } = genaiAnswering(() => Response.json(res));
   const answer = await ai.models.generateContent({ model: "smart", contents: "hi" });
   assert.equal(answer.text, "It is sunny.");
   assert.deepEqual(answer.functionCalls, [{
@@ -822,7 +803,7 @@ for (const { err, status } of errorCases) {
     assert.equal(details[0]?.reason, err.code);
 
     // Whole: the SDK raises ApiError carrying the status and our body.
-    const { ai } = sdk(() => Response.json(body, { status: err.status }));
+    const { client: ai } = genaiAnswering(() => Response.json(body, { status: err.status }));
     const whole = await ai.models.generateContent({ model: "m", contents: "x" }).catch((e) => e);
     assert.ok(whole instanceof ApiError);
     assert.equal(whole.status, err.status);
@@ -887,7 +868,7 @@ function concat(chunks: Uint8Array[]): Uint8Array {
 
 /** Reads a stream through the SDK: the texts it yielded and what it threw. */
 async function drainSdkStream(reply: () => Response) {
-  const { ai } = sdk(reply);
+  const { client: ai } = genaiAnswering(reply);
   const seen: (string | undefined)[] = [];
   const thrown: unknown = await (async () => {
     for await (const c of await ai.models.generateContentStream({ model: "m", contents: "x" })) {

@@ -8,7 +8,7 @@ import * as geminiFake from "./fake_upstreams/gemini_script.ts";
 import { type Script, startFakeUpstream } from "./fake_upstreams/server.ts";
 
 /**
- * SPEC §4: after the early 200 (the 15 s opening hold passed, scaled to
+ * docs/design.md "Client API": after the early 200 (the 15 s opening hold passed, scaled to
  * 150 ms) a failure must reach a Gemini client as an error Google's SDK
  * raises, with the HTTP status as `code` and the gateway's code inside.
  * The idle timeout is 30 s, scaled to 300 ms.

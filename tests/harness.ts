@@ -4,11 +4,13 @@ import { getRequest, listAttempts } from "../db/history_queries.ts";
 import type { ConfigInput } from "../gateway/config/schema.ts";
 import { readSettings } from "../gateway/settings.ts";
 import { type Gateway, startGateway } from "../gateway/start_gateway.ts";
+import { type FakeUpstream, startFakeUpstream } from "./fake_upstreams/server.ts";
 
 /** Scale used by the end-to-end suites: a 30 s idle timeout lasts 300 ms. */
 export const TEST_SCALE = 0.01;
 
-export interface TestGateway extends Gateway {
+/** `await using gw = await startTestGateway(...)` stops it when the test's scope ends. */
+export interface TestGateway extends Gateway, AsyncDisposable {
   dir: string;
   stop(): Promise<void>;
   /** Waits until history rows are written, then reads one request and its hops. */
@@ -23,6 +25,8 @@ export async function startTestGateway(
     env?: Record<string, string>;
     dir?: string;
     host?: string;
+    /** Default 0: any free port. */
+    port?: number;
     metricsOpen?: boolean;
   } = {},
 ): Promise<TestGateway> {
@@ -31,7 +35,7 @@ export async function startTestGateway(
   const settings = {
     ...readSettings(env),
     host: opts.host ?? "127.0.0.1",
-    port: 0,
+    port: opts.port ?? 0,
     dbUrl: `file:${dir}/pulsegate.db`,
     timeScale: opts.scale ?? TEST_SCALE,
   };
@@ -46,6 +50,7 @@ export async function startTestGateway(
     ...gw,
     dir,
     stop: () => gw.shutdown(),
+    [Symbol.asyncDispose]: () => gw.shutdown(),
     async row(id) {
       // A deadline, not a count: on a loaded machine each round may take far longer than 20 ms.
       const deadline = Date.now() + 10_000;
@@ -67,6 +72,14 @@ export async function startTestGateway(
         timeout: o.timeout,
       }),
   };
+}
+
+/** A port free right now, for a gateway that must know its own address before it starts. */
+export function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  listener.close();
+  return port;
 }
 
 /** A one-route config over the given chat upstream URLs, in order. */
@@ -101,16 +114,43 @@ export function postJson(
 }
 
 /**
- * Polls `check` every 5 ms until it answers true; throws after `ms`. The deadline is generous
- * for a loaded 2-core machine: a passing check returns at once, so it costs nothing.
+ * Polls `check` every 5 ms until it answers true; throws, naming `what`, after `ms`. The
+ * deadline is generous for a loaded 2-core machine: a passing check returns at once, so it costs
+ * nothing. The one way the suites wait for something to happen.
  */
 export async function eventually(
   check: () => boolean | Promise<boolean>,
-  ms = 10_000,
+  opts: { what?: string; ms?: number } = {},
 ): Promise<void> {
-  const deadline = Date.now() + ms;
+  const deadline = Date.now() + (opts.ms ?? 10_000);
   while (!(await check())) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
+    if (Date.now() > deadline) throw new Error(`not met in time: ${opts.what ?? "condition"}`);
     await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+/**
+ * A gateway over `upstreams` fake upstreams (default one), stopped with them when `run` ends.
+ * The config defaults to one chat route over the fakes in order (`chatRoute`).
+ */
+export async function withGateway(
+  run: (gw: TestGateway, ups: FakeUpstream[]) => Promise<void>,
+  opts: {
+    upstreams?: number;
+    config?: (urls: string[]) => ConfigInput | undefined;
+    failover?: ConfigInput["failover"];
+    env?: Record<string, string>;
+    scale?: number;
+    dir?: string;
+  } = {},
+): Promise<void> {
+  const ups = Array.from({ length: opts.upstreams ?? 1 }, () => startFakeUpstream());
+  try {
+    const urls = ups.map((u) => u.url);
+    const config = opts.config ? opts.config(urls) : chatRoute(urls, { failover: opts.failover });
+    await using gw = await startTestGateway(config, opts);
+    await run(gw, ups);
+  } finally {
+    for (const up of ups) await up.close();
   }
 }

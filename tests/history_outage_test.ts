@@ -37,3 +37,33 @@ Deno.test("with the database locked, requests still succeed and their rows land 
     await up.close();
   }
 });
+
+Deno.test("rows still queued when the database is away at shutdown are counted and logged once", async () => {
+  const up = startFakeUpstream({
+    fallback: () => chatWhole({ text: ["ok"], usage: { input: 1, output: 1 } }),
+  });
+  const gw = await startTestGateway(chatRoute([up.url]));
+  const lock = await lockDatabase(`file:${gw.dir}/pulsegate.db`);
+  const events: Array<{ name: string; fields: Record<string, unknown> }> = [];
+  gw.log.event = (name, fields = {}) => void events.push({ name, fields });
+  try {
+    const res = await postJson(`${gw.url}/v1/chat/completions`, {
+      model: "smart",
+      messages: [{ role: "user", content: "hi" }],
+    });
+    assert.equal(res.status, 200);
+    await res.body?.cancel();
+    assert.equal(gw.metrics.historyDropped.get(), 0);
+    await gw.stop();
+    // One request row and its one hop, neither written.
+    assert.equal(gw.metrics.historyDropped.get(), 2);
+    assert.equal(gw.writer.stats().dropped, 2);
+    assert.equal(gw.writer.stats().pending, 0);
+    const lost = events.filter((e) => e.name === "history.rows_lost_at_shutdown");
+    assert.deepEqual(lost.map((e) => e.fields), [{ rows: 2 }]);
+    assert.match(gw.metrics.render(), /^pulsegate_history_dropped_rows_total 2$/m);
+  } finally {
+    await lock.release();
+    await up.close();
+  }
+});

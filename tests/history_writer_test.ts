@@ -1,3 +1,4 @@
+import { eventually } from "./harness.ts";
 import assert from "node:assert/strict";
 import { countRequests, getRequest, listAttempts, requestExists } from "../db/history_queries.ts";
 import { HistoryWriter } from "../db/history_writer.ts";
@@ -27,14 +28,6 @@ const closed = requestRecord({
   sessionId: "s-1",
   stream: false,
 });
-
-async function waitFor(check: () => Promise<boolean>, what: string): Promise<void> {
-  const deadline = Date.now() + 5_000;
-  while (!await check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 Deno.test("a request opened and closed within one batch is written once, as closed", async () => {
   await withTempDb(async ({ db }) => {
@@ -161,13 +154,17 @@ Deno.test("the background loop writes on its own and retries after an outage", a
   await withTempDb(async ({ db, url }) => {
     const writer = new HistoryWriter(db, { flushEveryMs: 5 });
     writer.writeRequest(requestRecord({ id: "first" }));
-    await waitFor(async () => (await countRequests(db)) === 1, "the first row");
+    await eventually(async () => (await countRequests(db)) === 1, { what: "the first row" });
 
     const lock = await lockDatabase(url);
     writer.writeRequest(requestRecord({ id: "second" }));
-    await waitFor(() => Promise.resolve(writer.stats().failures > 0), "a failed write");
+    await eventually(() => Promise.resolve(writer.stats().failures > 0), {
+      what: "a failed write",
+    });
     await lock.release();
-    await waitFor(async () => (await getRequest(db, "second")) !== null, "the retried row");
+    await eventually(async () => (await getRequest(db, "second")) !== null, {
+      what: "the retried row",
+    });
     assert.equal(writer.stats().pending, 0);
     await writer.close();
   });
@@ -188,7 +185,7 @@ Deno.test("the injected clock drives the loop and close cancels its timer", asyn
     writer.writeRequest(closed);
     assert.deepEqual(timers.map((t) => t.ms), [20]); // one timer per batch, not per row
     timers[0]?.fire();
-    await waitFor(async () => (await countRequests(db)) === 1, "the timed flush");
+    await eventually(async () => (await countRequests(db)) === 1, { what: "the timed flush" });
     await writer.flush(); // nothing in flight from here on
     writer.writeRequest(requestRecord({ id: "req-2" }));
     assert.equal(timers.length, 2, "an idle writer arms one timer for the new row");
@@ -302,10 +299,14 @@ Deno.test("deferred open rows: a short request is written once, a long one as op
       await new Promise((r) => setTimeout(r, 30)); // background loop runs: nothing is due
       assert.equal(writer.stats().written, 0);
       writer.writeRequest(requestRecord({ id: "short", state: "closed", outcome: "success" }));
-      await waitFor(async () => (await getRequest(db, "short"))?.state === "closed", "short row");
+      await eventually(async () => (await getRequest(db, "short"))?.state === "closed", {
+        what: "short row",
+      });
       assert.equal(await getRequest(db, "long"), null, "still in its deferral");
       now += 600;
-      await waitFor(async () => (await getRequest(db, "long"))?.state === "open", "long row");
+      await eventually(async () => (await getRequest(db, "long"))?.state === "open", {
+        what: "long row",
+      });
       assert.equal(writer.stats().written, 2, "the short request cost one write");
     } finally {
       await writer.close();

@@ -1,5 +1,12 @@
 import assert from "node:assert/strict";
-import { chatRoute, eventually, postJson, startTestGateway, type TestGateway } from "./harness.ts";
+import {
+  chatRoute,
+  eventually,
+  freePort,
+  postJson,
+  startTestGateway,
+  type TestGateway,
+} from "./harness.ts";
 import { headersNever } from "./fake_upstreams/openai_chat_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
 
@@ -17,7 +24,13 @@ async function running(gw: TestGateway, id: string): Promise<void> {
 Deno.test("two instances on one database: an abort at either reaches the owner", async () => {
   const up = startFakeUpstream({ fallback: () => headersNever });
   const dir = await Deno.makeTempDir({ prefix: "pulsegate-multi-" });
-  const env = { PULSEGATE_ADMIN_TOKEN: "shared-admin" };
+  const env = { PULSEGATE_ADMIN_TOKEN: "shared-admin", PULSEGATE_PEER_SECRET: "peer-secret" };
+  // Forwarding needs each instance's own address, so each gets a port chosen beforehand.
+  const [portA, portB] = [freePort(), freePort()];
+  const at = (port: number) => ({
+    ...env,
+    PULSEGATE_PUBLIC_URL: `http://127.0.0.1:${port}`,
+  });
   // Each instance takes the other for dead after three missed heartbeats. At scale 0.01 that
   // is 300 ms, against beats 100 ms apart plus their unscaled database writes: a loaded
   // machine stalls that long, and then the live owner's rows are closed as interrupted. At 0.1
@@ -25,10 +38,11 @@ Deno.test("two instances on one database: an abort at either reaches the owner",
   const scale = 0.1;
   const a = await startTestGateway(chatRoute([up.url], { failover: { idle_timeout_secs: 3600 } }), {
     dir,
-    env,
+    env: at(portA),
+    port: portA,
     scale,
   });
-  const b = await startTestGateway(undefined, { dir, env, scale });
+  const b = await startTestGateway(undefined, { dir, env: at(portB), port: portB, scale });
   try {
     assert.ok(b.state.config, "the second instance runs the stored config");
     const one = postJson(`${a.url}/v1/chat/completions`, body, {
@@ -87,5 +101,38 @@ Deno.test("a pause decided by one instance reaches the other at its next heartbe
   } finally {
     await a.stop();
     await b.stop();
+  }
+});
+
+Deno.test("without a peer secret an abort reaches only the instance's own requests", async () => {
+  const up = startFakeUpstream({ fallback: () => headersNever });
+  const dir = await Deno.makeTempDir({ prefix: "pulsegate-multi-" });
+  const scale = 0.1; // see the first test
+  const [portA, portB] = [freePort(), freePort()];
+  // Public addresses, but no secret: neither registers where it may be reached.
+  const env = (port: number) => ({
+    PULSEGATE_ADMIN_TOKEN: "shared-admin",
+    PULSEGATE_PUBLIC_URL: `http://127.0.0.1:${port}`,
+  });
+  const config = chatRoute([up.url], { failover: { idle_timeout_secs: 3600 } });
+  const a = await startTestGateway(config, { dir, env: env(portA), port: portA, scale });
+  const b = await startTestGateway(undefined, { dir, env: env(portB), port: portB, scale });
+  try {
+    const one = postJson(`${a.url}/v1/chat/completions`, body, { "x-request-id": "only-a" });
+    await running(a, "only-a");
+    const viaB = await fetch(`${b.url}/request/only-a/abort`, { method: "POST", headers: ADMIN });
+    assert.equal(viaB.status, 404, "B cannot reach A");
+    await viaB.body?.cancel();
+    assert.ok(a.registry.has("only-a"), "the request runs on");
+    const urls = await a.db.client.execute("SELECT url FROM instances WHERE url IS NOT NULL");
+    assert.equal(urls.rows.length, 0, "no instance offers itself to peers");
+    const atA = await fetch(`${a.url}/request/only-a/abort`, { method: "POST", headers: ADMIN });
+    assert.equal(atA.status, 200);
+    await atA.body?.cancel();
+    assert.equal((await one).status, 499);
+  } finally {
+    await a.stop();
+    await b.stop();
+    await up.close();
   }
 });

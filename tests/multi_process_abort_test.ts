@@ -1,17 +1,23 @@
 import assert from "node:assert/strict";
 import { type Db, openDatabase } from "../db/client.ts";
-import { PEER_ANSWER_MS } from "../gateway/live/abort_forwarding.ts";
-import { postJson } from "./harness.ts";
+import { FORWARDED_HEADER, PEER_ANSWER_MS } from "../gateway/live/abort_forwarding.ts";
+import {
+  PEER_SIGNATURE_WINDOW_MS,
+  signPeerCall,
+  verifyPeerCall,
+} from "../gateway/live/peer_signature.ts";
+import { freePort, postJson } from "./harness.ts";
 import { chatStream, headersNever } from "./fake_upstreams/openai_chat_script.ts";
 import { type Call, startFakeUpstream } from "./fake_upstreams/server.ts";
 import { spawnGateway } from "./spawn_gateway.ts";
 
 /**
- * SPEC §7/§11 as an operator meets it: two gateway processes on one database file, at the real
+ * docs/design.md "Abort and disconnect"/§11 as an operator meets it: two gateway processes on one database file, at the real
  * time scale, so a running request's row reaches the database only after the one-second deferral.
  * Every abort here is sent to the instance that does not run the request, well inside that second.
  */
 
+const PEER_SECRET = "multi-peer-secret";
 const ADMIN = { authorization: "Bearer multi-admin" };
 const KEY_A = { authorization: "Bearer key-a" };
 const KEY_B = { authorization: "Bearer key-b" };
@@ -24,13 +30,6 @@ function ask(content: string, opts: { stream: boolean; user?: string }) {
   return opts.user ? { ...body, user: opts.user } : body;
 }
 
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (listener.addr as Deno.NetAddr).port;
-  listener.close();
-  return port;
-}
-
 async function startInstance(dir: string, opts: { config?: string }) {
   const port = freePort();
   const url = `http://127.0.0.1:${port}`;
@@ -40,6 +39,7 @@ async function startInstance(dir: string, opts: { config?: string }) {
       PULSEGATE_PUBLIC_URL: url,
       PULSEGATE_TIME_SCALE: "1",
       PULSEGATE_ADMIN_TOKEN: "multi-admin",
+      PULSEGATE_PEER_SECRET: PEER_SECRET,
       PULSEGATE_KEY_A: "key-a",
       PULSEGATE_KEY_B: "key-b",
       ...(opts.config ? { PULSEGATE_CONFIG: opts.config } : {}),
@@ -189,6 +189,132 @@ Deno.test("two gateway processes: an abort at either stops a request from its fi
         let rest = "";
         for (let r = await reader.read(); !r.done; r = await reader.read()) rest += r.value;
         assert.match(rest, ABORTED_EVENT);
+      },
+    );
+
+    await t.step(
+      "a session id under two keys is two sessions: each key aborts only its own",
+      async () => {
+        const start = (url: string, id: string, key: Record<string, string>) =>
+          postJson(`${url}/v1/chat/completions`, ask("slow", { stream: true }), {
+            ...key,
+            "x-request-id": id,
+            "x-session-id": "shared",
+          });
+        const streams = await Promise.all([
+          start(a.url, "shared-a-on-a", KEY_A),
+          start(a.url, "shared-b-on-a", KEY_B),
+          start(b.url, "shared-b-on-b", KEY_B),
+        ]);
+        for (const res of streams) assert.equal(res.status, 200);
+        const [ownA, ofB1, ofB2] = streams as [Response, Response, Response];
+        // Key a at B: its own request on A stops; key b's, on both instances, are not a's to stop.
+        const byA = await abort(b.url, "/sessions/shared/abort", KEY_A);
+        assert.equal(byA.status, 200, "never a 403 because key b joined the session id");
+        assert.deepEqual(await byA.json(), { requests: ["shared-a-on-a"] });
+        assert.match(await readToEnd(ownA), ABORTED_EVENT);
+        const again = await abort(b.url, "/sessions/shared/abort", KEY_A);
+        assert.equal(again.status, 404, "nothing of key a's runs in it any more");
+        assert.equal((await again.json()).error.code, "control.session_not_running");
+        // The operator's session abort covers the id under every key.
+        const byAdmin = await abort(a.url, "/sessions/shared/abort");
+        assert.equal(byAdmin.status, 200);
+        assert.deepEqual((await byAdmin.json()).requests.sort(), [
+          "shared-b-on-a",
+          "shared-b-on-b",
+        ]);
+        for (const res of [ofB1, ofB2]) assert.match(await readToEnd(res), ABORTED_EVENT);
+      },
+    );
+
+    await t.step("a call marked forwarded without a valid peer signature is refused", async () => {
+      const res = await postJson(`${a.url}/v1/chat/completions`, ask("slow", { stream: true }), {
+        ...KEY_A,
+        "x-request-id": "guarded-1",
+      });
+      assert.equal(res.status, 200);
+      const path = "/request/guarded-1/abort";
+      const body = JSON.stringify({ scope: { admin: true } });
+      const forged = (headers: Record<string, string>) =>
+        fetch(`${a.url}${path}`, {
+          method: "POST",
+          headers: { [FORWARDED_HEADER]: "1", "content-type": "application/json", ...headers },
+          body,
+        });
+      const signed = (secret: string, now: number) =>
+        signPeerCall({ method: "POST", path, body }, { secret, now });
+      const refusals = [
+        await forged({}), // no signature, and a caller's admin token does not stand in for one
+        await forged(ADMIN),
+        await forged(await signed("wrong-secret", Date.now())),
+        await forged(await signed(PEER_SECRET, Date.now() - 2 * PEER_SIGNATURE_WINDOW_MS)),
+      ];
+      for (const refused of refusals) {
+        assert.equal(refused.status, 401);
+        assert.equal((await refused.json()).error.code, "control.unauthorized");
+      }
+      // A body other than the one signed (here: a key's scope turned into the operator's).
+      const tampered = await fetch(`${a.url}${path}`, {
+        method: "POST",
+        headers: { [FORWARDED_HEADER]: "1", ...await signed(PEER_SECRET, Date.now()) },
+        body: JSON.stringify({ scope: { admin: true }, from: "x" }),
+      });
+      assert.equal(tampered.status, 401);
+      await tampered.body?.cancel();
+      const valid = await signed(PEER_SECRET, Date.now());
+      const genuine = await forged(valid);
+      assert.equal(genuine.status, 200, "the same call signed with the shared secret stops it");
+      assert.deepEqual(await genuine.json(), { requests: ["guarded-1"] });
+      const replayed = await forged(valid);
+      assert.equal(replayed.status, 401, "a signed call is honoured once");
+      await replayed.body?.cancel();
+      assert.match(await readToEnd(res), ABORTED_EVENT);
+    });
+
+    await t.step(
+      "the caller's credentials never reach a peer; the scope travels signed",
+      async () => {
+        const seen: Array<{ url: string; headers: Headers; body: string }> = [];
+        const recorder = Deno.serve(
+          { hostname: "127.0.0.1", port: 0, onListen() {} },
+          async (req) => {
+            seen.push({ url: req.url, headers: new Headers(req.headers), body: await req.text() });
+            return Response.json({ error: { code: "control.request_not_running" } }, {
+              status: 404,
+            });
+          },
+        );
+        await db.client.execute({
+          sql: "INSERT INTO instances (id, started_at, heartbeat_at, url) VALUES (?, ?, ?, ?)",
+          args: ["recorder", Date.now(), Date.now(), `http://127.0.0.1:${recorder.addr.port}`],
+        });
+        try {
+          const res = await fetch(`${b.url}/request/nowhere-2/abort`, {
+            method: "POST",
+            headers: { ...KEY_A, "x-api-key": "key-a", "x-goog-api-key": "key-a" },
+          });
+          assert.equal(res.status, 404);
+          await res.body?.cancel();
+          assert.equal(seen.length, 1, "B asked the registered peer");
+          const call = seen[0]!;
+          for (const name of ["authorization", "x-api-key", "x-goog-api-key"]) {
+            assert.equal(call.headers.get(name), null, `${name} is not passed on`);
+          }
+          const body = call.body;
+          assert.deepEqual(JSON.parse(body).scope, { admin: false, keyId: "a" });
+          const path = new URL(call.url).pathname;
+          assert.equal(path, "/request/nowhere-2/abort");
+          assert.ok(
+            await verifyPeerCall({ method: "POST", path, body, headers: call.headers }, {
+              secret: PEER_SECRET,
+              now: Date.now(),
+            }),
+            "signed with the shared secret",
+          );
+        } finally {
+          await db.client.execute({ sql: "DELETE FROM instances WHERE id = 'recorder'" });
+          await recorder.shutdown();
+        }
       },
     );
 

@@ -1,5 +1,5 @@
 /**
- * Features the IR cannot carry, end to end (SPEC §4): a same-format upstream
+ * Features the IR cannot carry, end to end (docs/design.md "Client API"): a same-format upstream
  * is sent the client's body unchanged, a candidate that would need a
  * translation is skipped without an attempt, and a route with no candidate
  * left refuses in the client's format. Structured output is translated.

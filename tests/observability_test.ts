@@ -1,15 +1,10 @@
 import assert from "node:assert/strict";
-import { chatRoute, postJson, startTestGateway } from "./harness.ts";
+import { chatRoute, eventually, postJson, startTestGateway } from "./harness.ts";
 import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
 import { type FakeUpstream, startFakeUpstream } from "./fake_upstreams/server.ts";
 
 const messages = [{ role: "user", content: "hi" }];
 const json = { "content-type": "application/json" };
-
-async function until(check: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 10));
-  assert.ok(check(), what);
-}
 
 function api(url: string, method: string, body?: unknown): Promise<Response> {
   return fetch(url, {
@@ -25,7 +20,14 @@ Deno.test("guardrails: {enabled: true} alone is valid; a blocking rule answers 4
   try {
     const on = await api(`${gw.url}/admin/api/guardrails`, "PUT", { enabled: true });
     assert.equal(on.status, 200);
-    assert.deepEqual(await on.json(), { enabled: true, max_input_chars: null, rules: [] });
+    assert.deepEqual(await on.json(), {
+      enabled: true,
+      max_input_chars: null,
+      max_checked_chars: 1_000_000,
+      budget_ms: 250,
+      on_unchecked: "block",
+      rules: [],
+    });
     const bad = await api(`${gw.url}/admin/api/guardrails`, "PUT", { enabled: true, rulez: [] });
     assert.equal(bad.status, 400);
     assert.equal((await bad.json()).problems[0].path, "rulez");
@@ -96,7 +98,9 @@ Deno.test("destinations: enabled false is honoured, adding one never enables ano
     const res = await postJson(`${gw.url}/v1/chat/completions`, { model: "smart", messages });
     await res.body?.cancel();
     const id = res.headers.get("x-request-id");
-    await until(() => hook.calls.length > 0, "the enabled webhook received the record");
+    await eventually(() => hook.calls.length > 0, {
+      what: "the enabled webhook received the record",
+    });
     const sent = hook.calls[0]!.json as {
       records: Array<{ request: { id: string; status: number }; attempts: unknown[] }>;
     };
@@ -120,10 +124,9 @@ Deno.test("destinations: enabled false is honoured, adding one never enables ano
     assert.equal(o.status, 201);
     const again = await postJson(`${gw.url}/v1/chat/completions`, { model: "smart", messages });
     await again.body?.cancel();
-    await until(
-      () => quiet.calls.length > 0 && otlp.calls.length > 0,
-      "both received the next record",
-    );
+    await eventually(() => quiet.calls.length > 0 && otlp.calls.length > 0, {
+      what: "both received the next record",
+    });
     const logs = otlp.calls[0]!.json as {
       resourceLogs: Array<
         { scopeLogs: Array<{ logRecords: Array<{ attributes: Array<{ key: string }> }> }> }

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import OpenAI from "openai";
+import { encodeText, openaiAnswering, streamResponse } from "./format_kit.ts";
 import type { Config, Upstream } from "../gateway/config/schema.ts";
 import type { UpstreamFrame } from "../gateway/formats/format.ts";
 import { GatewayError } from "../gateway/runtime/gateway_error.ts";
@@ -21,7 +22,7 @@ import {
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-// --- pulse (SPEC §5) ---------------------------------------------------------
+// --- pulse (docs/design.md "Pulse") ---------------------------------------------------------
 
 const pulseTable: [string | undefined, boolean][] = [
   ["response.created", false],
@@ -541,7 +542,7 @@ Deno.test("stream encode: a full, numbered event sequence", () => {
 });
 
 Deno.test("SDK: responses.stream() accumulates our stream into a final response", async () => {
-  const client = sdkClient(() => sseResponse(encodeAll(toolEvents)));
+  const client = sdkClient(() => streamResponse([encodeAll(toolEvents)]));
   const stream = client.responses.stream({ model: "smart", input: "hi" });
   const deltas: string[] = [];
   stream.on("response.output_text.delta", (e) => deltas.push(e.delta));
@@ -563,7 +564,7 @@ Deno.test("SDK: responses.stream() accumulates our stream into a final response"
 });
 
 Deno.test("SDK: create({stream:true}) iterates our events in order", async () => {
-  const client = sdkClient(() => sseResponse(encodeAll(toolEvents)));
+  const client = sdkClient(() => streamResponse([encodeAll(toolEvents)]));
   const stream = await client.responses.create({ model: "smart", input: "hi", stream: true });
   const types: string[] = [];
   for await (const event of stream) types.push(event.type);
@@ -580,7 +581,7 @@ Deno.test("SDK: refusal and a length stop parse as an incomplete response", asyn
   ];
   const bytes = encodeAll(events);
   assert.equal(parseSse(bytes).at(-1)?.event, "response.incomplete");
-  const final = await sdkClient(() => sseResponse(bytes)).responses
+  const final = await sdkClient(() => streamResponse([bytes])).responses
     .stream({ model: "smart", input: "hi" }).finalResponse();
   assert.equal(final.status, "incomplete");
   assert.equal(final.incomplete_details?.reason, "max_output_tokens");
@@ -602,7 +603,7 @@ Deno.test("SDK: our encoder reads a translated fake upstream end to end", async 
   const writer = responsesClient.streamEncoder({ id: "req-2", model: "smart" });
   const parts = frames.flatMap((f) => f.events).map((e) => writer.encode(e));
   const bytes = concat([...parts, writer.close()]);
-  const final = await sdkClient(() => sseResponse(bytes)).responses
+  const final = await sdkClient(() => streamResponse([bytes])).responses
     .stream({ model: "smart", input: "hi" }).finalResponse();
   assert.equal(final.output_text, "Let me check.");
   assert.equal(final.usage?.total_tokens, 160);
@@ -610,7 +611,7 @@ Deno.test("SDK: our encoder reads a translated fake upstream end to end", async 
 
 Deno.test("SDK: the fake upstream's own stream and body parse (pass-through bytes)", async () => {
   const chunks = responsesStreamChunks(toolScript, { pingFirst: 2 });
-  const streamed = await sdkClient(() => sseResponse(encoder.encode(chunks.join("")))).responses
+  const streamed = await sdkClient(() => streamResponse(chunks)).responses
     .stream({ model: "smart", input: "hi" }).finalResponse();
   assert.equal(streamed.output_text, "Let me check.");
   assert.equal(streamed.usage?.input_tokens_details.cached_tokens, 100);
@@ -627,7 +628,7 @@ Deno.test("SDK: a failure after passed-through bytes raises an APIError with the
   const upstreamBytes = responsesStreamChunks(toolScript).slice(0, 8).join("");
   const writer = responsesClient.streamEncoder({ id: "req-5", model: "smart" });
   const bytes = concat([encoder.encode(upstreamBytes), writer.error(err)]);
-  const thrown = await sdkClient(() => sseResponse(bytes)).responses
+  const thrown = await sdkClient(() => streamResponse([bytes])).responses
     .stream({ model: "smart", input: "hi" }).finalResponse().then(() => null, (e: unknown) => e);
   assert.ok(thrown instanceof OpenAI.APIError);
   assert.equal(thrown.code, "gw.upstream.idle_timeout_mid_stream");
@@ -675,7 +676,7 @@ for (const [status, err, type] of errorCases) {
     assert.equal(last?.event, "response.failed");
     const response = last?.data.response as Record<string, unknown>;
     assert.deepEqual(response.error, { code: err.code, message: err.publicMessage });
-    const final = await sdkClient(() => sseResponse(bytes)).responses
+    const final = await sdkClient(() => streamResponse([bytes])).responses
       .stream({ model: "smart", input: "hi" }).finalResponse();
     assert.equal(final.status, "failed");
     assert.equal(final.error?.code, err.code);
@@ -692,7 +693,7 @@ Deno.test("errors: in-stream before anything was encoded sends error, then respo
   assert.equal(events[0]?.data.code, "gw.upstream.idle_timeout_mid_stream");
   const response = events[1]?.data.response as Record<string, unknown>;
   assert.deepEqual(response.error, { code: err.code, message: err.publicMessage });
-  const thrown = await sdkClient(() => sseResponse(bytes)).responses
+  const thrown = await sdkClient(() => streamResponse([bytes])).responses
     .stream({ model: "smart", input: "hi" }).finalResponse().then(() => null, (e: unknown) => e);
   assert.ok(thrown instanceof OpenAI.APIError);
   assert.equal(thrown.code, "gw.upstream.idle_timeout_mid_stream");
@@ -773,35 +774,17 @@ function sse(type: string, fields: Record<string, unknown>): string {
   return `event: ${type}\ndata: ${JSON.stringify({ type, ...fields })}\n\n`;
 }
 
-function encodeAll(events: IrEvent[]): Uint8Array {
-  const writer = responsesClient.streamEncoder({ id: "req-1", model: "smart" });
-  return concat([writer.open(), ...events.map((e) => writer.encode(e)), writer.close()]);
-}
-
 function concat(parts: (Uint8Array | null)[]): Uint8Array {
   return encoder.encode(parts.map((p) => (p ? decoder.decode(p) : "")).join(""));
 }
+
+const sdkClient = (reply: () => Response) => openaiAnswering(reply).client;
+const encodeAll = (events: IrEvent[]) => encoder.encode(encodeText(responsesClient, events));
 
 function parseSse(bytes: Uint8Array): { event?: string; data: Record<string, unknown> }[] {
   return decoder.decode(bytes).split("\n\n").filter((b) => b.trim()).map((block) => {
     const event = /^event: (.*)$/m.exec(block)?.[1];
     const data = /^data: (.*)$/m.exec(block)?.[1] ?? "{}";
     return { event, data: JSON.parse(data) };
-  });
-}
-
-function sseResponse(bytes: Uint8Array): Response {
-  return new Response(new Blob([decoder.decode(bytes)]), {
-    headers: { "content-type": "text/event-stream" },
-  });
-}
-
-/** The official SDK, answered by `respond` instead of the network. */
-function sdkClient(respond: () => Response): OpenAI {
-  return new OpenAI({
-    apiKey: "test",
-    baseURL: "http://127.0.0.1/v1",
-    maxRetries: 0,
-    fetch: () => Promise.resolve(respond()),
   });
 }

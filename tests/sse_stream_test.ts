@@ -53,3 +53,16 @@ Deno.test("the stream wrapper and the encoder agree", async () => {
     [undefined, undefined, true],
   ]);
 });
+
+Deno.test("CR and mixed line ends split the same at every point", () => {
+  const text = "data: a\r\rdata: b\r\r\ndata: c\n\r\ndata: d\r\n\ndata: e\r\n\r\n";
+  const bytes = new TextEncoder().encode(text);
+  const whole = parseIn([bytes]);
+  assert.deepEqual(whole.map((e) => e.data), ["a", "b", "c", "d", "e"]);
+  assert.equal(whole.map((e) => e.raw).join(""), text);
+  for (let cut = 1; cut < bytes.byteLength; cut++) {
+    assert.deepEqual(parseIn([bytes.slice(0, cut), bytes.slice(cut)]), whole, `split at ${cut}`);
+  }
+  // One byte at a time: every terminator straddles chunks.
+  assert.deepEqual(parseIn([...bytes].map((b) => new Uint8Array([b]))), whole);
+});

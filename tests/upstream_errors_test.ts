@@ -1,5 +1,5 @@
 /**
- * An upstream's own 4xx keeps its meaning in every client format (SPEC §4):
+ * An upstream's own 4xx keeps its meaning in every client format (docs/design.md "Client API"):
  * byte for byte when the client speaks the upstream's format, its type/code
  * mapped into the client's words otherwise, and the gateway's code in
  * `x-pulsegate-error-code`. Every client format against every provider error

@@ -7,9 +7,21 @@ export interface AbortOutcome {
   text: string;
 }
 
-/** The abort buttons' calls (SPEC §7) and the result of the latest one, shown under the list. */
+/** What an Abort button asked to stop, waiting for the operator to confirm. */
+export interface AbortAsked {
+  kind: "request" | "session";
+  id: string;
+}
+
+/**
+ * The abort buttons' calls (docs/design.md "Abort and disconnect"). A button only asks; the
+ * confirmation names what will stop, because rows move as other requests finish and a click
+ * meant for one row could land on its neighbour. The result of the latest one is kept for the
+ * page to show until dismissed.
+ */
 export function createAborts(api: AdminApi) {
   const result = signal<AbortOutcome | null>(null);
+  const asked = signal<AbortAsked | null>(null);
   const run = async (what: string, call: () => Promise<AbortResult>) => {
     try {
       const { requests } = await call();
@@ -24,8 +36,26 @@ export function createAborts(api: AdminApi) {
   };
   return {
     result,
-    abortRequest: (id: string) => run(`request ${id}`, () => api.abortRequest(id)),
-    abortSession: (id: string) => run(`session ${id}`, () => api.abortSession(id)),
+    asked,
+    ask(kind: AbortAsked["kind"], id: string) {
+      asked.value = { kind, id };
+    },
+    cancel() {
+      asked.value = null;
+    },
+    /** Stops what was asked; resolves once the result is known. */
+    confirm(): Promise<void> {
+      const what = asked.peek();
+      asked.value = null;
+      if (!what) return Promise.resolve();
+      const call = what.kind === "request"
+        ? () => api.abortRequest(what.id)
+        : () => api.abortSession(what.id);
+      return run(`${what.kind} ${what.id}`, call);
+    },
+    dismiss() {
+      result.value = null;
+    },
   };
 }
 

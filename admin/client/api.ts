@@ -5,12 +5,16 @@ import type {
   ConfigProblem,
   ConfigSaved,
   ConfigView,
+  CostReport,
   HealthView,
   HistoryCursor,
+  HistoryOutcome,
   HistoryPage,
+  KeysView,
   RepairAction,
   RequestDetail,
   SessionInfo,
+  UpstreamControlResult,
 } from "../api_types.ts";
 
 export type Fetch = (input: string, init?: RequestInit) => Promise<Response>;
@@ -28,7 +32,7 @@ export class ApiFailure extends Error {
 export interface HistoryFilters {
   route?: string;
   upstream?: string;
-  outcome?: "success" | "error";
+  outcome?: HistoryOutcome;
   session?: string;
   since?: number;
   until?: number;
@@ -40,13 +44,18 @@ export interface AdminApi {
   history(filters: HistoryFilters, opts: { before?: HistoryCursor }): Promise<HistoryPage>;
   request(id: string): Promise<RequestDetail>;
   health(): Promise<HealthView>;
+  costs(query: { by: CostReport["by"]; since: number }): Promise<CostReport>;
+  keys(): Promise<KeysView>;
   config(): Promise<ConfigView>;
   checkConfig(document: unknown): Promise<ConfigChecked>;
   saveConfig(document: unknown): Promise<ConfigSaved>;
   repairConfig(actions: RepairAction[]): Promise<ConfigSaved>;
   abortRequest(id: string): Promise<AbortResult>;
   abortSession(id: string): Promise<AbortResult>;
+  controlUpstream(id: string, action: UpstreamAction): Promise<UpstreamControlResult>;
 }
+
+export type UpstreamAction = "resume" | "enable" | "disable";
 
 export interface ApiIo {
   fetch: Fetch;
@@ -57,7 +66,7 @@ export interface ApiIo {
 }
 
 /**
- * The admin JSON API and the SPEC §7 abort endpoints, with the tab's token sent as
+ * The admin JSON API and the docs/design.md "Abort and disconnect" abort endpoints, with the tab's token sent as
  * `Authorization: Bearer` on every call. Nothing here touches the DOM.
  */
 export function createAdminApi(io: ApiIo): AdminApi {
@@ -97,6 +106,8 @@ export function createAdminApi(io: ApiIo): AdminApi {
       call<HistoryPage>(`/admin/api/requests?${historyQuery(filters, opts)}`),
     request: (id) => call<RequestDetail>(`/admin/api/requests/${encodeURIComponent(id)}`),
     health: () => call<HealthView>("/admin/api/health"),
+    costs: ({ by, since }) => call<CostReport>(`/admin/api/costs?by=${by}&since=${since}`),
+    keys: () => call<KeysView>("/admin/api/keys"),
     config: () => call<ConfigView>("/admin/api/config"),
     checkConfig: (document) =>
       change<ConfigChecked>("/admin/api/config/validate", { method: "POST", body: document }),
@@ -108,6 +119,11 @@ export function createAdminApi(io: ApiIo): AdminApi {
       change<AbortResult>(`/request/${encodeURIComponent(id)}/abort`, { method: "POST" }),
     abortSession: (id) =>
       change<AbortResult>(`/sessions/${encodeURIComponent(id)}/abort`, { method: "POST" }),
+    controlUpstream: (id, action) =>
+      change<UpstreamControlResult>(
+        `/admin/api/upstreams/${encodeURIComponent(id)}/${action}`,
+        { method: "POST" },
+      ),
   };
 }
 

@@ -9,6 +9,8 @@ import { createAborts } from "./aborts.ts";
 import { createAdminApi } from "./api.ts";
 import { createAuth, resumeSession, signIn } from "./auth.ts";
 import { createConfigModel } from "./config_model.ts";
+import { createCosts } from "./cost_model.ts";
+import { CostPanel } from "./islands/costs.tsx";
 import { createHealth } from "./health_model.ts";
 import { createHistory } from "./history_model.ts";
 import { ConfigEditor } from "./islands/config_editor.tsx";
@@ -43,6 +45,7 @@ const aborts = createAborts(api);
 const history = createHistory(api);
 const health = createHealth(api);
 const config = createConfigModel(api);
+const costs = createCosts(api, { now });
 
 function mount(name: string, island: ComponentChildren): void {
   const host = document.querySelector(`[data-island="${name}"]`);
@@ -57,6 +60,7 @@ mount("live", gated(<LiveRequests feed={feed} aborts={aborts} />));
 mount("history", gated(<History history={history} now={now} />));
 mount("health", gated(<UpstreamHealth health={health} />));
 mount("config", gated(<ConfigEditor config={config} now={now} />));
+mount("costs", gated(<CostPanel costs={costs} now={now} />));
 
 // Panels load when the tab signs in and forget everything when it signs out.
 let healthTimer: ReturnType<typeof setInterval> | undefined;
@@ -69,12 +73,14 @@ effect(() => {
       feed.stop();
       health.clear();
       config.clear();
+      costs.clear();
       return;
     }
     feed.start();
     void history.search({});
     void health.refresh();
     void config.load();
+    void costs.refresh();
     healthTimer = setInterval(() => void health.refresh(), HEALTH_EVERY_MS);
   });
 });

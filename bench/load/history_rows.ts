@@ -74,6 +74,7 @@ function rowsFor(i: number, instanceId: string): [RequestRecord, AttemptRecord] 
     outputTokens: 5,
     cachedTokens: null,
     reasoningTokens: null,
+    costUsd: null,
   };
   const attempt: AttemptRecord = {
     requestId: id,
@@ -91,6 +92,8 @@ function rowsFor(i: number, instanceId: string): [RequestRecord, AttemptRecord] 
     inputTokens: 5,
     outputTokens: 5,
     droppedHeaders: null,
+    costUsd: null,
+    resumeOffset: null,
   };
   return [request, attempt];
 }

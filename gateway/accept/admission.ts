@@ -12,26 +12,18 @@ import type { RunState } from "./proxy.ts";
 /** The config in force; throws while shutting down or in safe mode. */
 export function configInForce(state: RunState): Config {
   if (state.shuttingDown) {
-    throw new GatewayError("gateway is shutting down", {
-      code: "gw.gateway.shutting_down",
-      source: "gateway",
-      status: 503,
-    });
+    throw new GatewayError("gateway is shutting down", { code: "gw.gateway.shutting_down" });
   }
   if (!state.config) {
     throw new GatewayError(
       `gateway is in safe mode: ${state.safeModeReason ?? "no valid config"}`,
-      {
-        code: "config.invalid",
-        source: "config",
-        status: 503,
-      },
+      { code: "config.invalid" },
     );
   }
   return state.config;
 }
 
-/** Answers the key id, or null for an open proxy; throws when refused (SPEC §4). */
+/** Answers the key id, or null for an open proxy; throws when refused (docs/design.md "Client API"). */
 export function authorize(
   request: Request,
   opts: { config: Config; loopback: boolean; env: (name: string) => string | undefined },
@@ -44,16 +36,12 @@ export function authorize(
       {
         code: "gw.client.forbidden",
         source: "config",
-        status: 403,
       },
     );
   }
   const key = findKey(config, { presented: presentedKey(request.headers), env: opts.env });
   if (!key) {
-    throw clientError("missing or unknown gateway key", {
-      code: "gw.client.unauthorized",
-      status: 401,
-    });
+    throw clientError("missing or unknown gateway key", { code: "gw.client.unauthorized" });
   }
   return key.id;
 }
@@ -66,7 +54,6 @@ export function routeFor(config: Config, opts: { model: string; keyId: string | 
       `model '${opts.model}' is not a route of this gateway; GET /v1/models lists them`,
       {
         code: "gw.client.unknown_model",
-        status: 404,
         param: "model",
       },
     );
@@ -75,7 +62,6 @@ export function routeFor(config: Config, opts: { model: string; keyId: string | 
   if (keyRoutes && !keyRoutes.includes(route.model)) {
     throw clientError(`this key may not use model '${route.model}'`, {
       code: "gw.client.forbidden",
-      status: 403,
     });
   }
   return route;

@@ -1,6 +1,6 @@
 import type { Config, GatewayKey } from "../config/schema.ts";
 
-/** The credential a client SDK sends, whichever header its SDK uses (SPEC §4). */
+/** The credential a client SDK sends, whichever header its SDK uses (docs/design.md "Client API"). */
 export function presentedKey(headers: Headers): string | null {
   const bearer = headers.get("authorization");
   if (bearer?.toLowerCase().startsWith("bearer ")) return bearer.slice(7).trim();

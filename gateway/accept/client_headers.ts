@@ -126,7 +126,7 @@ export function clientHeadersFor(
  */
 export function upstreamPost(
   url: string,
-  opts: { headers: Headers; body: unknown; forwarded?: ClientHeaders },
+  opts: { headers: Headers; body: string; forwarded?: ClientHeaders },
 ): Request {
   const { headers } = opts;
   for (const [name, value] of opts.forwarded?.headers ?? []) headers.set(name, value);
@@ -137,5 +137,5 @@ export function upstreamPost(
     for (const [name, value] of query) withQuery.searchParams.append(name, value);
     target = withQuery.href;
   }
-  return new Request(target, { method: "POST", headers, body: JSON.stringify(opts.body) });
+  return new Request(target, { method: "POST", headers, body: opts.body });
 }

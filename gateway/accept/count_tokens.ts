@@ -11,9 +11,11 @@ import { checkGuardrails } from "./guardrails.ts";
 import type { Candidate, ForwardDeps } from "../forward/hop.ts";
 import type { IrRequest } from "../formats/ir.ts";
 import type { ProxyDeps } from "./proxy.ts";
+import { requireJsonContentType } from "./json_content_type.ts";
 import { readJsonBody } from "./read_body.ts";
 import { isRecord, parseJson } from "../formats/json.ts";
 import { estimateInputTokens } from "./token_estimate.ts";
+import { readCapped, UPSTREAM_CAPS } from "../formats/upstream_caps.ts";
 
 /** A counter upstream slower than this is not waited for: the estimate answers instead. */
 const COUNT_TIMEOUT_MS = 10_000;
@@ -87,6 +89,7 @@ export async function handleCountTokens(
   try {
     const config = configInForce(deps.state);
     const keyId = authorize(request, { config, loopback: deps.state.loopback, env: deps.env });
+    requireJsonContentType(request);
     const body = await readJsonBody(request, { signal: request.signal });
     if (!isRecord(body)) {
       throw clientError("request body must be a JSON object", { code: "gw.client.invalid_json" });
@@ -123,7 +126,7 @@ async function count(req: CountRequest, deps: ForwardDeps & ProxyDeps): Promise<
   if (!first || !counter) return estimate();
   try {
     // What a guardrail would stop from reaching an upstream is not sent to its counter either.
-    checkGuardrails(req.ir, deps.state.guardrails());
+    await checkGuardrails(req.body, { model: req.ir.model, deps });
     return await askCounter(req, { target: first, counter, deps });
   } catch (err) {
     deps.log.event("count_tokens.estimated", {
@@ -163,7 +166,7 @@ async function askCounter(
       body: JSON.stringify(body),
       signal: AbortSignal.any([req.request.signal, timeout.signal]),
     });
-    const text = await res.text();
+    const text = await readCapped(res, UPSTREAM_CAPS.errorBodyBytes);
     if (!res.ok) throw new Error(`counter answered ${res.status}`);
     const tokens = counter.read(parseJson(text));
     if (tokens === null) throw new Error("counter answered no count");

@@ -1,9 +1,12 @@
 import { z } from "zod";
 import { GatewayError } from "../runtime/gateway_error.ts";
-import type { IrRequest } from "../formats/ir.ts";
+import type { Logger } from "../runtime/logger.ts";
+import type { Metrics } from "../runtime/metrics.ts";
+import { guardedText } from "./guarded_text.ts";
+import type { GuardrailMatcher, MatchResult, UncheckedReason } from "./guardrail_matcher.ts";
 
 /**
- * SPEC §10 guardrails: checks on a request's input, before any upstream is
+ * Guardrails (docs/observability.md): checks on a request's input, before any upstream is
  * called. `{"enabled": true}` alone is a complete document.
  */
 const RuleSchema = z.object({
@@ -11,19 +14,38 @@ const RuleSchema = z.object({
     error: "must be 1-64 characters of a-z, 0-9, '.', '_' or '-'",
   }).describe("Name of the rule; it appears in the error a blocked client reads."),
   pattern: z.string().min(1).refine(compiles, { error: "must be a valid regular expression" })
-    .describe("Regular expression matched against the request's input text."),
+    .describe(
+      "Regular expression matched against every string of the request body the upstream sees (docs/security.md).",
+    ),
   flags: z.string().regex(/^[imsu]*$/, { error: "may only hold the flags i, m, s and u" })
     .default("i").describe("Regular expression flags."),
   message: z.string().max(500).default("the request was blocked by a guardrail")
     .describe("What the blocked client is told."),
   routes: z.array(z.string()).optional().describe("Routes the rule applies to; all when omitted."),
   enabled: z.boolean().default(true).describe("Set to false to switch this rule off."),
-}).strict();
+}).strict().refine((rule) => compiles(rule.pattern, rule.flags), {
+  error: "pattern must be a valid regular expression with these flags",
+  path: ["pattern"],
+});
 
 export const GuardrailsSchema = z.object({
   enabled: z.boolean().default(false).describe("Master switch for every rule below."),
   max_input_chars: z.int().min(1).max(100_000_000).nullable().default(null)
-    .describe("Blocks a request whose input text is longer than this."),
+    .describe(
+      "Blocks a request whose checked text (every string of the body the upstream sees) is longer than this.",
+    ),
+  max_checked_chars: z.int().min(1).max(100_000_000).default(1_000_000)
+    .describe(
+      "The most text the rules read per request. A longer request is not checked: `on_unchecked` decides.",
+    ),
+  budget_ms: z.int().min(1).max(60_000).default(250)
+    .describe(
+      "Real milliseconds all rules together may run on one request (on a worker thread, never the serving thread), and the longest a check waits for that worker; past it `on_unchecked` decides. Not scaled by the test time scale.",
+    ),
+  on_unchecked: z.enum(["block", "allow"]).default("block")
+    .describe(
+      "What happens to a request the rules could not check in full (text over `max_checked_chars`, budget spent, worker busy for longer than the budget, or unavailable): `block` answers 400 `guardrail.unchecked`; `allow` forwards it. Either way it is logged and counted in `pulsegate_guardrail_unchecked_total`.",
+    ),
   rules: z.array(RuleSchema).default([]).describe("Patterns that block a request."),
 }).strict();
 
@@ -31,43 +53,73 @@ export type Guardrails = z.output<typeof GuardrailsSchema>;
 
 export const GUARDRAILS_OFF: Guardrails = GuardrailsSchema.parse({});
 
-function compiles(pattern: string): boolean {
+function compiles(pattern: string, flags = ""): boolean {
   try {
-    new RegExp(pattern);
+    new RegExp(pattern, flags);
     return true;
   } catch {
     return false;
   }
 }
 
-/** Everything the caller sends to the model, as one text to check. */
-function inputText(ir: IrRequest): string {
-  const parts: string[] = ir.system ? [ir.system] : [];
-  for (const m of ir.messages) {
-    for (const p of m.content) {
-      if (p.type === "text" || p.type === "reasoning" || p.type === "refusal") parts.push(p.text);
-      else if (p.type === "tool_result") parts.push(p.content);
-      else if (p.type === "tool_call") parts.push(p.arguments);
-    }
-  }
-  return parts.join("\n");
+/** What the guardrails need from the running gateway. */
+export interface GuardrailDeps {
+  state: { guardrails: () => Guardrails; guardrailMatcher: GuardrailMatcher };
+  metrics: Metrics;
+  log: Logger;
 }
 
-/** Throws `guardrail.blocked` (a 400 in the client's format) when a rule matches. */
-export function checkGuardrails(ir: IrRequest, rails: Guardrails): void {
+/**
+ * Throws `guardrail.blocked` (a 400 in the client's format) when a rule matches
+ * the request body the upstream would see, and `guardrail.unchecked` when the
+ * rules could not read it all and `on_unchecked` is `block`. The rules run on
+ * a worker within `budget_ms` (docs/security.md, "Guardrails are bounded").
+ */
+export async function checkGuardrails(
+  body: unknown,
+  opts: { model: string; deps: GuardrailDeps },
+): Promise<void> {
+  const rails = opts.deps.state.guardrails();
   if (!rails.enabled) return;
-  const text = inputText(ir);
+  const text = guardedText(body);
   if (rails.max_input_chars !== null && text.length > rails.max_input_chars) {
     throw blocked(`input is longer than ${rails.max_input_chars} characters`);
   }
-  for (const rule of rails.rules) {
-    if (!rule.enabled || (rule.routes && !rule.routes.includes(ir.model))) continue;
-    if (new RegExp(rule.pattern, rule.flags).test(text)) {
-      throw blocked(`${rule.message} (${rule.id})`);
-    }
+  const rules = rails.rules.filter((rule) =>
+    rule.enabled && (!rule.routes || rule.routes.includes(opts.model))
+  );
+  if (rules.length === 0) return;
+  const result: MatchResult = text.length > rails.max_checked_chars
+    ? { kind: "unchecked", reason: "size" }
+    : await opts.deps.state.guardrailMatcher.match(text, { rules, budgetMs: rails.budget_ms });
+  if (result.kind === "matched") {
+    const rule = rules[result.rule]!;
+    throw blocked(`${rule.message} (${rule.id})`);
   }
+  if (result.kind === "unchecked") unchecked(result.reason, { rails, deps: opts.deps });
+}
+
+const UNCHECKED_WHY = {
+  size: (rails: Guardrails) =>
+    `input is longer than the ${rails.max_checked_chars} characters the guardrails read`,
+  budget: (rails: Guardrails) => `the guardrails could not finish within ${rails.budget_ms} ms`,
+  busy: (rails: Guardrails) => `the guardrails were busy for longer than ${rails.budget_ms} ms`,
+  unavailable: () => "the guardrails could not run",
+};
+
+function unchecked(
+  reason: UncheckedReason,
+  opts: { rails: Guardrails; deps: GuardrailDeps },
+): void {
+  const outcome = opts.rails.on_unchecked === "block" ? "blocked" : "allowed";
+  opts.deps.metrics.guardrailUnchecked.inc({ reason, outcome });
+  opts.deps.log.event("guardrail.unchecked", { reason, outcome });
+  if (outcome === "allowed") return;
+  throw new GatewayError(UNCHECKED_WHY[reason](opts.rails), {
+    code: "guardrail.unchecked",
+  });
 }
 
 function blocked(message: string): GatewayError {
-  return new GatewayError(message, { code: "guardrail.blocked", source: "client", status: 400 });
+  return new GatewayError(message, { code: "guardrail.blocked" });
 }

@@ -89,7 +89,6 @@ export function describeModel(
     `model '${id}' is not a route of this gateway; GET /v1/models lists them`,
     {
       code: "gw.client.unknown_model",
-      status: 404,
       param: "model",
     },
   );

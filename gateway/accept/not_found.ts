@@ -2,7 +2,7 @@ import type { Hono } from "hono";
 import { baseHeaders, errorResponse } from "../forward/client_channel.ts";
 import type { ClientCodec } from "../formats/format.ts";
 import { CLIENT_CODECS } from "../formats/formats.ts";
-import { clientError, GatewayError } from "../runtime/gateway_error.ts";
+import { clientError, ERROR_CODE_HEADER, GatewayError } from "../runtime/gateway_error.ts";
 import type { Logger } from "../runtime/logger.ts";
 
 /** The operator's surface: admin page and API, control, health, demo upstreams. */
@@ -40,6 +40,7 @@ export function errorFor(request: Request, err: GatewayError): Response {
     headers: baseHeaders(requestId, {
       "content-type": "application/json",
       "x-pulsegate-error": err.source,
+      [ERROR_CODE_HEADER]: err.code,
     }),
   });
 }
@@ -49,7 +50,6 @@ export function notFound(request: Request, message?: string): Response {
   const { pathname } = new URL(request.url);
   const err = clientError(message ?? `no such endpoint: ${request.method} ${pathname}`, {
     code: "gw.client.not_found",
-    status: 404,
   });
   return errorFor(request, err);
 }

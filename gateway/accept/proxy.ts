@@ -9,12 +9,17 @@ import type { ForwardDeps } from "../forward/hop.ts";
 import type { IrRequest } from "../formats/ir.ts";
 import { type HistorySink, LiveRequest } from "../live/live_request.ts";
 import { checkGuardrails, type Guardrails } from "./guardrails.ts";
+import type { GuardrailMatcher } from "./guardrail_matcher.ts";
+import { requireJsonContentType } from "./json_content_type.ts";
 import { readJsonBody } from "./read_body.ts";
+import type { RefusedBudget } from "./refused_budget.ts";
 import { boundedSession, headerSession } from "./session_ids.ts";
 import { isRecord } from "../formats/json.ts";
 import { clientDisconnected } from "../forward/stop_reasons.ts";
 import { forwardStream } from "../forward/stream_forward.ts";
 import { forwardWhole } from "../forward/whole_forward.ts";
+import { admitKey, meteredBilling } from "./key_limits.ts";
+import type { KeyUsageMeter } from "./key_usage_meter.ts";
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -25,11 +30,12 @@ export interface RunState {
   safeModeReason: string | null;
   /** Version of the stored config in force (docs/scaling.md); null for the demo or none stored. */
   configVersion: number | null;
-  /** Proxy open without keys is only allowed on loopback (SPEC §4). */
+  /** Proxy open without keys is only allowed on loopback (docs/design.md "Client API"). */
   loopback: boolean;
   shuttingDown: boolean;
-  /** SPEC §10 guardrails in force. */
+  /** Guardrails in force (docs/observability.md), and the worker their rules run on. */
   guardrails: () => Guardrails;
+  guardrailMatcher: GuardrailMatcher;
 }
 
 export interface ProxyDeps extends Omit<ForwardDeps, "config"> {
@@ -41,6 +47,10 @@ export interface ProxyDeps extends Omit<ForwardDeps, "config"> {
   pending: Set<Promise<void>>;
   /** Whether history already holds a row with this id (queued or stored). */
   requestIdTaken: (id: string) => Promise<boolean>;
+  /** Per-key usage shared through the database, for key limits (docs/config.md). */
+  keyMeter?: KeyUsageMeter;
+  /** How many refused requests still get a row this minute (docs/security.md). */
+  refusedBudget: RefusedBudget;
 }
 
 interface Admitted {
@@ -57,7 +67,7 @@ interface Admitted {
 async function admit(
   request: Request,
   opts: { asked: string | null; deps: ProxyDeps },
-): Promise<{ id: string; admitted: Admitted | GatewayError }> {
+): Promise<{ id: string; admitted: Admitted | GatewayError; refused?: boolean }> {
   const { asked, deps } = opts;
   let admitted: Admitted;
   try {
@@ -65,9 +75,16 @@ async function admit(
     const keyId = authorize(request, { config, loopback: deps.state.loopback, env: deps.env });
     admitted = { config, keyId };
   } catch (err) {
-    return { id: crypto.randomUUID(), admitted: GatewayError.from(err) };
+    return { id: crypto.randomUUID(), admitted: GatewayError.from(err), refused: true };
   }
   if (asked === null) return { id: crypto.randomUUID(), admitted };
+  if (!REQUEST_ID.test(asked)) {
+    // Bad input like any other: answered 400 and recorded, under an id of its own.
+    const err = clientError("x-request-id must be 1-128 characters of A-Za-z0-9._:-", {
+      param: "x-request-id",
+    });
+    return { id: crypto.randomUUID(), admitted: err };
+  }
   if (await deps.requestIdTaken(asked)) return duplicate(asked, "was already used");
   return { id: asked, admitted };
 }
@@ -75,7 +92,6 @@ async function admit(
 function duplicate(asked: string, why: string): { id: string; admitted: GatewayError } {
   const err = clientError(`request id ${asked} ${why}`, {
     code: "gw.client.duplicate_request_id",
-    status: 409,
     param: "x-request-id",
   });
   return { id: crypto.randomUUID(), admitted: err };
@@ -93,13 +109,12 @@ export async function handleProxy(
 ): Promise<Response> {
   const { codec, deps } = opts;
   const asked = request.headers.get("x-request-id");
-  if (asked !== null && !REQUEST_ID.test(asked)) {
-    const err = clientError("x-request-id must be 1-128 characters of A-Za-z0-9._:-", {
-      param: "x-request-id",
-    });
-    return errorResponse(codec, err, { requestId: crypto.randomUUID() });
+  let { id, admitted, refused = false } = await admit(request, { asked, deps });
+  if (refused && admitted instanceof GatewayError && !deps.refusedBudget.take()) {
+    // Beyond the budget a refusal costs no row and no queue slot (docs/security.md).
+    deps.metrics.refusedUnrecorded.inc();
+    return errorResponse(codec, admitted, { requestId: id });
   }
-  let { id, admitted } = await admit(request, { asked, deps });
   // Checked here, with no await before the registry takes the id, so two requests racing on
   // one new name cannot both run under it.
   if (id === asked && deps.registry.has(id)) {
@@ -113,8 +128,11 @@ export async function handleProxy(
     stream: opts.ctx.pathStream ?? false,
     keyId: admitted instanceof GatewayError ? null : admitted.keyId,
     sessionId: headerSession(codec.format, request.headers),
-  }, { clock: deps.clock, sink: deps.sink, metrics: deps.metrics });
+  }, { clock: deps.clock, sink: deps.sink, metrics: deps.metrics, expendable: refused });
   deps.registry.add(live);
+  if (!(admitted instanceof GatewayError)) {
+    live.billing = meteredBilling(admitted.config, { keyId: admitted.keyId, meter: deps.keyMeter });
+  }
   deps.metrics.inflight++;
   const onClientGone = () => live.controller.abort(clientDisconnected());
   request.signal.addEventListener("abort", onClientGone, { once: true });
@@ -190,6 +208,7 @@ async function begin(
   const { deps, live } = opts;
   const { config, keyId: key } = opts.admitted;
   try {
+    requireJsonContentType(request);
     const body = await readJsonBody(request, { signal: live.signal });
     if (!isRecord(body)) {
       throw clientError("request body must be a JSON object", { code: "gw.client.invalid_json" });
@@ -200,7 +219,8 @@ async function begin(
     live.record.sessionId ??= ir.sessionHint === undefined ? null : boundedSession(ir.sessionHint);
     const route = routeFor(config, { model: ir.model, keyId: key });
     live.metricsRoute = route.model;
-    checkGuardrails(ir, deps.state.guardrails());
+    await admitKey(config, { keyId: key, meter: deps.keyMeter, now: deps.clock.now });
+    await checkGuardrails(body, { model: ir.model, deps });
     return { config, ir, body, route };
   } catch (err) {
     return GatewayError.from(err);

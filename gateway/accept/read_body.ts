@@ -1,7 +1,7 @@
 import { clientError, GatewayError } from "../runtime/gateway_error.ts";
 import { clientDisconnected } from "../forward/stop_reasons.ts";
 
-/** SPEC §4: the default limit on a request body. */
+/** docs/design.md "Client API": the default limit on a request body. */
 export const BODY_LIMIT_BYTES = 32 * 1024 * 1024;
 /**
  * How deep a request body's arrays and objects may nest. Real requests (tool
@@ -76,9 +76,7 @@ function parse(text: string): unknown {
   if (depth) {
     throw clientError(
       `request body nests deeper than ${MAX_JSON_DEPTH} levels (at byte ${depth})`,
-      {
-        code: "gw.client.invalid_json",
-      },
+      { code: "gw.client.invalid_json" },
     );
   }
   try {
@@ -113,6 +111,5 @@ function nestingOver(text: string, max: number): number {
 function tooLarge(limit: number): GatewayError {
   return clientError(`request body is larger than the limit of ${limit} bytes`, {
     code: "gw.client.body_too_large",
-    status: 413,
   });
 }

@@ -1,5 +1,5 @@
 /**
- * Safe-mode repairs (SPEC §3): when the stored config fails validation, offer the smallest edits
+ * Safe-mode repairs (docs/design.md "Config"): when the stored config fails validation, offer the smallest edits
  * that make it load again. Only edits with an obvious right answer are offered: drop a field the
  * schema does not know, or put an out-of-range number back to its documented default. Anything
  * that could change who may call what (keys, routes, URLs, flags) is left to the operator.

@@ -1,9 +1,12 @@
 /**
- * The gateway config (SPEC §3). This schema is the single source of truth: validation, the JSON
+ * The gateway config (docs/design.md "Config"). This schema is the single source of truth: validation, the JSON
  * Schema served to the admin page and the reference table in docs/config.md all derive from it,
  * so every field carries a `.describe()` text written for operators.
  */
 import { z } from "zod";
+import { keyLimitFields, pricesField } from "./limits_schema.ts";
+import { allowedEnvName, refusedEnvMessage } from "./env_names.ts";
+import { MAX_URL_CHARS, withoutTrailingSlashes } from "./trailing_slashes.ts";
 
 export const UPSTREAM_KINDS = [
   "openai-chat",
@@ -41,11 +44,11 @@ function slug() {
   });
 }
 
-function envName() {
+function envName(opts: { gatewayKey?: boolean } = {}) {
   return z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, {
     error: "must be the NAME of an environment variable (letters, digits and _, not starting " +
       "with a digit), e.g. OPENAI_API_KEY; never the secret itself",
-  });
+  }).refine((name) => allowedEnvName(name, opts), { error: refusedEnvMessage(opts) });
 }
 
 function modelName() {
@@ -125,7 +128,8 @@ const upstreamId = () =>
   );
 
 const baseUrl = () =>
-  z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" }).optional()
+  z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" })
+    .max(MAX_URL_CHARS, { error: `must be at most ${MAX_URL_CHARS} characters` }).optional()
     .describe(
       "Base URL in the provider SDK's convention; the gateway appends the API path. " +
         "Omit for the public endpoint: https://api.openai.com/v1 (openai kinds), " +
@@ -147,6 +151,7 @@ function keyedUpstream<K extends Exclude<UpstreamKind, "bedrock">>(kind: K) {
       "Name of the env var holding the API key. Omit for a keyless (e.g. local) server.",
     ),
     max_in_flight: maxInFlight(),
+    prices: pricesField(),
     enabled: enabledFlag("upstream"),
   }).strict();
 }
@@ -164,6 +169,7 @@ const BedrockUpstreamSchema = z.object({
     "Name of the env var holding an AWS session token, for temporary credentials.",
   ),
   max_in_flight: maxInFlight(),
+  prices: pricesField(),
   enabled: enabledFlag("upstream"),
 }).strict();
 
@@ -175,10 +181,63 @@ export const UpstreamSchema = z.discriminatedUnion("kind", [
   BedrockUpstreamSchema,
 ]);
 
+// Hedged start (docs/liveness.md): per route, and a candidate may override either field.
+const HEDGE_AFTER_TEXT = "Seconds a candidate may stay without content before the next one is " +
+  "started beside it (a hedge); the first to send content answers, the others are cancelled " +
+  "(hedge_lost, no cooldown). Can double the bill of a slow start. Omit to never hedge.";
+const MAX_HEDGES_TEXT = "Most hedges one request may start; with 2, a third candidate joins " +
+  "when the first two are still silent a further hedge_after_secs later.";
+function hedgeFields(owner: "route" | "candidate") {
+  const over = owner === "candidate" ? " Overrides the route's value." : "";
+  const maxHedges = intBetween(1, 3);
+  return {
+    hedge_after_secs: numberBetween(0.1, 3600).optional().describe(HEDGE_AFTER_TEXT + over),
+    max_hedges: (owner === "route" ? maxHedges.default(1) : maxHedges.optional()).describe(
+      MAX_HEDGES_TEXT + over,
+    ),
+  };
+}
+
+// Liveness beyond failover (docs/liveness.md): the first-content timeout and the move to a
+// larger context window. Off unless set; a candidate's own timeout wins over its route's.
+const liveRouteFields = {
+  first_content_timeout_secs: intBetween(1, 3600).optional().describe(
+    "Seconds a candidate of this route may take to send its first content (keep-alives do not " +
+      "count) before it is given up on as an idle timeout before content and the next " +
+      "candidate is tried (code gw.upstream.first_content_timeout). Off when unset; lets a " +
+      "route demand a quick first token while idle_timeout_secs stays long for slow, steady " +
+      "answers.",
+  ),
+  on_context_overflow: z.literal("next", { error: 'must be "next"' }).optional().describe(
+    'Set to "next" to answer an upstream\'s context-length refusal by trying the next ' +
+      "candidate whose context_window is larger than the refusing one's. Unset, the refusal " +
+      "is returned to the client as it is.",
+  ),
+};
+
+const liveCandidateFields = {
+  first_content_timeout_secs: intBetween(1, 3600).optional().describe(
+    "This candidate's own first_content_timeout_secs, in place of its route's.",
+  ),
+  context_window: intBetween(1, 100_000_000).optional().describe(
+    "Context window of this candidate's model in tokens. With the route's " +
+      'on_context_overflow "next", only a candidate with a larger context_window than the ' +
+      "refusing one is tried after a context-length refusal; one without it is skipped.",
+  ),
+};
+
 export const CandidateSchema = z.object({
   upstream: z.string().describe("id of an upstream in `upstreams`."),
   model: modelName().describe("Model name sent to that upstream."),
+  ...liveCandidateFields,
   enabled: enabledFlag("candidate"),
+  ...hedgeFields("candidate"),
+  // Mid-stream resume (docs/liveness.md), with the route's `resume_after_content`.
+  accepts_prefill: z.boolean().default(false).describe(
+    "This candidate's upstream continues a trailing assistant message (prefill). Only such " +
+      "candidates resume a stream that broke after content, when the route sets " +
+      "`resume_after_content`. Never guessed from the kind: say so only for an upstream that does.",
+  ),
 }).strict();
 
 export const RouteSchema = z.object({
@@ -192,22 +251,35 @@ export const RouteSchema = z.object({
       "(e.g. web search to openai-chat or bedrock), leaving those tools out. When false, " +
       "such a candidate is skipped and the client's error names it and the tool.",
   ),
+  ...liveRouteFields,
+  // Mid-stream resume (docs/liveness.md), with each candidate's `accepts_prefill`.
+  resume_after_content: z.literal("prefill").nullable().default(null).describe(
+    "When a stream that already sent text to the client breaks (idle timeout, broken " +
+      "connection, in-stream error), send the next candidate with `accepts_prefill` the request " +
+      "plus the text delivered so far as a trailing assistant message, and relay only its " +
+      "continuation into the same client stream. A stream that delivered a tool call is never " +
+      "resumed. null: off, the stream ends with an error event.",
+  ),
   enabled: enabledFlag("route"),
+  ...hedgeFields("route"),
 }).strict();
 
 export const KeySchema = z.object({
   id: slug().describe("Unique name of the key; it labels history."),
-  key_env: envName().describe("Name of the env var holding the gateway key clients send."),
+  key_env: envName({ gatewayKey: true }).describe(
+    "Name of the env var holding the gateway key clients send.",
+  ),
   routes: z.array(z.string()).min(1, {
     error: "must name at least one route (omit it to allow every route)",
   }).optional().describe("Route models this key may use. Omit to allow every route."),
+  ...keyLimitFields(),
   enabled: enabledFlag("key"),
 }).strict();
 
 type Issues = z.RefinementCtx<unknown>;
 type Checked = {
-  upstreams: { id: string }[];
-  routes: { model: string; candidates: { upstream: string }[] }[];
+  upstreams: { id: string; kind: string }[];
+  routes: { model: string; candidates: { upstream: string; accepts_prefill: boolean }[] }[];
   keys: { id: string; key_env: string; routes?: string[] | undefined }[];
 };
 
@@ -261,6 +333,23 @@ function flagUnknownKeyRoutes(config: Checked, ctx: Issues) {
   );
 }
 
+/** The Responses API has no prefill: an assistant turn last is taken as a past answer, not continued. */
+function flagPrefillKinds(config: Checked, ctx: Issues) {
+  const kinds = new Map(config.upstreams.map((u) => [u.id, u.kind]));
+  config.routes.forEach((route, r) =>
+    route.candidates.forEach((candidate, c) => {
+      if (!candidate.accepts_prefill || kinds.get(candidate.upstream) !== "openai-responses") {
+        return;
+      }
+      ctx.addIssue({
+        code: "custom",
+        path: ["routes", r, "candidates", c, "accepts_prefill"],
+        message: "an openai-responses upstream cannot continue a prefill",
+      });
+    })
+  );
+}
+
 function checkReferences(config: Checked, ctx: Issues) {
   const at = (list: string, field: string) => (i: number) => [list, i, field];
   flagDuplicates(config.upstreams.map((u) => u.id), ctx, { at: at("upstreams", "id") });
@@ -270,6 +359,7 @@ function checkReferences(config: Checked, ctx: Issues) {
   flagDuplicates(config.keys.map((k) => k.key_env), ctx, { at: at("keys", "key_env") });
   flagUnknownUpstreams(config, ctx);
   flagUnknownKeyRoutes(config, ctx);
+  flagPrefillKinds(config, ctx);
 }
 
 export const ConfigSchema = z.object({
@@ -302,7 +392,7 @@ export type GatewayKey = z.output<typeof KeySchema>;
 /** The base URL to call, without a trailing slash, so callers can append `/chat/completions`. */
 export function upstreamBaseUrl(upstream: Upstream): string {
   const url = upstream.base_url ?? defaultBaseUrl(upstream);
-  return url.replace(/\/+$/, "");
+  return withoutTrailingSlashes(url);
 }
 
 function defaultBaseUrl(upstream: Upstream): string {

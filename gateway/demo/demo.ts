@@ -1,9 +1,13 @@
 import type { ConfigInput } from "../config/schema.ts";
 import type { Clock } from "../runtime/clock.ts";
 import { formatSse } from "../formats/sse_stream.ts";
+import { isRecord } from "../formats/json.ts";
+import { readJsonBody } from "../accept/read_body.ts";
+import { GatewayError } from "../runtime/gateway_error.ts";
+import { isLoopback } from "../settings.ts";
 
 /**
- * The built-in demo profile (SPEC §2): three SIMULATED Chat Completions
+ * The built-in demo profile (docs/design.md "Settings"): three SIMULATED Chat Completions
  * upstreams served by this same process under /_demo/, so a newcomer sees
  * failover with no API keys. Nothing here talks to a real provider.
  */
@@ -30,21 +34,47 @@ export function demoConfig(origin: string): ConfigInput {
 }
 
 const encoder = new TextEncoder();
+
+function isOwnCall(caller: Deno.NetAddr | undefined, self: string): boolean {
+  if (!caller) return false;
+  const host = caller.hostname.replace(/^::ffff:/, "");
+  return isLoopback(host) || host === self.replace(/^\[|\]$/g, "");
+}
+
+/** An error in the Chat Completions shape the simulated upstreams speak. */
+function demoError(status: number, message: string): Response {
+  const type = status >= 500 ? "server_error" : "invalid_request_error";
+  return Response.json({ error: { message, type, code: null } }, { status });
+}
+
 const WORDS = "Hello from the simulated healthy upstream. Failover worked: you are reading me."
   .split(" ");
 
-/** Serves a simulated upstream; null when the path is not a demo path. */
+/**
+ * Serves a simulated upstream; null when the path is not a demo path. Only the gateway itself
+ * calls these (its demo config points at its own address), so other callers are refused: a
+ * loopback peer, or the address the gateway listens on (`self`) when it listens on one
+ * interface. Bodies are read with the proxy's own size limit.
+ */
 export async function serveDemoUpstream(
   request: Request,
-  opts: { clock: Clock },
+  opts: { clock: Clock; caller: Deno.NetAddr | undefined; self: string },
 ): Promise<Response | null> {
   const match = new URL(request.url).pathname.match(/^\/_demo\/(\w+)\/v1\/chat\/completions$/);
   if (!match) return null;
-  const body = await request.json().catch(() => ({}));
-  const stream = typeof body === "object" && body !== null && "stream" in body && body.stream;
+  if (!isOwnCall(opts.caller, opts.self)) {
+    return demoError(403, "the simulated upstreams answer only the gateway itself");
+  }
+  let body: unknown;
+  try {
+    body = await readJsonBody(request, { signal: request.signal });
+  } catch (err) {
+    const error = GatewayError.from(err);
+    return demoError(error.status, error.message);
+  }
+  const stream = isRecord(body) && Boolean(body.stream);
   if (match[1] === "error") {
-    const error = { error: { message: "simulated outage", type: "server_error", code: null } };
-    return Response.json(error, { status: 503 });
+    return demoError(503, "simulated outage");
   }
   if (match[1] === "silent") {
     // 200, then nothing, until the gateway gives up on it.

@@ -1,11 +1,12 @@
 import type { ClientFormat, UpstreamKind } from "./format.ts";
 import type { GatewayCode, GatewayError } from "../runtime/gateway_error.ts";
+import { isContextOverflow } from "./context_overflow.ts";
 
 /**
  * The one table between the formats' error vocabularies: what an error
  * means, and how each format says it. Every codec's `renderError` reads its
  * words here, so an upstream's 4xx keeps its meaning in any client format
- * (SPEC §4) and the gateway's own errors get the same words everywhere.
+ * (docs/design.md "Client API") and the gateway's own errors get the same words everywhere.
  */
 export type ErrorMeaning =
   | "invalid_request"
@@ -167,6 +168,7 @@ const BY_STATUS: Record<number, ErrorMeaning> = {
   408: "timeout",
   409: "conflict",
   413: "too_large",
+  415: "invalid_request",
   429: "rate_limit",
   499: "cancelled",
   500: "server",
@@ -235,26 +237,17 @@ function buildReadTables(): Record<Reading, Map<string, ErrorMeaning>> {
   return read;
 }
 
-/**
- * Only OpenAI has a code for an over-long prompt; the others say it in the
- * message of their generic invalid-request error (Anthropic "prompt is too
- * long", Gemini "exceeds the maximum number of tokens", Bedrock "Input is too
- * long"). An OpenAI client checks `code === "context_length_exceeded"` to
- * shorten its history, so those messages are read as that meaning.
- */
-const CONTEXT_TOO_LONG =
-  /prompt is too long|input is too long|exceeds the maximum (number of )?tokens|maximum context length/i;
-
-/** Our own timeouts are timeouts whatever status `timeout_status` gives them (SPEC §4). */
+/** Our own timeouts are timeouts whatever status `timeout_status` gives them (docs/design.md "Client API"). */
 const TIMEOUT_CODES = new Set<GatewayCode>([
   "gw.upstream.idle_timeout",
   "gw.upstream.idle_timeout_mid_stream",
+  "gw.upstream.first_content_timeout",
   "gw.upstream.deadline",
 ]);
 
 /**
  * For an upstream's own error passed on to the caller (the "other 4xx" of
- * SPEC §6), the vocabulary its words are in. The upstream's words for a
+ * docs/design.md "Failover before content"), the vocabulary its words are in. The upstream's words for a
  * failure we charge to it (a 401 on our credential, a 429) are not the
  * caller's to read: those speak by our code and status.
  */
@@ -269,9 +262,10 @@ export function errorMeaning(err: GatewayError): ErrorMeaning {
   if (vocab) {
     const meaning = readWords(vocab, { type: err.upstreamType, code: err.upstreamCode }) ??
       statusMeaning(err.status);
-    return meaning === "invalid_request" && CONTEXT_TOO_LONG.test(err.message)
-      ? "context_too_long"
-      : meaning;
+    // Only OpenAI has a code for an over-long prompt; the others say it in a message (see
+    // context_overflow.ts). An OpenAI client checks `code === "context_length_exceeded"` to
+    // shorten its history, so those messages are read as that meaning.
+    return meaning === "invalid_request" && isContextOverflow(err) ? "context_too_long" : meaning;
   }
   if (TIMEOUT_CODES.has(err.code)) return "timeout";
   return statusMeaning(err.status);
@@ -293,7 +287,7 @@ function statusMeaning(status: number): ErrorMeaning {
 /**
  * OpenAI's `type` and `code` for an error. An upstream of the OpenAI family
  * keeps its own words; otherwise they come from the table. Where there is no
- * provider code, `code` is the gateway's code (SPEC §4).
+ * provider code, `code` is the gateway's code (docs/design.md "Client API").
  */
 export function openAiWords(err: GatewayError): { type: string; code: string } {
   const words = TABLE[errorMeaning(err)].openai;
@@ -337,7 +331,7 @@ export function translatedWords(
   return out;
 }
 
-/** The upstream's answer, unchanged, when the client speaks its format (SPEC §4). */
+/** The upstream's answer, unchanged, when the client speaks its format (docs/design.md "Client API"). */
 export function sameFormatAnswer(
   err: GatewayError,
   format: ClientFormat,

@@ -10,7 +10,7 @@ export type UpstreamKind = Upstream["kind"];
 export interface UpstreamFrame {
   /** Exact bytes, for same-format pass-through. */
   raw: Uint8Array;
-  /** SPEC §5: does this frame restart the idle timer and end the hold? */
+  /** docs/design.md "Pulse": does this frame restart the idle timer and end the hold? */
   content: boolean;
   /** What it means, for translation into another format. */
   events: IrEvent[];

@@ -2,6 +2,7 @@ import type { UpstreamFrame } from "./format.ts";
 import { isRecord, parseJson } from "./json.ts";
 import { type SseEvent, SseParser } from "./sse_stream.ts";
 import { badResponse } from "../forward/upstream_error.ts";
+import { oversized, UPSTREAM_CAPS } from "./upstream_caps.ts";
 
 /** What a format module says about one SSE event. */
 export type SseReading = Omit<UpstreamFrame, "raw">;
@@ -14,13 +15,15 @@ const encoder = new TextEncoder();
 /**
  * Turns an SSE body into frames using a format's reader, in one stream step.
  * What every SSE format shares is decided here, once:
- * - comments, and blocks with no data, are keep-alives (SPEC §5): readers never see them
+ * - comments, and blocks with no data, are keep-alives (docs/design.md "Pulse"): readers never see them
  *   (but for a bare JSON object, which is how Google tells an error after the 200);
  * - every provider sends JSON (or `[DONE]`) as data, so data that does not
  *   parse is a broken stream, not content to pass on;
  * - a block cut off by the end of the body is not dispatched (as the SSE
  *   standard says), unless it is whole but for its blank line: then it is
- *   completed, so a client fed the raw bytes never sees half an event.
+ *   completed, so a client fed the raw bytes never sees half an event;
+ * - an event growing past UPSTREAM_CAPS.eventBytes is a broken stream too
+ *   (`gw.upstream.oversized`), whatever the format.
  */
 export function sseFrameStream(read: SseRead): ReadableWritablePair<UpstreamFrame, Uint8Array> {
   const parser = new SseParser();
@@ -37,9 +40,16 @@ export function sseFrameStream(read: SseRead): ReadableWritablePair<UpstreamFram
     }
     return { raw, ...read(event.data === undefined ? { ...event, data } : event, json) };
   };
+  let reported = false;
   return new TransformStream<Uint8Array, UpstreamFrame>({
     transform(chunk, controller) {
       for (const event of parser.push(chunk)) controller.enqueue(frame(event));
+      // Reported once; the parser takes nothing more, and the hop drops the connection.
+      if (parser.oversized && !reported) {
+        reported = true;
+        const error = oversized("an event", UPSTREAM_CAPS.eventBytes);
+        controller.enqueue({ raw: new Uint8Array(0), content: true, events: [], error });
+      }
     },
     flush(controller) {
       for (const tail of parser.end()) {

@@ -1,3 +1,5 @@
+import { UPSTREAM_CAPS } from "./upstream_caps.ts";
+
 /** One server-sent event as it arrived, with the exact text that carried it. */
 export interface SseEvent {
   /** The `event:` field, or undefined for the default `message` type. */
@@ -14,60 +16,104 @@ export interface SseEvent {
  * Splits bytes into SSE blocks, incrementally. Raw text is kept per block so
  * a same-format stream can be passed on byte for byte after inspection; this
  * is the only place in the gateway that reads `data:` lines.
+ *
+ * Linear in its input: each chunk is searched for a blank line once (with
+ * the few characters before it that a terminator may start in), and a block
+ * still arriving is kept in pieces, joined once when its blank line comes.
+ * A block may grow to `maxEventChars` (UPSTREAM_CAPS.eventBytes by default);
+ * past that the parser sets `oversized` and takes nothing more.
  */
 export class SseParser {
   #decoder = new TextDecoder();
-  #buffer = "";
-  /** Where the search for a blank line resumes: text before it was searched already. */
-  #scanFrom = 0;
+  /** The block still arriving, not yet joined: no blank line in it. */
+  #pieces: string[] = [];
+  #pending = 0;
+  /** The block's last characters, searched already: a terminator may start among them. */
+  #carry = "";
+  readonly #max: number;
+  #oversized = false;
+
+  constructor(opts: { maxEventChars?: number } = {}) {
+    this.#max = opts.maxEventChars ?? UPSTREAM_CAPS.eventBytes;
+  }
+
+  /** True once a block outgrew the cap; every later push answers nothing. */
+  get oversized(): boolean {
+    return this.#oversized;
+  }
 
   push(chunk: Uint8Array): SseEvent[] {
-    this.#buffer += this.#decoder.decode(chunk, { stream: true });
-    return this.#drain(false);
+    if (this.#oversized) return [];
+    return this.#take(this.#decoder.decode(chunk, { stream: true }), false);
   }
 
   /** The last block, when the stream ended without its blank line. */
   end(): SseEvent[] {
-    this.#buffer += this.#decoder.decode();
-    return this.#drain(true);
+    if (this.#oversized) return [];
+    return this.#take(this.#decoder.decode(), true);
   }
 
-  #drain(final: boolean): SseEvent[] {
-    const text = this.#buffer;
+  #take(text: string, final: boolean): SseEvent[] {
     const out: SseEvent[] = [];
-    const blank = /\r\n\r\n|\n\n|\r\r|\r\n\n|\n\r\n/g;
-    let start = 0;
-    // A long event arriving in many chunks is searched once, not again from its start per chunk.
-    let from = this.#scanFrom;
-    for (;;) {
-      blank.lastIndex = Math.max(start, from);
-      from = 0;
-      const match = blank.exec(text);
-      if (!match) break;
-      let end = match.index + match[0].length;
-      // "\r\r" may be followed by the "\n" of a CRLF: keep it with this block.
-      if (match[0] === "\r\r" && text[end] === "\n") end++;
-      out.push(parseBlock(text.slice(start, end)));
-      start = end;
+    const window = this.#carry + text;
+    if (nextBlank(window, 0)) {
+      // Join once: the pieces before the carry were searched and hold no terminator.
+      const joined = this.#pieces.join("") + text;
+      this.#pieces = [];
+      let start = 0;
+      let from = joined.length - window.length;
+      for (;;) {
+        const match = nextBlank(joined, Math.max(start, from));
+        if (!match) break;
+        let end = match.index + match[0].length;
+        // "\r\r" may be followed by the "\n" of a CRLF: keep it with this block, so wait for it.
+        if (match[0] === "\r\r" && end === joined.length && !final) break;
+        if (match[0] === "\r\r" && joined[end] === "\n") end++;
+        out.push(parseBlock(joined.slice(start, end)));
+        start = end;
+        from = end;
+      }
+      const rest = joined.slice(start);
+      if (rest !== "") this.#pieces.push(rest);
+      this.#pending = rest.length;
+      this.#carry = rest.slice(-3);
+    } else if (text !== "") {
+      this.#pieces.push(text);
+      this.#pending += text.length;
+      // A terminator is at most four characters: its start may be among the last three seen.
+      this.#carry = window.slice(-3);
     }
-    this.#buffer = text.slice(start);
-    // A terminator is at most four characters: its start may be among the last three seen.
-    this.#scanFrom = Math.max(0, this.#buffer.length - 3);
-    if (final && this.#buffer.trim() !== "") {
-      out.push(parseBlock(this.#buffer));
-      this.#buffer = "";
+    if (this.#pending > this.#max) {
+      this.#oversized = true;
+      this.#pieces = [];
+      this.#pending = 0;
+      return out;
+    }
+    if (final && this.#pending > 0) {
+      const rest = this.#pieces.join("");
+      this.#pieces = [];
+      this.#pending = 0;
+      if (rest.trim() !== "") out.push(parseBlock(rest));
     }
     return out;
   }
 }
 
-/** SseParser as a stream, for callers that want one. */
+const BLANK_LINE = /\r\n\r\n|\n\n|\r\r|\r\n\n|\n\r\n/g;
+
+function nextBlank(text: string, from: number): RegExpExecArray | null {
+  BLANK_LINE.lastIndex = from;
+  return BLANK_LINE.exec(text);
+}
+
+/** SseParser as a stream, for callers that want one; a block over the cap errors the stream. */
 export class SseDecoderStream extends TransformStream<Uint8Array, SseEvent> {
   constructor() {
     const parser = new SseParser();
     super({
       transform(chunk, controller) {
         for (const event of parser.push(chunk)) controller.enqueue(event);
+        if (parser.oversized) controller.error(new Error("an SSE event over the size cap"));
       },
       flush(controller) {
         for (const event of parser.end()) controller.enqueue(event);

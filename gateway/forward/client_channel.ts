@@ -13,7 +13,7 @@ export function baseHeaders(requestId: string, extra: HeadersInit = {}): Headers
 /**
  * The error response in the client's own format; the gateway's code rides in
  * `x-pulsegate-error-code`. An upstream's own 4xx reaches a client of the
- * same format as it came: status, body and content type (SPEC §4).
+ * same format as it came: status, body and content type (docs/design.md "Client API").
  */
 export function errorResponse(
   codec: ClientCodec,

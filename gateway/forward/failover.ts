@@ -1,4 +1,5 @@
 import { describeSkipped, inexpressible, planCandidates } from "../route/candidates.ts";
+import { affinitySession } from "../route/affinity.ts";
 import type { UpstreamKind } from "../formats/format.ts";
 import { clientError, GatewayError } from "../runtime/gateway_error.ts";
 import {
@@ -9,6 +10,10 @@ import {
   type HopResult,
 } from "./hop.ts";
 import { stopReason } from "./stop_reasons.ts";
+import { HedgeRace, type Outcome } from "./hedge_race.ts";
+import type { Lane } from "./hedge_lane.ts";
+import { ContextOverflow } from "../route/context_overflow.ts";
+import { isContextOverflow } from "../formats/context_overflow.ts";
 
 /** The backoff before retrying the same candidate, in configured seconds. */
 const RETRY_BACKOFF_SECS = 0.5;
@@ -18,45 +23,82 @@ const MAX_RETRY_WAIT_SECS = 10;
 export type RunHop = (hop: Hop, opts: { isLast: boolean }) => Promise<HopResult>;
 
 /**
- * The candidate loop of SPEC §6, in four steps: plan the candidates; try each
+ * The candidate loop of docs/design.md "Failover before content", in four steps: plan the candidates; try each
  * in order (with its retries); if some were full, wait once for the first of
  * them to free a slot and try it; then report. A hop's result reaches the loop
  * whole: `stop` ends the request there (a failure after content reached the
  * client, the caller's own error, an abort), so a started answer is never
  * handed to another candidate. Answers the error to give the client, or null
  * when a hop delivered the answer.
+ *
+ * A route that hedges (docs/liveness.md, "Hedged start") runs the same loop
+ * through a race: a candidate silent for `hedge_after_secs` lets the loop go
+ * on to the next one while it keeps running, and the first to send content
+ * wins. Every hop the race started has ended before this returns.
  */
 export async function runCandidates(
   req: ForwardRequest,
   opts: { deps: ForwardDeps; runHop: RunHop },
 ): Promise<GatewayError | null> {
-  const { deps } = opts;
+  const { plan, skipped } = planFor(req, opts.deps);
+  const race = HedgeRace.for(req, { deps: opts.deps, plan });
+  try {
+    return await tryInOrder(req, { ...opts, plan, skipped, race });
+  } finally {
+    await race?.settle();
+  }
+}
+
+async function tryInOrder(
+  req: ForwardRequest,
+  opts: {
+    deps: ForwardDeps;
+    runHop: RunHop;
+    plan: Candidate[];
+    skipped: Map<string, string[]>;
+    race: HedgeRace | null;
+  },
+): Promise<GatewayError | null> {
+  const { deps, plan, skipped, race } = opts;
   const { live } = req;
-  const { plan, skipped } = planFor(req, deps);
   if (!plan.length) return skipped.size ? cannotExpress(req, { skipped, deps }) : noCandidate(req);
   const tried: string[] = [];
   // Every error the loop ends with names the candidates tried and those passed over.
   const chain = { tried, skipped: describeSkipped(skipped) };
   const full: Candidate[] = [];
   let failed: GatewayError | null = null;
+  const overflow = new ContextOverflow(req.route);
   for (const [i, target] of plan.entries()) {
-    const affine = isAffine(target, req, deps);
-    const release = await takeSlot(target, { req, deps, wait: affine });
+    if (overflow.skips(target)) continue;
+    // A hedge never waits for a slot while another candidate runs: it is tried later if full.
+    const wait = isAffine(target, req, deps) && !race?.running;
+    const release = await takeSlot(target, { req, deps, wait });
     if (!release) {
       if (stopReason(live.signal)) return stopReason(live.signal)!;
       // The session's own upstream was already waited for, for as long as a wait may last.
-      if (!affine) full.push(target);
+      if (!wait) full.push(target);
       continue;
     }
     // A later full candidate may still be waited for, so this one is last only if none was full.
     const isLast = i === plan.length - 1 && !full.length;
-    const result = await tryCandidate(req, { target, release, isLast, tried, ...opts });
-    if (result.kind !== "next") return ended(result, { req, chain });
+    const start = (lane: Lane | null = null) =>
+      tryCandidate(req, { ...opts, target, release, isLast, tried, lane });
+    // Hedged: "hedge" means this candidate is still running, silent, and the next joins it.
+    const more = i < plan.length - 1;
+    const result = race ? await race.run(target, { start, release, more }) : await start();
+    if (result === "hedge") continue;
+    // A refusal is a `stop` when it is the HTTP answer, a `next` when it came inside a stream.
+    const movesOn = result.kind !== "done" && overflow.movesOn(result.error, target);
+    if (result.kind !== "next" && !movesOn) return ended(result, { req, chain });
     if (stopReason(live.signal)) return stopReason(live.signal)!;
     failed = result.error;
   }
-  if (full.length) {
-    const freed = await waitForAny(full, { req, deps });
+  const rest = await race?.drain();
+  if (rest && rest.kind !== "next") return ended(rest, { req, chain });
+  if (rest) failed = rest.error;
+  const waitable = full.filter((target) => !overflow.skips(target));
+  if (waitable.length) {
+    const freed = await waitForAny(waitable, { req, deps });
     if (stopReason(live.signal)) return stopReason(live.signal)!;
     if (freed) {
       const result = await tryCandidate(req, { ...freed, isLast: true, tried, ...opts });
@@ -89,7 +131,7 @@ function planFor(
   const skipped = new Map<string, string[]>();
   const plan = planCandidates(req.route, {
     deps,
-    sessionId: req.live.record.sessionId,
+    sessionId: affinitySession(req.live.record),
     // A candidate that cannot be sent the request is passed over, not tried:
     // no attempt row, no cooldown charge, no place in "tried".
     accept: ({ upstream }) => {
@@ -115,17 +157,21 @@ async function tryCandidate(
     runHop: RunHop;
     isLast: boolean;
     tried: string[];
+    /** Its lane in a hedge race: a lost race stops its retries too. */
+    lane?: Lane | null;
   },
-): Promise<Exclude<HopResult, { kind: "retry" }>> {
-  const { target, deps } = opts;
+): Promise<Outcome> {
+  const { target, deps, lane } = opts;
+  const signal = lane?.signal ?? req.live.signal;
+  const stopped = () => stopReason(req.live.signal) ?? stopReason(signal);
   let release: (() => void) | null = opts.release;
   for (let retry = 0;; retry++) {
     if (!release) {
-      release = await takeSlot(target, { req, deps, wait: true });
-      if (!release) return { kind: "stop", error: stopReason(req.live.signal) ?? slotsFull(deps) };
+      release = await takeSlot(target, { req, deps, wait: true, signal });
+      if (!release) return { kind: "stop", error: stopped() ?? slotsFull(deps) };
     }
     if (opts.tried.at(-1) !== target.upstream.id) opts.tried.push(target.upstream.id);
-    const hop = new Hop(req, { target, deps, release });
+    const hop = new Hop(req, { target, deps, release, lane });
     let result: HopResult;
     try {
       result = await opts.runHop(hop, { isLast: opts.isLast });
@@ -141,20 +187,21 @@ async function tryCandidate(
       return { kind: "next", error: result.error };
     }
     try {
-      await deps.clock.sleep(wait * 1000, req.live.signal);
+      await deps.clock.sleep(wait * 1000, signal);
     } catch {
-      return { kind: "stop", error: stopReason(req.live.signal) ?? result.error };
+      return { kind: "stop", error: stopped() ?? result.error };
     }
   }
 }
 
 function isAffine(target: Candidate, req: ForwardRequest, deps: ForwardDeps): boolean {
-  return deps.affinity.get(req.route.model, req.live.record.sessionId) === target.upstream.id;
+  return deps.affinity.get(req.route.model, affinitySession(req.live.record)) ===
+    target.upstream.id;
 }
 
 async function takeSlot(
   target: Candidate,
-  opts: { req: ForwardRequest; deps: ForwardDeps; wait: boolean },
+  opts: { req: ForwardRequest; deps: ForwardDeps; wait: boolean; signal?: AbortSignal },
 ): Promise<(() => void) | null> {
   const { deps, req } = opts;
   const max = target.upstream.max_in_flight;
@@ -163,7 +210,7 @@ async function takeSlot(
   req.live.state = "waiting_for_slot";
   return await deps.slots.acquire(target.upstream.id, max, {
     waitMs: deps.config.failover.slot_wait_secs * 1000,
-    signal: req.live.signal,
+    signal: opts.signal ?? req.live.signal,
   });
 }
 
@@ -215,26 +262,26 @@ function cannotExpress(
 function noCandidate(req: ForwardRequest): GatewayError {
   return new GatewayError(`route ${req.route.model} has no enabled candidate`, {
     code: "gw.upstream.unavailable",
-    source: "config",
-    status: 503,
   });
 }
 
 function slotsFull(deps: ForwardDeps): GatewayError {
   return new GatewayError("every candidate upstream is at its max_in_flight", {
     code: "gw.slots.full",
-    source: "gateway",
-    status: 429,
     retryAfterSecs: Math.max(1, Math.ceil(deps.config.failover.slot_wait_secs)),
   });
 }
 
 /**
- * No candidate is left (SPEC §6): `timeout_status` in the client's format,
- * except when every upstream asked us to slow down, which stays a 429.
+ * No candidate is left (docs/design.md "Failover before content"): `timeout_status` in the client's format,
+ * except when every upstream asked us to slow down, which stays a 429, and
+ * when the last refused the prompt as too long for it (docs/liveness.md),
+ * which is the caller's to read as the provider said it.
  */
 function exhausted(last: GatewayError, opts: { chain: Chain; deps: ForwardDeps }): GatewayError {
-  if (last.code === "gw.upstream.rate_limited") return last.with(opts.chain);
+  if (last.code === "gw.upstream.rate_limited" || isContextOverflow(last)) {
+    return last.with(opts.chain);
+  }
   return last.with({ ...opts.chain, status: opts.deps.config.failover.timeout_status });
 }
 

@@ -10,14 +10,17 @@ import type {
 } from "../formats/format.ts";
 import { type GatewayCode, GatewayError } from "../runtime/gateway_error.ts";
 import { IdleTimer } from "./idle_timer.ts";
-import type { IrRequest } from "../formats/ir.ts";
+import { firstContentSecs, startFirstContentTimer } from "./first_content_timer.ts";
+import type { IrRequest, IrUsage } from "../formats/ir.ts";
 import type { Attempt, LiveRequest } from "../live/live_request.ts";
 import type { Logger } from "../runtime/logger.ts";
 import type { Metrics } from "../runtime/metrics.ts";
 import type { Slots } from "../route/slots.ts";
 import { idleTimeout, stopReason } from "./stop_reasons.ts";
 import { isRetryableStatus, retryAfterSecs } from "./upstream_error.ts";
-import type { Affinity } from "../route/affinity.ts";
+import { type Affinity, affinitySession } from "../route/affinity.ts";
+import type { Lane } from "./hedge_lane.ts";
+import { readCapped, UPSTREAM_CAPS } from "../formats/upstream_caps.ts";
 
 /**
  * The reason a finished hop's connection is dropped. Shared and plain: the
@@ -57,6 +60,8 @@ export interface ForwardRequest {
   route: Route;
   /** The client's provider headers and query flags, for a same-format upstream. */
   clientHeaders?: ClientHeaders;
+  /** A mid-stream resume's request (docs/liveness.md): the prefill is in the IR, so it is always translated. */
+  prefilled?: boolean;
 }
 
 export interface Candidate {
@@ -65,13 +70,16 @@ export interface Candidate {
 }
 
 /**
- * SPEC §4: an upstream of the client's own format is sent the client's body,
+ * docs/design.md "Client API": an upstream of the client's own format is sent the client's body,
  * unchanged but for the model; any other gets a translation of the IR. This
  * is about the request only: whether the answer's bytes can pass through too
  * is the client's stream shape's business (Gemini's JSON array cannot).
  */
-export function passesBodyThrough(req: Pick<ForwardRequest, "codec">, kind: UpstreamKind): boolean {
-  return req.codec.format === kind;
+export function passesBodyThrough(
+  req: Pick<ForwardRequest, "codec" | "prefilled">,
+  kind: UpstreamKind,
+): boolean {
+  return !req.prefilled && req.codec.format === kind;
 }
 
 /**
@@ -94,11 +102,19 @@ export class Hop {
   readonly idle: IdleTimer;
   readonly idleSecs: number;
   #unlink: () => void;
+  #stopFirstContent: () => void;
 
   constructor(
     readonly req: ForwardRequest,
-    readonly opts: { target: Candidate; deps: ForwardDeps; release: () => void },
+    readonly opts: {
+      target: Candidate;
+      deps: ForwardDeps;
+      release: () => void;
+      /** Its lane when the candidate is hedged (see hedge_race.ts). */
+      lane?: Lane | null;
+    },
   ) {
+    opts.lane?.join(this);
     const { live } = req;
     const { upstream, candidate } = opts.target;
     this.attempt = live.startAttempt(upstream.id, candidate.model);
@@ -117,6 +133,7 @@ export class Hop {
           timeoutStatus: failover.timeout_status,
         })),
     });
+    this.#stopFirstContent = startFirstContentTimer(this);
   }
 
   get upstream(): Upstream {
@@ -172,9 +189,9 @@ export class Hop {
     }
   }
 
-  /** Classifies a non-2xx answer (SPEC §6 taxonomy) after reading its body. */
+  /** Classifies a non-2xx answer (docs/design.md "Failover before content" taxonomy) after reading its body. */
   async failedStatus(res: Response): Promise<HopResult> {
-    const body = await res.text();
+    const body = await readCapped(res, UPSTREAM_CAPS.errorBodyBytes);
     const { clock, cooldowns } = this.opts.deps;
     const retryAfter = retryAfterSecs(res.headers.get("retry-after"), clock.now());
     const decoded = this.adapter.decodeError(res.status, body, { headers: res.headers });
@@ -199,11 +216,18 @@ export class Hop {
       this.end(stopped, reason);
       return { kind: "stop", error: reason };
     }
-    if (reason?.code === "gw.upstream.idle_timeout") {
-      this.reportIdle("before_content");
+    if (reason?.code === "gw.upstream.hedge_lost") {
+      this.opts.lane?.lost(this, reason);
+      return { kind: "stop", error: reason };
+    }
+    if (
+      reason?.code === "gw.upstream.idle_timeout" ||
+      reason?.code === "gw.upstream.first_content_timeout"
+    ) {
+      this.reportIdle("before_content", reason.code);
       this.fail(reason, "idle_timeout");
       this.opts.deps.affinity.drop(this.req.route.model, {
-        sessionId: this.req.live.record.sessionId,
+        sessionId: affinitySession(this.req.live.record),
         upstream: this.upstream.id,
       });
       return { kind: "next", error: reason };
@@ -225,41 +249,67 @@ export class Hop {
     }
     const error = new GatewayError(
       `could not reach upstream ${this.upstream.id}: ${err instanceof Error ? err.message : err}`,
-      { code: "gw.upstream.unreachable", source: "upstream", status: 502, cause: err },
+      { code: "gw.upstream.unreachable", cause: err },
     );
     this.fail(error);
     return { kind: "retry", error };
   }
 
   /** Counts and logs an idle timeout (`gw.upstream.idle_timeout {upstream, secs}`). */
-  reportIdle(phase: "before_content" | "mid_stream"): void {
+  reportIdle(
+    phase: "before_content" | "mid_stream",
+    code: GatewayCode = "gw.upstream.idle_timeout",
+  ): void {
     const { metrics, log } = this.opts.deps;
+    const first = code === "gw.upstream.first_content_timeout";
+    const secs = first ? firstContentSecs(this) : this.idleSecs;
     metrics.idleTimeouts.inc({ upstream: this.upstream.id, phase });
-    log.event("gw.upstream.idle_timeout", { upstream: this.upstream.id, secs: this.idleSecs });
+    log.event(code, { upstream: this.upstream.id, secs });
   }
 
   /** A failure before content: charged to the upstream once, here. */
   fail(error: GatewayError, outcome: "error" | "idle_timeout" = "error"): void {
     if (this.attempt.ended) return;
     this.end(outcome, error);
-    this.opts.deps.cooldowns.failure(this.upstream.id);
+    this.opts.deps.cooldowns.failure(this.upstream.id, error.code);
   }
 
   end(outcome: Parameters<Attempt["end"]>[0], error?: GatewayError): void {
     this.attempt.end(outcome, error);
   }
 
+  /**
+   * The first content: whether this hop may answer. Always true unless it is
+   * hedged and another hop got there first (then this one is being stopped).
+   */
+  claim(text: string): boolean {
+    return this.opts.lane?.claim(this, text) ?? true;
+  }
+
+  /** Whether another hedged hop could still win, so nothing of this one may reach the client. */
+  get contested(): boolean {
+    return this.opts.lane?.contested() ?? false;
+  }
+
+  /** Usage the upstream reported; a hedged hop's reaches the request's row only if it wins. */
+  usage(usage: IrUsage): void {
+    if (this.opts.lane) this.opts.lane.usage(this, usage);
+    else this.attempt.usage(usage);
+  }
+
   /** Content arrived: the upstream is healthy and the conversation stays with it. */
   succeeded(): void {
     this.opts.deps.cooldowns.success(this.upstream.id);
     this.opts.deps.affinity.set(this.req.route.model, {
-      sessionId: this.req.live.record.sessionId,
+      sessionId: affinitySession(this.req.live.record),
       upstream: this.upstream.id,
     });
   }
 
   close(): void {
+    this.opts.lane?.leave(this);
     this.idle.stop();
+    this.#stopFirstContent();
     this.#unlink();
     this.opts.release();
     if (!this.controller.signal.aborted) this.controller.abort(HOP_DONE);

@@ -2,7 +2,7 @@ import type { Clock } from "../runtime/clock.ts";
 
 /**
  * Fires when nothing restarts it within `ms`. Only content restarts it
- * (SPEC §5); the caller decides what content is. Time spent paused (while a
+ * (docs/design.md "Pulse"); the caller decides what content is. Time spent paused (while a
  * slow client drains what we already have) is not the upstream's silence.
  *
  * A restart only moves the deadline; the one pending timer re-arms itself
@@ -13,12 +13,23 @@ export class IdleTimer {
   /** Real (scaled) epoch ms at which silence becomes a timeout; null when stopped or paused. */
   #deadline: number | null = null;
   #pausedLeft: number | null = null;
+  #touched = false;
 
   constructor(private clock: Clock, private opts: { ms: number; onIdle: () => void }) {
-    this.touch();
+    this.#restart();
+  }
+
+  /** Whether content has touched it since it started: the first-content timer asks. */
+  get touched(): boolean {
+    return this.#touched;
   }
 
   touch(): void {
+    this.#touched = true;
+    this.#restart();
+  }
+
+  #restart(): void {
     this.#pausedLeft = null;
     this.#deadline = this.clock.now() + this.opts.ms * this.clock.scale;
     if (!this.#cancel) this.#arm();

@@ -1,14 +1,17 @@
 import { StreamChannel } from "./client_channel.ts";
 import type { ClientStreamEncoder, ClientStreamShape, UpstreamFrame } from "../formats/format.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
-import { runCandidates } from "./failover.ts";
+import { runCandidates, type RunHop } from "./failover.ts";
+import { ResumePass } from "./resume_pass.ts";
+import { StreamResume } from "./stream_resume.ts";
 import type { ForwardDeps, ForwardRequest, Hop, HopResult } from "./hop.ts";
 import { clientDisconnected, stopReason } from "./stop_reasons.ts";
+import { frameText } from "./hedge_lane.ts";
 
-/** SPEC §6: how long a streamed answer may be held before headers go out. */
+/** docs/design.md "Failover before content": how long a streamed answer may be held before headers go out. */
 export const OPENING_HOLD_MS = 15_000;
 export const KEEP_ALIVE_MS = 15_000;
-/** SPEC §6: the most a held opening may buffer. */
+/** docs/design.md "Failover before content": the most a held opening may buffer. */
 export const HOLD_LIMIT_BYTES = 1024 * 1024;
 
 /**
@@ -41,13 +44,18 @@ export function forwardStream(
       channel.startKeepAlives();
     })
     : () => {};
+  const resume = StreamResume.for(req, { client: codec.format });
+  const pass = new ResumePass(req, { deps, resume, channel });
   const done = (async () => {
     let error: GatewayError | null = null;
     try {
+      const runHop: RunHop = (hop, opts) =>
+        streamHop(hop, { ...opts, shape, channel, encoder, deps, resume });
       error = await runCandidates(req, {
         deps,
-        runHop: (hop, opts) => streamHop(hop, { ...opts, shape, channel, encoder, deps }),
+        runHop: pass.enabled ? pass.watch(runHop) : runHop,
       });
+      if (pass.enabled) error = await pass.after(error, runHop);
     } catch (err) {
       // A bug must still end the client's stream and the row, never an unhandled rejection.
       error = GatewayError.from(err);
@@ -67,13 +75,15 @@ interface StreamHopOpts {
   channel: StreamChannel;
   encoder: ClientStreamEncoder;
   deps: ForwardDeps;
+  /** Mid-stream resume's view of the answer (docs/liveness.md); inert when the route has it off. */
+  resume: StreamResume;
 }
 
 async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
-  const { channel, encoder } = opts;
+  const { channel, encoder, resume } = opts;
   const live = hop.req.live;
   // The request body and the answer's bytes pass through separately (see passesBodyThrough).
-  const passthrough = opts.shape.passthroughFrom === hop.upstream.kind;
+  const passthrough = resume.passesThrough(opts.shape.passthroughFrom === hop.upstream.kind);
   const res = await hop.send();
   if (!res.ok || !res.body) return await hop.failedStatus(res);
   live.state = "holding";
@@ -83,10 +93,15 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
   // Whether the upstream said its answer is complete: a finish reason, or the format's end marker.
   let finished = false;
   let terminal = false;
-  const output = (frame: UpstreamFrame): Uint8Array[] =>
-    passthrough
+  const output = (frame: UpstreamFrame): Uint8Array[] => {
+    const events = resume.pass(frame);
+    if (resume.resuming && frame.usage) live.usage(resume.usage);
+    // A passed-through start is shadowed, so a resume can carry on where the client's stream is.
+    if (passthrough && resume.enabled) { for (const e of events) encoder.encode(e); }
+    return passthrough
       ? [frame.raw]
-      : frame.events.map((e) => encoder.encode(e)).filter((b): b is Uint8Array => b !== null);
+      : events.map((e) => encoder.encode(e)).filter((b): b is Uint8Array => b !== null);
+  };
   // A client slow to drain what we have is not upstream silence: the idle clock waits too.
   const send = async (frames: UpstreamFrame[]) => {
     hop.idle.pause();
@@ -100,7 +115,7 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
   };
   try {
     for await (const frame of frames) {
-      if (frame.usage) hop.attempt.usage(frame.usage);
+      if (frame.usage) hop.usage(frame.usage);
       terminal ||= frame.terminal === true;
       finished ||= terminal || frame.events.some((e) => e.type === "finish");
       if (frame.error) {
@@ -114,6 +129,8 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
       if (frame.content) {
         hop.idle.touch();
         if (!hop.attempt.contentSeen) {
+          // Hedged: another hop may have claimed the answer already; this one is then stopped.
+          if (!hop.claim(frameText(frame))) throw hop.controller.signal.reason;
           hop.attempt.firstContent();
           hop.succeeded();
           channel.stopKeepAlives();
@@ -126,7 +143,7 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
         continue;
       }
       // A keep-alive frame: passed on only where no other candidate could still answer.
-      if (hop.attempt.contentSeen || (opts.isLast && channel.headersSent)) {
+      if (hop.attempt.contentSeen || (opts.isLast && channel.headersSent && !hop.contested)) {
         await send(held.splice(0));
         await send([frame]);
       } else if (heldBytes + frame.raw.byteLength <= HOLD_LIMIT_BYTES) {
@@ -141,7 +158,7 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
   if (!hop.attempt.contentSeen) {
     const error = new GatewayError(
       `upstream ${hop.upstream.id} closed the stream before any content`,
-      { code: "gw.upstream.bad_response", source: "upstream", status: 502 },
+      { code: "gw.upstream.bad_response" },
     );
     hop.fail(error);
     return { kind: "next", error };
@@ -150,19 +167,19 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
     // Content went out, so nothing can be tried instead: the client is told the answer was cut.
     const error = new GatewayError(
       `upstream ${hop.upstream.id} ended its stream before the answer was finished`,
-      { code: "gw.upstream.incomplete", source: "upstream", status: 502 },
+      { code: "gw.upstream.incomplete" },
     );
     hop.end("error", error);
     return { kind: "stop", error };
   }
-  hop.end("success");
+  hop.end(hop.attempt.record.resumeOffset === null ? "success" : "resumed");
   await channel.end({ passthrough, marked: terminal });
   return { kind: "done" };
 }
 
 /**
  * After content no failover is possible and a stall is not the upstream's
- * failure (SPEC §6): the client is told in its stream, cooldown is untouched.
+ * failure (docs/design.md "Failover before content"): the client is told in its stream, cooldown is untouched.
  */
 function afterContent(hop: Hop, err: unknown): HopResult {
   const reason = stopReason(hop.controller.signal);
@@ -170,8 +187,6 @@ function afterContent(hop: Hop, err: unknown): HopResult {
     const detail = err instanceof Error ? err.message : String(err);
     const error = new GatewayError(`upstream ${hop.upstream.id} broke off its stream: ${detail}`, {
       code: "gw.upstream.error",
-      source: "upstream",
-      status: 502,
     });
     hop.end("error", error);
     return { kind: "stop", error };

@@ -1,6 +1,7 @@
 import type { UpstreamKind } from "../formats/format.ts";
 import { GatewayError, type GatewayErrorInit } from "../runtime/gateway_error.ts";
 import { isRecord, parseJson } from "../formats/json.ts";
+import { UPSTREAM_CAPS } from "../formats/upstream_caps.ts";
 
 /** What a provider's error body says, as each format module reads it. */
 export interface UpstreamErrorBody {
@@ -68,22 +69,19 @@ export function upstreamStatusError(
   if (status === 401 || status === 403) {
     return new GatewayError(`upstream refused the gateway's credentials: ${detail}`, {
       code: "gw.upstream.credentials",
-      source: "upstream",
-      status: 502,
       ...words,
     });
   }
   if (status === 429) {
     return new GatewayError(`upstream rate limit: ${detail}`, {
       code: "gw.upstream.rate_limited",
-      source: "upstream",
-      status: 429,
       retryAfterSecs: opts.retryAfterSecs,
       ...words,
     });
   }
   if (status >= 400 && status < 500 && status !== 408) {
-    const answer = opts.headers && opts.body !== undefined
+    // A body cut at the cap is no longer the upstream's answer: the client gets ours instead.
+    const answer = opts.headers && opts.body !== undefined && !cutAtCap(opts.body)
       ? {
         text: opts.body,
         contentType: opts.headers.get("content-type") ?? "application/json",
@@ -91,7 +89,6 @@ export function upstreamStatusError(
       : undefined;
     return new GatewayError(detail, {
       code: "gw.upstream.rejected",
-      source: "client",
       status,
       param: parsed?.param,
       upstreamAnswer: answer,
@@ -100,22 +97,24 @@ export function upstreamStatusError(
   }
   return new GatewayError(`upstream error ${status}: ${detail}`, {
     code: "gw.upstream.error",
-    source: "upstream",
-    status: 502,
     ...words,
   });
+}
+
+/** Whether an error body filled its cap (so was likely cut): a cut character re-encodes larger. */
+function cutAtCap(body: string): boolean {
+  return body.length * 3 >= UPSTREAM_CAPS.errorBodyBytes &&
+    new TextEncoder().encode(body).byteLength >= UPSTREAM_CAPS.errorBodyBytes;
 }
 
 /** An upstream answer the gateway cannot read: the upstream's fault. */
 export function badResponse(message: string): GatewayError {
   return new GatewayError(message, {
     code: "gw.upstream.bad_response",
-    source: "upstream",
-    status: 502,
   });
 }
 
-/** The statuses SPEC §6 retries on the same candidate before failing over. */
+/** The statuses docs/design.md "Failover before content" retries on the same candidate before failing over. */
 export function isRetryableStatus(status: number): boolean {
   // 529 is Anthropic's "overloaded".
   return [429, 500, 502, 503, 504, 529].includes(status);

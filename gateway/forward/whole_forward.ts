@@ -3,6 +3,7 @@ import { runCandidates } from "./failover.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
 import type { ForwardDeps, ForwardRequest, Hop, HopResult } from "./hop.ts";
 import { deadlineExceeded } from "./stop_reasons.ts";
+import { oversized, UPSTREAM_CAPS } from "../formats/upstream_caps.ts";
 
 /**
  * Serves a whole (non-streamed) answer: never answered early, each hop timed
@@ -38,8 +39,6 @@ async function wholeHop(hop: Hop, deps: ForwardDeps): Promise<HopResult | { resp
     if (text.trim() === "") {
       const error = new GatewayError(`upstream ${hop.upstream.id} sent an empty answer`, {
         code: "gw.upstream.bad_response",
-        source: "upstream",
-        status: 502,
       });
       hop.fail(error);
       return { kind: "next", error };
@@ -62,25 +61,34 @@ async function wholeHop(hop: Hop, deps: ForwardDeps): Promise<HopResult | { resp
 
 /**
  * Reads the body. Until the first non-whitespace byte only that byte ends the
- * wait (SPEC §6); after it, any bytes restart the idle timer, so a body that
+ * wait (docs/design.md "Failover before content"); after it, any bytes restart the idle timer, so a body that
  * stalls half-way is given up on (and, as nothing reached the client yet,
- * fails over) instead of being waited on for ever.
+ * fails over) instead of being waited on for ever. A body over
+ * UPSTREAM_CAPS.answerBytes is a failed hop too: the read stops there.
  */
 async function readUntilContent(hop: Hop, body: ReadableStream<Uint8Array>): Promise<string> {
   const decoder = new TextDecoder();
-  let text = "";
+  const parts: string[] = [];
+  let size = 0;
   let started = false;
   for await (const chunk of hop.read(body)) {
-    text += decoder.decode(chunk, { stream: true });
+    size += chunk.byteLength;
+    if (size > UPSTREAM_CAPS.answerBytes) throw oversized("an answer", UPSTREAM_CAPS.answerBytes);
+    const text = decoder.decode(chunk, { stream: true });
+    parts.push(text);
     if (started) hop.idle.touch();
+    // Only the new text is looked at: leading whitespace is not rescanned per chunk.
     else if (text.trim() !== "") {
       started = true;
+      // Hedged: the first byte is the race point; a hop that lost it is being stopped.
+      if (!hop.claim(text)) throw hop.controller.signal.reason;
       hop.idle.touch();
       hop.req.live.state = "streaming";
     }
   }
   hop.idle.stop();
-  return text + decoder.decode();
+  parts.push(decoder.decode());
+  return parts.join("");
 }
 
 function startDeadline(hop: Hop, deps: ForwardDeps): () => void {

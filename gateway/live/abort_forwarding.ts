@@ -4,6 +4,8 @@ import type { Clock } from "../runtime/clock.ts";
 import { staleAfterMs } from "./instance_heartbeat.ts";
 import type { Logger } from "../runtime/logger.ts";
 import { isRecord } from "../formats/json.ts";
+import type { AbortScope } from "./abort_scope.ts";
+import { signPeerCall } from "./peer_signature.ts";
 
 /** Marks an abort already sent on once, so two instances never bounce it. */
 export const FORWARDED_HEADER = "x-pulsegate-forwarded";
@@ -15,15 +17,25 @@ export const FORWARDED_HEADER = "x-pulsegate-forwarded";
  */
 export const PEER_ANSWER_MS = 1_500;
 
-/** The headers a caller may prove itself with (admin token or gateway key, SPEC §4). */
-const CREDENTIAL_HEADERS = ["authorization", "x-api-key", "x-goog-api-key"];
-
 export interface ForwardingDeps {
   db: Db;
   instanceId: string;
   clock: Clock;
   fetch: typeof fetch;
   log: Logger;
+  /** `PULSEGATE_PEER_SECRET`; without it nothing is forwarded. */
+  peerSecret: string | undefined;
+  /** `PULSEGATE_PUBLIC_URL`; without it nothing is forwarded either. */
+  publicUrl: string | undefined;
+}
+
+/**
+ * Forwarding needs both settings: the secret to sign with, and an address the operator chose
+ * for this instance (its listen address may mean nothing to the others). Without them an abort
+ * reaches only this process's requests (docs/scaling.md).
+ */
+export function forwardingOn(deps: Pick<ForwardingDeps, "peerSecret" | "publicUrl">): boolean {
+  return Boolean(deps.peerSecret && deps.publicUrl);
 }
 
 /** An answer in the shape the control endpoints return. */
@@ -54,14 +66,15 @@ export function isForwarded(request: Request): boolean {
 }
 
 /**
- * SPEC §11: each process knows only its own live requests, and the database learns of a running
+ * docs/scaling.md: each process knows only its own live requests, and the database learns of a running
  * request only after the history writer's deferral. So an abort for an id this process does not
- * run goes to every other live instance at once, with the caller's credentials; the owner checks
- * them and stops it. The first 200 settles it.
+ * run goes to every other live instance at once, signed with the peer secret and carrying the
+ * caller's scope (admin, or a key id), never its credentials; the owner checks the scope and
+ * stops it. The first 200 settles it.
  */
 export async function forwardRequestAbort(
   id: string,
-  opts: { request: Request; deps: ForwardingDeps },
+  opts: { scope: AbortScope; deps: ForwardingDeps },
 ): Promise<RequestAbortVerdict> {
   const answers = await askPeers(`/request/${encodeURIComponent(id)}/abort`, {
     ...opts,
@@ -76,7 +89,7 @@ export async function forwardRequestAbort(
 /** Every other live instance stops its requests of the session; their lists are merged. */
 export async function forwardSessionAbort(
   sessionId: string,
-  opts: { request: Request; deps: ForwardingDeps },
+  opts: { scope: AbortScope; deps: ForwardingDeps },
 ): Promise<SessionAbortVerdict> {
   const answers = await askPeers(`/sessions/${encodeURIComponent(sessionId)}/abort`, opts);
   const stopped = answers.flatMap((a) => a.reply?.status === 200 ? stoppedIds(a.reply.body) : []);
@@ -88,7 +101,7 @@ export async function forwardSessionAbort(
 /** Asks every live peer in parallel; none is waited on longer than `PEER_ANSWER_MS`. */
 async function askPeers(
   path: string,
-  opts: { request: Request; deps: ForwardingDeps; settles?: (reply: PeerReply) => boolean },
+  opts: { scope: AbortScope; deps: ForwardingDeps; settles?: (reply: PeerReply) => boolean },
 ): Promise<PeerAnswer[]> {
   const { deps } = opts;
   const liveSince = deps.clock.now() - staleAfterMs(deps.clock);
@@ -97,16 +110,29 @@ async function askPeers(
     return [];
   });
   if (!peers.length) return [];
-  const headers = new Headers({ [FORWARDED_HEADER]: "1" });
-  for (const name of CREDENTIAL_HEADERS) {
-    const value = opts.request.headers.get(name);
-    if (value) headers.set(name, value);
+  if (!deps.peerSecret || !deps.publicUrl) {
+    noteForwardingOff(deps);
+    return [];
   }
+  const body = JSON.stringify({ scope: opts.scope, from: deps.instanceId });
+  const signed = await signPeerCall({ method: "POST", path, body }, {
+    secret: deps.peerSecret,
+    now: deps.clock.now(),
+  });
+  const headers = new Headers({
+    [FORWARDED_HEADER]: "1",
+    "content-type": "application/json",
+    ...signed,
+  });
   const stop = new AbortController();
   const timer = setTimeout(() => stop.abort(), PEER_ANSWER_MS);
   try {
     return await Promise.all(peers.map(async (peer) => {
-      const reply = await askPeer(`${peer.url}${path}`, { headers, signal: stop.signal, deps });
+      const reply = await askPeer(`${peer.url}${path}`, {
+        init: { headers, body },
+        signal: stop.signal,
+        deps,
+      });
       // Once one answer settles it, the others are not worth waiting for.
       if (reply && opts.settles?.(reply)) stop.abort();
       return { peer, reply };
@@ -119,18 +145,26 @@ async function askPeers(
 /** The peer's status and JSON body, or null when it did not answer (in time, or in JSON). */
 async function askPeer(
   url: string,
-  opts: { headers: Headers; signal: AbortSignal; deps: ForwardingDeps },
+  opts: { init: { headers: Headers; body: string }; signal: AbortSignal; deps: ForwardingDeps },
 ): Promise<PeerReply | null> {
   try {
-    const res = await opts.deps.fetch(url, {
-      method: "POST",
-      headers: opts.headers,
-      signal: opts.signal,
-    });
+    const res = await opts.deps.fetch(url, { method: "POST", ...opts.init, signal: opts.signal });
     return { status: res.status, body: await res.json() };
   } catch {
     return null;
   }
+}
+
+let forwardingOffNoted = false;
+
+/** Other instances are live but this one may not reach them: say so once per process. */
+function noteForwardingOff(deps: ForwardingDeps): void {
+  if (forwardingOffNoted) return;
+  forwardingOffNoted = true;
+  deps.log.event("control.forwarding_off", {
+    note: "other instances are live, but aborts reach only this one's requests: " +
+      "set PULSEGATE_PEER_SECRET and PULSEGATE_PUBLIC_URL on every instance",
+  });
 }
 
 function silentPeers(answers: PeerAnswer[], deps: ForwardingDeps): Peer[] {

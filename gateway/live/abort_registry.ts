@@ -12,7 +12,7 @@ export class AbortRegistry {
     return this.#byId.size;
   }
 
-  /** False when the id is already live (SPEC §4: 409). */
+  /** False when the id is already live (docs/design.md "Client API": 409). */
   add(live: LiveRequest): boolean {
     if (this.#byId.has(live.record.id)) return false;
     this.#byId.set(live.record.id, live);

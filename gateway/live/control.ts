@@ -9,8 +9,9 @@ import {
   PEER_ANSWER_MS,
 } from "./abort_forwarding.ts";
 import { findKey, presentedKey } from "../accept/auth.ts";
-import type { LiveRequest } from "./live_request.ts";
 import type { ProxyDeps } from "../accept/proxy.ts";
+import { type AbortScope, mayAbort } from "./abort_scope.ts";
+import { peerScope, SeenSignatures } from "./peer_scope.ts";
 import { ERROR_CODE_HEADER } from "../runtime/gateway_error.ts";
 import { abortedByOperator } from "../forward/stop_reasons.ts";
 
@@ -18,15 +19,19 @@ export interface ControlDeps extends ProxyDeps {
   adminToken: string | undefined;
   metricsOpen: boolean;
   db: Db;
+  /** `PULSEGATE_PEER_SECRET`: signs and checks calls between instances (docs/scaling.md). */
+  peerSecret?: string;
+  /** `PULSEGATE_PUBLIC_URL`: forwarding is off without it. */
+  publicUrl?: string;
 }
 
-type Decision = { ok: true } | { ok: false; response: Response };
-
 /**
- * SPEC §7 abort endpoints and /metrics. An abort is allowed for the admin
- * token, or for the gateway key that made every request it would stop. An id
- * this process does not run, and every session abort, are also put to every
- * other live instance (§11); the answers are merged.
+ * docs/design.md "Abort and disconnect" abort endpoints and /metrics. An abort acts for a scope: the admin
+ * token stops anything, a gateway key only its own requests, and a session
+ * abort by a key stops only that key's requests of the session
+ * (docs/security.md). An id this process does not run, and every session
+ * abort, are also put to every other live instance (docs/scaling.md), signed and carrying
+ * the scope; the answers are merged.
  */
 export function controlRoutes(deps: ControlDeps): Hono {
   const app = new Hono();
@@ -37,43 +42,52 @@ export function controlRoutes(deps: ControlDeps): Hono {
     clock: deps.clock,
     fetch: deps.fetch,
     log: deps.log,
+    peerSecret: deps.peerSecret,
+    publicUrl: deps.publicUrl,
   };
-  const allowed = (request: Request, list: LiveRequest[]): Decision => {
-    if (isAdmin(request, access())) return { ok: true };
+  const seen = new SeenSignatures();
+  /** The caller's scope; a 401 when it proves none. A forwarded call proves it by signature. */
+  const scopeOf = async (request: Request): Promise<AbortScope | Response> => {
+    if (isForwarded(request)) {
+      const now = deps.clock.now();
+      const scope = await peerScope(request, { secret: deps.peerSecret, now, seen });
+      return scope ?? deny(401, "instance call without a valid peer signature");
+    }
+    if (isAdmin(request, access())) return { admin: true };
     const config = deps.state.config;
     const presented = presentedKey(request.headers);
     const key = config ? findKey(config, { presented, env: deps.env })?.id : undefined;
-    if (!key) return { ok: false, response: deny(401, "admin token or gateway key required") };
-    if (list.some((l) => l.record.keyId !== key)) {
-      return { ok: false, response: deny(403, "this key may abort only its own requests") };
-    }
-    return { ok: true };
+    if (!key) return deny(401, "admin token or gateway key required");
+    return { admin: false, keyId: key };
   };
   app.post("/request/:id/abort", async (c) => {
     const id = c.req.param("id");
+    const scope = await scopeOf(c.req.raw);
+    if (scope instanceof Response) return scope;
     const live = deps.registry.get(id);
-    const list = live ? [live] : [];
-    const check = allowed(c.req.raw, list);
-    if (!check.ok) return check.response;
+    if (live && !mayAbort(scope, live)) {
+      return deny(403, "this key may abort only its own requests");
+    }
     if (live || isForwarded(c.req.raw)) {
-      return stoppedOrNotRunning(deps.registry.abort(list, abortedByOperator), {
+      return stoppedOrNotRunning(deps.registry.abort(live ? [live] : [], abortedByOperator), {
         code: "control.request_not_running",
       });
     }
-    const remote = await forwardRequestAbort(id, { request: c.req.raw, deps: forwarding });
+    const remote = await forwardRequestAbort(id, { scope, deps: forwarding });
     if (remote.reply) return Response.json(remote.reply.body, { status: remote.reply.status });
     return stoppedOrNotRunning([], { code: "control.request_not_running", silent: remote.silent });
   });
   app.post("/sessions/:id/abort", async (c) => {
     const id = c.req.param("id");
-    const list = deps.registry.inSession(id);
-    const check = allowed(c.req.raw, list);
-    if (!check.ok) return check.response;
+    const scope = await scopeOf(c.req.raw);
+    if (scope instanceof Response) return scope;
+    // Another key's requests under the same id are another session: left alone, never a 403.
+    const list = deps.registry.inSession(id).filter((l) => mayAbort(scope, l));
     const stopped = deps.registry.abort(list, abortedByOperator);
     if (isForwarded(c.req.raw)) {
       return stoppedOrNotRunning(stopped, { code: "control.session_not_running" });
     }
-    const remote = await forwardSessionAbort(id, { request: c.req.raw, deps: forwarding });
+    const remote = await forwardSessionAbort(id, { scope, deps: forwarding });
     stopped.push(...remote.stopped);
     if (!stopped.length && remote.refusal) {
       return Response.json(remote.refusal.body, { status: remote.refusal.status });

@@ -3,6 +3,7 @@ import type { Clock } from "../runtime/clock.ts";
 import type { GatewayError } from "../runtime/gateway_error.ts";
 import type { IrUsage } from "../formats/ir.ts";
 import type { Metrics } from "../runtime/metrics.ts";
+import { type Billing, requestCost } from "./billing.ts";
 
 export type LiveState =
   | "waiting_for_slot"
@@ -16,7 +17,8 @@ export const UNKNOWN_ROUTE = "unknown";
 
 /** Where rows go; the history writer in production, an array in unit tests. */
 export interface HistorySink {
-  writeRequest(r: RequestRecord): void;
+  /** `expendable`: a refused request's row, which the writer drops first when full. */
+  writeRequest(r: RequestRecord, opts?: { expendable?: boolean }): void;
   writeAttempt(a: AttemptRecord): void;
 }
 
@@ -34,6 +36,8 @@ export interface LiveRequestInit {
 export class Attempt {
   ended = false;
   contentSeen = false;
+  /** Cached input among `inputTokens`, kept for pricing; the row has no column for it. */
+  cachedTokens: number | null = null;
   constructor(readonly record: AttemptRecord, private owner: LiveRequest) {}
 
   headers(status: number): void {
@@ -51,6 +55,7 @@ export class Attempt {
   usage(usage: IrUsage): void {
     this.record.inputTokens = usage.inputTokens ?? this.record.inputTokens;
     this.record.outputTokens = usage.outputTokens ?? this.record.outputTokens;
+    this.cachedTokens = usage.cachedTokens ?? this.cachedTokens;
     this.owner.usage(usage);
   }
 
@@ -83,11 +88,13 @@ export class LiveRequest {
    * configured route the key may use, so caller input never mints a series.
    */
   metricsRoute: string | null = null;
+  /** Prices hops and meters the key; set once the request is admitted (docs/config.md). */
+  billing: Billing | null = null;
   #finished = false;
 
   constructor(
     init: LiveRequestInit,
-    readonly deps: { clock: Clock; sink: HistorySink; metrics: Metrics },
+    readonly deps: { clock: Clock; sink: HistorySink; metrics: Metrics; expendable?: boolean },
   ) {
     this.record = {
       ...init,
@@ -107,8 +114,9 @@ export class LiveRequest {
       outputTokens: null,
       cachedTokens: null,
       reasoningTokens: null,
+      costUsd: null,
     };
-    deps.sink.writeRequest({ ...this.record });
+    deps.sink.writeRequest({ ...this.record }, { expendable: deps.expendable });
   }
 
   get clock(): Clock {
@@ -140,6 +148,8 @@ export class LiveRequest {
       inputTokens: null,
       outputTokens: null,
       droppedHeaders: null,
+      costUsd: null,
+      resumeOffset: null,
     }, this);
     this.attempts.push(attempt);
     this.record.upstream = upstream;
@@ -156,6 +166,11 @@ export class LiveRequest {
   attemptEnded(attempt: Attempt): void {
     const r = attempt.record;
     this.deps.metrics.attempts.inc({ upstream: r.upstream, outcome: r.outcome ?? "error" });
+    this.billing?.bill(r, { cachedTokens: attempt.cachedTokens });
+    if (r.costUsd) {
+      const route = this.metricsRoute ?? UNKNOWN_ROUTE;
+      this.deps.metrics.cost.inc({ route, upstream: r.upstream }, r.costUsd);
+    }
     this.flushAttempt(attempt);
   }
 
@@ -194,6 +209,7 @@ export class LiveRequest {
     r.failureSource = err?.source ?? null;
     r.errorCode = err?.code ?? null;
     r.errorMessage = err ? err.publicMessage : null;
+    r.costUsd = requestCost(this.attempts.map((a) => a.record));
     const { metrics } = this.deps;
     const route = this.metricsRoute ?? UNKNOWN_ROUTE;
     metrics.requests.inc({ route, outcome: r.outcome });
@@ -207,6 +223,6 @@ export class LiveRequest {
         metrics.tokens.inc({ upstream, direction: "output" }, a.record.outputTokens);
       }
     }
-    this.deps.sink.writeRequest({ ...r });
+    this.deps.sink.writeRequest({ ...r }, { expendable: this.deps.expendable });
   }
 }

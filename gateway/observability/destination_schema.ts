@@ -1,7 +1,9 @@
 import { z } from "zod";
+import { allowedEnvName, refusedEnvMessage } from "../config/env_names.ts";
+import { MAX_URL_CHARS } from "../config/trailing_slashes.ts";
 
 /**
- * SPEC §10: where finished request records are sent. Created through the
+ * docs/observability.md: where finished request records are sent. Created through the
  * admin API; secrets for the receiver's headers are env var NAMES.
  */
 export const DestinationSchema = z.object({
@@ -12,11 +14,13 @@ export const DestinationSchema = z.object({
     "webhook: JSON `{records: [...]}` POSTed to url; otlp: OTLP/HTTP JSON logs POSTed to url.",
   ),
   url: z.url({ protocol: /^https?$/, error: "must be an http(s) URL" })
+    .max(MAX_URL_CHARS, { error: `must be at most ${MAX_URL_CHARS} characters` })
     .describe("Receiver URL (for otlp, the full logs endpoint, e.g. .../v1/logs)."),
   enabled: z.boolean().default(true).describe("Set to false to keep it but send nothing."),
   headers_env: z.record(
     z.string().regex(/^[A-Za-z0-9-]+$/, { error: "must be an HTTP header name" }),
-    z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: "must be an env var NAME" }),
+    z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, { error: "must be an env var NAME" })
+      .refine((name) => allowedEnvName(name), { error: refusedEnvMessage() }),
   ).default({}).describe("Headers to send, each read from the named env var at send time."),
 }).strict();
 

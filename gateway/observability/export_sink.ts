@@ -15,8 +15,8 @@ export function exportingSink(inner: HistorySink, exporter: Exporter): HistorySi
       list.set(a.hop, a);
       hops.set(a.requestId, list);
     },
-    writeRequest(r: RequestRecord) {
-      inner.writeRequest(r);
+    writeRequest(r: RequestRecord, opts?: { expendable?: boolean }) {
+      inner.writeRequest(r, opts);
       if (r.state === "open") return;
       const attempts = [...(hops.get(r.id)?.values() ?? [])].sort((x, y) => x.hop - y.hop);
       hops.delete(r.id);

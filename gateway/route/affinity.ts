@@ -5,7 +5,18 @@ export interface AffinityPin {
 }
 
 /**
- * Keeps a session on the upstream that last answered it (SPEC §4), so a
+ * A request's session as affinity keys it: a session belongs to the key that named it, so the
+ * same session id under two keys is two sessions and one key cannot steer or learn another's
+ * pin (docs/security.md, "Sessions are per key"). Null without a session.
+ */
+export function affinitySession(
+  owner: { keyId: string | null; sessionId: string | null },
+): string | null {
+  return owner.sessionId === null ? null : JSON.stringify([owner.keyId, owner.sessionId]);
+}
+
+/**
+ * Keeps a session on the upstream that last answered it (docs/design.md "Client API"), so a
  * conversation's prompt cache stays warm. Per route: the same session id on
  * another route (a coding agent's side calls to a small model, say) has its
  * own candidates and must not be pulled to this route's upstream. Bounded:

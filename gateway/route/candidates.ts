@@ -17,7 +17,9 @@ import type { UpstreamKind } from "../formats/format.ts";
  * those (`drop_unsupported_tools`).
  */
 export function inexpressible(
-  req: Pick<ForwardRequest, "codec" | "ir"> & { route?: Pick<Route, "drop_unsupported_tools"> },
+  req: Pick<ForwardRequest, "codec" | "ir" | "prefilled"> & {
+    route?: Pick<Route, "drop_unsupported_tools">;
+  },
   opts: { kind: UpstreamKind; deps: Pick<ForwardDeps, "adapters"> },
 ): string[] {
   if (passesBodyThrough(req, opts.kind)) return [];
@@ -38,7 +40,7 @@ export function describeSkipped(skipped: ReadonlyMap<string, readonly string[]>)
 }
 
 /**
- * Orders a route's candidates for one request (SPEC §6): enabled ones only,
+ * Orders a route's candidates for one request (docs/design.md "Failover before content"): enabled ones only,
  * and of those only the ones `accept` keeps (those that can be sent the
  * request at all), before any health rule; the session's upstream first while
  * it is healthy; upstreams in cooldown skipped, unless all are paused (then

@@ -5,8 +5,12 @@ export interface CooldownState {
   consecutiveFailures: number;
   pauseCount: number;
   pausedUntil: number | null; // epoch ms, real time
+  /** Why it was last paused, for the operator (e.g. "3 failures in a row; last: gw.upstream.error"). */
+  reason: string | null;
   updatedAt: number;
 }
+
+const RESET = { consecutiveFailures: 0, pauseCount: 0, pausedUntil: null, reason: null };
 
 export interface CooldownPolicy {
   failuresToPause: number;
@@ -15,7 +19,7 @@ export interface CooldownPolicy {
 }
 
 /**
- * SPEC §6 cooldown: consecutive failures pause an upstream, each further
+ * docs/design.md "Failover before content" cooldown: consecutive failures pause an upstream, each further
  * pause doubles up to the cap, one success resets it. State is handed to
  * `save` on every change so it survives a restart.
  */
@@ -33,7 +37,7 @@ export class Cooldowns {
 
   get(upstream: string): CooldownState {
     return this.#states.get(upstream) ??
-      { upstream, consecutiveFailures: 0, pauseCount: 0, pausedUntil: null, updatedAt: 0 };
+      { ...RESET, upstream, updatedAt: 0 };
   }
 
   isPaused(upstream: string): boolean {
@@ -45,7 +49,8 @@ export class Cooldowns {
     return [...this.#states.values()];
   }
 
-  failure(upstream: string): void {
+  /** A failure charged to the upstream; `code` is the error's, kept as the pause's reason. */
+  failure(upstream: string, code?: string): void {
     const policy = this.opts.policy();
     const s = this.get(upstream);
     const failures = s.consecutiveFailures + 1;
@@ -58,6 +63,7 @@ export class Cooldowns {
       consecutiveFailures: 0,
       pauseCount: s.pauseCount + 1,
       pausedUntil: this.clock.now() + secs * 1000 * this.clock.scale,
+      reason: pauseReason(failures, code),
     });
   }
 
@@ -67,18 +73,28 @@ export class Cooldowns {
     const until = this.clock.now() + capped * 1000 * this.clock.scale;
     const s = this.get(upstream);
     if ((s.pausedUntil ?? 0) >= until) return;
-    this.#set({ ...s, pausedUntil: until });
+    this.#set({ ...s, pausedUntil: until, reason: `rate limited: Retry-After ${secs} s` });
+  }
+
+  /** An operator's resume: the upstream is tried again at once, its failure count cleared. */
+  resume(upstream: string): void {
+    this.#set({ ...RESET, upstream });
   }
 
   success(upstream: string): void {
     const s = this.get(upstream);
     if (s.consecutiveFailures === 0 && s.pauseCount === 0 && s.pausedUntil === null) return;
-    this.#set({ ...s, consecutiveFailures: 0, pauseCount: 0, pausedUntil: null });
+    this.#set({ ...RESET, upstream });
   }
 
-  #set(s: CooldownState): void {
+  #set(s: Omit<CooldownState, "updatedAt">): void {
     const next = { ...s, updatedAt: this.clock.now() };
     this.#states.set(s.upstream, next);
     this.opts.save(next);
   }
+}
+
+function pauseReason(failures: number, code: string | undefined): string {
+  const count = `${failures} failure${failures === 1 ? "" : "s"} in a row`;
+  return code ? `${count}; last: ${code}` : count;
 }

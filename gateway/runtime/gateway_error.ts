@@ -1,46 +1,13 @@
 import type { FailureSource } from "../../db/records.ts";
 import type { UpstreamKind } from "../formats/format.ts";
+import { ERROR_CODES, type GatewayCode } from "./error_codes.ts";
 
-export type { FailureSource };
+export type { FailureSource, GatewayCode };
 
-/** Codes the gateway emits; the first segment says whose fault it is. */
-export type GatewayCode =
-  | "gw.upstream.idle_timeout"
-  | "gw.upstream.idle_timeout_mid_stream"
-  | "gw.upstream.deadline"
-  | "gw.upstream.error"
-  | "gw.upstream.credentials"
-  | "gw.upstream.rate_limited"
-  | "gw.upstream.unreachable"
-  | "gw.upstream.rejected"
-  | "gw.upstream.bad_response"
-  | "gw.upstream.incomplete"
-  | "gw.upstream.unavailable"
-  | "gw.request.aborted"
-  | "gw.client.disconnected"
-  | "gw.client.invalid_json"
-  | "gw.client.invalid_request"
-  | "gw.client.unknown_model"
-  | "gw.client.body_too_large"
-  | "gw.client.unauthorized"
-  | "gw.client.forbidden"
-  | "gw.client.not_found"
-  | "gw.client.method_not_allowed"
-  | "gw.client.duplicate_request_id"
-  | "gw.client.unsupported"
-  | "gw.slots.full"
-  | "gw.gateway.internal"
-  | "gw.gateway.interrupted"
-  | "gw.gateway.shutting_down"
-  | "config.invalid"
-  | "guardrail.blocked"
-  | "control.request_not_running"
-  | "control.session_not_running";
-
-/** Carries the gateway's code on every error response, next to `x-pulsegate-error` (SPEC §4). */
+/** Carries the gateway's code on every error response, next to `x-pulsegate-error` (docs/design.md "Client API"). */
 export const ERROR_CODE_HEADER = "x-pulsegate-error-code";
 
-/** An upstream's error answer as it came, for a client of the same format (SPEC §4). */
+/** An upstream's error answer as it came, for a client of the same format (docs/design.md "Client API"). */
 export interface UpstreamErrorAnswer {
   text: string;
   contentType: string;
@@ -48,8 +15,10 @@ export interface UpstreamErrorAnswer {
 
 export interface GatewayErrorInit {
   code: GatewayCode;
-  source: FailureSource;
-  status: number;
+  /** Whose fault; the code's default (gateway/runtime/error_codes.ts) when omitted. */
+  source?: FailureSource;
+  /** The status to answer; the code's default when omitted. */
+  status?: number;
   /** Upstream ids in the order they were tried, for "tried: a → b". */
   tried?: string[];
   /** The candidates passed over as unable to take the request, and why ("skipped: c: ..."). */
@@ -90,8 +59,8 @@ export class GatewayError extends Error {
     super(message, { cause: init.cause });
     this.name = "GatewayError";
     this.code = init.code;
-    this.source = init.source;
-    this.status = init.status;
+    this.source = init.source ?? ERROR_CODES[init.code].source;
+    this.status = init.status ?? ERROR_CODES[init.code].status;
     this.tried = init.tried ?? [];
     this.skipped = init.skipped || undefined;
     this.param = init.param;
@@ -142,8 +111,6 @@ export class GatewayError extends Error {
     const message = err instanceof Error ? err.message : String(err);
     return new GatewayError(`internal gateway error: ${message}`, {
       code: "gw.gateway.internal",
-      source: "gateway",
-      status: 500,
       cause: err,
     });
   }
@@ -156,7 +123,7 @@ export function clientError(
   return new GatewayError(message, {
     code: opts.code ?? "gw.client.invalid_request",
     source: "client",
-    status: opts.status ?? 400,
+    status: opts.status,
     param: opts.param,
   });
 }

@@ -84,9 +84,21 @@ export class Metrics {
     "Idle timeouts by upstream and phase (before_content, mid_stream).",
   );
   tokens = new Counter("pulsegate_tokens_total", "Tokens by upstream and direction.");
+  cost = new Counter(
+    "pulsegate_cost_total",
+    "USD billed by route and upstream, from config prices.",
+  );
   historyDropped = new Counter(
     "pulsegate_history_dropped_rows_total",
-    "History rows dropped because the pending bound was hit.",
+    "History rows never written: pushed out by the pending bound, or still queued at shutdown.",
+  );
+  refusedUnrecorded = new Counter(
+    "pulsegate_refused_unrecorded_total",
+    "Refused requests (401/403/503 before auth) beyond the per-minute history budget: counted, not recorded.",
+  );
+  guardrailUnchecked = new Counter(
+    "pulsegate_guardrail_unchecked_total",
+    "Requests the guardrails could not check in full, by reason and outcome (blocked, allowed).",
   );
   firstContent = new Histogram(
     "pulsegate_time_to_first_content_seconds",
@@ -99,6 +111,8 @@ export class Metrics {
     // Unlabelled counters read 0 from the start, so a scrape can tell "none" from "missing".
     this.disconnects.inc({}, 0);
     this.aborts.inc({}, 0);
+    this.historyDropped.inc({}, 0);
+    this.refusedUnrecorded.inc({}, 0);
   }
   /** Filled in at render time by the owner of cooldown state. */
   cooldown: () => Array<{ upstream: string; paused: boolean }> = () => [];
@@ -127,7 +141,10 @@ export class Metrics {
       this.firstContent.render(),
       this.duration.render(),
       this.tokens.render(),
+      this.cost.render(),
       this.historyDropped.render(),
+      this.guardrailUnchecked.render(),
+      this.refusedUnrecorded.render(),
     ].join("\n") + "\n";
   }
 }

@@ -39,6 +39,8 @@ export async function openHistory(
     log: Logger;
     closers: Closers;
     onHistoryBatch?: (batch: { ms: number; rows: number }) => void;
+    /** Told how many rows the writer dropped (the queue full, or abandoned at shutdown). */
+    onDropped?: (rows: number) => void;
     env: (name: string) => string | undefined;
   },
 ): Promise<History> {
@@ -77,9 +79,15 @@ export async function openHistory(
     onError: (err) => {
       if (readiness.ready) log.event("history.write_failed", { error: String(err) });
     },
+    onDropped: opts.onDropped,
     maxPending: HISTORY_MEMORY_ROWS,
   });
-  closers.add("history writer", async () => void await writer.close());
+  closers.add("history writer", async () => {
+    if (!await writer.close()) {
+      // The database is away (or absent) and will not see these rows: say how many, once.
+      log.event("history.rows_lost_at_shutdown", { rows: writer.abandon() });
+    }
+  });
   return { db, writer, instanceId, readiness };
 }
 

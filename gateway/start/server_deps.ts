@@ -1,4 +1,6 @@
 import type { AdminDeps } from "../../admin/routes.ts";
+import type { KeyUsageMeter } from "../accept/key_usage_meter.ts";
+import { RefusedBudget } from "../accept/refused_budget.ts";
 import { requestExists } from "../../db/history_queries.ts";
 import type { RunState } from "../accept/proxy.ts";
 import { serveDemoUpstream } from "../demo/demo.ts";
@@ -29,6 +31,8 @@ export interface ServerParts {
   fetch: typeof fetch;
   exporter: Exporter;
   metricsOpen: boolean;
+  /** Counts each key's requests, tokens and cost for its limits (docs/config.md). */
+  keyMeter: KeyUsageMeter;
   demo: boolean;
   /** More admin JSON APIs (e.g. observability). */
   adminApis: AdminDeps["apis"];
@@ -53,11 +57,15 @@ export function serverDeps(parts: ServerParts): ServerDeps {
     sink: exportingSink(writer, parts.exporter),
     instanceId,
     pending: new Set(),
+    keyMeter: parts.keyMeter,
     // The queue first: a request that just ended may not have reached the database yet. A
     // database that cannot answer does not refuse the request; the upsert still keeps a closed row.
     requestIdTaken: async (id) =>
       writer.holdsRequest(id) || await requestExists(db, id).catch(() => false),
+    refusedBudget: new RefusedBudget(clock),
     adminToken: parts.settings.adminToken,
+    peerSecret: parts.settings.peerSecret,
+    publicUrl: parts.settings.publicUrl,
     db,
     metricsOpen: parts.metricsOpen && state.loopback,
   };
@@ -68,7 +76,10 @@ export function serverDeps(parts: ServerParts): ServerDeps {
       historyNotice: () => history.readiness.describe(),
       memoryHistory: () => history.readiness.ready ? null : writer.queuedRows(),
     },
-    demo: parts.demo ? (request) => serveDemoUpstream(request, { clock }) : null,
+    demo: parts.demo
+      ? (request, caller) =>
+        serveDemoUpstream(request, { clock, caller, self: parts.settings.host })
+      : null,
     ready: () => {
       const ready: { ok: boolean; reason?: string; history?: string } = state.shuttingDown
         ? { ok: false, reason: "shutting down" }

@@ -33,7 +33,7 @@ const RUN_BROKEN = Deno.env.get("PULSEGATE_AGENTS_RUN_BROKEN") === "1";
 /** The route the agents are pointed at; the failover scenario puts the silent upstream first. */
 export const ROUTE = "smart";
 export const GATEWAY_KEY = "pg-agent-test-key-0123456789";
-const KEY_ENV = "PULSEGATE_AGENT_TEST_KEY";
+const KEY_ENV = "PULSEGATE_KEY_AGENT_TEST";
 
 /** An agent's whole run, start-up included; generous: a cold start on a loaded machine is slow. */
 const RUN_TIMEOUT_MS = 90_000;

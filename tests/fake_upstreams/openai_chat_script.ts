@@ -145,3 +145,25 @@ export function contentThenSilence(text: string): Script {
   };
 }
 export const whitespaceOnly: Script = { body: [{ send: "   \n\n  " }] };
+
+/**
+ * A first token no sooner than `ms` (real) after the call, with keep-alives every 50 ms meanwhile
+ * (SSE comments after a role-only chunk; whitespace in a whole body). Past `ms` the token is held
+ * until the caller hangs up, so a timer that a loaded machine runs late cannot let it win by
+ * accident: a test sees what the gateway decided, not a race.
+ */
+export function slowFirstToken(
+  call: { closed: Promise<unknown> },
+  opts: { ms: number; text: string[]; whole?: boolean },
+): Script {
+  const keepAlive = opts.whole ? "\n" : ": keep-alive\n\n";
+  const waits: Step[] = [];
+  for (let t = 0; t < opts.ms; t += 50) waits.push({ send: keepAlive }, { wait: 50 });
+  const late = { until: call.closed };
+  if (opts.whole) return { body: [...waits, late, { send: chatWholeBody({ text: opts.text }) }] };
+  const [role, ...rest] = chatStreamBlocks({ text: opts.text });
+  return {
+    headers: { "content-type": "text/event-stream" },
+    body: [{ send: role! }, ...waits, late, ...rest.map((send) => ({ send }))],
+  };
+}

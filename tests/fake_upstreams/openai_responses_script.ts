@@ -130,7 +130,7 @@ class EventLog {
 /**
  * The streamed body, one SSE block per chunk. `pingFirst` adds that many
  * `response.in_progress` events after `response.created`: the Responses
- * API's own keep-alives (SPEC §5), placed where the official SDK accepts them.
+ * API's own keep-alives (docs/design.md "Pulse"), placed where the official SDK accepts them.
  */
 export function responsesStreamChunks(
   script: ResponsesScript,

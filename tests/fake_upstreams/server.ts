@@ -32,7 +32,8 @@ export interface Call {
 
 export type Handler = (call: Call) => Script | Promise<Script>;
 
-export interface FakeUpstream {
+/** `await using up = startFakeUpstream()` closes it when the test's scope ends. */
+export interface FakeUpstream extends AsyncDisposable {
   url: string;
   calls: Call[];
   /** Answers the next calls in order; after the queue, `fallback` answers. */
@@ -87,11 +88,14 @@ export function startFakeUpstream(opts: { fallback?: Handler } = {}): FakeUpstre
     calls,
     enqueue: (...scripts) => queue.push(...scripts),
     setHandler: (h) => (handler = h),
-    close: async () => {
-      closing.abort();
-      await server.shutdown().catch(() => {});
-    },
+    close,
+    [Symbol.asyncDispose]: close,
   };
+
+  async function close(): Promise<void> {
+    closing.abort();
+    await server.shutdown().catch(() => {});
+  }
 }
 
 function bodyStream(

@@ -23,7 +23,7 @@ export interface ClientFormat {
   name: string;
   /** Its own upstream kind first, then one it is translated to. */
   kinds: [UpstreamKind, UpstreamKind];
-  /** Gemini's streamed JSON array is never answered early (SPEC §6). */
+  /** Gemini's streamed JSON array is never answered early (docs/design.md "Failover before content"). */
   answersEarly: boolean;
   streamOnly?: boolean;
   request(route: string, stream: boolean): { path: string; body: unknown };

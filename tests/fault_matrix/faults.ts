@@ -1,6 +1,6 @@
 /**
  * The faults an upstream can commit, as a table. Each says what the faulty
- * upstream sends, streamed and whole, and what SPEC §6 makes of it: a failure
+ * upstream sends, streamed and whole, and what docs/design.md "Failover before content" makes of it: a failure
  * before content (fail over), a failure after content reached the client (the
  * stream ends with an error event, nothing else is tried), the caller's own
  * error (returned, no failover) or no fault at all.
@@ -9,6 +9,7 @@ import type { UpstreamKind } from "../../gateway/formats/format.ts";
 import type { GatewayCode } from "../../gateway/runtime/gateway_error.ts";
 import type { Script, Step } from "../fake_upstreams/server.ts";
 import { asText, type Chunk, upToFirstText, type Wire } from "./wire.ts";
+import { UPSTREAM_CAPS } from "../../gateway/formats/upstream_caps.ts";
 
 export type Effect = "fail_before" | "fail_after" | "reject" | "ok";
 
@@ -79,6 +80,19 @@ const broken = {
   code: "gw.upstream.unreachable",
 } as const;
 const bad = { effect: "fail_before", code: "gw.upstream.bad_response" } as const;
+
+/** A Bedrock event-stream prelude announcing a message one byte over the event cap. */
+const OVERSIZED_PRELUDE = (() => {
+  const bytes = new Uint8Array(12);
+  new DataView(bytes.buffer).setUint32(0, UPSTREAM_CAPS.eventBytes + 1);
+  return bytes;
+})();
+
+const endlessErrorEffect = {
+  effect: "fail_before",
+  retried: true,
+  code: "gw.upstream.error",
+} as const;
 
 export const FAULTS: Fault[] = [
   ...[500, 502, 503, 504].map((status) => statusFault(status, { code: "gw.upstream.error" })),
@@ -237,6 +251,33 @@ export const FAULTS: Fault[] = [
     },
   },
   {
+    name: "oversized_message",
+    // Cheap where the size comes first: a Bedrock message's prelude announces its length, so
+    // one over the cap is refused unread. SSE events over theirs (16 MiB, too big to send in
+    // every cell) are tested in tests/hostile_upstream_test.ts.
+    kinds: ["bedrock"],
+    stream: {
+      serve: (wire) => sse(wire, [{ send: OVERSIZED_PRELUDE }, { hang: true }]),
+      effect: "fail_before",
+      code: "gw.upstream.oversized",
+    },
+  },
+  {
+    name: "oversized_message_after_content",
+    kinds: ["bedrock"],
+    stream: {
+      serve: started([{ send: OVERSIZED_PRELUDE }, { hang: true }]),
+      effect: "fail_after",
+      code: "gw.upstream.oversized",
+    },
+  },
+  {
+    name: "endless_error_body",
+    // Only the error body's first 64 KiB are read: one that never ends is still a 500.
+    stream: { serve: () => endlessError(500), ...endlessErrorEffect },
+    whole: { serve: () => endlessError(500), ...endlessErrorEffect },
+  },
+  {
     name: "non_json_error_body",
     stream: {
       serve: () => htmlError(502),
@@ -260,6 +301,15 @@ export const FAULTS: Fault[] = [
     },
   },
 ];
+
+function endlessError(status: number): Script {
+  const start = '{"message":"endless error ';
+  return {
+    status,
+    headers: { "content-type": "application/json" },
+    body: [{ send: start + "e".repeat(UPSTREAM_CAPS.errorBodyBytes) }, { hang: true }],
+  };
+}
 
 function htmlError(status: number): Script {
   return {

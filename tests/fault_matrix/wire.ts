@@ -18,7 +18,7 @@ export interface Wire {
   streamType: string;
   /** The whole streamed answer, with its finish and usage. */
   stream(text: string[]): Chunk[];
-  /** How many chunks `stream` opens with before its first content (SPEC §5 keep-alives). */
+  /** How many chunks `stream` opens with before its first content (docs/design.md "Pulse" keep-alives). */
   opening: number;
   /** A keep-alive of the format's own (not an SSE comment). */
   ping: Chunk;

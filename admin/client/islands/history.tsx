@@ -1,7 +1,15 @@
 import { useSignal } from "@preact/signals";
-import type { AttemptRecord, HistoryRow, RequestDetail } from "../../api_types.ts";
+import type { ComponentChildren } from "preact";
+import type {
+  AttemptRecord,
+  HistoryChoices,
+  HistoryOutcome,
+  HistoryRow,
+  RequestDetail,
+} from "../../api_types.ts";
 import type { HistoryFilters } from "../api.ts";
 import { formatMs, formatTime, formatTokens, parseLocalDateTime } from "../format.ts";
+import { formatUsd } from "../money.ts";
 import type { History as HistoryModel } from "../history_model.ts";
 
 export interface HistoryProps {
@@ -20,7 +28,10 @@ export function History({ history, now }: HistoryProps) {
         <h2 id="history-title">History</h2>
         <button type="button" class="quiet" onClick={() => history.refresh()}>Refresh</button>
       </header>
-      <FilterForm onSearch={(filters) => history.search(filters)} />
+      <FilterForm
+        choices={page?.choices ?? NO_CHOICES}
+        onSearch={(filters) => history.search(filters)}
+      />
       {history.error.value && <p class="notice error" role="alert">{history.error.value}</p>}
       {page && rows.length === 0 && <p class="empty">No request matches.</p>}
       {rows.length > 0 && (
@@ -35,6 +46,7 @@ export function History({ history, now }: HistoryProps) {
               <th>Result</th>
               <th>Duration</th>
               <th>Tokens</th>
+              <th>Cost</th>
             </tr>
           </thead>
           <tbody>
@@ -80,7 +92,27 @@ export function History({ history, now }: HistoryProps) {
   );
 }
 
-function FilterForm({ onSearch }: { onSearch: (filters: HistoryFilters) => void }) {
+const NO_CHOICES: HistoryChoices = { routes: [], upstreams: [], outcomes: [] };
+
+/** What each outcome filter means to an operator. */
+const OUTCOME_LABELS: Record<HistoryOutcome, string> = {
+  success: "success",
+  error: "error",
+  aborted: "aborted",
+  client_disconnected: "client disconnected",
+  idle_timeout: "idle timeout before content",
+  idle_timeout_mid_stream: "idle timeout mid-stream",
+  failed_over: "failed over",
+  hedged: "hedged",
+  resumed: "resumed",
+};
+
+function FilterForm(
+  { choices, onSearch }: {
+    choices: HistoryChoices;
+    onSearch: (filters: HistoryFilters) => void;
+  },
+) {
   const fields = useSignal({
     route: "",
     upstream: "",
@@ -102,27 +134,22 @@ function FilterForm({ onSearch }: { onSearch: (filters: HistoryFilters) => void 
         onSearch({
           route: f.route.trim() || undefined,
           upstream: f.upstream.trim() || undefined,
-          outcome: f.outcome === "success" || f.outcome === "error" ? f.outcome : undefined,
+          outcome: choices.outcomes.find((o) => o === f.outcome),
           session: f.session.trim() || undefined,
           since: parseLocalDateTime(f.since),
           until: parseLocalDateTime(f.until),
         });
       }}
     >
-      <label>
-        Route<input name="route" value={f.route} onInput={set("route")} />
-      </label>
-      <label>
-        Upstream<input name="upstream" value={f.upstream} onInput={set("upstream")} />
-      </label>
-      <label>
-        Outcome
-        <select name="outcome" value={f.outcome} onChange={set("outcome")}>
-          <option value="">any</option>
-          <option value="success">success</option>
-          <option value="error">error</option>
-        </select>
-      </label>
+      <Pick label="Route" name="route" value={f.route} onChange={set("route")}>
+        {choices.routes.map((r) => <option key={r} value={r}>{r}</option>)}
+      </Pick>
+      <Pick label="Upstream" name="upstream" value={f.upstream} onChange={set("upstream")}>
+        {choices.upstreams.map((u) => <option key={u} value={u}>{u}</option>)}
+      </Pick>
+      <Pick label="Outcome" name="outcome" value={f.outcome} onChange={set("outcome")}>
+        {choices.outcomes.map((o) => <option key={o} value={o}>{OUTCOME_LABELS[o]}</option>)}
+      </Pick>
       <label>
         Session<input name="session" value={f.session} onInput={set("session")} />
       </label>
@@ -160,6 +187,27 @@ function result(row: { state: string; status: number | null; errorCode: string |
   return `${row.status ?? "—"}${row.errorCode ? ` ${row.errorCode}` : ""}`;
 }
 
+/** A filter that picks one of the known values, or any. */
+function Pick(
+  props: {
+    label: string;
+    name: string;
+    value: string;
+    onChange: (e: { currentTarget: { value: string } }) => void;
+    children: ComponentChildren;
+  },
+) {
+  return (
+    <label>
+      {props.label}
+      <select name={props.name} value={props.value} onChange={props.onChange}>
+        <option value="">any</option>
+        {props.children}
+      </select>
+    </label>
+  );
+}
+
 function HistoryRowView(props: { row: HistoryRow; now: number; onOpen: () => void }) {
   const { row } = props;
   return (
@@ -182,6 +230,7 @@ function HistoryRowView(props: { row: HistoryRow; now: number; onOpen: () => voi
       <td data-label="Result">{result(row)}</td>
       <td data-label="Duration">{formatMs(row.durationMs)}</td>
       <td data-label="Tokens">{formatTokens(row.inputTokens, row.outputTokens)}</td>
+      <td data-label="Cost">{formatUsd(row.costUsd)}</td>
     </tr>
   );
 }
@@ -222,6 +271,8 @@ function Detail(props: { detail: RequestDetail; now: number; onClose: () => void
         <dd>{formatMs(request.durationMs)}</dd>
         <dt>Tokens</dt>
         <dd>{formatTokens(request.inputTokens, request.outputTokens)}</dd>
+        <dt>Cost</dt>
+        <dd>{formatUsd(request.costUsd)}</dd>
       </dl>
       <h4>Attempt chain</h4>
       {attempts.length === 0
@@ -239,6 +290,7 @@ function Detail(props: { detail: RequestDetail; now: number; onClose: () => void
                 <th>First content</th>
                 <th>Duration</th>
                 <th>Tokens</th>
+                <th>Cost</th>
               </tr>
             </thead>
             <tbody>{attempts.map((a) => <AttemptRow key={a.hop} attempt={a} />)}</tbody>
@@ -250,13 +302,16 @@ function Detail(props: { detail: RequestDetail; now: number; onClose: () => void
 
 function AttemptRow({ attempt: a }: { attempt: AttemptRecord }) {
   return (
-    <tr class={a.outcome === "success" ? "" : "failed"}>
+    <tr class={a.outcome === "success" || a.outcome === "resumed" ? "" : "failed"}>
       <td data-label="Hop">{a.hop}</td>
       <td data-label="Upstream">
         {a.upstream}
         <small>{a.model}</small>
       </td>
-      <td data-label="Outcome">{a.outcome ?? "running"}</td>
+      <td data-label="Outcome">
+        {a.outcome ?? "running"}
+        {a.resumeOffset !== null && <small>continued from character {a.resumeOffset}</small>}
+      </td>
       <td data-label="Status">{a.status ?? "—"}</td>
       <td data-label="Code">
         {a.errorCode ?? "—"}
@@ -266,6 +321,7 @@ function AttemptRow({ attempt: a }: { attempt: AttemptRecord }) {
       <td data-label="First content">{formatMs(a.firstContentMs)}</td>
       <td data-label="Duration">{formatMs(a.durationMs)}</td>
       <td data-label="Tokens">{formatTokens(a.inputTokens, a.outputTokens)}</td>
+      <td data-label="Cost">{formatUsd(a.costUsd)}</td>
     </tr>
   );
 }

@@ -1,7 +1,17 @@
+import { useSignal } from "@preact/signals";
+import { useEffect, useRef } from "preact/hooks";
 import type { LiveRow } from "../../api_types.ts";
 import type { Aborts } from "../aborts.ts";
-import { formatMs, formatTokens, stateLabel } from "../format.ts";
+import { formatMs, formatTokens, plural, stateLabel } from "../format.ts";
 import type { LiveFeed } from "../live_feed.ts";
+import {
+  ALL_LIVE,
+  choices,
+  type LiveView,
+  stateTotals,
+  tokensPerSecond,
+  viewRows,
+} from "../live_view.ts";
 
 export interface LiveRequestsProps {
   feed: LiveFeed;
@@ -15,46 +25,157 @@ const FEED_LABELS = {
   retrying: "reconnecting…",
 } as const;
 
-/** The requests running now, pushed by the gateway, each with its abort buttons. */
+/** The requests running now, pushed by the gateway: filters, totals per state, abort buttons. */
 export function LiveRequests({ feed, aborts }: LiveRequestsProps) {
-  const snapshot = feed.snapshot.value;
-  const rows = snapshot?.requests ?? [];
-  const result = aborts.result.value;
+  const view = useSignal<LiveView>(ALL_LIVE);
+  const all = feed.snapshot.value?.requests ?? [];
+  const rows = viewRows(all, view.value);
+  const totals = stateTotals(all);
   return (
     <section aria-labelledby="live-title">
       <header class="panel-head">
         <h2 id="live-title">Live requests</h2>
         <span class={`feed ${feed.status.value}`}>{FEED_LABELS[feed.status.value]}</span>
       </header>
-      {result && <p class={`notice ${result.ok ? "ok" : "error"}`} role="status">{result.text}</p>}
-      {rows.length === 0 ? <p class="empty">No request is running.</p> : (
-        <table class="cards live">
-          <thead>
-            <tr>
-              <th>Request</th>
-              <th>Session</th>
-              <th>Route</th>
-              <th>Upstream</th>
-              <th>State</th>
-              <th>Elapsed</th>
-              <th>Idle for</th>
-              <th>Tokens</th>
-              <th></th>
-            </tr>
-          </thead>
-          <tbody>{rows.map((row) => <LiveRowView key={row.id} row={row} aborts={aborts} />)}</tbody>
-        </table>
+      <AbortPrompt aborts={aborts} />
+      {all.length === 0 ? <p class="empty">No request is running.</p> : (
+        <>
+          <p class="totals" aria-label="Requests by state">
+            {plural(all.length, "request")}
+            {totals.map(([state, n]) => <span key={state}>{` · ${n} ${stateLabel(state)}`}</span>)}
+          </p>
+          <LiveFilters rows={all} view={view.value} onChange={(v) => (view.value = v)} />
+          {rows.length === 0
+            ? <p class="empty">No running request matches.</p>
+            : (
+              <table class="cards live">
+                <thead>
+                  <tr>
+                    <th scope="col">Request</th>
+                    <th scope="col">Session</th>
+                    <th scope="col">Route</th>
+                    <th scope="col">Upstream</th>
+                    <th scope="col">State</th>
+                    <th scope="col">Elapsed</th>
+                    <th scope="col">First content</th>
+                    <th scope="col">Idle for</th>
+                    <th scope="col">Tokens</th>
+                    <th scope="col">
+                      <span class="visually-hidden">Abort</span>
+                    </th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {rows.map((row) => <LiveRowView key={row.id} row={row} aborts={aborts} />)}
+                </tbody>
+              </table>
+            )}
+        </>
       )}
     </section>
   );
 }
 
+/**
+ * The confirmation an Abort button opens, naming what will stop; focus moves to it, then to the
+ * result once the abort is done, so a keyboard user is never left on a row that went away.
+ */
+function AbortPrompt({ aborts }: { aborts: Aborts }) {
+  const asked = aborts.asked.value;
+  const result = aborts.result.value;
+  const confirmRef = useRef<HTMLButtonElement>(null);
+  const resultRef = useRef<HTMLParagraphElement>(null);
+  useEffect(() => confirmRef.current?.focus(), [asked?.kind, asked?.id]);
+  useEffect(() => resultRef.current?.focus(), [result?.text]);
+  if (asked) {
+    const what = `${asked.kind} ${asked.id}`;
+    return (
+      <div class="notice confirm" role="alertdialog" aria-label={`Abort ${what}?`}>
+        <span>
+          Abort {asked.kind} <code>{asked.id}</code>?{" "}
+          {asked.kind === "session" ? "Every running request of the session stops." : ""}
+        </span>
+        <button type="button" class="danger" ref={confirmRef} onClick={() => aborts.confirm()}>
+          Abort {what}
+        </button>
+        <button type="button" class="quiet" onClick={() => aborts.cancel()}>Cancel</button>
+      </div>
+    );
+  }
+  if (!result) return null;
+  return (
+    <p class={`notice ${result.ok ? "ok" : "error"}`} role="status" tabIndex={-1} ref={resultRef}>
+      {result.text}
+      <button
+        type="button"
+        class="quiet"
+        onClick={() =>
+          aborts.dismiss()}
+      >
+        Dismiss
+      </button>
+    </p>
+  );
+}
+
+function LiveFilters(
+  props: { rows: LiveRow[]; view: LiveView; onChange: (view: LiveView) => void },
+) {
+  const { view } = props;
+  const set = (name: keyof LiveView) => (e: { currentTarget: { value: string } }) =>
+    props.onChange({ ...view, [name]: e.currentTarget.value });
+  const pick = (label: string, name: "route" | "upstream", values: string[]) => (
+    <label>
+      {label}
+      <select name={`live-${name}`} value={view[name]} onChange={set(name)}>
+        <option value="">any</option>
+        {values.map((v) => <option key={v} value={v}>{v}</option>)}
+      </select>
+    </label>
+  );
+  return (
+    <form
+      class="filters"
+      aria-label="Filter live requests"
+      onSubmit={(e) => e.preventDefault()}
+    >
+      {pick("Route", "route", choices(props.rows, (r) => r.route))}
+      {pick("Upstream", "upstream", choices(props.rows, (r) => r.upstream))}
+      <label>
+        State
+        <select name="live-state" value={view.state} onChange={set("state")}>
+          <option value="">any</option>
+          {choices(props.rows, (r) => r.state).map((s) => (
+            <option key={s} value={s}>{stateLabel(s)}</option>
+          ))}
+        </select>
+      </label>
+      <label>
+        Session<input name="live-session" value={view.session} onInput={set("session")} />
+      </label>
+      <label>
+        Order
+        <select name="live-sort" value={view.sort} onChange={set("sort")}>
+          <option value="oldest">oldest first</option>
+          <option value="newest">newest first</option>
+          <option value="idle">longest idle first</option>
+        </select>
+      </label>
+    </form>
+  );
+}
+
 function LiveRowView({ row, aborts }: { row: LiveRow; aborts: Aborts }) {
+  const rate = tokensPerSecond(row);
   return (
     <tr data-request-id={row.id}>
       <td data-label="Request">
         <code>{row.id}</code>
-        <small>{row.clientFormat}{row.stream ? " · stream" : ""}</small>
+        <small>
+          {row.clientFormat}
+          {row.stream ? " · stream" : ""}
+          {row.keyId ? ` · key ${row.keyId}` : ""}
+        </small>
       </td>
       <td data-label="Session">
         {row.sessionId
@@ -65,7 +186,8 @@ function LiveRowView({ row, aborts }: { row: LiveRow; aborts: Aborts }) {
                 type="button"
                 class="danger quiet"
                 aria-label={`Abort session ${row.sessionId}`}
-                onClick={() => aborts.abortSession(row.sessionId ?? "")}
+                title="Stops the requests with this session id under every key"
+                onClick={() => aborts.ask("session", row.sessionId ?? "")}
               >
                 Abort session
               </button>
@@ -83,15 +205,19 @@ function LiveRowView({ row, aborts }: { row: LiveRow; aborts: Aborts }) {
         </span>
       </td>
       <td data-label="Elapsed">{formatMs(row.elapsedMs)}</td>
+      <td data-label="First content">{formatMs(row.firstContentMs)}</td>
       <td data-label="Idle for">{row.idleMs === null ? "no content yet" : formatMs(row.idleMs)}</td>
-      <td data-label="Tokens">{formatTokens(row.inputTokens, row.outputTokens)}</td>
+      <td data-label="Tokens">
+        {formatTokens(row.inputTokens, row.outputTokens)}
+        {rate !== null && <small>{rate.toFixed(1)} tokens/s</small>}
+      </td>
       <td>
         <button
           type="button"
           class="danger"
           aria-label={`Abort request ${row.id}`}
           disabled={row.aborting}
-          onClick={() => aborts.abortRequest(row.id)}
+          onClick={() => aborts.ask("request", row.id)}
         >
           Abort
         </button>

@@ -3,7 +3,7 @@ import type { ConfigModel } from "../config_model.ts";
 import { pathLabel } from "../format.ts";
 
 /**
- * SPEC §3 safe mode: why the gateway refuses to proxy, and the repair it can make. Shown at the
+ * docs/design.md "Config" safe mode: why the gateway refuses to proxy, and the repair it can make. Shown at the
  * top of the page, where an operator looks first.
  */
 export function SafeMode({ config }: { config: ConfigModel }) {

@@ -1,6 +1,7 @@
 import type { UpstreamHealth as Row } from "../../api_types.ts";
 import { formatMs, formatTime, plural } from "../format.ts";
 import type { Health } from "../health_model.ts";
+import type { UpstreamAction } from "../api.ts";
 
 export interface UpstreamHealthProps {
   health: Health;
@@ -17,21 +18,41 @@ export function UpstreamHealth({ health }: UpstreamHealthProps) {
         <button type="button" class="quiet" onClick={() => health.refresh()}>Refresh</button>
       </header>
       {health.error.value && <p class="notice error" role="alert">{health.error.value}</p>}
+      {health.result.value && (
+        <p class={`notice ${health.result.value.ok ? "ok" : "error"}`} role="status">
+          {health.result.value.text}
+          <button
+            type="button"
+            class="quiet"
+            onClick={() =>
+              health.dismiss()}
+          >
+            Dismiss
+          </button>
+        </p>
+      )}
       {view && view.upstreams.length === 0 && <p class="empty">No upstream is configured.</p>}
       {view && view.upstreams.length > 0 && (
         <table class="cards health">
           <thead>
             <tr>
-              <th>Upstream</th>
-              <th>In flight</th>
-              <th>Cooldown</th>
-              <th>Last {minutes} min</th>
-              <th>First content p50 / p95</th>
+              <th scope="col">Upstream</th>
+              <th scope="col">In flight</th>
+              <th scope="col">Cooldown</th>
+              <th scope="col">Last {minutes} min</th>
+              <th scope="col">First content p50 / p95</th>
+              <th scope="col">Controls</th>
             </tr>
           </thead>
           <tbody>
             {view.upstreams.map((u) => (
-              <HealthRow key={u.id} row={u} now={view.at} simulated={view.demo} />
+              <HealthRow
+                key={u.id}
+                row={u}
+                now={view.at}
+                simulated={view.demo}
+                onControl={(action) => health.control(u.id, action)}
+              />
             ))}
           </tbody>
         </table>
@@ -40,7 +61,14 @@ export function UpstreamHealth({ health }: UpstreamHealthProps) {
   );
 }
 
-function HealthRow(props: { row: Row; now: number; simulated: boolean }) {
+function HealthRow(
+  props: {
+    row: Row;
+    now: number;
+    simulated: boolean;
+    onControl: (action: UpstreamAction) => void;
+  },
+) {
   const u = props.row;
   const used = u.maxInFlight > 0 ? Math.min(1, u.inFlight / u.maxInFlight) : 0;
   const r = u.recent;
@@ -68,7 +96,9 @@ function HealthRow(props: { row: Row; now: number; simulated: boolean }) {
           )
           : <span class="state ok">ok</span>}
         <small>
-          {plural(u.consecutiveFailures, "failure")} in a row · paused{" "}
+          {u.paused
+            ? (u.pauseReason ?? "paused")
+            : `${plural(u.consecutiveFailures, "failure")} in a row`} · paused{" "}
           {plural(u.pauseCount, "time")}
         </small>
       </td>
@@ -80,6 +110,25 @@ function HealthRow(props: { row: Row; now: number; simulated: boolean }) {
       </td>
       <td data-label="First content p50 / p95">
         {formatMs(r.firstContentP50Ms)} / {formatMs(r.firstContentP95Ms)}
+      </td>
+      <td data-label="Controls" class="controls">
+        {u.paused && (
+          <button
+            type="button"
+            aria-label={`Resume ${u.id}`}
+            onClick={() => props.onControl("resume")}
+          >
+            Resume
+          </button>
+        )}
+        <button
+          type="button"
+          class="quiet"
+          aria-label={`${u.enabled ? "Disable" : "Enable"} ${u.id}`}
+          onClick={() => props.onControl(u.enabled ? "disable" : "enable")}
+        >
+          {u.enabled ? "Disable" : "Enable"}
+        </button>
       </td>
     </tr>
   );

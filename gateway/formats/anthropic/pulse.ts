@@ -1,7 +1,7 @@
 import { isRecord } from "../json.ts";
 
 /**
- * SPEC §5 for Anthropic Messages: `message_start` (an empty message shell the
+ * docs/design.md "Pulse" for Anthropic Messages: `message_start` (an empty message shell the
  * API sends before the model has produced anything) and `ping` are
  * keep-alives. Blocks, deltas, `message_delta`, `message_stop` and `error`
  * are content, and so is any event we do not know, so a new event type can

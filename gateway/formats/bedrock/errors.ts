@@ -37,8 +37,6 @@ export function decodeBedrockError(
     const detail = message ?? (body.trim().slice(0, 200) || `HTTP ${status}`);
     return new GatewayError(`upstream model error ${status}: ${detail}`, {
       code: "gw.upstream.error",
-      source: "upstream",
-      status: 502,
       upstreamType: type,
       upstreamKind: "bedrock",
     });

@@ -6,6 +6,7 @@ import { converseRequestBody, converseUrl, unsupportedFor } from "./request.ts";
 import { decodeBedrockWhole } from "./response.ts";
 import { bedrockCredentials, signedPost } from "./sign.ts";
 import { decodeBedrockStream } from "./stream.ts";
+import { translatedText } from "../request_text.ts";
 
 /**
  * Converse / ConverseStream, SigV4-signed. There is no Bedrock client format,
@@ -27,12 +28,10 @@ async function buildBedrockRequest(call: UpstreamCall): Promise<Request> {
   if (upstream.kind !== "bedrock") {
     throw new GatewayError(`upstream ${upstream.id} is not a bedrock upstream`, {
       code: "gw.gateway.internal",
-      source: "gateway",
-      status: 500,
     });
   }
   // The body first: a request Bedrock cannot express is the caller's answer, whatever the keys.
-  const body = JSON.stringify(converseRequestBody(call.ir, call.model));
+  const body = translatedText(call, { build: () => converseRequestBody(call.ir, call.model) });
   const url = converseUrl(upstreamBaseUrl(upstream), { model: call.model, stream: call.ir.stream });
   return await signedPost(url, { body, credentials: bedrockCredentials(upstream, call.env) });
 }

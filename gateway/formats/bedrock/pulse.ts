@@ -7,7 +7,7 @@ export interface BedrockMessageKind {
 }
 
 /**
- * SPEC §5 for Bedrock: only `messageStart` (the role, before anything is said)
+ * docs/design.md "Pulse" for Bedrock: only `messageStart` (the role, before anything is said)
  * is a keep-alive. Content blocks and their starts and stops, the stop reason,
  * closing usage and exceptions are content, and so is anything unrecognised,
  * so an unknown event never times out.

@@ -1,4 +1,5 @@
 import { clientError } from "../../runtime/gateway_error.ts";
+import { withoutTrailingSlashes } from "../../config/trailing_slashes.ts";
 import type { IrPart, IrRequest, IrResponseFormat, IrToolChoice } from "../ir.ts";
 import { argumentsObject } from "../../accept/request_fields.ts";
 import { type ConversationTurn, foldSystemTurns } from "../system_turns.ts";
@@ -13,7 +14,7 @@ interface ConverseMessage {
 /** `{base}/model/{modelId}/converse[-stream]`; ids such as `...-v1:0` or ARNs are one path segment. */
 export function converseUrl(base: string, opts: { model: string; stream: boolean }): string {
   const action = opts.stream ? "converse-stream" : "converse";
-  return `${base.replace(/\/+$/, "")}/model/${encodeURIComponent(opts.model)}/${action}`;
+  return `${withoutTrailingSlashes(base)}/model/${encodeURIComponent(opts.model)}/${action}`;
 }
 
 /**

@@ -7,6 +7,8 @@ import { isRecord, parseJson } from "../json.ts";
 import { bedrockStreamException, decodeBedrockError } from "./errors.ts";
 import { bedrockMessageIsContent, type BedrockMessageKind } from "./pulse.ts";
 import { badResponse } from "../../forward/upstream_error.ts";
+import type { GatewayError } from "../../runtime/gateway_error.ts";
+import { oversized, UPSTREAM_CAPS } from "../upstream_caps.ts";
 import { bedrockStopToIr, bedrockUsageToIr } from "./response.ts";
 
 /** What one message means; its raw bytes are added by the framing. */
@@ -16,45 +18,84 @@ export type BedrockReading = Omit<UpstreamFrame, "raw">;
 export const eventStreamCodec = new EventStreamCodec(toUtf8, fromUtf8);
 
 // A message is its 4-byte total length, 4-byte headers length and prelude CRC,
-// headers, payload and a message CRC: at least 16 bytes. AWS caps one at 16 MiB.
+// headers, payload and a message CRC: at least 16 bytes. AWS caps one at 16 MiB
+// (a length beyond is not a message at all: the stream is corrupt), and we hold at
+// most one event's cap (docs/security.md, "Upstream bytes are capped").
 const MIN_MESSAGE_BYTES = 16;
 const MAX_MESSAGE_BYTES = 16 * 1024 * 1024 + 1024;
 
-/** Cuts a byte stream into whole event-stream messages, holding a partial one for the next chunk. */
+/**
+ * Cuts a byte stream into whole event-stream messages, holding a partial one
+ * for the next chunk. Linear: chunks are kept as they came and copied once,
+ * into the message they complete.
+ */
 export class EventStreamSplitter {
-  #buffer: Uint8Array = new Uint8Array(0);
+  #chunks: Uint8Array[] = [];
+  #size = 0;
+  readonly #max: number;
   /** Why the stream cannot be framed any further, once that is so. */
-  corrupt?: string;
+  failure?: GatewayError;
+
+  constructor(opts: { maxMessageBytes?: number } = {}) {
+    this.#max = opts.maxMessageBytes ?? UPSTREAM_CAPS.eventBytes;
+  }
 
   push(chunk: Uint8Array): Uint8Array[] {
-    if (this.corrupt) return [];
-    this.#buffer = concat(this.#buffer, chunk);
+    if (this.failure) return [];
+    if (chunk.byteLength) {
+      this.#chunks.push(chunk);
+      this.#size += chunk.byteLength;
+    }
     const messages: Uint8Array[] = [];
-    while (this.#buffer.byteLength >= 4) {
-      const total = new DataView(this.#buffer.buffer, this.#buffer.byteOffset, 4).getUint32(0);
+    while (this.#size >= 4) {
+      const total = new DataView(this.#peek(4).buffer).getUint32(0);
       if (total < MIN_MESSAGE_BYTES || total > MAX_MESSAGE_BYTES) {
-        this.corrupt = `the upstream's event stream announced a ${total}-byte message`;
+        this.failure = badResponse(`the upstream's event stream announced a ${total}-byte message`);
         break;
       }
-      if (this.#buffer.byteLength < total) break;
-      messages.push(this.#buffer.slice(0, total));
-      this.#buffer = this.#buffer.subarray(total);
+      if (total > this.#max) {
+        this.failure = oversized(`a ${total}-byte event-stream message`, this.#max);
+        break;
+      }
+      if (this.#size < total) break;
+      messages.push(this.#take(total));
     }
     return messages;
   }
 
   /** Bytes received that do not yet make a whole message. */
   get rest(): Uint8Array {
-    return this.#buffer.slice();
+    return this.#peek(this.#size);
   }
-}
 
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  if (a.byteLength === 0) return b;
-  const out = new Uint8Array(a.byteLength + b.byteLength);
-  out.set(a);
-  out.set(b, a.byteLength);
-  return out;
+  /** A copy of the first `n` held bytes. */
+  #peek(n: number): Uint8Array {
+    const out = new Uint8Array(n);
+    let at = 0;
+    for (const chunk of this.#chunks) {
+      if (at >= n) break;
+      const part = chunk.subarray(0, n - at);
+      out.set(part, at);
+      at += part.byteLength;
+    }
+    return out;
+  }
+
+  /** The first `n` held bytes, removed. */
+  #take(n: number): Uint8Array {
+    const out = this.#peek(n);
+    let left = n;
+    let used = 0;
+    for (const chunk of this.#chunks) {
+      if (chunk.byteLength > left) break;
+      left -= chunk.byteLength;
+      used++;
+    }
+    this.#chunks.splice(0, used);
+    if (left > 0) this.#chunks[0] = this.#chunks[0]!.subarray(left);
+    this.#size -= n;
+    return out;
+  }
 }
 
 /** Frames of a ConverseStream body (`application/vnd.amazon.eventstream`), one per message. */
@@ -65,25 +106,28 @@ export function decodeBedrockStream(): ReadableWritablePair<UpstreamFrame, Uint8
   // After a bad message nothing that follows can be trusted: report once, then drop the rest.
   const fail = (
     controller: TransformStreamDefaultController<UpstreamFrame>,
-    opts: { raw: Uint8Array; why: string },
+    opts: { raw: Uint8Array; error: GatewayError },
   ) => {
     broken = true;
-    controller.enqueue({ raw: opts.raw, content: true, events: [], error: badResponse(opts.why) });
+    controller.enqueue({ raw: opts.raw, content: true, events: [], error: opts.error });
   };
   return new TransformStream<Uint8Array, UpstreamFrame>({
     transform(chunk, controller) {
       if (broken) return;
       for (const raw of splitter.push(chunk)) {
         const message = decodeMessage(raw);
-        if (!message) return fail(controller, { raw, why: "the upstream sent a corrupt event" });
+        if (!message) {
+          return fail(controller, { raw, error: badResponse("the upstream sent a corrupt event") });
+        }
         controller.enqueue({ raw, ...reader.read(message) });
       }
-      if (splitter.corrupt) fail(controller, { raw: splitter.rest, why: splitter.corrupt });
+      if (splitter.failure) fail(controller, { raw: new Uint8Array(0), error: splitter.failure });
     },
     flush(controller) {
       const rest = splitter.rest;
       if (!broken && rest.byteLength) {
-        fail(controller, { raw: rest, why: "the upstream's event stream ended inside a message" });
+        const error = badResponse("the upstream's event stream ended inside a message");
+        fail(controller, { raw: rest, error });
       }
     },
   });

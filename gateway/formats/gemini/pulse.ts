@@ -20,7 +20,7 @@ const bookkeeping = new Set([
 ]);
 
 /**
- * SPEC §5 for Gemini: a chunk is content when a candidate carries parts or a
+ * docs/design.md "Pulse" for Gemini: a chunk is content when a candidate carries parts or a
  * finish reason, when it reports an error or a blocked prompt, or when it is
  * the closing usage report (usage and no candidates). Chunks with no parts and
  * no finish reason are keep-alives; a shape we cannot read counts as content.

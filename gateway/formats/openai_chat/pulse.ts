@@ -1,7 +1,7 @@
 import { isRecord } from "../json.ts";
 
 /**
- * SPEC §5 for Chat Completions: a chunk is content when it carries anything a
+ * docs/design.md "Pulse" for Chat Completions: a chunk is content when it carries anything a
  * reader would see. Role-only and empty chunks are keep-alives; anything we
  * cannot read counts as content so an unknown shape never times out.
  */

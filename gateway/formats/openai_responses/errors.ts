@@ -5,7 +5,7 @@ import { upstreamStatusError } from "../../forward/upstream_error.ts";
 
 /**
  * `response.error` of a `response.failed` event sent to a client. Its `code`
- * is the gateway's code (SPEC §4), so a client can tell an idle timeout from
+ * is the gateway's code (docs/design.md "Client API"), so a client can tell an idle timeout from
  * an upstream failure; an upstream's own error passed on keeps the
  * provider's code (mapped into OpenAI's words) where it has one.
  */

@@ -1,4 +1,4 @@
-/** Lifecycle events that say the upstream is alive but nothing has been said yet (SPEC §5). */
+/** Lifecycle events that say the upstream is alive but nothing has been said yet (docs/design.md "Pulse"). */
 const KEEP_ALIVE_TYPES = new Set([
   "response.created",
   "response.in_progress",
@@ -9,7 +9,7 @@ const KEEP_ALIVE_TYPES = new Set([
 ]);
 
 /**
- * SPEC §5 for the Responses API: an event is content unless it is one of the
+ * docs/design.md "Pulse" for the Responses API: an event is content unless it is one of the
  * lifecycle keep-alives or a `codex.*` side channel (rate-limit notes and the
  * like). Anything we do not recognise counts as content, so an unknown event
  * never times a live stream out.

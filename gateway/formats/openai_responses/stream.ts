@@ -259,7 +259,7 @@ class ResponsesStreamWriter implements ClientStreamEncoder {
    * we opened none, the bytes so far (if any) were the upstream's own, whose
    * response id we do not know: an `error` event comes first, which the SDK
    * raises as an APIError carrying the gateway code, then the
-   * `response.failed` SPEC §4 names. The event has the published flat fields
+   * `response.failed` docs/design.md "Client API" names. The event has the published flat fields
    * and the nested `error` object the SDK prefers, which also gives it a type.
    */
   error(err: GatewayError): Uint8Array {

@@ -1,0 +1,154 @@
+import type { Route, RouteCandidate } from "../config/schema.ts";
+import { GatewayError } from "../runtime/gateway_error.ts";
+import type { Candidate, ForwardDeps, ForwardRequest, Hop, HopResult } from "./hop.ts";
+import { hedgeLost, Lane, type LaneOwner } from "./hedge_lane.ts";
+
+/** What one candidate (with its retries) came to, as the candidate loop sees it. */
+export type Outcome = Exclude<HopResult, { kind: "retry" }>;
+
+/**
+ * Hedged start (docs/liveness.md, "Hedged start"): a candidate silent for
+ * `hedge_after_secs` gets the next candidate started beside it. Each runs in
+ * its own lane; the first hop to reach its first content claims the race, and
+ * every other lane is stopped at once with `hedge_lost`. Until the claim no
+ * lane's bytes reach the client (the opening hold), so the client sees one
+ * answer from one upstream.
+ */
+export class HedgeRace implements LaneOwner {
+  #lanes = new Map<Lane, Promise<{ lane: Lane; outcome: Outcome }>>();
+  #winner: Lane | null = null;
+  #decided = false;
+  /** The winner's lane ended: the loop goes on without hedging (a whole answer broken mid-body). */
+  #over = false;
+  #hedges = 0;
+  #cancelTimer = () => {};
+
+  private constructor(readonly req: ForwardRequest, readonly deps: ForwardDeps) {}
+
+  /** A race for a plan where some candidate hedges; null keeps the plain loop of docs/design.md. */
+  static for(
+    req: ForwardRequest,
+    opts: { deps: ForwardDeps; plan: Candidate[] },
+  ): HedgeRace | null {
+    const hedges = opts.plan.some((c) => hedgeAfterSecs(req.route, c.candidate) !== undefined);
+    return hedges ? new HedgeRace(req, opts.deps) : null;
+  }
+
+  /**
+   * Starts a candidate in a lane of its own and waits for the race to say
+   * what happens next: `"hedge"` when the lanes running stayed silent for the
+   * candidate's `hedge_after_secs` and the next candidate should start beside
+   * them; otherwise the outcome that ends this step of the loop (the
+   * winner's, a caller's error, or the last failure once no lane is left).
+   */
+  async run(
+    target: Candidate,
+    opts: { start: (lane: Lane | null) => Promise<Outcome>; release: () => void; more: boolean },
+  ): Promise<Outcome | "hedge"> {
+    if (this.#over) return await opts.start(null);
+    if (this.#decided) {
+      opts.release();
+      return await this.#next(null);
+    }
+    const lane = new Lane(this);
+    const ended = opts.start(lane).catch((err): Outcome => ({
+      kind: "stop",
+      error: GatewayError.from(err),
+    }));
+    this.#lanes.set(lane, ended.then((outcome) => ({ lane, outcome })));
+    const secs = hedgeAfterSecs(this.req.route, target.candidate);
+    const max = target.candidate.max_hedges ?? this.req.route.max_hedges ?? 1;
+    const hedges = opts.more && secs !== undefined && this.#hedges < max;
+    return await this.#next(hedges ? this.#hedgeAfter(secs) : null);
+  }
+
+  /** Resolves after `secs` of the candidate's silence, unless the race moves on first. */
+  #hedgeAfter(secs: number): Promise<"hedge"> {
+    return new Promise((fire) => {
+      this.#cancelTimer = this.deps.clock.after(secs * 1000, () => fire("hedge"));
+    });
+  }
+
+  /**
+   * The loop ran out of candidates to start while lanes still run (the ones
+   * after a hedge were full): their outcome, as `run` would have answered it.
+   */
+  async drain(): Promise<Outcome | null> {
+    if (!this.#lanes.size) return null;
+    const outcome = await this.#next(null);
+    return outcome === "hedge" ? null : outcome;
+  }
+
+  /** Waits for the lanes still running; after the loop ends this way, none is left behind. */
+  async settle(): Promise<void> {
+    this.#cancelTimer();
+    await Promise.all(this.#lanes.values());
+    this.#lanes.clear();
+  }
+
+  async #next(hedge: Promise<"hedge"> | null): Promise<Outcome | "hedge"> {
+    let failed: Outcome | null = null;
+    try {
+      while (this.#lanes.size) {
+        const timer = hedge && !this.#decided ? [hedge] : [];
+        const next = await Promise.race([...this.#lanes.values(), ...timer]);
+        if (next === "hedge") {
+          if (this.#decided) continue;
+          this.#hedges++;
+          return "hedge";
+        }
+        this.#lanes.delete(next.lane);
+        const { lane, outcome } = next;
+        if (this.#decided && lane !== this.#winner) continue;
+        if (lane === this.#winner) this.#over = true;
+        else if (outcome.kind === "next") {
+          failed = outcome;
+          continue;
+        } else this.#decide(null, hedgeLost());
+        await this.settle();
+        return outcome;
+      }
+      return failed ?? { kind: "next", error: noLane() };
+    } finally {
+      this.#cancelTimer();
+    }
+  }
+
+  /** A lane's hop reached its first content: true for the first, which stops all the others. */
+  claim(lane: Lane, hop: Hop): boolean {
+    if (this.#decided) return this.#winner === lane;
+    this.#decide(lane, hedgeLost(hop.upstream.id));
+    const record = this.req.live.record;
+    record.upstream = hop.upstream.id;
+    record.upstreamModel = hop.attempt.record.model;
+    return true;
+  }
+
+  /** Whether some candidate of the race is still running. */
+  get running(): boolean {
+    return this.#lanes.size > 0;
+  }
+
+  /** Whether a hop's bytes could still lose to another lane's: they must not reach the client. */
+  contested(): boolean {
+    return !this.#decided && this.#lanes.size > 1;
+  }
+
+  #decide(winner: Lane | null, reason: GatewayError): void {
+    this.#decided = true;
+    this.#winner = winner;
+    this.#cancelTimer();
+    for (const lane of this.#lanes.keys()) if (lane !== winner) lane.stop(reason);
+  }
+}
+
+/** The hedge delay of a candidate: its own, else its route's; undefined when it does not hedge. */
+function hedgeAfterSecs(route: Route, candidate: RouteCandidate): number | undefined {
+  return candidate.hedge_after_secs ?? route.hedge_after_secs;
+}
+
+function noLane(): GatewayError {
+  return new GatewayError("no candidate was started", {
+    code: "gw.gateway.internal",
+  });
+}

@@ -1,0 +1,90 @@
+import type { GatewayError } from "../runtime/gateway_error.ts";
+import type { StreamChannel } from "./client_channel.ts";
+import { runCandidates, type RunHop } from "./failover.ts";
+import type { ForwardDeps, ForwardRequest, HopResult } from "./hop.ts";
+import { type StreamResume, withPrefill } from "./stream_resume.ts";
+import { stopReason } from "./stop_reasons.ts";
+
+/**
+ * Mid-stream resume (docs/liveness.md). Wraps a stream's hops to learn which
+ * upstreams were tried and whether the last one broke after its content went
+ * out; `after` then hands such a break to the route's prefill-capable
+ * candidates, one pass of the candidate loop per break. Everything else about
+ * the loop is unchanged: a started answer still goes to no other candidate
+ * except as the continuation of exactly what the client has.
+ */
+export class ResumePass {
+  #tried = new Set<string>();
+  #broken = false;
+
+  constructor(
+    readonly req: ForwardRequest,
+    readonly opts: { deps: ForwardDeps; resume: StreamResume; channel: StreamChannel },
+  ) {}
+
+  /** Whether the route resumes at all: with it off, the stream path runs as it always did. */
+  get enabled(): boolean {
+    return this.opts.resume.enabled;
+  }
+
+  /** The first pass's hops: noted, otherwise untouched. */
+  watch(runHop: RunHop): RunHop {
+    return async (hop, opts) => {
+      this.#tried.add(hop.upstream.id);
+      const result = await runHop(hop, opts);
+      this.#broken = result.kind === "stop" && hop.attempt.contentSeen &&
+        !stopReason(this.req.live.signal);
+      return result;
+    };
+  }
+
+  /**
+   * After the candidate loop: a stream broken after content is resumed while a
+   * capable candidate is left. Answers the error the client's stream ends
+   * with, or null when a continuation finished the answer. A resume that never
+   * got going ends with the break it tried to mend, never its own failure (a
+   * refused prefill is not what went wrong).
+   */
+  async after(failure: GatewayError | null, runHop: RunHop): Promise<GatewayError | null> {
+    const { req } = this;
+    const { deps, resume, channel } = this.opts;
+    while (failure && this.#broken) {
+      this.#broken = false;
+      const candidates = req.route.candidates.filter((c) =>
+        c.accepts_prefill && !this.#tried.has(c.upstream)
+      );
+      if (!candidates.length) return failure;
+      const point = resume.begin();
+      if (!point) return failure;
+      deps.log.event("gw.stream.resume", { offset: point.offset, after: failure.code });
+      channel.startKeepAlives();
+      const resumed = await runCandidates({
+        ...req,
+        ir: withPrefill(req.ir, point.prefill),
+        route: { ...req.route, candidates },
+        prefilled: true,
+      }, { deps, runHop: this.#resuming(runHop, point.offset) });
+      if (!resumed) return null;
+      const stop = stopReason(req.live.signal);
+      if (stop) return stop;
+      if (this.#broken) failure = resumed;
+    }
+    return failure;
+  }
+
+  /** A resuming hop: noted like any, its row carries the offset, and a refusal before its content moves on. */
+  #resuming(runHop: RunHop, offset: number): RunHop {
+    const watched = this.watch(runHop);
+    return async (hop, opts) => {
+      hop.attempt.record.resumeOffset = offset;
+      let result: HopResult;
+      try {
+        result = await watched(hop, opts);
+      } catch (err) {
+        result = hop.thrown(err);
+      }
+      if (result.kind !== "stop" || hop.attempt.contentSeen) return result;
+      return stopReason(this.req.live.signal) ? result : { kind: "next", error: result.error };
+    };
+  }
+}

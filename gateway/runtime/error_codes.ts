@@ -1,0 +1,54 @@
+import type { FailureSource } from "../../db/records.ts";
+
+/**
+ * Every code the gateway emits, with whose fault it is by default and the
+ * status it answers with by default (docs/architecture.md "Errors"). A new
+ * error is one line here; a site overrides source or status only where the
+ * same code means something else there (an idle timeout answers the route's
+ * `timeout_status`; a refused route is a config fault).
+ */
+export const ERROR_CODES = {
+  "gw.upstream.idle_timeout": { source: "upstream", status: 504 },
+  "gw.upstream.idle_timeout_mid_stream": { source: "upstream", status: 504 },
+  "gw.upstream.first_content_timeout": { source: "upstream", status: 504 },
+  "gw.upstream.deadline": { source: "timeout", status: 504 },
+  "gw.upstream.error": { source: "upstream", status: 502 },
+  "gw.upstream.credentials": { source: "upstream", status: 502 },
+  "gw.upstream.rate_limited": { source: "upstream", status: 429 },
+  "gw.upstream.unreachable": { source: "upstream", status: 502 },
+  "gw.upstream.rejected": { source: "client", status: 400 },
+  "gw.upstream.bad_response": { source: "upstream", status: 502 },
+  "gw.upstream.oversized": { source: "upstream", status: 502 },
+  "gw.upstream.incomplete": { source: "upstream", status: 502 },
+  "gw.upstream.unavailable": { source: "config", status: 503 },
+  "gw.upstream.hedge_lost": { source: "upstream", status: 499 },
+  "gw.request.aborted": { source: "aborted", status: 499 },
+  "gw.client.disconnected": { source: "client", status: 499 },
+  "gw.client.invalid_json": { source: "client", status: 400 },
+  "gw.client.invalid_request": { source: "client", status: 400 },
+  "gw.client.unknown_model": { source: "client", status: 404 },
+  "gw.client.body_too_large": { source: "client", status: 413 },
+  "gw.client.unauthorized": { source: "client", status: 401 },
+  "gw.client.forbidden": { source: "client", status: 403 },
+  "gw.client.not_found": { source: "client", status: 404 },
+  "gw.client.method_not_allowed": { source: "client", status: 405 },
+  "gw.client.duplicate_request_id": { source: "client", status: 409 },
+  "gw.client.unsupported": { source: "client", status: 400 },
+  "gw.client.unsupported_media_type": { source: "client", status: 415 },
+  "gw.client.host_not_allowed": { source: "client", status: 403 },
+  "gw.client.cross_site": { source: "client", status: 403 },
+  "gw.slots.full": { source: "gateway", status: 429 },
+  "gw.key.rate_limited": { source: "client", status: 429 },
+  "gw.key.budget_exhausted": { source: "client", status: 429 },
+  "gw.gateway.internal": { source: "gateway", status: 500 },
+  "gw.gateway.interrupted": { source: "gateway", status: 500 },
+  "gw.gateway.shutting_down": { source: "gateway", status: 503 },
+  "config.invalid": { source: "config", status: 503 },
+  "guardrail.blocked": { source: "client", status: 400 },
+  "guardrail.unchecked": { source: "client", status: 400 },
+  "control.request_not_running": { source: "client", status: 404 },
+  "control.session_not_running": { source: "client", status: 404 },
+} as const satisfies Record<string, { source: FailureSource; status: number }>;
+
+/** Codes the gateway emits; the first segment says whose fault it is. */
+export type GatewayCode = keyof typeof ERROR_CODES;

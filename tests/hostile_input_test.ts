@@ -1,0 +1,379 @@
+import assert from "node:assert/strict";
+import { openDatabase } from "../db/client.ts";
+import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
+import { startFakeUpstream } from "./fake_upstreams/server.ts";
+import { spawnGateway } from "./spawn_gateway.ts";
+
+/**
+ * A generated corpus of bad requests thrown at a running gateway process (docs/security.md):
+ * every one gets its 4xx in the caller's format, none reaches the upstream, every one that is
+ * recorded has its row, and `/healthz` keeps answering quickly throughout.
+ *
+ * To add cases (deep JSON, upstream byte caps, guardrail timeouts, ...): append rows to
+ * `EXTRA_CASES` below, or a generator to `FORMAT_CASES` for one case per client format. Each row
+ * says the status it must get and whether it must be recorded; the checks are the same for all.
+ */
+
+const KEY = "hostile-test-key";
+const MODEL = "smart";
+
+/** One bad request and what the gateway must do with it. */
+interface HostileCase {
+  name: string;
+  /** Default POST. */
+  method?: string;
+  path: string;
+  headers: Record<string, string>;
+  body?: string;
+  /** The status the gateway must answer. */
+  status: number;
+  /** The gateway's code (`x-pulsegate-error-code`), where the case pins one. */
+  code?: string;
+  /** Whether a history row must exist under the answer's `x-request-id`, with this status. */
+  recorded: boolean;
+}
+
+/** How one client format addresses the gateway. */
+interface ClientShape {
+  format: string;
+  path(model: string): string;
+  auth(key: string): Record<string, string>;
+  /** A valid body for `model`; Gemini's names its model in the path instead. */
+  body(model: string): Record<string, unknown>;
+  /** Fields of the right name and the wrong type, one case each. */
+  wrongTypes: Record<string, unknown>[];
+}
+
+const SHAPES: ClientShape[] = [
+  {
+    format: "openai-chat",
+    path: () => "/v1/chat/completions",
+    auth: (key) => ({ authorization: `Bearer ${key}` }),
+    body: (model) => ({ model, messages: [{ role: "user", content: "hi" }] }),
+    wrongTypes: [
+      { model: 42 },
+      { messages: "hi" },
+      { messages: [{ role: "user", content: 42 }] },
+      { messages: [{ role: 7, content: "hi" }] },
+      { stream: "yes" },
+    ],
+  },
+  {
+    format: "openai-responses",
+    path: () => "/v1/responses",
+    auth: (key) => ({ authorization: `Bearer ${key}` }),
+    body: (model) => ({ model, input: "hi" }),
+    wrongTypes: [{ model: 42 }, { input: 42 }, { input: [{ role: "user", content: 42 }] }, {
+      stream: "yes",
+    }],
+  },
+  {
+    format: "anthropic",
+    path: () => "/v1/messages",
+    auth: (key) => ({ "x-api-key": key, "anthropic-version": "2023-06-01" }),
+    body: (model) => ({ model, max_tokens: 16, messages: [{ role: "user", content: "hi" }] }),
+    wrongTypes: [
+      { model: 42 },
+      { messages: "hi" },
+      { messages: [{ role: "user", content: 42 }] },
+      { max_tokens: "many" },
+      { stream: "yes" },
+    ],
+  },
+  {
+    format: "gemini",
+    path: (model) => `/v1beta/models/${model}:generateContent`,
+    auth: (key) => ({ "x-goog-api-key": key }),
+    body: () => ({ contents: [{ role: "user", parts: [{ text: "hi" }] }] }),
+    wrongTypes: [
+      { contents: "hi" },
+      { contents: [{ role: "user", parts: "hi" }] },
+      { contents: [{ role: "user", parts: [{ text: 42 }] }] },
+      { generationConfig: "hot" },
+    ],
+  },
+];
+
+const json = { "content-type": "application/json" };
+
+/** One generator per kind of mistake; each yields its cases for one client format. */
+const FORMAT_CASES: Array<(s: ClientShape) => HostileCase[]> = [
+  // Missing and wrong keys: refused before anything else is read.
+  (s) =>
+    [
+      { name: "no key", headers: json, body: JSON.stringify(s.body(MODEL)) },
+      {
+        name: "wrong key",
+        headers: { ...json, ...s.auth("nope") },
+        body: JSON.stringify(s.body(MODEL)),
+      },
+    ].map((c) => ({
+      ...c,
+      path: s.path(MODEL),
+      status: 401,
+      code: "gw.client.unauthorized",
+      recorded: true,
+    })),
+  // Bodies that are not JSON, or not a JSON object.
+  (s) =>
+    ["", "{", '{"model": ', "not json", "[]", '"hi"', "42", "null", "\u0000\u0001"].map((body) => ({
+      name: `body ${JSON.stringify(body)}`,
+      path: s.path(MODEL),
+      headers: { ...json, ...s.auth(KEY) },
+      body,
+      status: 400,
+      recorded: true,
+    })),
+  // The right fields with the wrong types.
+  (s) =>
+    s.wrongTypes.map((wrong) => ({
+      name: `wrong type ${JSON.stringify(wrong)}`,
+      path: s.path(MODEL),
+      headers: { ...json, ...s.auth(KEY) },
+      body: JSON.stringify({ ...s.body(MODEL), ...wrong }),
+      status: 400,
+      recorded: true,
+    })),
+  // Unknown and huge model names, and a huge field on an unknown route (never sent on).
+  (s) =>
+    [
+      { name: "unknown model", model: "no-such-route", pad: 0 },
+      // Gemini names the model in the path, where a client sends at most a few KB.
+      s.format === "gemini"
+        ? { name: "4 KB model name", model: "m".repeat(4_000), pad: 0 }
+        : { name: "100 KB model name", model: "m".repeat(100_000), pad: 0 },
+      { name: "2 MB message, unknown model", model: "no-such-route", pad: 2_000_000 },
+    ].map(({ name, model, pad }) => {
+      const body = s.body(model);
+      if (pad) body.padding = "x".repeat(pad);
+      return {
+        name,
+        path: s.path(s.format === "gemini" ? model : MODEL),
+        headers: { ...json, ...s.auth(KEY) },
+        body: JSON.stringify(body),
+        status: 404,
+        code: "gw.client.unknown_model",
+        recorded: true,
+      };
+    }),
+  // Request ids outside the rule: the caller's mistake, recorded under a generated id.
+  (s) =>
+    ["has space", "x".repeat(129), "semi;colon", "ünïcode"].map((id) => ({
+      name: `x-request-id ${JSON.stringify(id.slice(0, 20))}`,
+      path: s.path(MODEL),
+      headers: { ...json, ...s.auth(KEY), "x-request-id": id },
+      body: JSON.stringify(s.body(MODEL)),
+      status: 400,
+      recorded: true,
+    })),
+  // Wrong content types with a body that is not JSON either.
+  (s) =>
+    ["text/plain", "multipart/form-data; boundary=x", "application/x-www-form-urlencoded"].map(
+      (type) => ({
+        name: `content-type ${type}`,
+        path: s.path(MODEL),
+        headers: { ...s.auth(KEY), "content-type": type },
+        body: "model=smart&messages=hi",
+        // Refused for its type before the body is read (docs/security.md, open mode).
+        status: 415,
+        code: "gw.client.unsupported_media_type",
+        recorded: true,
+      }),
+    ),
+];
+
+/** Paths no route serves: answered 404 in a client's format, not recorded (no request ran). */
+const PATH_CASES: HostileCase[] = [
+  "/v1/chat/completion",
+  "/v1/chat/completions/extra",
+  "/v1/message",
+  "/v1beta/models/smart:explode",
+  `/v1beta/models/${"m".repeat(10_000)}:explode`,
+  "/v1/../v1/chat/completions/..%2f..%2fadmin",
+  "/%00",
+  "/v2/chat/completions",
+].map((path) => ({
+  name: `path ${path.slice(0, 40)}`,
+  path,
+  headers: { ...json, authorization: `Bearer ${KEY}` },
+  body: "{}",
+  status: 404,
+  recorded: false,
+}));
+
+/** Routes asked with a method they do not serve. */
+const METHOD_CASES: HostileCase[] = [
+  ["GET", "/v1/chat/completions"],
+  ["PUT", "/v1/messages"],
+  ["DELETE", "/v1/responses"],
+  ["PATCH", "/v1beta/models/smart:generateContent"],
+].map(([method, path]) => ({
+  name: `${method} ${path}`,
+  method,
+  path: path!,
+  headers: { ...json, authorization: `Bearer ${KEY}` },
+  body: method === "GET" ? undefined : "{}",
+  status: 405,
+  code: "gw.client.method_not_allowed",
+  recorded: false,
+}));
+
+/** A Gemini call that names no model: the caller's mistake in a route's path. */
+const NO_MODEL_CASE: HostileCase = {
+  name: "gemini: no model in the path",
+  path: "/v1beta/models/:generateContent",
+  headers: { ...json, "x-goog-api-key": KEY },
+  body: JSON.stringify(SHAPES[3]!.body(MODEL)),
+  status: 400,
+  code: "gw.client.invalid_request",
+  recorded: true,
+};
+
+/** Cases the lead adds after merging other branches (deep JSON, upstream caps, guardrails). */
+const EXTRA_CASES: HostileCase[] = [];
+
+function corpus(): HostileCase[] {
+  const perFormat = SHAPES.flatMap((shape) =>
+    FORMAT_CASES.flatMap((make) =>
+      make(shape).map((c) => ({ ...c, name: `${shape.format}: ${c.name}` }))
+    )
+  );
+  return [...perFormat, ...PATH_CASES, ...METHOD_CASES, NO_MODEL_CASE, ...EXTRA_CASES];
+}
+
+interface HealthPolls {
+  times: number[];
+  failures: string[];
+}
+
+/**
+ * Polls /healthz from a worker thread until stopped (tests/health_poller_worker.ts); resolves
+ * once the first poll is in.
+ */
+async function pollHealth(url: string): Promise<{ stop(): Promise<HealthPolls> }> {
+  const worker = new Worker(new URL("./health_poller_worker.ts", import.meta.url), {
+    type: "module",
+  });
+  const polling = Promise.withResolvers<void>();
+  const done = Promise.withResolvers<HealthPolls>();
+  worker.onmessage = (event: MessageEvent<HealthPolls | "polling">) =>
+    event.data === "polling" ? polling.resolve() : done.resolve(event.data);
+  worker.postMessage({ url });
+  await polling.promise;
+  return {
+    async stop() {
+      worker.postMessage("stop");
+      const polls = await done.promise;
+      worker.terminate();
+      return polls;
+    },
+  };
+}
+
+interface Answer {
+  c: HostileCase;
+  status: number;
+  id: string | null;
+  problems: string[];
+}
+
+/** Sends one case; its problems say where the answer is not what the case requires. */
+async function send(url: string, c: HostileCase): Promise<Answer> {
+  const res = await fetch(`${url}${c.path}`, {
+    method: c.method ?? "POST",
+    headers: c.headers,
+    body: c.body,
+  });
+  const text = await res.text();
+  const problems: string[] = [];
+  const said = `${res.status} ${res.headers.get("x-pulsegate-error-code")} ${text.slice(0, 160)}`;
+  if (res.status !== c.status) problems.push(`${c.name}: wanted ${c.status}, got ${said}`);
+  const code = res.headers.get("x-pulsegate-error-code");
+  if (c.code && code !== c.code) problems.push(`${c.name}: wanted code ${c.code}, got ${said}`);
+  try {
+    JSON.parse(text);
+  } catch {
+    problems.push(`${c.name}: the error is not JSON: ${said}`);
+  }
+  return { c, status: res.status, id: res.headers.get("x-request-id"), problems };
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? Infinity;
+}
+
+Deno.test("a corpus of bad requests: 4xx in the caller's format, recorded, /healthz stays quick", async () => {
+  const up = startFakeUpstream({
+    fallback: () => chatWhole({ text: ["ok"], usage: { input: 1, output: 1 } }),
+  });
+  const dir = await Deno.makeTempDir({ prefix: "pulsegate-hostile-" });
+  const config = `${dir}/config.json`;
+  await Deno.writeTextFile(
+    config,
+    JSON.stringify({
+      upstreams: [{ id: "up1", kind: "openai-chat", base_url: up.url }],
+      routes: [{ model: MODEL, candidates: [{ upstream: "up1", model: "m" }] }],
+      keys: [{ id: "hostile", key_env: "PULSEGATE_KEY_HOSTILE" }],
+    }),
+  );
+  const gw = await spawnGateway(dir, {
+    env: { PULSEGATE_CONFIG: config, PULSEGATE_KEY_HOSTILE: KEY },
+  });
+  const db = await openDatabase(`file:${dir}/pulsegate.db`, { busyTimeoutMs: 5_000 });
+  let health: HealthPolls = { times: [], failures: [] };
+  try {
+    // The corpus three times over: a longer flood, and more polls to judge it by.
+    const cases = [...corpus(), ...corpus(), ...corpus()];
+    const poller = await pollHealth(gw.url);
+    const answers: Answer[] = [];
+    const problems: string[] = [];
+    try {
+      // Eight callers at once, each taking the next case.
+      let next = 0;
+      await Promise.all(Array.from({ length: 8 }, async () => {
+        for (let i = next++; i < cases.length; i = next++) {
+          const answer = await send(gw.url, cases[i]!);
+          answers.push(answer);
+          problems.push(...answer.problems);
+        }
+      }));
+    } finally {
+      health = await poller.stop();
+    }
+    assert.deepEqual(problems, [], "every case answered as its row says");
+    assert.equal(answers.length, cases.length);
+    assert.equal(up.calls.length, 0, "no bad request reached the upstream");
+
+    // Every recorded case has its row, with the status its caller got; the others have none.
+    const recorded = answers.filter((a) => a.c.recorded);
+    for (const a of recorded) assert.ok(a.id, `${a.c.name}: carries x-request-id`);
+    const expected = new Map(recorded.map((a) => [a.id!, a]));
+    let rows = new Map<string, number>();
+    for (let i = 0; i < 200; i++) {
+      const result = await db.client.execute(
+        "SELECT id, status FROM requests WHERE state = 'closed'",
+      );
+      rows = new Map(result.rows.map((r) => [String(r.id), Number(r.status)]));
+      if ([...expected.keys()].every((id) => rows.has(id))) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    for (const [id, a] of expected) {
+      assert.equal(rows.get(id), a.status, `${a.c.name}: its row holds the status it got`);
+    }
+    assert.equal(rows.size, expected.size, "no row for a case that is not recorded");
+
+    const { times, failures } = health;
+    assert.deepEqual(failures, [], "/healthz answered every poll");
+    const slowest = Math.max(...times);
+    assert.ok(times.length >= 5, `polled /healthz ${times.length} times`);
+    assert.ok(cases.length >= 300, `${cases.length} cases`);
+    assert.ok(slowest < 1_000, `slowest /healthz took ${slowest.toFixed(0)} ms`);
+    assert.ok(median(times) < 100, `median /healthz took ${median(times).toFixed(1)} ms`);
+  } finally {
+    db.close();
+    gw.child.kill("SIGTERM");
+    await gw.child.status;
+    await up.close();
+  }
+});

@@ -1,0 +1,258 @@
+import assert from "node:assert/strict";
+import { chatRoute, postJson, startTestGateway, type TestGateway } from "./harness.ts";
+import {
+  chatStream,
+  chatStreamBlocks,
+  chatWhole,
+  chatWholeBody,
+} from "./fake_upstreams/openai_chat_script.ts";
+import { type FakeUpstream, startFakeUpstream, type Step } from "./fake_upstreams/server.ts";
+import { UPSTREAM_CAPS } from "../gateway/formats/upstream_caps.ts";
+import { SseParser } from "../gateway/formats/sse_stream.ts";
+import { eventStreamCodec, EventStreamSplitter } from "../gateway/formats/bedrock/stream.ts";
+import { validateConfig } from "../gateway/config/validate.ts";
+import { type Upstream, upstreamBaseUrl } from "../gateway/config/schema.ts";
+import { withoutTrailingSlashes } from "../gateway/config/trailing_slashes.ts";
+import { DestinationSchema } from "../gateway/observability/destination_schema.ts";
+
+const MiB = 1024 * 1024;
+// A long idle window (6 s at the test scale): reading tens of MiB on a loaded machine must
+// never race the idle timeout, so an attempt's code is the cap's, not a timeout's.
+const failover = { idle_timeout_secs: 600, retries_per_candidate: 0 };
+const ask = (stream: boolean) => ({
+  model: "smart",
+  stream,
+  messages: [{ role: "user", content: "hi" }],
+});
+const good = { text: ["second ", "answer"], usage: { input: 3, output: 2 } };
+
+/** `bytes` of `data: xxx…` with no blank line, sent in 1 MiB pieces. */
+function endlessEvent(bytes: number): Step[] {
+  const piece = "x".repeat(MiB);
+  const steps: Step[] = [{ send: "data: " }];
+  for (let sent = 0; sent < bytes; sent += MiB) steps.push({ send: piece });
+  return steps;
+}
+
+async function withGateway(
+  run: (gw: TestGateway, ups: FakeUpstream[]) => Promise<void>,
+): Promise<void> {
+  const ups = [startFakeUpstream(), startFakeUpstream()];
+  const gw = await startTestGateway(chatRoute(ups.map((u) => u.url), { failover }));
+  try {
+    await run(gw, ups);
+  } finally {
+    await gw.stop();
+    for (const u of ups) await u.close();
+  }
+}
+
+/** The client gives up long before a hung gateway would answer: a hang fails the test. */
+function post(gw: TestGateway, body: unknown): Promise<Response> {
+  return fetch(`${gw.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(20_000),
+  });
+}
+
+Deno.test("an SSE event over the cap before content: the next candidate answers", async () => {
+  await withGateway(async (gw, [a, b]) => {
+    a!.setHandler(() => ({
+      headers: { "content-type": "text/event-stream" },
+      body: [...endlessEvent(UPSTREAM_CAPS.eventBytes + MiB), { hang: true }],
+    }));
+    b!.setHandler(() => chatStream(good));
+    const res = await post(gw, ask(true));
+    const text = await res.text();
+    assert.equal(res.status, 200);
+    assert.match(text, /second /);
+    assert.doesNotMatch(text, /xxxx/);
+    const { attempts } = await gw.row(res.headers.get("x-request-id")!);
+    assert.deepEqual(attempts.map((x) => [x.upstream, x.outcome, x.errorCode]), [
+      ["up1", "error", "gw.upstream.oversized"],
+      ["up2", "success", null],
+    ]);
+    assert.equal(await a!.calls[0]!.closed, "cancelled");
+  });
+});
+
+Deno.test("an SSE event over the cap after content: the client's stream ends with an error event", async () => {
+  await withGateway(async (gw, [a, b]) => {
+    const opening = chatStreamBlocks({ text: ["first part"] }).slice(0, 2);
+    a!.setHandler(() => ({
+      headers: { "content-type": "text/event-stream" },
+      body: [
+        ...opening.map((send) => ({ send })),
+        ...endlessEvent(UPSTREAM_CAPS.eventBytes + MiB),
+        { hang: true },
+      ],
+    }));
+    b!.setHandler(() => chatStream(good));
+    const res = await post(gw, ask(true));
+    const text = await res.text();
+    assert.equal(res.status, 200);
+    assert.match(text, /first part/);
+    assert.doesNotMatch(text, /xxxx/);
+    const last = text.trim().split("\n\n").at(-1)!;
+    const event = JSON.parse(last.replace(/^data: /, ""));
+    assert.equal(event.error.code, "gw.upstream.oversized");
+    const { request, attempts } = await gw.row(res.headers.get("x-request-id")!);
+    assert.equal(request.errorCode, "gw.upstream.oversized");
+    assert.deepEqual(attempts.map((x) => [x.upstream, x.outcome, x.errorCode]), [
+      ["up1", "error", "gw.upstream.oversized"],
+    ]);
+    assert.equal(b!.calls.length, 0);
+  });
+});
+
+Deno.test("a whole answer over the cap: the next candidate answers", async () => {
+  await withGateway(async (gw, [a, b]) => {
+    const huge = chatWholeBody({ text: ["y".repeat(UPSTREAM_CAPS.answerBytes + MiB)] });
+    a!.setHandler(() => ({ body: [{ send: huge }] }));
+    b!.setHandler(() => chatWhole(good));
+    const res = await post(gw, ask(false));
+    const body = await res.json();
+    assert.equal(res.status, 200);
+    assert.equal(body.choices[0].message.content, "second answer");
+    const { attempts } = await gw.row(res.headers.get("x-request-id")!);
+    assert.deepEqual(attempts.map((x) => [x.upstream, x.outcome, x.errorCode]), [
+      ["up1", "error", "gw.upstream.oversized"],
+      ["up2", "success", null],
+    ]);
+  });
+});
+
+Deno.test("an error body is read only to its cap, its start kept for the message", async () => {
+  await withGateway(async (gw, [a, b]) => {
+    // 10 MB of error body that then never ends: reading it whole would wait for ever.
+    const steps: Step[] = [{ send: '{"error":{"message":"overloaded, really ' }];
+    for (let i = 0; i < 10; i++) steps.push({ send: "z".repeat(MiB) });
+    a!.setHandler(() => ({ status: 503, body: [...steps, { hang: true }] }));
+    b!.setHandler(() => chatWhole(good));
+    const res = await post(gw, ask(false));
+    assert.equal(res.status, 200);
+    assert.equal((await res.json()).choices[0].message.content, "second answer");
+    const { attempts } = await gw.row(res.headers.get("x-request-id")!);
+    assert.deepEqual(attempts.map((x) => [x.upstream, x.status, x.errorCode]), [
+      ["up1", 503, "gw.upstream.error"],
+      ["up2", 200, null],
+    ]);
+    assert.match(attempts[0]!.errorMessage ?? "", /overloaded, really z/);
+    assert.ok((attempts[0]!.errorMessage ?? "").length < 1000);
+    assert.equal(await a!.calls[0]!.closed, "cancelled");
+  });
+});
+
+Deno.test("a same-format client never gets an error body cut at the cap as the upstream's answer", async () => {
+  await withGateway(async (gw, [a]) => {
+    const cut = '{"error":{"message":"bad ' + "q".repeat(UPSTREAM_CAPS.errorBodyBytes) + '"}}';
+    a!.setHandler(() => ({ status: 400, body: [{ send: cut }] }));
+    const res = await postJson(`${gw.url}/v1/chat/completions`, ask(false));
+    // Our own rendering, whole JSON: the cut text is not JSON, so its first 200 characters say it.
+    const body = await res.json();
+    assert.equal(res.status, 400);
+    assert.equal(res.headers.get("x-pulsegate-error-code"), "gw.upstream.rejected");
+    assert.match(body.error.message, /^\{"error":\{"message":"bad q{175} \(tried: up1\)$/);
+  });
+});
+
+// --- parsers are linear and capped -------------------------------------------
+
+Deno.test("the SSE parser searches each byte once: a 2 MiB event in 64-byte chunks", () => {
+  const parser = new SseParser();
+  const chunk = new TextEncoder().encode("x".repeat(64));
+  const started = performance.now();
+  assert.deepEqual(parser.push(new TextEncoder().encode("data: ")), []);
+  for (let sent = 0; sent < 2 * MiB; sent += 64) assert.deepEqual(parser.push(chunk), []);
+  const [event] = parser.push(new TextEncoder().encode("\n\n"));
+  const ms = performance.now() - started;
+  assert.equal(event?.data?.length, 2 * MiB);
+  // Linear is a few tens of ms; searching the block again per chunk took 10 s and more.
+  assert.ok(ms < 2000, `${ms} ms`);
+});
+
+Deno.test("the SSE parser flags a block over its cap as soon as it crosses it", () => {
+  const parser = new SseParser({ maxEventChars: MiB });
+  const chunk = new TextEncoder().encode("y".repeat(64));
+  let pushes = 0;
+  while (!parser.oversized && pushes < (4 * MiB) / 64) {
+    assert.deepEqual(parser.push(chunk), []);
+    pushes++;
+  }
+  assert.equal(parser.oversized, true);
+  assert.equal(pushes, MiB / 64 + 1);
+  // Nothing more is taken, not even a blank line.
+  assert.deepEqual(parser.push(new TextEncoder().encode("\n\ndata: {}\n\n")), []);
+  assert.deepEqual(parser.end(), []);
+  // Blocks before the cap still come out, split anywhere.
+  const fine = new SseParser({ maxEventChars: 16 });
+  assert.deepEqual(fine.push(new TextEncoder().encode("data: 1\n\nda")).map((e) => e.data), ["1"]);
+  assert.deepEqual(fine.push(new TextEncoder().encode("ta: 2\r")).map((e) => e.data), []);
+  assert.deepEqual(fine.push(new TextEncoder().encode("\n\r\n")).map((e) => e.data), ["2"]);
+  assert.equal(fine.oversized, false);
+});
+
+Deno.test("the Bedrock splitter copies a message once, and refuses one announced over the cap", () => {
+  const payload = new TextEncoder().encode(JSON.stringify({ text: "w".repeat(2 * MiB) }));
+  const message = eventStreamCodec.encode({
+    headers: { ":message-type": { type: "string", value: "event" } },
+    body: payload,
+  });
+  const splitter = new EventStreamSplitter();
+  const started = performance.now();
+  const out: Uint8Array[] = [];
+  for (let at = 0; at < message.byteLength; at += 64) {
+    out.push(...splitter.push(message.subarray(at, at + 64)));
+  }
+  const ms = performance.now() - started;
+  assert.equal(out.length, 1);
+  assert.deepEqual(out[0], message);
+  assert.ok(ms < 2000, `${ms} ms`);
+
+  const capped = new EventStreamSplitter({ maxMessageBytes: MiB });
+  const prelude = new Uint8Array(8);
+  new DataView(prelude.buffer).setUint32(0, MiB + 1);
+  assert.deepEqual(capped.push(prelude), []);
+  assert.equal(capped.failure?.code, "gw.upstream.oversized");
+  assert.deepEqual(capped.push(message), []);
+});
+
+// --- URL lengths ---------------------------------------------------------------
+
+Deno.test("a base_url over 2048 characters is refused by validation, quickly", () => {
+  const started = performance.now();
+  const result = validateConfig({
+    upstreams: [{ id: "a", kind: "openai-chat", base_url: `http://x/${"/".repeat(80_000)}a` }],
+    routes: [{ model: "smart", candidates: [{ upstream: "a", model: "m" }] }],
+  });
+  assert.ok(performance.now() - started < 2000);
+  assert.equal(result.ok, false);
+  assert.deepEqual(!result.ok && result.problems, [
+    { path: "upstreams.0.base_url", message: "must be at most 2048 characters", kind: "invalid" },
+  ]);
+});
+
+Deno.test("an observability destination's url has the same cap", () => {
+  const url = `https://logs.example/${"a".repeat(2048)}`;
+  const result = DestinationSchema.safeParse({ id: "d", kind: "webhook", url });
+  assert.equal(result.success, false);
+  assert.deepEqual(result.error?.issues.map((i) => i.message), [
+    "must be at most 2048 characters",
+  ]);
+});
+
+Deno.test("trailing slashes are trimmed in linear time, however many", () => {
+  assert.equal(withoutTrailingSlashes("http://x/v1///"), "http://x/v1");
+  assert.equal(withoutTrailingSlashes("http://x/v1"), "http://x/v1");
+  assert.equal(withoutTrailingSlashes("///"), "");
+  const started = performance.now();
+  assert.equal(withoutTrailingSlashes(`http://x${"/".repeat(200_000)}`), "http://x");
+  // A long run of slashes that is not at the end: the regex retried it from every slash.
+  const inside = `http://x/${"/".repeat(80_000)}a`;
+  const upstream = { kind: "openai-chat", id: "a", base_url: inside } as Upstream;
+  assert.equal(upstreamBaseUrl(upstream), inside);
+  const ms = performance.now() - started;
+  assert.ok(ms < 1000, `${ms} ms`);
+});

@@ -1,0 +1,511 @@
+import assert from "node:assert/strict";
+import { eventually, postJson, startTestGateway, type TestGateway } from "./harness.ts";
+import { type FakeUpstream, type Script, startFakeUpstream } from "./fake_upstreams/server.ts";
+import * as anthropicFake from "./fake_upstreams/anthropic_script.ts";
+import { responsesStreamChunks } from "./fake_upstreams/openai_responses_script.ts";
+import {
+  type Fault,
+  type PrefillKind,
+  RESUME_ENV,
+  RESUME_SCRIPTS,
+  SECOND_USAGE,
+  upstreamEntry,
+} from "./fake_upstreams/resume_scripts.ts";
+import { type ClientFormat, CLIENTS } from "./resume_clients.ts";
+import { type ConfigInput, ConfigSchema } from "../gateway/config/schema.ts";
+
+/** What the client already had when the first answer broke: "Hello, wor". */
+const OFFSET = 10;
+
+/** The first hop's row, per fault: outcome and code. */
+const FIRST_ROW: Record<Fault, { outcome: string; code?: string }> = {
+  reset: { outcome: "error", code: "gw.upstream.error" },
+  stall: { outcome: "idle_timeout", code: "gw.upstream.idle_timeout_mid_stream" },
+  error: { outcome: "error" },
+};
+
+interface Upstreams {
+  kind: PrefillKind;
+  /**
+   * Scaled like every gateway timer: 300 s lasts 3 s, far beyond any first content on a loaded
+   * machine. A stall test waits it out, so it uses 100 s (1 s).
+   */
+  idleSecs?: number;
+  /** The first upstream's kind, when it differs. */
+  firstKind?: PrefillKind | "openai-responses";
+  /** Whether each upstream (in route order) takes a prefill. */
+  prefill: boolean[];
+}
+
+function resumeConfig(urls: string[], opts: Upstreams & { resume?: boolean }): ConfigInput {
+  return {
+    failover: { idle_timeout_secs: opts.idleSecs ?? 300 },
+    upstreams: urls.map((url, i) =>
+      upstreamEntry(i === 0 ? opts.firstKind ?? opts.kind : opts.kind, { id: `up${i + 1}`, url })
+    ),
+    routes: [{
+      model: "smart",
+      resume_after_content: opts.resume === false ? null : "prefill",
+      candidates: urls.map((_, i) => ({
+        upstream: `up${i + 1}`,
+        model: `model-${i + 1}`,
+        accepts_prefill: opts.prefill[i] ?? false,
+      })),
+    }],
+  };
+}
+
+async function withGateway(
+  count: number,
+  opts: Upstreams & { resume?: boolean },
+  run: (gw: TestGateway, ups: FakeUpstream[]) => Promise<void>,
+): Promise<void> {
+  const ups = Array.from({ length: count }, () => startFakeUpstream());
+  const gw = await startTestGateway(resumeConfig(ups.map((u) => u.url), opts), {
+    env: { ...RESUME_ENV, PULSEGATE_ADMIN_TOKEN: ADMIN },
+  });
+  try {
+    await run(gw, ups);
+  } finally {
+    await gw.stop();
+    await Promise.all(ups.map((u) => u.close()));
+  }
+}
+
+const ADMIN = "admin-secret";
+let seq = 0;
+const requestId = () => `resume-${++seq}-${Date.now()}`;
+
+const FORMATS: ClientFormat[] = ["anthropic", "openai-chat", "openai-responses", "gemini"];
+const KINDS: PrefillKind[] = ["anthropic", "openai-chat", "gemini", "bedrock"];
+const FAULTS: Fault[] = ["reset", "stall", "error"];
+
+for (const format of FORMATS) {
+  for (const kind of KINDS) {
+    for (const fault of FAULTS) {
+      Deno.test(`${format} client, ${kind} upstreams: ${fault} after content resumes with a prefill`, async () => {
+        const scripts = RESUME_SCRIPTS[kind];
+        const idleSecs = fault === "stall" ? 100 : 300;
+        await withGateway(
+          2,
+          { kind, prefill: [false, true], idleSecs },
+          async (gw, [first, second]) => {
+            first!.enqueue(scripts.first(fault));
+            second!.enqueue(scripts.second());
+            const id = requestId();
+            const read = await CLIENTS[format](gw.url, { requestId: id });
+            assert.equal(read.error, undefined);
+            assert.equal(read.text, "Hello, world!");
+            assert.equal(read.starts, 1);
+            assert.equal(read.ends, 1);
+            // One content index throughout: the continuation went on in the block it continues.
+            assert.deepEqual([...new Set(read.indexes)].length, 1, `indexes ${read.indexes}`);
+            // The second upstream was asked to continue exactly what the client has.
+            assert.equal(second!.calls.length, 1);
+            assert.deepEqual(scripts.lastTurn(second!.calls[0]!), {
+              role: "assistant",
+              text: "Hello, wor",
+            });
+            const { request, attempts } = await gw.row(id);
+            assert.equal(request.outcome, "success");
+            assert.equal(attempts.length, 2);
+            const [hop1, hop2] = attempts;
+            assert.equal(hop1!.outcome, FIRST_ROW[fault].outcome);
+            if (FIRST_ROW[fault].code) assert.equal(hop1!.errorCode, FIRST_ROW[fault].code);
+            else assert.ok(hop1!.errorCode, "the in-stream error's code is on the first hop");
+            assert.equal(hop1!.resumeOffset, null);
+            assert.equal(hop2!.outcome, "resumed");
+            assert.equal(hop2!.resumeOffset, OFFSET);
+            // Usage is summed over the hops: on the row and in what the client read.
+            const input = (hop1!.inputTokens ?? 0) + (hop2!.inputTokens ?? 0);
+            const output = (hop1!.outputTokens ?? 0) + (hop2!.outputTokens ?? 0);
+            assert.equal(input, SECOND_USAGE.input + (scripts.firstReported.input ?? 0));
+            assert.equal(output, SECOND_USAGE.output + (scripts.firstReported.output ?? 0));
+            assert.equal(request.inputTokens, input);
+            assert.equal(request.outputTokens, output);
+            assert.equal(read.usage.input, input);
+            assert.equal(read.usage.output, output);
+          },
+        );
+      });
+    }
+  }
+}
+
+/** Anthropic client over anthropic upstreams: the cases where a resume must not happen, or not as asked. */
+const anthropicScripts = RESUME_SCRIPTS.anthropic;
+const refusesPrefill = (): Script => ({
+  status: 400,
+  headers: { "content-type": "application/json" },
+  body: [{
+    send: anthropicFake.errorBody(400, "This model does not support assistant message prefill."),
+  }],
+});
+
+Deno.test("resume off: a break after content ends with the error event, the next candidate is never asked", async () => {
+  await withGateway(
+    2,
+    { kind: "anthropic", prefill: [false, true], resume: false },
+    async (gw, [first, second]) => {
+      first!.enqueue(anthropicScripts.first("reset"));
+      second!.enqueue(anthropicScripts.second());
+      const id = requestId();
+      const read = await CLIENTS.anthropic(gw.url, { requestId: id });
+      assert.ok(read.error, "the SDK raised the stream's error event");
+      assert.equal(second!.calls.length, 0);
+      const { request, attempts } = await gw.row(id);
+      assert.equal(request.outcome, "error");
+      assert.equal(request.errorCode, "gw.upstream.error");
+      assert.equal(attempts.length, 1);
+    },
+  );
+});
+
+Deno.test("no candidate accepts a prefill: the original failure's error event, no other upstream asked", async () => {
+  await withGateway(
+    2,
+    { kind: "anthropic", prefill: [true, false], idleSecs: 100 },
+    async (gw, [first, second]) => {
+      first!.enqueue(anthropicScripts.first("stall"));
+      second!.enqueue(anthropicScripts.second());
+      const id = requestId();
+      const read = await CLIENTS.anthropic(gw.url, { requestId: id });
+      assert.ok(read.error);
+      assert.equal(second!.calls.length, 0);
+      const { request, attempts } = await gw.row(id);
+      assert.equal(request.errorCode, "gw.upstream.idle_timeout_mid_stream");
+      assert.deepEqual(attempts.map((a) => a.outcome), ["idle_timeout"]);
+    },
+  );
+});
+
+Deno.test("a candidate that refuses the prefill is passed over for the next capable one", async () => {
+  await withGateway(3, { kind: "anthropic", prefill: [false, true, true] }, async (gw, ups) => {
+    const [first, refusing, third] = ups;
+    first!.enqueue(anthropicScripts.first("reset"));
+    refusing!.enqueue(refusesPrefill());
+    third!.enqueue(anthropicScripts.second());
+    const id = requestId();
+    const read = await CLIENTS.anthropic(gw.url, { requestId: id });
+    assert.equal(read.error, undefined);
+    assert.equal(read.text, "Hello, world!");
+    assert.equal(read.starts, 1);
+    assert.equal(read.ends, 1);
+    assert.deepEqual(anthropicScripts.lastTurn(refusing!.calls[0]!).text, "Hello, wor");
+    const { request, attempts } = await gw.row(id);
+    assert.equal(request.outcome, "success");
+    assert.deepEqual(
+      attempts.map((a) => [a.outcome, a.status, a.resumeOffset]),
+      [["error", 200, null], ["error", 400, OFFSET], ["resumed", 200, OFFSET]],
+    );
+  });
+});
+
+Deno.test("the only capable candidate refuses the prefill: the original failure's error event, never the 400", async () => {
+  await withGateway(
+    2,
+    { kind: "anthropic", prefill: [false, true] },
+    async (gw, [first, refusing]) => {
+      first!.enqueue(anthropicScripts.first("reset"));
+      refusing!.enqueue(refusesPrefill());
+      const id = requestId();
+      const read = await CLIENTS.anthropic(gw.url, { requestId: id });
+      assert.ok(read.error);
+      assert.doesNotMatch(read.error, /prefill|invalid_request_error/);
+      assert.match(read.error, /broke off its stream/);
+      assert.equal(refusing!.calls.length, 1);
+      const { request, attempts } = await gw.row(id);
+      assert.equal(request.errorCode, "gw.upstream.error");
+      assert.equal(request.status, 502);
+      assert.deepEqual(attempts.map((a) => a.status), [200, 400]);
+    },
+  );
+});
+
+Deno.test("a stream that delivered a tool call is never resumed", async () => {
+  await withGateway(
+    2,
+    { kind: "anthropic", prefill: [false, true] },
+    async (gw, [first, second]) => {
+      const chunks = anthropicFake.streamChunks({
+        text: ["Hello, ", "wor"],
+        toolCall: { id: "toolu_1", name: "lookup", argsPieces: ['{"q":', '"x"}'] },
+        usage: { input: 5, output: 2 },
+      });
+      // Through the tool call's first argument piece: the call is in progress.
+      first!.enqueue({
+        headers: { "content-type": "text/event-stream" },
+        body: [...chunks.slice(0, 8).map((send) => ({ send })), { reset: true }],
+      });
+      second!.enqueue(anthropicScripts.second());
+      const id = requestId();
+      const read = await CLIENTS.anthropic(gw.url, { requestId: id });
+      assert.ok(read.error);
+      assert.equal(second!.calls.length, 0);
+      const { request, attempts } = await gw.row(id);
+      assert.equal(request.errorCode, "gw.upstream.error");
+      assert.equal(attempts.length, 1);
+    },
+  );
+});
+
+Deno.test("a continuation that breaks too is resumed again, from the longer text", async () => {
+  await withGateway(3, { kind: "anthropic", prefill: [false, true, true] }, async (gw, ups) => {
+    const [first, second, third] = ups;
+    first!.enqueue(anthropicScripts.first("reset"));
+    // "ld" then a reset: the third upstream continues "Hello, world".
+    second!.enqueue({
+      headers: { "content-type": "text/event-stream" },
+      body: [
+        ...anthropicFake.streamChunks({ text: ["ld"], usage: { input: 7, output: 1 } }).slice(0, 3)
+          .map((send) => ({ send })),
+        { reset: true },
+      ],
+    });
+    third!.enqueue({
+      headers: { "content-type": "text/event-stream" },
+      body: anthropicFake.streamChunks({ text: ["!"], usage: { input: 9, output: 1 } })
+        .map((send) => ({ send })),
+    });
+    const id = requestId();
+    const read = await CLIENTS.anthropic(gw.url, { requestId: id });
+    assert.equal(read.error, undefined);
+    assert.equal(read.text, "Hello, world!");
+    assert.equal(read.starts, 1);
+    assert.equal(read.ends, 1);
+    assert.equal(anthropicScripts.lastTurn(third!.calls[0]!).text, "Hello, world");
+    const { attempts } = await gw.row(id);
+    assert.deepEqual(
+      attempts.map((a) => [a.outcome, a.resumeOffset]),
+      [["error", null], ["error", OFFSET], ["resumed", 12]],
+    );
+    // The admin history finds it as resumed, and its detail names where each resume began.
+    const admin = { headers: { authorization: `Bearer ${ADMIN}` } };
+    const page = await (await fetch(`${gw.url}/admin/api/requests?outcome=resumed`, admin)).json();
+    assert.deepEqual(page.requests.map((r: { id: string }) => r.id), [id]);
+    assert.deepEqual(
+      page.requests[0].hops.map((h: { outcome: string }) => h.outcome),
+      ["error", "error", "resumed"],
+    );
+    const detail = await (await fetch(`${gw.url}/admin/api/requests/${id}`, admin)).json();
+    assert.deepEqual(
+      detail.attempts.map((a: { resumeOffset: number | null }) => a.resumeOffset),
+      [null, OFFSET, 12],
+    );
+    assert.equal(read.usage.input, 5 + 7 + 9);
+  });
+});
+
+Deno.test("whitespace the client already has is not sent as prefill, nor repeated by the continuation", async () => {
+  await withGateway(
+    2,
+    { kind: "anthropic", prefill: [false, true] },
+    async (gw, [first, second]) => {
+      const chunks = anthropicFake.streamChunks({
+        text: ["Hello,", " "],
+        usage: { input: 5, output: 2 },
+      });
+      first!.enqueue({
+        headers: { "content-type": "text/event-stream" },
+        body: [...chunks.slice(0, 4).map((send) => ({ send })), { reset: true }],
+      });
+      second!.enqueue({
+        headers: { "content-type": "text/event-stream" },
+        body: anthropicFake.streamChunks({ text: [" world!"], usage: { input: 7, output: 3 } })
+          .map((send) => ({ send })),
+      });
+      const id = requestId();
+      const read = await CLIENTS.anthropic(gw.url, { requestId: id });
+      assert.equal(read.text, "Hello, world!");
+      // Anthropic refuses a final assistant turn that ends in whitespace.
+      assert.equal(anthropicScripts.lastTurn(second!.calls[0]!).text, "Hello,");
+      const { attempts } = await gw.row(id);
+      assert.equal(attempts[1]!.resumeOffset, 7);
+    },
+  );
+});
+
+Deno.test("with resume on, a Responses answer from a Responses upstream is encoded, so an anthropic upstream can continue it", async () => {
+  await withGateway(
+    2,
+    { kind: "anthropic", firstKind: "openai-responses", prefill: [false, true] },
+    async (gw, [first, second]) => {
+      // created, in_progress, item added, part added, "Hello, ", "wor": then the connection breaks.
+      const chunks = responsesStreamChunks({
+        text: ["Hello, ", "wor"],
+        usage: { input: 5, output: 2 },
+      });
+      first!.enqueue({
+        headers: { "content-type": "text/event-stream" },
+        body: [...chunks.slice(0, 6).map((send) => ({ send })), { reset: true }],
+      });
+      second!.enqueue(anthropicScripts.second());
+      const id = requestId();
+      const read = await CLIENTS["openai-responses"](gw.url, { requestId: id });
+      assert.equal(read.error, undefined);
+      assert.equal(read.text, "Hello, world!");
+      assert.equal(read.starts, 1);
+      assert.equal(read.ends, 1);
+      assert.deepEqual([...new Set(read.indexes)], ["0/0"]);
+      assert.equal(anthropicScripts.lastTurn(second!.calls[0]!).text, "Hello, wor");
+      const { attempts } = await gw.row(id);
+      assert.deepEqual(attempts.map((a) => a.outcome), ["error", "resumed"]);
+    },
+  );
+});
+
+Deno.test("a request with provider-run tools is never resumed", async () => {
+  await withGateway(
+    2,
+    { kind: "anthropic", prefill: [false, true] },
+    async (gw, [first, second]) => {
+      first!.enqueue(anthropicScripts.first("reset"));
+      second!.enqueue(anthropicScripts.second());
+      const id = requestId();
+      const res = await postJson(`${gw.url}/v1/messages`, {
+        model: "smart",
+        max_tokens: 100,
+        stream: true,
+        messages: [{ role: "user", content: "Search, then say hello" }],
+        tools: [{ type: "web_search_20250305", name: "web_search" }],
+      }, { "x-request-id": id });
+      const body = await res.text();
+      assert.match(body, /event: error/);
+      assert.equal(second!.calls.length, 0);
+      const { request } = await gw.row(id);
+      assert.equal(request.errorCode, "gw.upstream.error");
+    },
+  );
+});
+
+Deno.test("config: resume is off by default, and a Responses upstream cannot be marked as taking a prefill", () => {
+  const base = resumeConfig(["http://127.0.0.1:1"], { kind: "anthropic", prefill: [true] });
+  const defaults = ConfigSchema.parse({
+    upstreams: base.upstreams,
+    routes: [{ model: "smart", candidates: [{ upstream: "up1", model: "m" }] }],
+  });
+  assert.equal(defaults.routes[0]!.resume_after_content, null);
+  assert.equal(defaults.routes[0]!.candidates[0]!.accepts_prefill, false);
+  const responses = ConfigSchema.safeParse({
+    ...base,
+    upstreams: [{ id: "up1", kind: "openai-responses", base_url: "http://127.0.0.1:1" }],
+  });
+  assert.equal(responses.success, false);
+  assert.deepEqual(responses.error?.issues.map((i) => [i.path.join("."), i.message]), [[
+    "routes.0.candidates.0.accepts_prefill",
+    "an openai-responses upstream cannot continue a prefill",
+  ]]);
+});
+
+Deno.test("an abort while the resuming candidate starts ends the stream as aborted, the hop too", async () => {
+  await withGateway(
+    2,
+    { kind: "anthropic", prefill: [false, true] },
+    async (gw, [first, second]) => {
+      first!.enqueue(anthropicScripts.first("reset"));
+      second!.enqueue({ headerDelay: "never" });
+      const id = requestId();
+      const res = await postJson(`${gw.url}/v1/messages`, {
+        model: "smart",
+        max_tokens: 100,
+        stream: true,
+        messages: [{ role: "user", content: "hi" }],
+      }, { "x-request-id": id });
+      const body = res.text();
+      await eventually(() => second!.calls.length === 1);
+      const abort = await fetch(`${gw.url}/request/${id}/abort`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${ADMIN}` },
+      });
+      assert.deepEqual(await abort.json(), { requests: [id] });
+      const text = await body;
+      assert.match(text, /"text":"wor"/);
+      assert.match(text, /event: error/);
+      assert.equal(await second!.calls[0]!.closed, "cancelled");
+      const { request, attempts } = await gw.row(id);
+      assert.equal(request.errorCode, "gw.request.aborted");
+      assert.deepEqual(
+        attempts.map((a) => [a.outcome, a.resumeOffset]),
+        [["error", null], ["aborted", OFFSET]],
+      );
+    },
+  );
+});
+
+Deno.test("an answer that sent only reasoning is not resumed: there is no text to continue", async () => {
+  await withGateway(
+    2,
+    { kind: "anthropic", prefill: [false, true] },
+    async (gw, [first, second]) => {
+      const chunks = anthropicFake.streamChunks({
+        text: [],
+        thinking: ["Let me think"],
+        usage: { input: 5, output: 2 },
+      });
+      first!.enqueue({
+        headers: { "content-type": "text/event-stream" },
+        body: [...chunks.slice(0, 3).map((send) => ({ send })), { reset: true }],
+      });
+      second!.enqueue(anthropicScripts.second());
+      const id = requestId();
+      const read = await CLIENTS.anthropic(gw.url, { requestId: id });
+      assert.ok(read.error);
+      assert.equal(second!.calls.length, 0);
+      const { request } = await gw.row(id);
+      assert.equal(request.errorCode, "gw.upstream.error");
+    },
+  );
+});
+
+Deno.test("a Gemini client reading a JSON array gets one array with the continuation in it", async () => {
+  await withGateway(2, { kind: "gemini", prefill: [false, true] }, async (gw, [first, second]) => {
+    const scripts = RESUME_SCRIPTS.gemini;
+    first!.enqueue(scripts.first("reset"));
+    second!.enqueue(scripts.second());
+    const id = requestId();
+    const res = await postJson(`${gw.url}/v1beta/models/smart:streamGenerateContent`, {
+      contents: [{ role: "user", parts: [{ text: "Say hello to the world" }] }],
+    }, { "x-request-id": id });
+    assert.equal(res.status, 200);
+    const chunks: {
+      candidates?: { content?: { parts?: { text?: string }[] }; finishReason?: string }[];
+    }[] = JSON.parse(await res.text());
+    const text = chunks.flatMap((c) => c.candidates?.[0]?.content?.parts ?? [])
+      .map((p) => p.text ?? "").join("");
+    assert.equal(text, "Hello, world!");
+    assert.equal(chunks.filter((c) => c.candidates?.[0]?.finishReason).length, 1);
+    const { attempts } = await gw.row(id);
+    assert.deepEqual(attempts.map((a) => [a.outcome, a.resumeOffset]), [["error", null], [
+      "resumed",
+      OFFSET,
+    ]]);
+  });
+});
+
+Deno.test("with resume on, an answer that never breaks still passes through byte for byte", async () => {
+  await withGateway(
+    2,
+    { kind: "anthropic", prefill: [true, true] },
+    async (gw, [first, second]) => {
+      const chunks = anthropicFake.streamChunks({
+        text: ["Hello, ", "world!"],
+        usage: SECOND_USAGE,
+      });
+      first!.enqueue({
+        headers: { "content-type": "text/event-stream" },
+        body: chunks.map((send) => ({ send })),
+      });
+      const id = requestId();
+      const res = await postJson(`${gw.url}/v1/messages`, {
+        model: "smart",
+        max_tokens: 100,
+        stream: true,
+        messages: [{ role: "user", content: "hi" }],
+      }, { "x-request-id": id });
+      assert.equal(await res.text(), chunks.join(""));
+      assert.equal(second!.calls.length, 0);
+      const { attempts } = await gw.row(id);
+      assert.deepEqual(attempts.map((a) => [a.outcome, a.resumeOffset]), [["success", null]]);
+    },
+  );
+});

@@ -1,0 +1,447 @@
+/**
+ * The 16 scenarios of a public gateway fault-injection scorecard, against a
+ * running gateway on the scaled test clock, with the official openai SDK
+ * streaming as the client. Each route has a primary and a fallback. Whatever
+ * the fault, three things must hold (checked for every scenario):
+ *
+ * - never a truncated or spliced "success": an answer that completes is the
+ *   whole answer of exactly one upstream, and a cut answer ends with the
+ *   client format's error event, its text a prefix of one upstream's answer;
+ * - never a hang: every request ends within SCENARIO_LIMIT_MS;
+ * - never a prefill error shown to the client.
+ *
+ * Then each scenario says what it must come to: who answered, or the error
+ * code, and the history rows (which hops ran and why each ended).
+ */
+import assert from "node:assert/strict";
+import OpenAI from "openai";
+import type { ConfigInput } from "../gateway/config/schema.ts";
+import { startTestGateway, type TestGateway } from "./harness.ts";
+import { type Handler, type Script, startFakeUpstream } from "./fake_upstreams/server.ts";
+import {
+  chatError,
+  chatStream,
+  chatStreamBlocks,
+  headersNever,
+  openAiErrorBody,
+  slowFirstToken,
+} from "./fake_upstreams/openai_chat_script.ts";
+
+/** A scenario that takes longer than this (real ms) has hung. */
+const SCENARIO_LIMIT_MS = 10_000;
+const TOKENS = 60;
+
+/** `p0 p1 … p59 `: each upstream's answer is told apart from the other's, token by token. */
+const tokens = (who: string, n = TOKENS) => Array.from({ length: n }, (_, i) => `${who}${i} `);
+const ANSWERS = { p: tokens("p").join(""), f: tokens("f").join("") };
+
+const answer = (who: "p" | "f"): Script => chatStream({ text: tokens(who) });
+
+/** The role chunk and `n` content chunks of a 60-token answer, then `end`. */
+function partial(n: number, end: Script["body"]): Script {
+  const blocks = chatStreamBlocks({ text: tokens("p") }).slice(0, 1 + n);
+  return {
+    headers: { "content-type": "text/event-stream" },
+    body: [...blocks.map((send) => ({ send })), ...(end ?? [])],
+  };
+}
+
+/** A fallback that refuses a request ending with an assistant message, as many providers do. */
+const rejectsPrefill: Handler = (call) => {
+  const messages = (call.json as { messages: { role: string }[] }).messages;
+  return messages.at(-1)?.role === "assistant"
+    ? chatError(400, "This model does not support assistant message prefill.")
+    : answer("f");
+};
+
+/**
+ * A fallback that continues a prefill the way a model does: the request ends with the assistant
+ * text the client already has, and the answer is the rest of that same answer.
+ */
+const continues: Handler = (call) => {
+  const last = (call.json as { messages: { role: string; content: string }[] }).messages.at(-1);
+  if (last?.role !== "assistant" || !ANSWERS.p.startsWith(last.content)) return answer("f");
+  return chatStream({ text: [ANSWERS.p.slice(last.content.length)] });
+};
+
+/** Answers by the number of calls so far: the n-th call gets `scripts[n]`, later ones the last. */
+function inTurn(...scripts: Script[]): Handler {
+  let n = 0;
+  return () => scripts[Math.min(n++, scripts.length - 1)]!;
+}
+
+const CONTEXT_REFUSAL: Script = {
+  status: 400,
+  body: [{
+    send: openAiErrorBody({
+      message: "This model's maximum context length is 128000 tokens. However, your messages " +
+        "resulted in 131072 tokens. Please reduce the length of the messages.",
+      type: "invalid_request_error",
+      param: "messages",
+      code: "context_length_exceeded",
+    }),
+  }],
+};
+
+type Hop = [upstream: "p" | "f", outcome: string, code: string | null];
+
+/** What one request must come to. */
+interface Outcome {
+  /** The upstream whose whole answer the client gets; absent when the request fails. */
+  answer?: "p" | "f";
+  /** The request's error code in history, when it fails. */
+  error?: string;
+  /** The history rows of the request's hops, in order. */
+  hops: Hop[];
+  /** Tokens of the primary's answer the client read before its stream's error event. */
+  read?: number;
+  /** The error the client got before any stream: its status and OpenAI code. */
+  client?: { status: number; code: string };
+}
+
+interface Scenario {
+  name: string;
+  primary: Handler;
+  fallback?: Handler;
+  failover?: ConfigInput["failover"];
+  route?: {
+    first_content_timeout_secs?: number;
+    on_context_overflow?: "next";
+    resume_after_content?: "prefill";
+  };
+  /** The fallback candidate says it continues a prefill (`accepts_prefill`). */
+  prefill?: boolean;
+  windows?: [number, number];
+  /** One outcome per request, sent one after the other. */
+  outcomes: Outcome[];
+  /** The calls each fake must have had in the end, when that is part of the point. */
+  calls?: { p?: number; f?: number };
+}
+
+const SCENARIOS: Scenario[] = [
+  {
+    name: "429 with Retry-After: waited out, then the same candidate answers",
+    primary: inTurn(
+      { ...chatError(429, "slow down"), headers: { "retry-after": "2" } },
+      answer("p"),
+    ),
+    outcomes: [{
+      answer: "p",
+      hops: [["p", "error", "gw.upstream.rate_limited"], ["p", "success", null]],
+    }],
+  },
+  {
+    name: "persistent 429: retried once, then the fallback answers",
+    primary: () => ({ ...chatError(429, "slow down"), headers: { "retry-after": "1" } }),
+    outcomes: [{
+      answer: "f",
+      hops: [
+        ["p", "error", "gw.upstream.rate_limited"],
+        ["p", "error", "gw.upstream.rate_limited"],
+        ["f", "success", null],
+      ],
+    }],
+  },
+  {
+    name: "persistent 503: retried once, then the fallback answers",
+    primary: () => chatError(503, "overloaded"),
+    outcomes: [{
+      answer: "f",
+      hops: [
+        ["p", "error", "gw.upstream.error"],
+        ["p", "error", "gw.upstream.error"],
+        ["f", "success", null],
+      ],
+    }],
+  },
+  {
+    name: "one 500: the retry on the same candidate answers",
+    primary: inTurn(chatError(500, "oops"), answer("p")),
+    outcomes: [{
+      answer: "p",
+      hops: [["p", "error", "gw.upstream.error"], ["p", "success", null]],
+    }],
+  },
+  {
+    name: "TCP reset before any content: retried once, then the fallback answers",
+    primary: () => ({ headers: { "content-type": "text/event-stream" }, body: [{ reset: true }] }),
+    outcomes: [{
+      answer: "f",
+      hops: [
+        ["p", "error", "gw.upstream.unreachable"],
+        ["p", "error", "gw.upstream.unreachable"],
+        ["f", "success", null],
+      ],
+    }],
+  },
+  {
+    name: "no response: the idle timeout gives up on it, the fallback answers",
+    primary: () => headersNever,
+    outcomes: [{
+      answer: "f",
+      hops: [["p", "idle_timeout", "gw.upstream.idle_timeout"], ["f", "success", null]],
+    }],
+  },
+  {
+    name: "slow first token (20 s) with first_content_timeout_secs 15: the fallback answers",
+    // The first token would come at 20 s (200 ms scaled), keep-alives until then.
+    primary: (call) => slowFirstToken(call, { ms: 200, text: tokens("p") }),
+    failover: { idle_timeout_secs: 300 },
+    route: { first_content_timeout_secs: 15 },
+    outcomes: [{
+      answer: "f",
+      hops: [["p", "idle_timeout", "gw.upstream.first_content_timeout"], ["f", "success", null]],
+    }],
+  },
+  {
+    name: "stream cut after 40 of 60 tokens: the fallback continues it, one whole answer",
+    primary: () => partial(40, [{ reset: true }]),
+    fallback: continues,
+    route: { resume_after_content: "prefill" },
+    prefill: true,
+    outcomes: [{
+      answer: "p",
+      hops: [["p", "error", "gw.upstream.error"], ["f", "resumed", null]],
+    }],
+    calls: { f: 1 },
+  },
+  {
+    name: "stream stall after 20 tokens: the idle timeout gives up, the fallback continues it",
+    primary: () => partial(20, [{ hang: true }]),
+    fallback: continues,
+    route: { resume_after_content: "prefill" },
+    prefill: true,
+    outcomes: [{
+      answer: "p",
+      hops: [
+        ["p", "idle_timeout", "gw.upstream.idle_timeout_mid_stream"],
+        ["f", "resumed", null],
+      ],
+    }],
+    calls: { f: 1 },
+  },
+  {
+    name: "malformed chunk before content: the fallback answers",
+    primary: () => partial(0, [{ send: "data: {not json\n\n" }, { hang: true }]),
+    outcomes: [{
+      answer: "f",
+      hops: [["p", "error", "gw.upstream.bad_response"], ["f", "success", null]],
+    }],
+  },
+  {
+    name: "no [DONE] and no finish reason after content: an error event, not a success",
+    primary: () => partial(TOKENS, []),
+    outcomes: [{
+      error: "gw.upstream.incomplete",
+      hops: [["p", "error", "gw.upstream.incomplete"]],
+    }],
+    calls: { f: 0 },
+  },
+  {
+    name: "context length exceeded with on_context_overflow: the larger window answers",
+    primary: () => CONTEXT_REFUSAL,
+    route: { on_context_overflow: "next" },
+    windows: [128_000, 1_000_000],
+    outcomes: [{
+      answer: "f",
+      hops: [["p", "error", "gw.upstream.rejected"], ["f", "success", null]],
+    }],
+  },
+  {
+    name: "content filter: the provider's refusal is the caller's, not tried elsewhere",
+    primary: () => ({
+      status: 400,
+      body: [{
+        send: openAiErrorBody({
+          message: "Your request was rejected as a result of our safety system.",
+          type: "invalid_request_error",
+          code: "content_policy_violation",
+        }),
+      }],
+    }),
+    outcomes: [{
+      error: "gw.upstream.rejected",
+      client: { status: 400, code: "content_policy_violation" },
+      hops: [["p", "error", "gw.upstream.rejected"]],
+    }],
+    calls: { f: 0 },
+  },
+  {
+    name: "fallback that rejects prefill: the cut is told as it was, never the 400",
+    primary: () => partial(40, [{ reset: true }]),
+    fallback: rejectsPrefill,
+    route: { resume_after_content: "prefill" },
+    prefill: true,
+    outcomes: [{
+      error: "gw.upstream.error",
+      read: 40,
+      // The fallback was asked to continue and refused: recorded, and the client is told of the
+      // primary's cut, not of the refusal.
+      hops: [["p", "error", "gw.upstream.error"], ["f", "error", "gw.upstream.rejected"]],
+    }],
+    calls: { f: 1 },
+  },
+  {
+    name: "flapping primary: each answer whole, from one upstream, no pause while it recovers",
+    primary: inTurn(
+      chatError(503, "down"),
+      answer("p"),
+      chatError(503, "down"),
+      answer("p"),
+      chatError(503, "down"),
+      answer("p"),
+    ),
+    failover: { retries_per_candidate: 0, failures_to_pause: 2 },
+    outcomes: [
+      { answer: "f", hops: [["p", "error", "gw.upstream.error"], ["f", "success", null]] },
+      { answer: "p", hops: [["p", "success", null]] },
+      { answer: "f", hops: [["p", "error", "gw.upstream.error"], ["f", "success", null]] },
+      { answer: "p", hops: [["p", "success", null]] },
+    ],
+  },
+  {
+    name: "fail-over accounting: the rows say which hops ran and why, and cooldown follows",
+    // A Retry-After too long to wait out pauses the primary; the fallback's 500 is retried.
+    primary: () => ({ ...chatError(429, "quota"), headers: { "retry-after": "60" } }),
+    fallback: inTurn(chatError(500, "oops"), answer("f")),
+    outcomes: [
+      {
+        answer: "f",
+        hops: [
+          ["p", "error", "gw.upstream.rate_limited"],
+          ["f", "error", "gw.upstream.error"],
+          ["f", "success", null],
+        ],
+      },
+      // The primary is paused for its Retry-After: the next request goes straight to the fallback.
+      { answer: "f", hops: [["f", "success", null]] },
+    ],
+    calls: { p: 1, f: 3 },
+  },
+];
+
+function config(s: Scenario, urls: { p: string; f: string }): ConfigInput {
+  const [pWindow, fWindow] = s.windows ?? [];
+  return {
+    failover: { idle_timeout_secs: 30, retries_per_candidate: 1, ...s.failover },
+    upstreams: [
+      { id: "p", kind: "openai-chat", base_url: urls.p },
+      { id: "f", kind: "openai-chat", base_url: urls.f },
+    ],
+    routes: [{
+      model: "smart",
+      ...s.route,
+      candidates: [
+        { upstream: "p", model: "primary", context_window: pWindow },
+        { upstream: "f", model: "fallback", context_window: fWindow, accepts_prefill: s.prefill },
+      ],
+    }],
+  };
+}
+
+/** What the client got: the text it read, and the error that ended it, if one did. */
+async function ask(
+  client: OpenAI,
+  id: string,
+): Promise<{ text: string; error: unknown }> {
+  let text = "";
+  try {
+    const stream = await client.chat.completions.create({
+      model: "smart",
+      messages: [{ role: "user", content: "count" }],
+      stream: true,
+    }, { headers: { "x-request-id": id } });
+    for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
+    return { text, error: null };
+  } catch (error) {
+    return { text, error };
+  }
+}
+
+async function runScenario(s: Scenario, n: number): Promise<void> {
+  const p = startFakeUpstream({ fallback: s.primary });
+  const f = startFakeUpstream({ fallback: s.fallback ?? (() => answer("f")) });
+  let gw: TestGateway | null = null;
+  try {
+    gw = await startTestGateway(config(s, { p: p.url, f: f.url }));
+    const client = gw.openai({ timeout: SCENARIO_LIMIT_MS });
+    for (const [i, want] of s.outcomes.entries()) {
+      const id = `scorecard-${n}-${i}`;
+      const started = Date.now();
+      const got = await ask(client, id);
+      const took = Date.now() - started;
+      assert.ok(took < SCENARIO_LIMIT_MS, `request ${i} hung for ${took} ms`);
+      const { request, attempts } = await gw.row(id);
+      assertHonest(got, { request: i });
+      if (want.answer) {
+        assert.equal(got.error, null, `request ${i} should have been answered: ${got.error}`);
+        assert.equal(
+          got.text,
+          ANSWERS[want.answer],
+          `request ${i}: whole answer of ${want.answer}`,
+        );
+        assert.equal(request.outcome, "success");
+      } else {
+        assert.ok(got.error, `request ${i} must fail, not pass as an answer`);
+        assert.equal(request.outcome, "error");
+        assert.equal(request.errorCode, want.error);
+        if (want.read !== undefined) assert.equal(got.text, tokens("p", want.read).join(""));
+        if (want.client) {
+          assert.ok(got.error instanceof OpenAI.APIError, String(got.error));
+          assert.deepEqual([got.error.status, got.error.code], [
+            want.client.status,
+            want.client.code,
+          ]);
+        }
+      }
+      assert.deepEqual(
+        attempts.map((a) => [a.upstream, a.outcome, a.errorCode]),
+        want.hops,
+        `request ${i}: history rows`,
+      );
+    }
+    if (s.calls?.p !== undefined) assert.equal(p.calls.length, s.calls.p, "calls to the primary");
+    if (s.calls?.f !== undefined) assert.equal(f.calls.length, s.calls.f, "calls to the fallback");
+  } finally {
+    await gw?.stop();
+    await p.close();
+    await f.close();
+  }
+}
+
+/** The three rules every scenario keeps, whatever it comes to. */
+function assertHonest(got: { text: string; error: unknown }, at: { request: number }): void {
+  const where = `request ${at.request}`;
+  // Not spliced: what the client read is one upstream's answer, or the start of it.
+  assert.ok(
+    ANSWERS.p.startsWith(got.text) || ANSWERS.f.startsWith(got.text),
+    `${where}: text mixes upstreams: ${got.text.slice(0, 80)}`,
+  );
+  // Not truncated: a stream that ended without error carries a whole answer.
+  if (got.error === null) {
+    assert.ok(got.text === ANSWERS.p || got.text === ANSWERS.f, `${where}: truncated success`);
+  }
+  const message = got.error instanceof Error ? got.error.message : String(got.error ?? "");
+  assert.doesNotMatch(message, /prefill/i, `${where}: a prefill error reached the client`);
+}
+
+for (const [n, s] of SCENARIOS.entries()) {
+  Deno.test(`scorecard ${n + 1}/${SCENARIOS.length}: ${s.name}`, async () => {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const limit = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`scenario hung past ${SCENARIO_LIMIT_MS * 2} ms`)),
+        SCENARIO_LIMIT_MS * 2,
+      );
+    });
+    try {
+      await Promise.race([runScenario(s, n), limit]);
+    } finally {
+      clearTimeout(timer);
+    }
+  });
+}
+
+Deno.test("the scorecard has its 16 scenarios", () => {
+  assert.equal(SCENARIOS.length, 16);
+});
