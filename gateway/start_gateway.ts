@@ -119,6 +119,7 @@ async function start(
     loopback,
     shuttingDown: false,
     guardrails: () => observability.guardrails,
+    tracing: () => exporter.tracing(),
     guardrailMatcher: new GuardrailMatcher({
       onUnavailable: (err) => log.event("guardrail.worker_unavailable", { error: String(err) }),
     }),

@@ -18,6 +18,7 @@ import { isRecord } from "../formats/json.ts";
 import { clientDisconnected } from "../forward/stop_reasons.ts";
 import { forwardStream } from "../forward/stream_forward.ts";
 import { forwardWhole } from "../forward/whole_forward.ts";
+import { incomingTrace } from "../observability/trace_context.ts";
 import { admitKey, meteredBilling } from "./key_limits.ts";
 import type { KeyUsageMeter } from "./key_usage_meter.ts";
 
@@ -36,6 +37,8 @@ export interface RunState {
   /** Guardrails in force (docs/observability.md), and the worker their rules run on. */
   guardrails: () => Guardrails;
   guardrailMatcher: GuardrailMatcher;
+  /** Whether a traces destination is on (docs/observability.md "Traces"). */
+  tracing?: () => boolean;
 }
 
 export interface ProxyDeps extends Omit<ForwardDeps, "config"> {
@@ -128,6 +131,7 @@ export async function handleProxy(
     stream: opts.ctx.pathStream ?? false,
     keyId: admitted instanceof GatewayError ? null : admitted.keyId,
     sessionId: headerSession(codec.format, request.headers),
+    trace: incomingTrace(request.headers, { recording: deps.state.tracing?.() ?? false }),
   }, { clock: deps.clock, sink: deps.sink, metrics: deps.metrics, expendable: refused });
   deps.registry.add(live);
   if (!(admitted instanceof GatewayError)) {

@@ -21,6 +21,7 @@ import { isRetryableStatus, retryAfterSecs } from "./upstream_error.ts";
 import { type Affinity, affinitySession } from "../route/affinity.ts";
 import type { Lane } from "./hedge_lane.ts";
 import { readCapped, UPSTREAM_CAPS } from "../formats/upstream_caps.ts";
+import { traceUpstream } from "../observability/upstream_trace.ts";
 
 /**
  * The reason a finished hop's connection is dropped. Shared and plain: the
@@ -159,6 +160,7 @@ export class Hop {
       env: deps.env,
       config: deps.config,
     });
+    traceUpstream(request, this);
     const res = await deps.fetch(request, { signal: this.controller.signal });
     this.attempt.headers(res.status);
     return res;

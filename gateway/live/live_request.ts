@@ -1,4 +1,10 @@
-import type { AttemptOutcome, AttemptRecord, RequestRecord } from "../../db/records.ts";
+import type {
+  AttemptOutcome,
+  AttemptRecord,
+  RequestRecord,
+  RequestTrace,
+} from "../../db/records.ts";
+import { newSpanId } from "../observability/trace_context.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { GatewayError } from "../runtime/gateway_error.ts";
 import type { IrUsage } from "../formats/ir.ts";
@@ -30,6 +36,8 @@ export interface LiveRequestInit {
   stream: boolean;
   keyId: string | null;
   sessionId: string | null;
+  /** The request's trace context (docs/observability.md "Traces"). */
+  trace?: RequestTrace;
 }
 
 /** One hop in progress. Ends exactly once; later calls are ignored. */
@@ -150,6 +158,7 @@ export class LiveRequest {
       droppedHeaders: null,
       costUsd: null,
       resumeOffset: null,
+      trace: { spanId: newSpanId() },
     }, this);
     this.attempts.push(attempt);
     this.record.upstream = upstream;
