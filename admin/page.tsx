@@ -8,6 +8,7 @@ export interface PageAssets {
 
 const SECTIONS = [
   ["live", "Live"],
+  ["trends", "Trends"],
   ["history", "History"],
   ["health", "Health"],
   ["costs", "Cost"],

@@ -23,6 +23,7 @@ import {
   RepairRequestSchema,
   saveConfig,
 } from "./config_admin.ts";
+import { configVersionsApi } from "./config_versions_api.ts";
 import { adminGuard, requireJson } from "./guard.ts";
 import { HEALTH_SAMPLE_LIMIT, HEALTH_WINDOW_MS, healthView } from "./health.ts";
 import { historyPage, type LiveRecord, parseHistoryQuery, requestDetail } from "./history_api.ts";
@@ -31,6 +32,7 @@ import { databaseErrorHandler } from "./database_errors.ts";
 import { memoryHistoryPage, memoryRequestDetail, type MemoryRows } from "./memory_history.ts";
 import { liveSnapshot } from "./live_snapshot.ts";
 import { renderAdminPage } from "./page.tsx";
+import { trendsApi } from "./trends_api.ts";
 import { upstreamControls } from "./upstream_controls.ts";
 
 export interface AdminDeps extends AccessDeps {
@@ -123,6 +125,11 @@ export function adminRoutes(deps: AdminDeps): Hono {
   });
   mountConfig(app, deps);
   app.route("/", upstreamControls({ ...deps, now: () => deps.clock.now() }));
+  app.route("/", configVersionsApi({ ...deps, now: () => deps.clock.now() }));
+  app.route(
+    "/",
+    trendsApi({ db: deps.db, now: () => deps.clock.now(), config: () => deps.state.config }),
+  );
   for (const api of deps.apis ?? []) app.route("/", api);
   return app;
 }

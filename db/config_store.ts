@@ -1,4 +1,6 @@
+import type { InStatement } from "@libsql/client";
 import { type Db, writing } from "./client.ts";
+import { type ConfigAuthor, configVersionStatement } from "./config_versions.ts";
 import { num, text } from "./row_values.ts";
 
 export interface StoredConfig {
@@ -40,10 +42,19 @@ const UPSERT_CONFIG = `INSERT INTO config (id, body, updated_at, version) VALUES
  * Stores the config that runs and returns its new version. A string body is stored verbatim (the
  * operator's text, even when it is not valid JSON); anything else is stored as JSON.
  */
-export async function storeConfig(db: Db, body: unknown, opts: { now: number }): Promise<number> {
-  const args = [serialise(body), opts.now];
-  const result = await writing(db, (client) => client.execute({ sql: UPSERT_CONFIG, args }));
-  const row = result.rows[0];
+export async function storeConfig(
+  db: Db,
+  body: unknown,
+  opts: { now: number; by?: ConfigAuthor; restoredFrom?: number },
+): Promise<number> {
+  const stored = serialise(body);
+  const statements: InStatement[] = [{ sql: UPSERT_CONFIG, args: [stored, opts.now] }];
+  // `by`: kept as a version too, in the same batch (db/config_versions.ts).
+  if (opts.by) {
+    statements.push(configVersionStatement(stored, { ...opts, by: opts.by, at: opts.now }));
+  }
+  const [upsert] = await writing(db, (client) => client.batch(statements, "write"));
+  const row = upsert?.rows[0];
   if (row === undefined) throw new Error("storing the config returned no version");
   return num(row, "version");
 }

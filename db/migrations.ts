@@ -164,4 +164,21 @@ export const MIGRATIONS: readonly Migration[] = [
       )`,
     ],
   },
+  {
+    // docs/admin.md "Config versions": every stored config is kept with who stored it and when,
+    // so one can be put back. The config stored before this release becomes the first version.
+    version: 14,
+    name: "config_versions",
+    sql: [
+      `CREATE TABLE config_versions (
+        id INTEGER PRIMARY KEY,
+        body TEXT NOT NULL,
+        saved_by TEXT NOT NULL,
+        saved_at INTEGER NOT NULL,
+        restored_from INTEGER
+      )`,
+      `INSERT INTO config_versions (body, saved_by, saved_at)
+        SELECT body, 'stored', updated_at FROM config`,
+    ],
+  },
 ];

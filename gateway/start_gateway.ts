@@ -173,7 +173,10 @@ async function start(
   const catchUp = async () => {
     await announce();
     if (loaded.unstored !== undefined) {
-      state.configVersion = await storeConfig(db, loaded.unstored, { now: clock.now() });
+      state.configVersion = await storeConfig(db, loaded.unstored, {
+        now: clock.now(),
+        by: "file",
+      });
       loaded.unstored = undefined;
     }
     await syncStoredConfig(db, { state, log });

@@ -53,6 +53,7 @@ Deno.test("a fresh database gets every shipped migration", async () => {
     assert.deepEqual(tables.rows.map((row) => row.name), [
       "attempts",
       "config",
+      "config_versions",
       "cooldowns",
       "destinations",
       "guardrails",

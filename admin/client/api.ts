@@ -16,6 +16,8 @@ import type {
   SessionInfo,
   UpstreamControlResult,
 } from "../api_types.ts";
+import type { TrendsView, TrendWindow } from "../trends_types.ts";
+import type { ConfigVersion, ConfigVersionList } from "../config_versions_types.ts";
 
 export type Fetch = (input: string, init?: RequestInit) => Promise<Response>;
 
@@ -53,6 +55,10 @@ export interface AdminApi {
   abortRequest(id: string): Promise<AbortResult>;
   abortSession(id: string): Promise<AbortResult>;
   controlUpstream(id: string, action: UpstreamAction): Promise<UpstreamControlResult>;
+  trends(filters: { window: TrendWindow; route: string; upstream: string }): Promise<TrendsView>;
+  configVersions(): Promise<ConfigVersionList>;
+  configVersion(id: number): Promise<ConfigVersion>;
+  rollbackConfig(id: number): Promise<ConfigSaved>;
 }
 
 export type UpstreamAction = "resume" | "enable" | "disable";
@@ -124,6 +130,11 @@ export function createAdminApi(io: ApiIo): AdminApi {
         `/admin/api/upstreams/${encodeURIComponent(id)}/${action}`,
         { method: "POST" },
       ),
+    trends: (filters) => call<TrendsView>(`/admin/api/trends?${new URLSearchParams(filters)}`),
+    configVersions: () => call<ConfigVersionList>("/admin/api/config/versions"),
+    configVersion: (id) => call<ConfigVersion>(`/admin/api/config/versions/${id}`),
+    rollbackConfig: (id) =>
+      change<ConfigSaved>(`/admin/api/config/versions/${id}/rollback`, { method: "POST" }),
   };
 }
 

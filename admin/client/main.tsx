@@ -19,10 +19,14 @@ import { LiveRequests } from "./islands/live_requests.tsx";
 import { Login } from "./islands/login.tsx";
 import { SafeMode } from "./islands/safe_mode.tsx";
 import { SignedIn } from "./islands/signed_in.tsx";
+import { Trends } from "./islands/trends.tsx";
 import { UpstreamHealth } from "./islands/upstream_health.tsx";
 import { createLiveFeed } from "./live_feed.ts";
+import { createTrends } from "./trends_model.ts";
 
 const HEALTH_EVERY_MS = 2000;
+// Trends read up to a day of history: refreshed less often than health, and on demand.
+const TRENDS_EVERY_MS = 15_000;
 
 const now = () => Date.now();
 const wait = (ms: number, signal: AbortSignal) =>
@@ -46,6 +50,7 @@ const history = createHistory(api);
 const health = createHealth(api);
 const config = createConfigModel(api);
 const costs = createCosts(api, { now });
+const trends = createTrends((filters) => api.trends(filters));
 
 function mount(name: string, island: ComponentChildren): void {
   const host = document.querySelector(`[data-island="${name}"]`);
@@ -57,6 +62,7 @@ const gated = (island: ComponentChildren) => <SignedIn auth={auth}>{island}</Sig
 mount("login", <Login auth={auth} onSignIn={(token) => void signIn(api, { auth, token })} />);
 mount("safe-mode", gated(<SafeMode config={config} />));
 mount("live", gated(<LiveRequests feed={feed} aborts={aborts} />));
+mount("trends", gated(<Trends trends={trends} />));
 mount("history", gated(<History history={history} now={now} />));
 mount("health", gated(<UpstreamHealth health={health} />));
 mount("config", gated(<ConfigEditor config={config} now={now} />));
@@ -64,14 +70,17 @@ mount("costs", gated(<CostPanel costs={costs} now={now} />));
 
 // Panels load when the tab signs in and forget everything when it signs out.
 let healthTimer: ReturnType<typeof setInterval> | undefined;
+let trendsTimer: ReturnType<typeof setInterval> | undefined;
 effect(() => {
   const signedIn = auth.status.value === "signed_in";
   document.body.dataset.auth = auth.status.value;
   untracked(() => {
     clearInterval(healthTimer);
+    clearInterval(trendsTimer);
     if (!signedIn) {
       feed.stop();
       health.clear();
+      trends.clear();
       config.clear();
       costs.clear();
       return;
@@ -82,6 +91,8 @@ effect(() => {
     void config.load();
     void costs.refresh();
     healthTimer = setInterval(() => void health.refresh(), HEALTH_EVERY_MS);
+    void trends.refresh();
+    trendsTimer = setInterval(() => void trends.refresh(), TRENDS_EVERY_MS);
   });
 });
 

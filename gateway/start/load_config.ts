@@ -66,7 +66,7 @@ export async function loadConfig(
         unstored: file,
       };
     }
-    const configVersion = await storeConfig(db, file, { now: opts.now });
+    const configVersion = await storeConfig(db, file, { now: opts.now, by: "file" });
     return { config: checked.config, safeModeReason: null, demo: false, configVersion };
   }
   if (database === "absent") {
