@@ -154,6 +154,13 @@ export interface ConfigView {
   config: unknown;
   source: "stored" | "demo" | "none";
   updatedAt: number | null;
+  /** Version of the stored config, raised by every save; null when none is stored. */
+  version: number | null;
+  /**
+   * The version this instance runs. Behind `version` only until its next heartbeat, when a
+   * config saved through another instance sharing the database comes into force here too.
+   */
+  runningVersion: number | null;
   demo: boolean;
   safeMode: SafeModeView | null;
 }

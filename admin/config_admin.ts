@@ -37,6 +37,8 @@ export async function configView(deps: ConfigAdminDeps): Promise<ConfigView> {
       config: stored.body,
       source: "stored",
       updatedAt: stored.updatedAt,
+      version: stored.version,
+      runningVersion: deps.state.configVersion,
       demo: deps.demo,
       safeMode,
     };
@@ -46,6 +48,8 @@ export async function configView(deps: ConfigAdminDeps): Promise<ConfigView> {
     config: running,
     source: running && deps.demo ? "demo" : "none",
     updatedAt: null,
+    version: null,
+    runningVersion: deps.state.configVersion,
     demo: deps.demo,
     safeMode,
   };
@@ -144,7 +148,7 @@ async function apply(
   change: { raw: unknown; config: Config; why: "saved" | "repaired"; restoredFrom?: number },
 ): Promise<void> {
   // Stored first: if the database refuses, the running config stays what the database says.
-  await storeConfig(deps.db, change.raw, {
+  deps.state.configVersion = await storeConfig(deps.db, change.raw, {
     now: deps.now(),
     by: change.why === "repaired" ? "repair" : "admin",
     restoredFrom: change.restoredFrom,

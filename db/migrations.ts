@@ -126,6 +126,13 @@ export const MIGRATIONS: readonly Migration[] = [
     sql: ["ALTER TABLE attempts ADD COLUMN dropped_headers TEXT"],
   },
   {
+    // A counter raised by every save, so instances sharing the database see a new config at their
+    // next heartbeat by comparing one number (docs/scaling.md).
+    version: 6,
+    name: "config_version",
+    sql: ["ALTER TABLE config ADD COLUMN version INTEGER NOT NULL DEFAULT 1"],
+  },
+  {
     // Mid-stream resume (docs/liveness.md): where a resuming hop continued the answer.
     version: 9,
     name: "attempt_resume_offset",

@@ -29,6 +29,8 @@ export interface RunState {
   config: Config | null;
   /** Why the stored config is refused (safe mode), shown to clients as `config.invalid`. */
   safeModeReason: string | null;
+  /** Version of the stored config in force (docs/scaling.md); null for the demo or none stored. */
+  configVersion: number | null;
   /** Proxy open without keys is only allowed on loopback (docs/design.md "Client API"). */
   loopback: boolean;
   shuttingDown: boolean;
