@@ -6,7 +6,7 @@ import { ResumePass } from "./resume_pass.ts";
 import { StreamResume } from "./stream_resume.ts";
 import type { ForwardDeps, ForwardRequest, Hop, HopResult } from "./hop.ts";
 import { clientDisconnected, stopReason } from "./stop_reasons.ts";
-import { frameText } from "./hedge_lane.ts";
+import { hidesUsage, isUsageOnlyChunk, withoutUsage } from "./usage_chunk.ts";
 
 /** docs/design.md "Failover before content": how long a streamed answer may be held before headers go out. */
 export const OPENING_HOLD_MS = 15_000;
@@ -84,6 +84,7 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
   const live = hop.req.live;
   // The request body and the answer's bytes pass through separately (see passesBodyThrough).
   const passthrough = resume.passesThrough(opts.shape.passthroughFrom === hop.upstream.kind);
+  const hideUsage = hidesUsage(hop.req);
   const res = await hop.send();
   if (!res.ok || !res.body) return await hop.failedStatus(res);
   live.state = "holding";
@@ -94,12 +95,12 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
   let finished = false;
   let terminal = false;
   const output = (frame: UpstreamFrame): Uint8Array[] => {
-    const events = resume.pass(frame);
+    const events = withoutUsage(resume.pass(frame), hideUsage);
     if (resume.resuming && frame.usage) live.usage(resume.usage);
     // A passed-through start is shadowed, so a resume can carry on where the client's stream is.
     if (passthrough && resume.enabled) { for (const e of events) encoder.encode(e); }
     return passthrough
-      ? [frame.raw]
+      ? (hideUsage && isUsageOnlyChunk(frame) ? [] : [frame.raw])
       : events.map((e) => encoder.encode(e)).filter((b): b is Uint8Array => b !== null);
   };
   // A client slow to drain what we have is not upstream silence: the idle clock waits too.
@@ -115,6 +116,7 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
   };
   try {
     for await (const frame of frames) {
+      hop.ledger.frame(frame);
       if (frame.usage) hop.usage(frame.usage);
       terminal ||= frame.terminal === true;
       finished ||= terminal || frame.events.some((e) => e.type === "finish");
@@ -130,7 +132,7 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
         hop.idle.touch();
         if (!hop.attempt.contentSeen) {
           // Hedged: another hop may have claimed the answer already; this one is then stopped.
-          if (!hop.claim(frameText(frame))) throw hop.controller.signal.reason;
+          if (!hop.claim()) throw hop.controller.signal.reason;
           hop.attempt.firstContent();
           hop.succeeded();
           channel.stopKeepAlives();
