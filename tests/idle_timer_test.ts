@@ -13,6 +13,8 @@ import { startFakeUpstream } from "./fake_upstreams/server.ts";
 const failover = { idle_timeout_secs: 30 };
 // A 600 ms window: where the hold must pass before an idle timeout, 4x the hold.
 const wideWindow = { idle_timeout_secs: 60 };
+// A 1.2 s window: the content must come before it, which took over 300 ms on a loaded machine.
+const contentWindow = { idle_timeout_secs: 120 };
 const messages = [{ role: "user", content: "hi" }];
 const chat = (stream: boolean) => ({ model: "smart", stream, messages });
 
@@ -39,7 +41,7 @@ const ENDINGS: Array<[string, string, unknown, RegExp]> = [
 for (const [format, path, body, ending] of ENDINGS) {
   Deno.test(`${format}: content then silence ends with the client's error event`, async () => {
     const up = startFakeUpstream({ fallback: () => contentThenSilence("partial answer") });
-    const gw = await startTestGateway(chatRoute([up.url], { failover }));
+    const gw = await startTestGateway(chatRoute([up.url], { failover: contentWindow }));
     try {
       const res = await postJson(`${gw.url}${path}`, body);
       assert.equal(res.status, 200);
