@@ -119,7 +119,9 @@ Deno.test("a retried last candidate's opening waits for content: the client sees
   // The opening hold has answered the headers when the first attempt sends its role chunk and
   // breaks; a retry is still to come, so that chunk must be held like any other candidate's,
   // or the retry's own role chunk reaches the client as a second start.
-  const blocks = chatStreamBlocks(good);
+  // No usage chunk: one the client did not ask for is not passed on.
+  const plain = { text: ["fine"] };
+  const blocks = chatStreamBlocks(plain);
   let headersOut!: () => void;
   const afterHeaders = new Promise<void>((r) => (headersOut = r));
   const a = startFakeUpstream();
@@ -128,7 +130,7 @@ Deno.test("a retried last candidate's opening waits for content: the client sees
     // The pause lets the role chunk reach the gateway first: a reset drops what is still queued.
     body: [{ until: afterHeaders }, { send: blocks[0]! }, { wait: 200 }, { reset: true }],
   });
-  a.enqueue(chatStream(good));
+  a.enqueue(chatStream(plain));
   const gw = await startTestGateway(chatRoute([a.url], { failover: { idle_timeout_secs: 3600 } }));
   try {
     const res = await postJson(`${gw.url}/v1/chat/completions`, { ...whole, stream: true });
