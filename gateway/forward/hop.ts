@@ -298,7 +298,7 @@ export class Hop {
 
   end(outcome: Parameters<Attempt["end"]>[0], error?: GatewayError): void {
     if (this.attempt.ended) return;
-    this.ledger.settle(this.attempt, { ir: this.req.ir });
+    this.ledger.settle(this.attempt, { ir: this.req.ir, outcome });
     this.attempt.end(outcome, error);
   }
 
