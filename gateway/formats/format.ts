@@ -1,3 +1,4 @@
+import type { FrameDecoder } from "./frame_decoder.ts";
 import type { ClientHeaders } from "../accept/client_headers.ts";
 import type { Config, Upstream } from "../config/schema.ts";
 import type { GatewayError } from "../runtime/gateway_error.ts";
@@ -18,6 +19,11 @@ export interface UpstreamFrame {
   usage?: IrUsage;
   /** An error the upstream reported inside its stream. */
   error?: GatewayError;
+  /**
+   * Whether its events hold a finish, where the reader knows without building
+   * them (`events` may then be computed only when read).
+   */
+  finishes?: boolean;
   /** The format's own end-of-stream marker (`[DONE]`, `message_stop`): the answer is complete. */
   terminal?: boolean;
 }
@@ -48,6 +54,8 @@ export interface UpstreamAdapter {
   buildRequest(call: UpstreamCall): Promise<Request>;
   /** Splits a 200 streamed body into frames. */
   decodeStream(): ReadableWritablePair<UpstreamFrame, Uint8Array>;
+  /** The same, driven synchronously by the stream path (no stream step per chunk), where the format has one. */
+  frameDecoder?(): FrameDecoder;
   /** Parses a 200 whole body; throws GatewayError on a body it cannot read. */
   decodeWhole(body: string): IrResponse;
   /**

@@ -8,7 +8,7 @@ import { upstreamStatusError } from "../../forward/upstream_error.ts";
 import { anthropicError } from "./errors.ts";
 import { anthropicRequestBody, parseAnthropicRequest, unsupportedFor } from "./request.ts";
 import { decodeAnthropicWhole, encodeAnthropicWhole } from "./response.ts";
-import { anthropicStreamEncoder, decodeAnthropicStream } from "./stream.ts";
+import { anthropicFrameDecoder, anthropicStreamEncoder, decodeAnthropicStream } from "./stream.ts";
 
 /** The API version every Anthropic SDK sends; the wire format in this folder is that version's. */
 /** Sent after a passed-through stream that finished without it. */
@@ -49,6 +49,7 @@ export const anthropicUpstream: UpstreamAdapter = {
     return Promise.resolve(upstreamPost(url, { headers, body, forwarded: call.forwarded }));
   },
   decodeStream: decodeAnthropicStream,
+  frameDecoder: anthropicFrameDecoder,
   decodeWhole: decodeAnthropicWhole,
   decodeError: (status, body, opts) =>
     upstreamStatusError(status, { body, kind: "anthropic", headers: opts?.headers }),

@@ -12,7 +12,7 @@ import {
   unsupportedFor,
 } from "./request.ts";
 import { decodeGeminiWhole, encodeGeminiWhole } from "./response.ts";
-import { decodeGeminiStream, geminiStreamEncoder } from "./stream.ts";
+import { decodeGeminiStream, geminiFrameDecoder, geminiStreamEncoder } from "./stream.ts";
 
 export const geminiClient: ClientCodec = {
   format: "gemini",
@@ -46,6 +46,7 @@ export const geminiUpstream: UpstreamAdapter = {
     return Promise.resolve(upstreamPost(url, { headers, body, forwarded: call.forwarded }));
   },
   decodeStream: decodeGeminiStream,
+  frameDecoder: geminiFrameDecoder,
   decodeWhole: decodeGeminiWhole,
   decodeError: (status, body, opts) =>
     upstreamStatusError(status, { body, kind: "gemini", headers: opts?.headers }),

@@ -8,7 +8,7 @@ import { upstreamStatusError } from "../../forward/upstream_error.ts";
 import { openAiError } from "./errors.ts";
 import { chatRequestBody, maxTokensField, parseChatRequest, unsupportedFor } from "./request.ts";
 import { decodeChatWhole, encodeChatWhole } from "./response.ts";
-import { chatStreamEncoder, decodeChatStream } from "./stream.ts";
+import { chatFrameDecoder, chatStreamEncoder, decodeChatStream } from "./stream.ts";
 
 /** Sent after a passed-through stream that finished without it. */
 const END_MARKER = new TextEncoder().encode("data: [DONE]\n\n");
@@ -45,6 +45,7 @@ export const chatUpstream: UpstreamAdapter = {
     return Promise.resolve(upstreamPost(url, { headers, body, forwarded: call.forwarded }));
   },
   decodeStream: decodeChatStream,
+  frameDecoder: chatFrameDecoder,
   decodeWhole: decodeChatWhole,
   decodeError: (status, body, opts) =>
     upstreamStatusError(status, { body, kind: "openai-chat", headers: opts?.headers }),

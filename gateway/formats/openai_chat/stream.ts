@@ -3,7 +3,8 @@ import type { GatewayError } from "../../runtime/gateway_error.ts";
 import type { IrEvent } from "../ir.ts";
 import { formatSse } from "../sse_stream.ts";
 import { isRecord } from "../json.ts";
-import { sseFrameStream, type SseReading } from "../sse_frames.ts";
+import { sseFrameDecoder, type SseReading } from "../sse_frames.ts";
+import { type FrameDecoder, frameStream } from "../frame_decoder.ts";
 import { upstreamStatusError } from "../../forward/upstream_error.ts";
 import { openAiError } from "./errors.ts";
 import { chatChunkIsContent } from "./pulse.ts";
@@ -11,7 +12,11 @@ import { chatFinishToIr, chatUsageToIr, irFinishToChat, irUsageToChat } from "./
 
 /** Frames of a Chat Completions SSE stream. */
 export function decodeChatStream(): ReadableWritablePair<UpstreamFrame, Uint8Array> {
-  return sseFrameStream((event, json) => readChatEvent(event.data, json));
+  return frameStream(chatFrameDecoder());
+}
+
+export function chatFrameDecoder(): FrameDecoder {
+  return sseFrameDecoder((event, json) => readChatEvent(event.data, json));
 }
 
 function readChatEvent(data: string | undefined, chunk: unknown): SseReading {

@@ -8,7 +8,7 @@ import { upstreamStatusError } from "../../forward/upstream_error.ts";
 import { openAiError } from "../openai_chat/errors.ts";
 import { parseResponsesRequest, responsesRequestBody, unsupportedFor } from "./request.ts";
 import { decodeResponsesWhole, encodeResponsesWhole } from "./response.ts";
-import { decodeResponsesStream, responsesStreamEncoder } from "./stream.ts";
+import { decodeResponsesStream, responsesFrameDecoder, responsesStreamEncoder } from "./stream.ts";
 
 export const responsesClient: ClientCodec = {
   format: "openai-responses",
@@ -40,6 +40,7 @@ export const responsesUpstream: UpstreamAdapter = {
     return Promise.resolve(upstreamPost(url, { headers, body, forwarded: call.forwarded }));
   },
   decodeStream: decodeResponsesStream,
+  frameDecoder: responsesFrameDecoder,
   decodeWhole: decodeResponsesWhole,
   decodeError: (status, body, opts) =>
     upstreamStatusError(status, { body, kind: "openai-responses", headers: opts?.headers }),
