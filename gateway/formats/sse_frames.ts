@@ -11,6 +11,13 @@ export type SseReading = Omit<UpstreamFrame, "raw">;
 /** A format's reader of one event: its fields, and its data parsed as JSON (undefined if none). */
 export type SseRead = (event: SseEvent, json: unknown) => SseReading;
 
+/**
+ * A format's reading of an event from its text alone, for the common events
+ * whose meaning a byte-level look settles (a plain text delta): a whole frame
+ * whose `events` may be built only when read, or null to parse as usual.
+ */
+export type QuickRead = (data: string, raw: Uint8Array) => UpstreamFrame | null;
+
 const encoder = new TextEncoder();
 
 /**
@@ -26,7 +33,7 @@ const encoder = new TextEncoder();
  * - an event growing past UPSTREAM_CAPS.eventBytes is a broken stream too
  *   (`gw.upstream.oversized`), whatever the format.
  */
-export function sseFrameDecoder(read: SseRead): FrameDecoder {
+export function sseFrameDecoder(read: SseRead, opts: { quick?: QuickRead } = {}): FrameDecoder {
   const parser = new SseParser();
   const frame = (event: SseEvent): UpstreamFrame => {
     const raw = encoder.encode(event.raw);
@@ -35,6 +42,8 @@ export function sseFrameDecoder(read: SseRead): FrameDecoder {
     const data = event.data ?? bareJson(event.raw);
     // The SSE standard dispatches no event for any other block without data (a stray line).
     if (data === undefined) return { raw, content: false, events: [] };
+    const quick = event.data === undefined ? null : opts.quick?.(data, raw);
+    if (quick) return quick;
     const json = parseJson(data);
     if (json === undefined && data.trim() !== "[DONE]") {
       return malformed(raw, "the upstream sent an event whose data is not JSON");

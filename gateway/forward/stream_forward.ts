@@ -7,6 +7,7 @@ import { StreamResume } from "./stream_resume.ts";
 import type { ForwardDeps, ForwardRequest, Hop, HopResult } from "./hop.ts";
 import { clientDisconnected, stopReason } from "./stop_reasons.ts";
 import { frameText } from "./hedge_lane.ts";
+import { readReusing } from "./body_reader.ts";
 
 /** docs/design.md "Failover before content": how long a streamed answer may be held before headers go out. */
 export const OPENING_HOLD_MS = 15_000;
@@ -95,6 +96,11 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
   /** What one upstream read makes for the client: written at once, in one chunk where it can. */
   const out: Uint8Array[] = [];
   const output = (frame: UpstreamFrame): void => {
+    // Bytes passed on as they came need no events: a quick read's are then never built.
+    if (passthrough && !resume.enabled) {
+      if (frame.raw.byteLength) out.push(frame.raw);
+      return;
+    }
     const events = resume.pass(frame);
     if (resume.resuming && frame.usage) live.usage(resume.usage);
     // A passed-through start is shadowed, so a resume can carry on where the client's stream is.
@@ -168,7 +174,7 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
   try {
     const decoder = hop.adapter.frameDecoder?.();
     if (decoder) {
-      for await (const chunk of hop.read(res.body)) {
+      for await (const chunk of readReusing(res.body, hop.controller.signal)) {
         const result = take(decoder.push(chunk));
         await flush();
         if (result) return result;

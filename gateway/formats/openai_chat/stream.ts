@@ -2,7 +2,7 @@ import type { ClientStreamEncoder, UpstreamFrame } from "../format.ts";
 import type { GatewayError } from "../../runtime/gateway_error.ts";
 import type { IrEvent } from "../ir.ts";
 import { formatSse } from "../sse_stream.ts";
-import { isRecord } from "../json.ts";
+import { isRecord, parseJson } from "../json.ts";
 import { sseFrameDecoder, type SseReading } from "../sse_frames.ts";
 import { type FrameDecoder, frameStream } from "../frame_decoder.ts";
 import { upstreamStatusError } from "../../forward/upstream_error.ts";
@@ -16,7 +16,43 @@ export function decodeChatStream(): ReadableWritablePair<UpstreamFrame, Uint8Arr
 }
 
 export function chatFrameDecoder(): FrameDecoder {
-  return sseFrameDecoder((event, json) => readChatEvent(event.data, json));
+  return sseFrameDecoder((event, json) => readChatEvent(event.data, json), { quick: quickChat });
+}
+
+/**
+ * A plain text delta, told from its text: a delta whose content is a
+ * non-empty string, with no error, no usage and no finish reason anywhere in
+ * it. Such a chunk is content (docs/design.md "Pulse") and nothing else the
+ * stream path acts on, so it is not parsed unless its events are asked for
+ * (a translation, a resume): most passed-through deltas never are.
+ */
+const TEXT_DELTA = /"delta":\{(?:"role":"assistant",)?"content":"[^"]/;
+
+function quickChat(data: string, raw: Uint8Array): UpstreamFrame | null {
+  if (data.charCodeAt(0) !== 123 || data.charCodeAt(data.length - 1) !== 125) return null;
+  if (!TEXT_DELTA.test(data) || data.includes('"error"')) return null;
+  if (!onlyNull(data, '"finish_reason"') || !onlyNull(data, '"usage"')) return null;
+  return new TextDeltaFrame(raw, data);
+}
+
+/** Whether every occurrence of `key` in `data` is followed by `:null`. */
+function onlyNull(data: string, key: string): boolean {
+  for (let at = data.indexOf(key); at >= 0; at = data.indexOf(key, at + key.length)) {
+    if (!data.startsWith(":null", at + key.length)) return false;
+  }
+  return true;
+}
+
+class TextDeltaFrame implements UpstreamFrame {
+  readonly content = true;
+  readonly finishes = false;
+  #events: IrEvent[] | undefined;
+
+  constructor(readonly raw: Uint8Array, private data: string) {}
+
+  get events(): IrEvent[] {
+    return this.#events ??= readChatEvent(this.data, parseJson(this.data)).events;
+  }
 }
 
 function readChatEvent(data: string | undefined, chunk: unknown): SseReading {
