@@ -1,5 +1,5 @@
 import type { FrameDecoder } from "./frame_decoder.ts";
-import type { ClientHeaders } from "../accept/client_headers.ts";
+import type { ClientHeaders, UpstreamPost } from "../accept/client_headers.ts";
 import type { Config, Upstream } from "../config/schema.ts";
 import type { GatewayError } from "../runtime/gateway_error.ts";
 import type { IrClientTools, IrEvent, IrRequest, IrResponse, IrUsage } from "./ir.ts";
@@ -52,6 +52,8 @@ export interface UpstreamAdapter {
    */
   unsupportedFor(ir: IrRequest): string[];
   buildRequest(call: UpstreamCall): Promise<Request>;
+  /** The same request as a url and init, for fetch to build its one Request from (the hot path). */
+  buildPost?(call: UpstreamCall): Promise<UpstreamPost>;
   /** Splits a 200 streamed body into frames. */
   decodeStream(): ReadableWritablePair<UpstreamFrame, Uint8Array>;
   /** The same, driven synchronously by the stream path (no stream step per chunk), where the format has one. */

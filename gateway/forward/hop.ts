@@ -150,7 +150,7 @@ export class Hop {
     const passthrough = passesBodyThrough(this.req, this.upstream.kind);
     const { forwarded, dropped } = clientHeadersFor(this.req.clientHeaders, passthrough);
     this.attempt.record.droppedHeaders = dropped;
-    const request = await this.adapter.buildRequest({
+    const call = {
       ir: this.req.ir,
       passthrough: passthrough ? this.req.body : undefined,
       forwarded,
@@ -158,8 +158,13 @@ export class Hop {
       model: this.opts.target.candidate.model,
       env: deps.env,
       config: deps.config,
-    });
-    const res = await deps.fetch(request, { signal: this.controller.signal });
+    };
+    const { signal } = this.controller;
+    // A url and init where the adapter has them: fetch would copy a Request once more.
+    const post = await this.adapter.buildPost?.(call);
+    const res = post
+      ? await deps.fetch(post.url, { ...post.init, signal })
+      : await deps.fetch(await this.adapter.buildRequest(call), { signal });
     this.attempt.headers(res.status);
     return res;
   }

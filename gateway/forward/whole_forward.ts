@@ -1,4 +1,5 @@
 import { baseHeaders } from "./client_channel.ts";
+import { readReusing } from "./body_reader.ts";
 import { runCandidates } from "./failover.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
 import type { ForwardDeps, ForwardRequest, Hop, HopResult } from "./hop.ts";
@@ -71,7 +72,7 @@ async function readUntilContent(hop: Hop, body: ReadableStream<Uint8Array>): Pro
   const parts: string[] = [];
   let size = 0;
   let started = false;
-  for await (const chunk of hop.read(body)) {
+  for await (const chunk of readReusing(body, hop.controller.signal)) {
     size += chunk.byteLength;
     if (size > UPSTREAM_CAPS.answerBytes) throw oversized("an answer", UPSTREAM_CAPS.answerBytes);
     const text = decoder.decode(chunk, { stream: true });

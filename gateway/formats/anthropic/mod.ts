@@ -1,7 +1,7 @@
 import { KEEP_ALIVE_BLOCK } from "../sse_stream.ts";
 import { upstreamKey } from "../upstream_key.ts";
 import { passthroughText, translatedText } from "../request_text.ts";
-import { upstreamPost } from "../../accept/client_headers.ts";
+import { postRequest, upstreamPostInit } from "../../accept/client_headers.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { upstreamBaseUrl } from "../../config/schema.ts";
 import { upstreamStatusError } from "../../forward/upstream_error.ts";
@@ -35,7 +35,8 @@ export const anthropicClient: ClientCodec = {
 export const anthropicUpstream: UpstreamAdapter = {
   kind: "anthropic",
   unsupportedFor,
-  buildRequest(call) {
+  buildRequest: (call) => anthropicUpstream.buildPost!(call).then(postRequest),
+  buildPost(call) {
     const body = call.passthrough
       ? passthroughText(call.passthrough, call.model)
       : translatedText(call, { build: () => anthropicRequestBody(call.ir, call.model) });
@@ -46,7 +47,7 @@ export const anthropicUpstream: UpstreamAdapter = {
     const key = upstreamKey(call);
     if (key) headers.set("x-api-key", key);
     const url = `${upstreamBaseUrl(call.upstream)}/v1/messages`;
-    return Promise.resolve(upstreamPost(url, { headers, body, forwarded: call.forwarded }));
+    return Promise.resolve(upstreamPostInit(url, { headers, body, forwarded: call.forwarded }));
   },
   decodeStream: decodeAnthropicStream,
   frameDecoder: anthropicFrameDecoder,

@@ -1,5 +1,5 @@
 import { upstreamKey } from "../upstream_key.ts";
-import { upstreamPost } from "../../accept/client_headers.ts";
+import { postRequest, upstreamPostInit } from "../../accept/client_headers.ts";
 import { passthroughText, translatedText } from "../request_text.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { upstreamBaseUrl } from "../../config/schema.ts";
@@ -33,7 +33,8 @@ export const geminiClient: ClientCodec = {
 export const geminiUpstream: UpstreamAdapter = {
   kind: "gemini",
   unsupportedFor,
-  buildRequest(call) {
+  buildRequest: (call) => geminiUpstream.buildPost!(call).then(postRequest),
+  buildPost(call) {
     // The model lives in the URL, so a pass-through body goes on untouched.
     const body = call.passthrough
       ? passthroughText(call.passthrough)
@@ -43,7 +44,7 @@ export const geminiUpstream: UpstreamAdapter = {
     if (key) headers.set("x-goog-api-key", key);
     const method = call.ir.stream ? "streamGenerateContent?alt=sse" : "generateContent";
     const url = `${upstreamBaseUrl(call.upstream)}/v1beta/${geminiModelPath(call.model)}:${method}`;
-    return Promise.resolve(upstreamPost(url, { headers, body, forwarded: call.forwarded }));
+    return Promise.resolve(upstreamPostInit(url, { headers, body, forwarded: call.forwarded }));
   },
   decodeStream: decodeGeminiStream,
   frameDecoder: geminiFrameDecoder,

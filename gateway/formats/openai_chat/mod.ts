@@ -1,7 +1,7 @@
 import { KEEP_ALIVE_BLOCK } from "../sse_stream.ts";
 import { upstreamKey } from "../upstream_key.ts";
 import { passthroughText, translatedText } from "../request_text.ts";
-import { upstreamPost } from "../../accept/client_headers.ts";
+import { postRequest, upstreamPostInit } from "../../accept/client_headers.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { upstreamBaseUrl } from "../../config/schema.ts";
 import { upstreamStatusError } from "../../forward/upstream_error.ts";
@@ -30,7 +30,8 @@ export const chatClient: ClientCodec = {
 export const chatUpstream: UpstreamAdapter = {
   kind: "openai-chat",
   unsupportedFor,
-  buildRequest(call) {
+  buildRequest: (call) => chatUpstream.buildPost!(call).then(postRequest),
+  buildPost(call) {
     const tokenField = maxTokensField(call.upstream, call.model);
     const body = call.passthrough
       ? passthroughText(call.passthrough, call.model)
@@ -42,7 +43,7 @@ export const chatUpstream: UpstreamAdapter = {
     const key = upstreamKey(call);
     if (key) headers.set("authorization", `Bearer ${key}`);
     const url = `${upstreamBaseUrl(call.upstream)}/chat/completions`;
-    return Promise.resolve(upstreamPost(url, { headers, body, forwarded: call.forwarded }));
+    return Promise.resolve(upstreamPostInit(url, { headers, body, forwarded: call.forwarded }));
   },
   decodeStream: decodeChatStream,
   frameDecoder: chatFrameDecoder,

@@ -1,7 +1,7 @@
 import { KEEP_ALIVE_BLOCK } from "../sse_stream.ts";
 import { upstreamKey } from "../upstream_key.ts";
 import { passthroughText, translatedText } from "../request_text.ts";
-import { upstreamPost } from "../../accept/client_headers.ts";
+import { postRequest, upstreamPostInit } from "../../accept/client_headers.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { upstreamBaseUrl } from "../../config/schema.ts";
 import { upstreamStatusError } from "../../forward/upstream_error.ts";
@@ -29,7 +29,8 @@ export const responsesClient: ClientCodec = {
 export const responsesUpstream: UpstreamAdapter = {
   kind: "openai-responses",
   unsupportedFor,
-  buildRequest(call) {
+  buildRequest: (call) => responsesUpstream.buildPost!(call).then(postRequest),
+  buildPost(call) {
     const body = call.passthrough
       ? passthroughText(call.passthrough, call.model)
       : translatedText(call, { build: () => responsesRequestBody(call.ir, call.model) });
@@ -37,7 +38,7 @@ export const responsesUpstream: UpstreamAdapter = {
     const key = upstreamKey(call);
     if (key) headers.set("authorization", `Bearer ${key}`);
     const url = `${upstreamBaseUrl(call.upstream)}/responses`;
-    return Promise.resolve(upstreamPost(url, { headers, body, forwarded: call.forwarded }));
+    return Promise.resolve(upstreamPostInit(url, { headers, body, forwarded: call.forwarded }));
   },
   decodeStream: decodeResponsesStream,
   frameDecoder: responsesFrameDecoder,
