@@ -10,14 +10,12 @@
  * `--base` runs that checkout's gateway (its bench/gateway_entry.ts) as a second target, e.g.
  * `git archive main | tar -x -C /tmp/base`, for a before/after in the same conditions.
  */
-import { autocannon } from "./autocannon.ts";
 import { pinning } from "./machine.ts";
 import { defaultToolsDir, ensureNodeTools } from "./npm_tools.ts";
-import { type Layout, runJob, Service } from "./services.ts";
-import { BENCH_DIR, MAIN_ROUTES, REPO_ROOT, startFake, startFloor } from "./stack.ts";
-import { gatewayConfig, requestFor } from "./targets.ts";
-import type { StreamTargetResult } from "./load/stream_probe.ts";
-import { STREAM_DELTAS } from "./fake_upstream.ts";
+import { type Layout, Service } from "./services.ts";
+import { MAIN_ROUTES, REPO_ROOT, startFake, startFloor } from "./stack.ts";
+import { gatewayConfig } from "./targets.ts";
+import { measureCpu, spreadOf } from "./scenarios/cpu_cost.ts";
 
 function option(name: string, fallback: string): string {
   const at = Deno.args.indexOf(`--${name}`);
@@ -63,9 +61,8 @@ async function gateway(name: string, root: string, fake: string): Promise<Servic
 }
 
 function spread(values: number[]): string {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted[Math.floor(sorted.length / 2)]!;
-  return `${mid.toFixed(1)} (${sorted[0]!.toFixed(1)}–${sorted.at(-1)!.toFixed(1)})`;
+  const { median, min, max } = spreadOf(values);
+  return `${median.toFixed(1)} (${min.toFixed(1)}–${max.toFixed(1)})`;
 }
 
 const tools = await ensureNodeTools({ dir: defaultToolsDir(), installPortkey: false });
@@ -83,47 +80,17 @@ try {
     // Rotate the order, so no target always runs after the same one.
     const order = names.map((_, i) => names[(i + rep) % names.length]!);
     for (const name of order) {
-      const service = targets[name]!;
-      const endpoints = { fake: fake.url, pulsegate: service.url, floor: service.url };
-      const id = name === "floor" ? "floor" : "pulsegate";
-      const streamRequest = requestFor(id, { endpoints, mode: "stream64", stream: true });
-      let before = await service.cpuMs();
-      const out = await runJob({
-        name: "stream_probe",
-        cmd: [
-          Deno.execPath(),
-          "run",
-          "-A",
-          `${BENCH_DIR}load/stream_probe.ts`,
-          JSON.stringify({
-            targets: [{ id: name, request: streamRequest }],
-            rounds: 1,
-            concurrency: streams,
-            expectDeltas: STREAM_DELTAS,
-            budgetMs: 60_000,
-          }),
-        ],
-        cwd: REPO_ROOT,
-        cpus: layout.loadCpus,
-      }, { layout, timeoutMs: 120_000 }) as Record<string, StreamTargetResult>;
-      const deltas = out[name]!.delayMs.length;
-      (perDelta[name] ??= []).push(((await service.cpuMs()) - before) * 1000 / deltas);
-      const request = requestFor(id, { endpoints, mode: "zero" });
-      before = await service.cpuMs();
-      const run = await autocannon({ tools, layout }, {
-        request,
-        connections: concurrency,
-        seconds,
-        warmupSeconds: 0,
+      const m = await measureCpu({ tools, layout, fake: fake.url }, {
+        service: targets[name]!,
+        target: name === "floor" ? "floor" : "pulsegate",
+        load: { streams, concurrency, seconds },
       });
-      (perRequest[name] ??= []).push(((await service.cpuMs()) - before) * 1000 / run.requests);
-      (rss[name] ??= []).push((await service.rssBytes()) / 2 ** 20);
+      (perDelta[name] ??= []).push(m.usPerDelta);
+      (perRequest[name] ??= []).push(m.usPerRequest);
+      (rss[name] ??= []).push(m.rssMiB);
       console.error(
-        `rep ${rep + 1} ${name}: ${perDelta[name]!.at(-1)!.toFixed(1)} µs/delta ` +
-          `(${out[name]!.errors.length} errors), ${
-            perRequest[name]!.at(-1)!.toFixed(1)
-          } µs/request ` +
-          `(${Math.round(run.rps)} req/s, ${run.errors} errors)`,
+        `rep ${rep + 1} ${name}: ${m.usPerDelta.toFixed(1)} µs/delta, ` +
+          `${m.usPerRequest.toFixed(1)} µs/request, ${m.errors} errors`,
       );
     }
   }

@@ -16,6 +16,7 @@ import type {
   ThroughputRow,
 } from "../results.ts";
 import { round } from "../stats.ts";
+import { spreadOf } from "../scenarios/cpu_cost.ts";
 import type { TargetId } from "../targets.ts";
 
 type Scenarios = BenchResults["scenarios"];
@@ -380,6 +381,32 @@ interface Context {
   machine: Machine | null;
 }
 
+/** Issue 16: CPU per delta and per whole answer at most 2× the floor's, medians of the repetitions. */
+function cpuCostChecks(s: Scenarios["cpuCost"]): TargetCheck[] {
+  const figures = [
+    ["cpu_delta", "CPU per streamed delta at most 2× the floor's (issue 16)", "usPerDelta"],
+    ["cpu_request", "CPU per whole answer at most 2× the floor's (issue 16)", "usPerRequest"],
+  ] as const;
+  return figures.map(([id, target, key]) => {
+    const floor = s?.rows.find((r) => r.target === "floor");
+    const gw = s?.rows.find((r) => r.target === "pulsegate");
+    if (!s || !floor || !gw) return unmeasured(id, target, "scenario 6 did not run");
+    const f = spreadOf(floor[key]).median;
+    const g = spreadOf(gw[key]);
+    const ratio = g.median / f;
+    const met = ratio <= 2;
+    return {
+      id,
+      target,
+      measured: `${fmt(g.median, 1)} µs (${fmt(g.min, 1)}–${fmt(g.max, 1)}) vs ${fmt(f, 1)} µs: ` +
+        `${fmt(ratio)}× over ${s.reps} repetitions`,
+      met,
+      gap: met ? "" : `missed by ${fmt(ratio - 2)}× (needs ${fmt(2 * f, 1)} µs)`,
+      closeWith: met ? "" : "See the profiles under “Where pulsegate's CPU goes”.",
+    };
+  });
+}
+
 export function checkTargets(
   s: Scenarios,
   opts: Partial<Omit<Context, "scenarios">> = {},
@@ -395,5 +422,6 @@ export function checkTargets(
     ...throughputChecks(s.throughput, ctx),
     ...streamingChecks(s.streaming, ctx),
     ...heldChecks(s.heldStreams),
+    ...cpuCostChecks(s.cpuCost),
   ];
 }
