@@ -16,6 +16,10 @@ async function launch(): Promise<number> {
   const child = new Deno.Command(Deno.execPath(), {
     args: [
       "run",
+      // The server's own import map and lockfile: a first start fetches only what main.ts needs,
+      // never the SDKs and browser driver the tests use (docs/deploy.md).
+      "--config",
+      new URL("./deno.server.json", import.meta.url).pathname,
       "--allow-net",
       "--allow-env",
       `--allow-read=${allowList(paths.read)}`,

@@ -154,6 +154,13 @@ export interface ConfigView {
   config: unknown;
   source: "stored" | "demo" | "none";
   updatedAt: number | null;
+  /** Version of the stored config, raised by every save; null when none is stored. */
+  version: number | null;
+  /**
+   * The version this instance runs. Behind `version` only until its next heartbeat, when a
+   * config saved through another instance sharing the database comes into force here too.
+   */
+  runningVersion: number | null;
   demo: boolean;
   safeMode: SafeModeView | null;
 }
@@ -175,4 +182,37 @@ export interface ConfigChecked {
 /** Answer of the abort endpoints (docs/design.md "Abort and disconnect"). */
 export interface AbortResult {
   requests: string[];
+}
+
+/** GET /admin/api/costs: totals per route, key or upstream over [since, until). */
+export interface CostReport {
+  by: "route" | "key" | "upstream";
+  since: number;
+  until: number;
+  totals: {
+    group: string | null;
+    requests: number;
+    inputTokens: number;
+    outputTokens: number;
+    costUsd: number | null;
+  }[];
+}
+
+/** GET /admin/api/keys: each configured key's limits and its use against them. */
+export interface KeysView {
+  keys: {
+    id: string;
+    enabled: boolean;
+    rpm: number | null;
+    tpm: number | null;
+    budget: { usd: number; period: "day" | "month" } | null;
+    /** The key's use, counted only for a key with a limit (null for one without). */
+    use: {
+      requestsLastMinute: number;
+      tokensLastMinute: number;
+      /** Spent in the budget's period (the current UTC day without a budget). */
+      spentUsd: number;
+      periodEndsAt: number;
+    } | null;
+  }[];
 }

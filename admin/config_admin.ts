@@ -37,6 +37,8 @@ export async function configView(deps: ConfigAdminDeps): Promise<ConfigView> {
       config: stored.body,
       source: "stored",
       updatedAt: stored.updatedAt,
+      version: stored.version,
+      runningVersion: deps.state.configVersion,
       demo: deps.demo,
       safeMode,
     };
@@ -46,6 +48,8 @@ export async function configView(deps: ConfigAdminDeps): Promise<ConfigView> {
     config: running,
     source: running && deps.demo ? "demo" : "none",
     updatedAt: null,
+    version: null,
+    runningVersion: deps.state.configVersion,
     demo: deps.demo,
     safeMode,
   };
@@ -61,10 +65,14 @@ function safeModeView(body: unknown, reason: string): SafeModeView {
 }
 
 /** Validates the whole document; stores and applies it only when it is valid. */
-export async function saveConfig(deps: ConfigAdminDeps, raw: unknown): Promise<ConfigChange> {
+export async function saveConfig(
+  deps: ConfigAdminDeps,
+  raw: unknown,
+  opts: { restoredFrom?: number } = {},
+): Promise<ConfigChange> {
   const checked = validateConfig(raw);
   if (!checked.ok) return invalid(checked.problems, { status: 400 });
-  await apply(deps, { raw, config: checked.config, why: "saved" });
+  await apply(deps, { raw, config: checked.config, why: "saved", ...opts });
   return { ok: true, saved: { ok: true, config: raw, applied: [] } };
 }
 
@@ -137,10 +145,14 @@ function invalid(problems: ConfigProblem[], opts: { status: 400 | 409 }): Config
 
 async function apply(
   deps: ConfigAdminDeps,
-  change: { raw: unknown; config: Config; why: "saved" | "repaired" },
+  change: { raw: unknown; config: Config; why: "saved" | "repaired"; restoredFrom?: number },
 ): Promise<void> {
   // Stored first: if the database refuses, the running config stays what the database says.
-  await storeConfig(deps.db, change.raw, { now: deps.now() });
+  deps.state.configVersion = await storeConfig(deps.db, change.raw, {
+    now: deps.now(),
+    by: change.why === "repaired" ? "repair" : "admin",
+    restoredFrom: change.restoredFrom,
+  });
   deps.state.config = change.config;
   deps.state.safeModeReason = null;
   deps.log?.event(`config.${change.why}`, {

@@ -9,7 +9,7 @@ import {
 } from "../db/history_queries.ts";
 import type { RequestRecord } from "../db/records.ts";
 import type { Config } from "../gateway/config/schema.ts";
-import type { HistoryPage, RequestDetail } from "./api_types.ts";
+import type { HistoryChoices, HistoryPage, RequestDetail } from "./api_types.ts";
 
 /** Rows per history page when the page does not say, and the most it may ask for. */
 export const HISTORY_PAGE = 50;
@@ -98,11 +98,16 @@ export async function historyPage(
       })),
     })),
     next: rows.length > limit && last ? { startedAt: last.startedAt, id: last.id } : null,
-    choices: {
-      routes: opts.config?.routes.map((r) => r.model) ?? [],
-      upstreams: opts.config?.upstreams.map((u) => u.id) ?? [],
-      outcomes: [...HISTORY_OUTCOMES],
-    },
+    choices: historyChoices(opts.config),
+  };
+}
+
+/** What the history filters offer: the configured routes and upstreams, and every outcome. */
+export function historyChoices(config: Config | null): HistoryChoices {
+  return {
+    routes: config?.routes.map((r) => r.model) ?? [],
+    upstreams: config?.upstreams.map((u) => u.id) ?? [],
+    outcomes: [...HISTORY_OUTCOMES],
   };
 }
 

@@ -8,8 +8,10 @@ export interface PageAssets {
 
 const SECTIONS = [
   ["live", "Live"],
+  ["trends", "Trends"],
   ["history", "History"],
   ["health", "Health"],
+  ["costs", "Cost"],
   ["config", "Config"],
 ] as const;
 
@@ -18,7 +20,14 @@ const SECTIONS = [
  * script (admin/client/main.tsx). It carries no data, so it is served without a token; every
  * number on the page comes from /admin/api/ after sign-in.
  */
-export function renderAdminPage(opts: { demo: boolean; assets: PageAssets }): string {
+export function renderAdminPage(
+  opts: {
+    demo: boolean;
+    assets: PageAssets;
+    /** Why history is not reaching the database right now (docs/deploy.md); absent when it is. */
+    historyNotice?: string | null;
+  },
+): string {
   return "<!doctype html>" + renderToString(
     <html lang="en">
       <head>
@@ -33,6 +42,11 @@ export function renderAdminPage(opts: { demo: boolean; assets: PageAssets }): st
         {opts.demo && (
           <p class="demo">
             Demo profile: every upstream here is SIMULATED inside this process.
+          </p>
+        )}
+        {opts.historyNotice && (
+          <p class="demo history-notice" role="alert">
+            History is not being saved to a database: {opts.historyNotice}
           </p>
         )}
         <header class="top">

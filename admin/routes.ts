@@ -1,7 +1,6 @@
-import { type Context, type ErrorHandler, Hono } from "hono";
+import { type Context, Hono } from "hono";
 import { recentAttempts } from "../db/admin_queries.ts";
 import type { Db } from "../db/client.ts";
-import { isDatabaseError } from "../db/database_error.ts";
 import type { AbortRegistry } from "../gateway/live/abort_registry.ts";
 import type { AccessDeps } from "../gateway/accept/access.ts";
 import type { Clock } from "../gateway/runtime/clock.ts";
@@ -24,12 +23,16 @@ import {
   RepairRequestSchema,
   saveConfig,
 } from "./config_admin.ts";
+import { configVersionsApi } from "./config_versions_api.ts";
 import { adminGuard, requireJson } from "./guard.ts";
 import { HEALTH_SAMPLE_LIMIT, HEALTH_WINDOW_MS, healthView } from "./health.ts";
 import { historyPage, type LiveRecord, parseHistoryQuery, requestDetail } from "./history_api.ts";
 import { liveEvents } from "./live_events.ts";
+import { databaseErrorHandler } from "./database_errors.ts";
+import { memoryHistoryPage, memoryRequestDetail, type MemoryRows } from "./memory_history.ts";
 import { liveSnapshot } from "./live_snapshot.ts";
 import { renderAdminPage } from "./page.tsx";
+import { trendsApi } from "./trends_api.ts";
 import { upstreamControls } from "./upstream_controls.ts";
 
 export interface AdminDeps extends AccessDeps {
@@ -42,6 +45,10 @@ export interface AdminDeps extends AccessDeps {
   clock: Clock;
   instanceId: string;
   log?: Logger;
+  /** Why history is not reaching the database (none on this platform, or away); null when it is. */
+  historyNotice?: () => string | null;
+  /** The history rows held in memory while the database is not there; null once it is. */
+  memoryHistory?: () => MemoryRows | null;
   /** More JSON APIs under /admin/api/, behind the same guard (e.g. docs/observability.md observability). */
   apis?: Hono[];
 }
@@ -73,7 +80,15 @@ export function adminRoutes(deps: AdminDeps): Hono {
     assets: { script: ADMIN_SCRIPT.name, style: ADMIN_STYLE.name },
   });
   // The page itself carries no data, so it loads without a token and asks for one.
-  app.get("/admin", (c) => c.html(page, 200, { ...PAGE_HEADERS, "cache-control": "no-cache" }));
+  app.get("/admin", (c) => {
+    const historyNotice = deps.historyNotice?.() ?? null;
+    const html = historyNotice === null ? page : renderAdminPage({
+      demo: deps.demo,
+      assets: { script: ADMIN_SCRIPT.name, style: ADMIN_STYLE.name },
+      historyNotice,
+    });
+    return c.html(html, 200, { ...PAGE_HEADERS, "cache-control": "no-cache" });
+  });
   app.get("/admin/assets/:name", (c) => {
     const asset = ASSETS.get(c.req.param("name"));
     if (!asset) return c.notFound();
@@ -83,7 +98,9 @@ export function adminRoutes(deps: AdminDeps): Hono {
       "x-content-type-options": "nosniff",
     });
   });
-  app.onError(databaseUnavailable(deps));
+  app.onError(
+    databaseErrorHandler({ notice: () => deps.historyNotice?.() ?? null, log: deps.log }),
+  );
   app.use("/admin/api/*", adminGuard(deps));
   app.use("/admin/api/*", requireJson());
   app.get("/admin/api/session", (c) => c.json(sessionInfo(deps)));
@@ -108,6 +125,11 @@ export function adminRoutes(deps: AdminDeps): Hono {
   });
   mountConfig(app, deps);
   app.route("/", upstreamControls({ ...deps, now: () => deps.clock.now() }));
+  app.route("/", configVersionsApi({ ...deps, now: () => deps.clock.now() }));
+  app.route(
+    "/",
+    trendsApi({ db: deps.db, now: () => deps.clock.now(), config: () => deps.state.config }),
+  );
   for (const api of deps.apis ?? []) app.route("/", api);
   return app;
 }
@@ -150,11 +172,17 @@ function mountHistory(app: Hono, deps: AdminDeps): void {
     if (!query.ok) {
       return apiError(c, { status: 400, code: "admin.bad_query", message: query.message });
     }
+    const memory = deps.memoryHistory?.() ?? null;
     const config = deps.state.config;
+    if (memory) return c.json(memoryHistoryPage(memory, { query: query.options, live, config }));
     return c.json(await historyPage(deps.db, { query: query.options, live, config }));
   });
   app.get("/admin/api/requests/:id", async (c) => {
-    const detail = await requestDetail(deps.db, { id: c.req.param("id"), live });
+    const memory = deps.memoryHistory?.() ?? null;
+    const id = c.req.param("id");
+    const detail = memory
+      ? memoryRequestDetail(memory, { id, live })
+      : await requestDetail(deps.db, { id, live });
     if (detail) return c.json(detail);
     return apiError(c, {
       status: 404,
@@ -219,26 +247,6 @@ function answer(c: Context, change: ConfigChange): Response {
     { error: { code: change.code, message: change.message }, problems: change.problems },
     change.status,
   );
-}
-
-/**
- * A database that cannot answer is not the caller's fault nor a bug: 503 with a code the page
- * can show, never a 500 (a documented body never produces one: docs/security.md). Anything else
- * goes on to the app's own error handler.
- */
-function databaseUnavailable(deps: AdminDeps): ErrorHandler {
-  return (err, c) => {
-    if (!isDatabaseError(err)) throw err;
-    deps.log?.event("admin.database_unavailable", {
-      path: new URL(c.req.url).pathname,
-      error: err.message,
-    });
-    const change = c.req.method === "GET" || c.req.method === "HEAD"
-      ? ""
-      : " The change was not stored and nothing changed.";
-    const message = `the database is unavailable, try again.${change}`;
-    return c.json({ error: { code: "admin.database_unavailable", message } }, 503);
-  };
 }
 
 function apiError(

@@ -1,6 +1,7 @@
 import type { Db } from "./client.ts";
 import type { AttemptOutcome } from "./records.ts";
 import { memberOrNull, numOrNull } from "./row_values.ts";
+import { ATTEMPT_OUTCOMES } from "./history_rows.ts";
 
 /** The parts of an attempt the admin page's upstream health needs. */
 export interface AttemptSample {
@@ -9,16 +10,6 @@ export interface AttemptSample {
   firstContentMs: number | null;
   durationMs: number | null;
 }
-
-const OUTCOMES: Record<AttemptOutcome, true> = {
-  success: true,
-  error: true,
-  idle_timeout: true,
-  aborted: true,
-  client_disconnected: true,
-  hedge_lost: true,
-  resumed: true,
-};
 
 // Newest first along `attempts_upstream_started`, so the cost is the limit, not the table size.
 const RECENT_ATTEMPTS = `SELECT outcome, status, first_content_ms, duration_ms FROM attempts
@@ -43,7 +34,7 @@ export async function recentAttempts(
     samples.set(
       upstream,
       rows.map((row) => ({
-        outcome: memberOrNull(row, { column: "outcome", members: OUTCOMES }),
+        outcome: memberOrNull(row, { column: "outcome", members: ATTEMPT_OUTCOMES }),
         status: numOrNull(row, "status"),
         firstContentMs: numOrNull(row, "first_content_ms"),
         durationMs: numOrNull(row, "duration_ms"),

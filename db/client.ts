@@ -1,4 +1,4 @@
-import { type Client, createClient } from "@libsql/client";
+import type { Client, Config } from "@libsql/client";
 import { localFilePath } from "./local_path.ts";
 
 // Kept importable from here: callers open and name databases through one module.
@@ -33,7 +33,7 @@ export async function openDatabase(url: string, opts: OpenDatabaseOptions = {}):
   if (localPath !== null) await ensureParentDir(localPath);
   // `timeout` rather than `PRAGMA busy_timeout`: the client pools connections, and a pragma
   // would only reach the one connection that happened to run it.
-  const client = createClient({
+  const client = await clientFor(url, {
     url,
     authToken: opts.authToken,
     timeout: opts.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS,
@@ -69,6 +69,17 @@ export async function writing<T>(db: Db, write: (client: Client) => Promise<T>):
     if (db.client.protocol === "file" && !db.client.closed) void db.client.reconnect();
     throw err;
   }
+}
+
+/**
+ * A local database needs the native driver (FFI); a remote one is reached through the client's
+ * web entry point, plain `fetch` and WebSockets, so it also works where FFI is not available
+ * (Deno Deploy). The native module is imported only when a local file is opened: importing it
+ * loads the binding, which fails outright without FFI.
+ */
+async function clientFor(url: string, config: Config): Promise<Client> {
+  if (url.startsWith("file:")) return (await import("@libsql/client")).createClient(config);
+  return (await import("@libsql/client/web")).createClient(config);
 }
 
 async function ensureParentDir(path: string): Promise<void> {

@@ -1,9 +1,9 @@
 import type { InStatement, Row } from "@libsql/client";
-import type { AttemptOutcome, AttemptRecord, FailureSource, RequestRecord } from "./records.ts";
+import type { AttemptOutcome, AttemptRow, FailureSource, RequestRow } from "./records.ts";
 import { bind, flag, memberOrNull, num, numOrNull, text, textOrNull } from "./row_values.ts";
 
-// Typed as Record<keyof ...> so adding a record field fails to compile until it has a column.
-const REQUEST_COLUMNS: Record<keyof RequestRecord, string> = {
+// Typed as Record<keyof ...> so adding a row field fails to compile until it has a column.
+const REQUEST_COLUMNS: Record<keyof RequestRow, string> = {
   id: "id",
   instanceId: "instance_id",
   state: "state",
@@ -27,9 +27,11 @@ const REQUEST_COLUMNS: Record<keyof RequestRecord, string> = {
   outputTokens: "output_tokens",
   cachedTokens: "cached_tokens",
   reasoningTokens: "reasoning_tokens",
+  tokensEstimated: "tokens_estimated",
+  costUsd: "cost_usd",
 };
 
-const ATTEMPT_COLUMNS: Record<keyof AttemptRecord, string> = {
+const ATTEMPT_COLUMNS: Record<keyof AttemptRow, string> = {
   requestId: "request_id",
   hop: "hop",
   upstream: "upstream",
@@ -44,16 +46,18 @@ const ATTEMPT_COLUMNS: Record<keyof AttemptRecord, string> = {
   durationMs: "duration_ms",
   inputTokens: "input_tokens",
   outputTokens: "output_tokens",
+  tokensEstimated: "tokens_estimated",
   droppedHeaders: "dropped_headers",
+  costUsd: "cost_usd",
   resumeOffset: "resume_offset",
 };
 
-const REQUEST_STATES: Record<RequestRecord["state"], true> = {
+const REQUEST_STATES: Record<RequestRow["state"], true> = {
   open: true,
   closed: true,
   interrupted: true,
 };
-const REQUEST_OUTCOMES: Record<NonNullable<RequestRecord["outcome"]>, true> = {
+const REQUEST_OUTCOMES: Record<NonNullable<RequestRow["outcome"]>, true> = {
   success: true,
   error: true,
 };
@@ -65,7 +69,8 @@ const FAILURE_SOURCES: Record<FailureSource, true> = {
   gateway: true,
   config: true,
 };
-const ATTEMPT_OUTCOMES: Record<AttemptOutcome, true> = {
+/** Every attempt outcome, for reading a stored one back (an unknown word reads as null). */
+export const ATTEMPT_OUTCOMES: Record<AttemptOutcome, true> = {
   success: true,
   error: true,
   idle_timeout: true,
@@ -110,13 +115,13 @@ function table<T>(
 
 // A closed row is final: a later row with the same id (a reused x-request-id that slipped past
 // the 409 check) must not replace its key, route or status (docs/security.md).
-const REQUESTS = table<RequestRecord>("requests", {
+const REQUESTS = table<RequestRow>("requests", {
   columns: REQUEST_COLUMNS,
   keys: ["id"],
   updateWhere: "requests.state <> 'closed'",
 });
 // Likewise an ended hop (outcome set) is final.
-const ATTEMPTS = table<AttemptRecord>("attempts", {
+const ATTEMPTS = table<AttemptRow>("attempts", {
   columns: ATTEMPT_COLUMNS,
   keys: ["request_id", "hop"],
   updateWhere: "attempts.outcome IS NULL",
@@ -149,15 +154,15 @@ function upsertMany<T extends { [K in keyof T]: Field }>(
   return statements;
 }
 
-export function upsertRequests(records: readonly RequestRecord[]): InStatement[] {
+export function upsertRequests(records: readonly RequestRow[]): InStatement[] {
   return upsertMany(REQUESTS, records);
 }
 
-export function upsertAttempts(records: readonly AttemptRecord[]): InStatement[] {
+export function upsertAttempts(records: readonly AttemptRow[]): InStatement[] {
   return upsertMany(ATTEMPTS, records);
 }
 
-export function requestFromRow(row: Row): RequestRecord {
+export function requestFromRow(row: Row): RequestRow {
   return {
     id: text(row, "id"),
     instanceId: text(row, "instance_id"),
@@ -182,10 +187,12 @@ export function requestFromRow(row: Row): RequestRecord {
     outputTokens: numOrNull(row, "output_tokens"),
     cachedTokens: numOrNull(row, "cached_tokens"),
     reasoningTokens: numOrNull(row, "reasoning_tokens"),
+    tokensEstimated: flag(row, "tokens_estimated"),
+    costUsd: numOrNull(row, "cost_usd"),
   };
 }
 
-export function attemptFromRow(row: Row): AttemptRecord {
+export function attemptFromRow(row: Row): AttemptRow {
   return {
     requestId: text(row, "request_id"),
     hop: num(row, "hop"),
@@ -201,7 +208,9 @@ export function attemptFromRow(row: Row): AttemptRecord {
     durationMs: numOrNull(row, "duration_ms"),
     inputTokens: numOrNull(row, "input_tokens"),
     outputTokens: numOrNull(row, "output_tokens"),
+    tokensEstimated: flag(row, "tokens_estimated"),
     droppedHeaders: textOrNull(row, "dropped_headers"),
+    costUsd: numOrNull(row, "cost_usd"),
     resumeOffset: numOrNull(row, "resume_offset"),
   };
 }

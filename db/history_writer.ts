@@ -161,6 +161,20 @@ export class HistoryWriter {
   }
 
   /**
+   * The rows queued and not yet written, newest version of each. While the database is away
+   * (or absent) these are the history there is, and the admin page reads them.
+   */
+  queuedRows(): { requests: RequestRecord[]; attempts: AttemptRecord[] } {
+    const requests: RequestRecord[] = [];
+    const attempts: AttemptRecord[] = [];
+    for (const pending of this.#pending.values()) {
+      if (pending.kind === "request") requests.push({ ...pending.row });
+      else attempts.push({ ...pending.row });
+    }
+    return { requests, attempts };
+  }
+
+  /**
    * Discards every row still queued, counting them as dropped, and answers how many. For
    * shutdown with the database away: those rows are lost, and the operator must hear of it.
    */

@@ -126,6 +126,13 @@ export const MIGRATIONS: readonly Migration[] = [
     sql: ["ALTER TABLE attempts ADD COLUMN dropped_headers TEXT"],
   },
   {
+    // A counter raised by every save, so instances sharing the database see a new config at their
+    // next heartbeat by comparing one number (docs/scaling.md).
+    version: 6,
+    name: "config_version",
+    sql: ["ALTER TABLE config ADD COLUMN version INTEGER NOT NULL DEFAULT 1"],
+  },
+  {
     // Mid-stream resume (docs/liveness.md): where a resuming hop continued the answer.
     version: 9,
     name: "attempt_resume_offset",
@@ -136,5 +143,51 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 10,
     name: "cooldown_reason",
     sql: ["ALTER TABLE cooldowns ADD COLUMN reason TEXT"],
+  },
+  {
+    // docs/config.md "Prices and key limits": cost per hop and per request, and the usage
+    // counters key limits read (per key: one row per second for requests and billed tokens,
+    // one row per UTC day for cost), shared by every instance on the database.
+    version: 11,
+    name: "cost_and_key_usage",
+    sql: [
+      "ALTER TABLE requests ADD COLUMN cost_usd REAL",
+      "ALTER TABLE attempts ADD COLUMN cost_usd REAL",
+      `CREATE TABLE key_usage (
+        key_id TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('second', 'day')),
+        start INTEGER NOT NULL,
+        requests INTEGER NOT NULL DEFAULT 0,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        cost_usd REAL NOT NULL DEFAULT 0,
+        PRIMARY KEY (key_id, kind, start)
+      )`,
+    ],
+  },
+  {
+    // docs/admin.md "Config versions": every stored config is kept with who stored it and when,
+    // so one can be put back. The config stored before this release becomes the first version.
+    version: 14,
+    name: "config_versions",
+    sql: [
+      `CREATE TABLE config_versions (
+        id INTEGER PRIMARY KEY,
+        body TEXT NOT NULL,
+        saved_by TEXT NOT NULL,
+        saved_at INTEGER NOT NULL,
+        restored_from INTEGER
+      )`,
+      `INSERT INTO config_versions (body, saved_by, saved_at)
+        SELECT body, 'stored', updated_at FROM config`,
+    ],
+  },
+  {
+    // docs/observability.md "Token usage": tokens the gateway estimated because no usage came.
+    version: 15,
+    name: "tokens_estimated",
+    sql: [
+      "ALTER TABLE requests ADD COLUMN tokens_estimated INTEGER NOT NULL DEFAULT 0",
+      "ALTER TABLE attempts ADD COLUMN tokens_estimated INTEGER NOT NULL DEFAULT 0",
+    ],
   },
 ];

@@ -11,8 +11,39 @@ export type AttemptOutcome =
   /** A hop that continued an answer another hop broke off (docs/liveness.md, mid-stream resume). */
   | "resumed";
 
+/**
+ * A request's W3C trace context (docs/observability.md "Traces"). It travels with the record to
+ * export destinations and is not stored in history.
+ */
+export interface RequestTrace {
+  traceId: string; // 32 hex
+  spanId: string; // 16 hex: the request's own span
+  parentSpanId: string | null; // the client's span, from its `traceparent`
+  flags: number; // the trace flags passed on (bit 0: sampled)
+  traceState: string | null; // the client's `tracestate`, passed on unchanged
+  recorded: boolean; // whether a traces destination gets this request's spans
+}
+
+/** What an attempt's span needs beyond its row. */
+export interface AttemptTrace {
+  spanId: string; // chosen when the hop starts, so its upstream call can name it
+  provider?: string; // gen_ai.provider.name of the upstream's kind
+  serverAddress?: string;
+  serverPort?: number;
+}
+
+/** A request as it goes to export destinations: its row, plus its trace context. */
+export interface RequestRecord extends RequestRow {
+  trace?: RequestTrace;
+}
+
+/** One hop as it goes to export destinations: its row, plus what its span needs. */
+export interface AttemptRecord extends AttemptRow {
+  trace?: AttemptTrace;
+}
+
 /** A request row. `state` is `open` from the first write until the request ends. */
-export interface RequestRecord {
+export interface RequestRow {
   id: string;
   instanceId: string;
   state: "open" | "closed" | "interrupted";
@@ -36,10 +67,14 @@ export interface RequestRecord {
   outputTokens: number | null;
   cachedTokens: number | null;
   reasoningTokens: number | null;
+  /** Whether the tokens are partly the gateway's estimate (docs/observability.md "Token usage"). */
+  tokensEstimated: boolean;
+  /** USD, the sum over its attempts; null when none of them had a price (docs/config.md). */
+  costUsd: number | null;
 }
 
 /** One hop: one call to one upstream. */
-export interface AttemptRecord {
+export interface AttemptRow {
   requestId: string;
   hop: number; // 1-based, in order of sending
   upstream: string;
@@ -55,11 +90,18 @@ export interface AttemptRecord {
   inputTokens: number | null;
   outputTokens: number | null;
   /**
+   * True when the upstream's usage never came (or not after the last text) and the
+   * tokens are estimated from what was sent and received (docs/observability.md "Token usage").
+   */
+  tokensEstimated: boolean;
+  /**
    * The client's provider headers and query flags this hop could not be sent
    * because its body was translated (e.g. `anthropic-beta: context-1m-2025-08-07; ?beta=true`);
    * null when nothing was left behind.
    */
   droppedHeaders: string | null;
+  /** USD for the tokens this hop billed; null when its upstream lists no price for its model. */
+  costUsd: number | null;
   /**
    * A resuming hop: how many characters of text the client already had when it
    * continued the answer (docs/liveness.md); null for every other hop.

@@ -32,7 +32,8 @@ export function readSettings(env: (name: string) => string | undefined): Setting
     );
   }
   return {
-    host: env("PULSEGATE_HOST") || "127.0.0.1",
+    // Deno Deploy ignores the listen address and serves the world: never assume loopback there.
+    host: env("PULSEGATE_HOST") || (env("DENO_DEPLOYMENT_ID") ? "0.0.0.0" : "127.0.0.1"),
     port,
     configPath: env("PULSEGATE_CONFIG") || null,
     dbUrl: env("PULSEGATE_DB_URL") || "file:data/pulsegate.db",

@@ -11,6 +11,9 @@
 import assert from "node:assert/strict";
 import type { Browser, BrowserContext, Locator, Page } from "playwright-core";
 import { loadStoredConfig } from "../db/config_store.ts";
+import { upsertAttempts, upsertRequests } from "../db/history_rows.ts";
+import type { AttemptOutcome } from "../db/records.ts";
+import { attemptRecord, requestRecord } from "./db_helpers.ts";
 import type { ConfigInput } from "../gateway/config/schema.ts";
 import { ADMIN, dirWithStoredConfig, eventually, streamingRequest } from "./admin_helpers.ts";
 import {
@@ -109,6 +112,41 @@ function liveRow(page: Page, id: string): Locator {
 
 async function text(locator: Locator): Promise<string> {
   return (await locator.textContent()) ?? "";
+}
+
+/** Stores a finished request with the given hops, as a hedge or a resume would record them. */
+async function recordChain(
+  gw: TestGateway,
+  id: string,
+  hops: { upstream: string; at: number; lasted: number; outcome: string; content?: number }[],
+): Promise<void> {
+  const t0 = Date.now() - 1000;
+  const end = Math.max(...hops.map((h) => h.at + h.lasted));
+  const request = requestRecord({
+    id,
+    state: "closed",
+    startedAt: t0,
+    endedAt: t0 + end,
+    status: 200,
+    outcome: "success",
+    upstream: hops.at(-1)!.upstream,
+    durationMs: end,
+    firstContentMs: Math.min(...hops.map((h) => h.at + (h.content ?? end))),
+  });
+  const attempts = hops.map((h, i) =>
+    attemptRecord({
+      requestId: id,
+      hop: i + 1,
+      upstream: h.upstream,
+      startedAt: t0 + h.at,
+      headersMs: 5,
+      firstContentMs: h.content ?? null,
+      durationMs: h.lasted,
+      outcome: h.outcome as AttemptOutcome,
+      status: 200,
+    })
+  );
+  await gw.db.client.batch([...upsertRequests([request]), ...upsertAttempts(attempts)], "write");
 }
 
 // One of the two is registered: the parent in the suite, the real test in the child.
@@ -319,8 +357,17 @@ test({
               await text(history.locator('tr[data-request-id="fail-1"]')),
               /up1 error → up2 error/,
             );
-            await listed.getByRole("button", { name: "Show request fo-1" }).click();
-            const hops = history.locator(".detail table.attempts tbody tr");
+            await shot(history, "admin-history");
+            const opener = listed.getByRole("button", { name: "Show request fo-1" });
+            await opener.click();
+            const dialog = page.getByRole("dialog", { name: "Request fo-1" });
+            await dialog.waitFor(WAIT);
+            assert.equal(
+              await page.evaluate(() => document.activeElement?.id),
+              "detail-title",
+              "focus moves to the detail",
+            );
+            const hops = dialog.locator("table.attempts tbody tr");
             await hops.first().waitFor(WAIT);
             assert.equal(await hops.count(), 2);
             const first = await text(hops.nth(0));
@@ -332,7 +379,51 @@ test({
             assert.match(second, /success/);
             assert.match(second, /200/);
             assert.match(second, /12 in \/ 2 out/);
-            await shot(history, "admin-history");
+            // The timeline: hop 1 ends in an idle timeout after its headers, hop 2 starts where
+            // it ended and shows its headers and first content.
+            const bars = dialog.locator("svg g.hop");
+            assert.equal(await bars.count(), 2);
+            const timedOut = dialog.locator('g.hop[data-hop="1"]');
+            assert.equal(await timedOut.getAttribute("class"), "hop idle_timeout");
+            assert.equal(await timedOut.locator(".mark.headers").count(), 1);
+            assert.equal(await timedOut.locator(".mark.content").count(), 0);
+            assert.equal(await timedOut.locator(".mark.end").count(), 1);
+            const won = dialog.locator('g.hop[data-hop="2"]');
+            assert.equal(await won.locator(".mark.content").count(), 1);
+            const [end1, start2] = [
+              await timedOut.locator("rect.bar").evaluate((r) => r.getBoundingClientRect().right),
+              await won.locator("rect.bar").evaluate((r) => r.getBoundingClientRect().left),
+            ];
+            assert.ok(start2 >= end1 - 1, `hop 2 (${start2}) starts after hop 1 ends (${end1})`);
+            assert.match(
+              (await dialog.locator("svg").getAttribute("aria-label")) ?? "",
+              /hop 1 up1: sent at \d+ ms, headers at \d+ ms, idle_timeout at \d+ ms/,
+            );
+            await shot(dialog, "admin-request-detail");
+            await page.keyboard.press("Escape");
+            await dialog.waitFor({ state: "detached", ...WAIT });
+            assert.equal(
+              await page.evaluate(() => document.activeElement?.getAttribute("aria-label")),
+              "Show request fo-1",
+              "focus goes back to what opened the detail",
+            );
+            // A hedge and a resumed answer, as those features record them (on upstreams the
+            // health panel does not count).
+            await recordChain(gw, "hr-1", [
+              { upstream: "slow", at: 0, lasted: 120, outcome: "hedge_lost" },
+              { upstream: "fast", at: 100, lasted: 200, outcome: "idle_timeout", content: 20 },
+              { upstream: "next", at: 300, lasted: 150, outcome: "resumed", content: 30 },
+            ]);
+            await history.getByRole("button", { name: "Refresh" }).click();
+            await history.getByRole("button", { name: "Show request hr-1" }).click();
+            const chain = page.getByRole("dialog", { name: "Request hr-1" });
+            await chain.waitFor(WAIT);
+            assert.equal(await chain.locator("rect.hedge-band").count(), 2, "hedges share a band");
+            assert.equal(await chain.locator('g.join[data-joins="2-3"]').count(), 1);
+            assert.match(await text(chain.locator('g.hop[data-hop="1"] .outcome')), /hedge lost/);
+            await shot(chain, "admin-timeline-hedge-resume");
+            await chain.getByRole("button", { name: "Close" }).click();
+            await chain.waitFor({ state: "detached", ...WAIT });
 
             await history.getByLabel("Outcome").selectOption("error");
             await history.getByRole("button", { name: "Search" }).click();
@@ -353,6 +444,31 @@ test({
             await history.getByRole("button", { name: "Search" }).click();
             await history.locator('tr[data-request-id="fo-1"]').waitFor(WAIT);
             assert.equal(await history.locator("tbody tr[data-request-id]").count(), 1);
+
+            // Trends: fo-1 and hr-1 each timed out once; fo-1, fail-1 and hr-1 failed over.
+            const trends = page.locator("#trends");
+            await trends.getByRole("button", { name: "Refresh" }).click();
+            const chart = (title: string) => trends.locator(`figure[data-chart="${title}"]`);
+            const sum = async (bars: Locator) =>
+              (await bars.locator("title").allTextContents())
+                .reduce((n, t) => n + Number(t.split(": ").at(-1)), 0);
+            const stalls = chart("Idle timeouts and failovers");
+            await eventually(async () => await sum(stalls.locator("rect.s-warn")) === 3);
+            assert.equal(await sum(stalls.locator("rect.s-bad")), 2, "two idle timeouts");
+            const requests = chart("Requests/s by outcome");
+            assert.ok(await requests.locator("rect.s-ok").count() >= 1);
+            assert.ok(await requests.locator("rect.s-bad").count() >= 1, "fail-1 is an error");
+            assert.ok(await chart("Time to first content").locator("circle").count() >= 1);
+            await shot(trends, "admin-trends");
+            await trends.locator("select[name=trend-upstream]").selectOption("up2");
+            await eventually(async () => await stalls.locator("rect").count() === 0);
+            assert.match(
+              (await stalls.locator("svg").getAttribute("aria-label")) ?? "",
+              /nothing in this window/,
+              "up2 neither timed out nor failed over",
+            );
+            await trends.locator("select[name=trend-window]").selectOption({ label: "last 24 h" });
+            await eventually(async () => await requests.locator("rect.s-ok").count() >= 1);
 
             const up1 = page.locator('#health tr[data-upstream="up1"]');
             await up1.waitFor(WAIT);
@@ -401,7 +517,7 @@ test({
             assert.match(listed, /failover\.idle\s*unknown field "idle"/);
             assert.equal(
               await text(page.locator("#config .notice")),
-              "Not saved: the config has 2 problems (config.invalid)",
+              "Not saved: the config has 2 problems.",
             );
             await editor.evaluate((area) => (area.scrollTop = 0));
             await shot(page.locator("#config"), "admin-config-errors");
@@ -411,16 +527,91 @@ test({
             await page.getByRole("button", { name: "Save" }).click();
             await page.locator("#config").getByText("Not valid JSON").waitFor(WAIT);
 
+            // A problem far down a long document: clicking it scrolls its key into view.
+            await editor.fill(
+              original.replace("{", "{" + "\n".repeat(60))
+                .replace('"model": "model-1"', '"model": "model-1", "weight": 2'),
+            );
+            await page.getByRole("button", { name: "Save" }).click();
+            const far = problems.getByRole("button", { name: "routes.0.candidates.0.weight" });
+            await far.waitFor(WAIT);
+            // On a short screen, with the problem list at the top and the editor above it.
+            await page.setViewportSize({ width: 1180, height: 400 });
+            await editor.evaluate((area) => (area.scrollTop = 0));
+            await far.evaluate((button) => button.scrollIntoView({ block: "start" }));
+            await far.click();
+            const seen = await editor.evaluate((element) => {
+              const area = element as HTMLTextAreaElement;
+              const line = area.value.slice(0, area.selectionStart).split("\n").length - 1;
+              const y = line * parseFloat(getComputedStyle(area).lineHeight);
+              const onScreen = area.getBoundingClientRect().top + y - area.scrollTop;
+              return {
+                selected: area.value.slice(area.selectionStart, area.selectionEnd),
+                inEditor: y >= area.scrollTop && y < area.scrollTop + area.clientHeight,
+                onScreen: onScreen >= 0 && onScreen < innerHeight,
+                focused: document.activeElement === area,
+              };
+            });
+            assert.deepEqual(seen, {
+              selected: '"weight"',
+              inEditor: true,
+              onScreen: true,
+              focused: true,
+            });
+            await page.setViewportSize({ width: 1180, height: 900 });
+
+            // A valid save is shown as a diff first; Cancel stores nothing.
             await editor.fill(
               original.replace('"idle_timeout_secs": 3600', '"idle_timeout_secs": 60'),
             );
             await page.getByRole("button", { name: "Save" }).click();
+            const confirm = page.locator("#config").getByRole("alertdialog");
+            await confirm.waitFor(WAIT);
+            assert.equal(
+              await text(confirm.locator("table.diff tbody")),
+              "failover.idle_timeout_secs360060",
+            );
+            assert.equal(
+              await page.evaluate(() => document.activeElement?.textContent),
+              "Save these changes",
+              "focus moves to the confirmation",
+            );
+            await shot(page.locator("#config"), "admin-config-diff");
+            await confirm.getByRole("button", { name: "Cancel" }).click();
+            await confirm.waitFor({ state: "detached", ...WAIT });
+            assert.equal(gw.state.config?.failover.idle_timeout_secs, 3600, "nothing saved");
+            await page.getByRole("button", { name: "Save" }).click();
+            await confirm.getByRole("button", { name: "Save these changes" }).click();
             await page.locator("#config").getByText("Saved: the new config is in force.").waitFor(
               WAIT,
             );
             assert.equal(gw.state.config?.failover.idle_timeout_secs, 60);
             const stored = (await loadStoredConfig(gw.db))?.body as ConfigInput;
             assert.equal(stored.failover?.idle_timeout_secs, 60);
+
+            // Every version is kept; one click (and a confirmation) puts the first one back.
+            const versions = page.locator("#config table.versions tbody tr");
+            await eventually(async () => await versions.count() === 2);
+            assert.match(await text(versions.nth(0)), /^2in force.*admin/);
+            assert.match(await text(versions.nth(1)), /^1.*config file at start/);
+            const savedAt = versions.nth(0).locator("time");
+            assert.match(
+              (await savedAt.getAttribute("title")) ?? "",
+              /\d{4}.*\d{1,2}:\d{2}:\d{2}.*(UTC|GMT|[A-Z]{3,4})/,
+              "the full date, time and zone on hover",
+            );
+            await page.getByRole("button", { name: "Roll back to version 1" }).click();
+            await confirm.waitFor(WAIT);
+            assert.equal(
+              await text(confirm.locator("table.diff tbody")),
+              "failover.idle_timeout_secs603600",
+            );
+            await confirm.getByRole("button", { name: "Roll back to version 1" }).click();
+            await page.locator("#config").getByText(/^Rolled back to version 1/).waitFor(WAIT);
+            assert.equal(gw.state.config?.failover.idle_timeout_secs, 3600);
+            await eventually(async () => await versions.count() === 3);
+            assert.match(await text(versions.nth(0)), /^3in force.*admin.*rollback to version 1/);
+            await shot(page.locator("#config"), "admin-config-versions");
           });
         },
       );

@@ -19,6 +19,7 @@ Deno.test("streamed chat answer reaches the openai SDK intact and is recorded", 
     const stream = await gw.openai().chat.completions.create({
       model: "smart",
       stream: true,
+      stream_options: { include_usage: true },
       messages: [{ role: "user", content: "hi" }],
     }).withResponse();
     const id = stream.response.headers.get("x-request-id");
@@ -57,7 +58,11 @@ Deno.test("same-format bodies pass through byte for byte, streamed and whole", a
   try {
     up.enqueue(chatStream(answer), chatWhole(answer));
     const body = { model: "smart", messages: [{ role: "user", content: "hi" }] };
-    const streamed = await postJson(`${gw.url}/v1/chat/completions`, { ...body, stream: true });
+    const streamed = await postJson(`${gw.url}/v1/chat/completions`, {
+      ...body,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     assert.equal(streamed.status, 200);
     assert.match(streamed.headers.get("content-type") ?? "", /text\/event-stream/);
     assert.equal(await streamed.text(), chatStreamBlocks(answer).join(""));

@@ -47,6 +47,8 @@ export function requestRecord(overrides: Partial<RequestRecord> = {}): RequestRe
     outputTokens: null,
     cachedTokens: null,
     reasoningTokens: null,
+    tokensEstimated: false,
+    costUsd: null,
     ...overrides,
   };
 }
@@ -67,7 +69,9 @@ export function attemptRecord(overrides: Partial<AttemptRecord> = {}): AttemptRe
     durationMs: null,
     inputTokens: null,
     outputTokens: null,
+    tokensEstimated: false,
     droppedHeaders: null,
+    costUsd: null,
     resumeOffset: null,
     ...overrides,
   };

@@ -53,10 +53,12 @@ Deno.test("a fresh database gets every shipped migration", async () => {
     assert.deepEqual(tables.rows.map((row) => row.name), [
       "attempts",
       "config",
+      "config_versions",
       "cooldowns",
       "destinations",
       "guardrails",
       "instances",
+      "key_usage",
       "requests",
       "schema_version",
     ]);

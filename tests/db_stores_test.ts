@@ -19,10 +19,10 @@ Deno.test("config: a stored body round-trips and the latest store wins", async (
   await withTempDb(async ({ db }) => {
     const first = { failover: { idle_timeout_secs: 300 }, upstreams: [], routes: [] };
     await storeConfig(db, first, { now: 10 });
-    assert.deepEqual(await loadStoredConfig(db), { body: first, updatedAt: 10 });
+    assert.deepEqual(await loadStoredConfig(db), { body: first, updatedAt: 10, version: 1 });
     const second = { ...first, failover: { idle_timeout_secs: 60 } };
     await storeConfig(db, second, { now: 20 });
-    assert.deepEqual(await loadStoredConfig(db), { body: second, updatedAt: 20 });
+    assert.deepEqual(await loadStoredConfig(db), { body: second, updatedAt: 20, version: 2 });
     const rows = await db.client.execute("SELECT COUNT(*) AS n FROM config");
     assert.equal(rows.rows[0]?.n, 1);
   });
@@ -31,7 +31,11 @@ Deno.test("config: a stored body round-trips and the latest store wins", async (
 Deno.test("config: text that is not JSON comes back as the text, for safe mode", async () => {
   await withTempDb(async ({ db }) => {
     await storeConfig(db, '{"failover": {', { now: 5 });
-    assert.deepEqual(await loadStoredConfig(db), { body: '{"failover": {', updatedAt: 5 });
+    assert.deepEqual(await loadStoredConfig(db), {
+      body: '{"failover": {',
+      updatedAt: 5,
+      version: 1,
+    });
   });
 });
 

@@ -119,8 +119,11 @@ function hedgeConfig(
 function rawRequest(kind: Kind, stream: boolean): { path: string; body: unknown } {
   const messages = [{ role: "user", content: "hi" }];
   switch (kind) {
-    case "openai-chat":
-      return { path: "/v1/chat/completions", body: { model: "smart", messages, stream } };
+    case "openai-chat": {
+      // Asking for usage, so the client's bytes are the upstream's, usage chunk and all.
+      const usage = stream ? { stream_options: { include_usage: true } } : {};
+      return { path: "/v1/chat/completions", body: { model: "smart", messages, stream, ...usage } };
+    }
     case "openai-responses":
       return { path: "/v1/responses", body: { model: "smart", input: "hi", stream } };
     case "anthropic":
@@ -515,7 +518,9 @@ Deno.test("a lost hop's billed tokens stay on its own attempt, not on the reques
       winner: "b",
     });
     assert.equal(attempts.find((x) => x.upstream === "a")?.inputTokens, 99);
-    assert.equal(request.inputTokens, null, "the answer's own usage only");
+    // B reported no usage: the request carries B's estimate (docs/observability.md), never A's 99.
+    assert.equal(request.tokensEstimated, true);
+    assert.notEqual(request.inputTokens, 99, "the answer's own tokens only");
     const metrics = await (await fetch(`${gw.url}/metrics`)).text();
     assert.match(metrics, /pulsegate_tokens_total\{upstream="a",direction="input"\} 99/);
     assert.match(metrics, /pulsegate_attempts_total\{upstream="a",outcome="hedge_lost"\} 1/);

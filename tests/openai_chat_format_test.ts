@@ -157,12 +157,32 @@ Deno.test("stream: a plain text delta is read from its text alone, and means wha
     'data: {"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\\"content\\":\\"x\\"}"}}]},"finish_reason":null}]}\n\n',
     // Cut short: not JSON, so the quick read must not take it.
     'data: {"choices":[{"delta":{"content":"x"},"finish_reason":null}]\n\n',
+    // More than content in the delta: parsed.
+    'data: {"choices":[{"delta":{"content":"x","refusal":"no"},"finish_reason":null}]}\n\n',
+    // Escapes: the text is counted as decoded.
+    'data: {"choices":[{"delta":{"content":"a\\"b\\u00e9\\n"},"finish_reason":null}]}\n\n',
   ];
   const frames = decoder.push(enc.encode(blocks.join("")));
   assert.equal(frames.length, blocks.length);
   // A quick read is a frame of its own class; a parsed one is a plain object.
   const quick = frames.map((f) => f.constructor.name !== "Object");
-  assert.deepEqual(quick, [true, true, false, false, false, false, false, false, false]);
+  assert.deepEqual(quick, [
+    true,
+    true,
+    false,
+    false,
+    false,
+    false,
+    false,
+    false,
+    false,
+    false,
+    true,
+  ]);
+  // The characters a usage ledger counts, known without building the events.
+  assert.deepEqual([frames[0]!.chars, frames[1]!.chars, frames[10]!.chars], [3, 2, 5]);
+  assert.deepEqual(frames[10]!.events, [{ type: "text", text: 'a"b\u00e9\n' }]);
+  assert.deepEqual(frames[9]!.events.map((e) => e.type), ["text", "refusal"]);
   assert.deepEqual(frames[0]!.events, [{ type: "text", text: "Hel" }]);
   assert.deepEqual(frames[1]!.events, [{ type: "text", text: "lo" }]);
   assert.equal(frames[0]!.content, true);

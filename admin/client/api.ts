@@ -5,15 +5,19 @@ import type {
   ConfigProblem,
   ConfigSaved,
   ConfigView,
+  CostReport,
   HealthView,
   HistoryCursor,
   HistoryOutcome,
   HistoryPage,
+  KeysView,
   RepairAction,
   RequestDetail,
   SessionInfo,
   UpstreamControlResult,
 } from "../api_types.ts";
+import type { TrendsView, TrendWindow } from "../trends_types.ts";
+import type { ConfigVersion, ConfigVersionList } from "../config_versions_types.ts";
 
 export type Fetch = (input: string, init?: RequestInit) => Promise<Response>;
 
@@ -42,6 +46,8 @@ export interface AdminApi {
   history(filters: HistoryFilters, opts: { before?: HistoryCursor }): Promise<HistoryPage>;
   request(id: string): Promise<RequestDetail>;
   health(): Promise<HealthView>;
+  costs(query: { by: CostReport["by"]; since: number }): Promise<CostReport>;
+  keys(): Promise<KeysView>;
   config(): Promise<ConfigView>;
   checkConfig(document: unknown): Promise<ConfigChecked>;
   saveConfig(document: unknown): Promise<ConfigSaved>;
@@ -49,6 +55,10 @@ export interface AdminApi {
   abortRequest(id: string): Promise<AbortResult>;
   abortSession(id: string): Promise<AbortResult>;
   controlUpstream(id: string, action: UpstreamAction): Promise<UpstreamControlResult>;
+  trends(filters: { window: TrendWindow; route: string; upstream: string }): Promise<TrendsView>;
+  configVersions(): Promise<ConfigVersionList>;
+  configVersion(id: number): Promise<ConfigVersion>;
+  rollbackConfig(id: number): Promise<ConfigSaved>;
 }
 
 export type UpstreamAction = "resume" | "enable" | "disable";
@@ -102,6 +112,8 @@ export function createAdminApi(io: ApiIo): AdminApi {
       call<HistoryPage>(`/admin/api/requests?${historyQuery(filters, opts)}`),
     request: (id) => call<RequestDetail>(`/admin/api/requests/${encodeURIComponent(id)}`),
     health: () => call<HealthView>("/admin/api/health"),
+    costs: ({ by, since }) => call<CostReport>(`/admin/api/costs?by=${by}&since=${since}`),
+    keys: () => call<KeysView>("/admin/api/keys"),
     config: () => call<ConfigView>("/admin/api/config"),
     checkConfig: (document) =>
       change<ConfigChecked>("/admin/api/config/validate", { method: "POST", body: document }),
@@ -118,6 +130,11 @@ export function createAdminApi(io: ApiIo): AdminApi {
         `/admin/api/upstreams/${encodeURIComponent(id)}/${action}`,
         { method: "POST" },
       ),
+    trends: (filters) => call<TrendsView>(`/admin/api/trends?${new URLSearchParams(filters)}`),
+    configVersions: () => call<ConfigVersionList>("/admin/api/config/versions"),
+    configVersion: (id) => call<ConfigVersion>(`/admin/api/config/versions/${id}`),
+    rollbackConfig: (id) =>
+      change<ConfigSaved>(`/admin/api/config/versions/${id}/rollback`, { method: "POST" }),
   };
 }
 

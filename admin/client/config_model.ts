@@ -1,11 +1,18 @@
 import { signal } from "@preact/signals";
 import type { ConfigProblem, ConfigView, RepairAction } from "../api_types.ts";
+import type { ConfigVersionInfo } from "../config_versions_types.ts";
 import { type AdminApi, ApiFailure, describeFailure } from "./api.ts";
+import { type ConfigChangeLine, diffConfig } from "./config_diff.ts";
 
 export interface Notice {
   ok: boolean;
   text: string;
 }
+
+/** A change waiting for the operator's confirmation, with what it changes. */
+export type PendingChange =
+  | { kind: "save"; document: unknown; changes: ConfigChangeLine[] }
+  | { kind: "rollback"; version: number; changes: ConfigChangeLine[] };
 
 /**
  * The config editor and safe mode: the stored document as editable text, the problems of the
@@ -20,6 +27,8 @@ export function createConfigModel(api: AdminApi) {
   /** The outcome of the safe-mode repair, shown where the repair was offered. */
   const repairNotice = signal<Notice | null>(null);
   const busy = signal(false);
+  const pending = signal<PendingChange | null>(null);
+  const versions = signal<ConfigVersionInfo[]>([]);
 
   const parsed = (): { ok: true; value: unknown } | { ok: false } => {
     try {
@@ -31,7 +40,16 @@ export function createConfigModel(api: AdminApi) {
     }
   };
 
+  const loadVersions = async () => {
+    try {
+      versions.value = (await api.configVersions()).versions;
+    } catch {
+      versions.value = []; // the list is a convenience; the editor works without it
+    }
+  };
+
   const load = async () => {
+    pending.value = null;
     try {
       const next = await api.config();
       view.value = next;
@@ -39,7 +57,11 @@ export function createConfigModel(api: AdminApi) {
     } catch (err) {
       notice.value = { ok: false, text: `Could not load the config: ${describeFailure(err)}` };
     }
+    await loadVersions();
   };
+
+  /** The config stored now, as the diffs compare against. */
+  const stored = () => view.peek()?.source === "stored" ? view.peek()?.config : null;
 
   const busyWhile = async (work: () => Promise<void>) => {
     busy.value = true;
@@ -62,9 +84,13 @@ export function createConfigModel(api: AdminApi) {
     notice,
     repairNotice,
     busy,
+    pending,
+    versions,
     load,
     clear() {
       view.value = null;
+      pending.value = null;
+      versions.value = [];
       text.value = "";
       problems.value = [];
       notice.value = null;
@@ -84,17 +110,70 @@ export function createConfigModel(api: AdminApi) {
           refused(err, "Check failed");
         }
       }),
+    /** Checks the document first; a valid one is shown as a diff to confirm. */
     save: () =>
       busyWhile(async () => {
         const doc = parsed();
         if (!doc.ok) return;
         try {
-          await api.saveConfig(doc.value);
-          problems.value = [];
-          notice.value = { ok: true, text: "Saved: the new config is in force." };
-          await load();
+          const checked = await api.checkConfig(doc.value);
+          problems.value = checked.problems;
+          if (!checked.ok) {
+            const count = checked.problems.length;
+            notice.value = {
+              ok: false,
+              text: `Not saved: the config has ${count} problem${count === 1 ? "" : "s"}.`,
+            };
+            return;
+          }
         } catch (err) {
           refused(err, "Not saved");
+          return;
+        }
+        const changes = diffConfig(stored() ?? {}, doc.value);
+        if (changes.length === 0) {
+          notice.value = { ok: true, text: "Nothing to save: this is the stored config." };
+          return;
+        }
+        notice.value = null;
+        pending.value = { kind: "save", document: doc.value, changes };
+      }),
+    /** Fetches a kept version and shows what putting it back would change. */
+    askRollback: (version: number) =>
+      busyWhile(async () => {
+        try {
+          const kept = await api.configVersion(version);
+          pending.value = {
+            kind: "rollback",
+            version,
+            changes: diffConfig(stored() ?? {}, kept.body),
+          };
+          notice.value = null;
+        } catch (err) {
+          notice.value = { ok: false, text: `Version ${version}: ${describeFailure(err)}` };
+        }
+      }),
+    cancel() {
+      pending.value = null;
+    },
+    confirm: () =>
+      busyWhile(async () => {
+        const change = pending.peek();
+        if (!change) return;
+        pending.value = null;
+        try {
+          if (change.kind === "save") await api.saveConfig(change.document);
+          else await api.rollbackConfig(change.version);
+          problems.value = [];
+          notice.value = {
+            ok: true,
+            text: change.kind === "save"
+              ? "Saved: the new config is in force."
+              : `Rolled back to version ${change.version}: it is stored as the newest version and in force.`,
+          };
+          await load();
+        } catch (err) {
+          refused(err, change.kind === "save" ? "Not saved" : "Not rolled back");
         }
       }),
     repair: (actions: RepairAction[]) =>

@@ -54,3 +54,17 @@ export function stateLabel(state: string): string {
 export function pathLabel(path: string): string {
   return path === "" ? "(whole config)" : path;
 }
+
+/** Hours and minutes, local time: the axis labels of the trend charts. */
+export function formatClock(epochMs: number): string {
+  const at = new Date(epochMs);
+  return `${pad(at.getHours())}:${pad(at.getMinutes())}`;
+}
+
+/** The full date, time and time zone, for a `title` on hover. */
+export function fullTime(epochMs: number): string {
+  return new Date(epochMs).toLocaleString(undefined, {
+    dateStyle: "full",
+    timeStyle: "long",
+  });
+}

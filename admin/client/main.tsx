@@ -9,6 +9,8 @@ import { createAborts } from "./aborts.ts";
 import { createAdminApi } from "./api.ts";
 import { createAuth, resumeSession, signIn } from "./auth.ts";
 import { createConfigModel } from "./config_model.ts";
+import { createCosts } from "./cost_model.ts";
+import { CostPanel } from "./islands/costs.tsx";
 import { createHealth } from "./health_model.ts";
 import { createHistory } from "./history_model.ts";
 import { ConfigEditor } from "./islands/config_editor.tsx";
@@ -17,10 +19,14 @@ import { LiveRequests } from "./islands/live_requests.tsx";
 import { Login } from "./islands/login.tsx";
 import { SafeMode } from "./islands/safe_mode.tsx";
 import { SignedIn } from "./islands/signed_in.tsx";
+import { Trends } from "./islands/trends.tsx";
 import { UpstreamHealth } from "./islands/upstream_health.tsx";
 import { createLiveFeed } from "./live_feed.ts";
+import { createTrends } from "./trends_model.ts";
 
 const HEALTH_EVERY_MS = 2000;
+// Trends read up to a day of history: refreshed less often than health, and on demand.
+const TRENDS_EVERY_MS = 15_000;
 
 const now = () => Date.now();
 const wait = (ms: number, signal: AbortSignal) =>
@@ -43,6 +49,8 @@ const aborts = createAborts(api);
 const history = createHistory(api);
 const health = createHealth(api);
 const config = createConfigModel(api);
+const costs = createCosts(api, { now });
+const trends = createTrends((filters) => api.trends(filters));
 
 function mount(name: string, island: ComponentChildren): void {
   const host = document.querySelector(`[data-island="${name}"]`);
@@ -54,28 +62,37 @@ const gated = (island: ComponentChildren) => <SignedIn auth={auth}>{island}</Sig
 mount("login", <Login auth={auth} onSignIn={(token) => void signIn(api, { auth, token })} />);
 mount("safe-mode", gated(<SafeMode config={config} />));
 mount("live", gated(<LiveRequests feed={feed} aborts={aborts} />));
+mount("trends", gated(<Trends trends={trends} />));
 mount("history", gated(<History history={history} now={now} />));
 mount("health", gated(<UpstreamHealth health={health} />));
 mount("config", gated(<ConfigEditor config={config} now={now} />));
+mount("costs", gated(<CostPanel costs={costs} now={now} />));
 
 // Panels load when the tab signs in and forget everything when it signs out.
 let healthTimer: ReturnType<typeof setInterval> | undefined;
+let trendsTimer: ReturnType<typeof setInterval> | undefined;
 effect(() => {
   const signedIn = auth.status.value === "signed_in";
   document.body.dataset.auth = auth.status.value;
   untracked(() => {
     clearInterval(healthTimer);
+    clearInterval(trendsTimer);
     if (!signedIn) {
       feed.stop();
       health.clear();
+      trends.clear();
       config.clear();
+      costs.clear();
       return;
     }
     feed.start();
     void history.search({});
     void health.refresh();
     void config.load();
+    void costs.refresh();
     healthTimer = setInterval(() => void health.refresh(), HEALTH_EVERY_MS);
+    void trends.refresh();
+    trendsTimer = setInterval(() => void trends.refresh(), TRENDS_EVERY_MS);
   });
 });
 

@@ -74,6 +74,8 @@ function rowsFor(i: number, instanceId: string): [RequestRecord, AttemptRecord] 
     outputTokens: 5,
     cachedTokens: null,
     reasoningTokens: null,
+    tokensEstimated: false,
+    costUsd: null,
   };
   const attempt: AttemptRecord = {
     requestId: id,
@@ -90,7 +92,9 @@ function rowsFor(i: number, instanceId: string): [RequestRecord, AttemptRecord] 
     durationMs: 21,
     inputTokens: 5,
     outputTokens: 5,
+    tokensEstimated: false,
     droppedHeaders: null,
+    costUsd: null,
     resumeOffset: null,
   };
   return [request, attempt];

@@ -18,6 +18,9 @@ import { isRecord } from "../formats/json.ts";
 import { clientDisconnected } from "../forward/stop_reasons.ts";
 import { forwardStream } from "../forward/stream_forward.ts";
 import { forwardWhole } from "../forward/whole_forward.ts";
+import { incomingTrace } from "../observability/trace_context.ts";
+import { admitKey, meteredBilling } from "./key_limits.ts";
+import type { KeyUsageMeter } from "./key_usage_meter.ts";
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -26,12 +29,16 @@ export interface RunState {
   config: Config | null;
   /** Why the stored config is refused (safe mode), shown to clients as `config.invalid`. */
   safeModeReason: string | null;
+  /** Version of the stored config in force (docs/scaling.md); null for the demo or none stored. */
+  configVersion: number | null;
   /** Proxy open without keys is only allowed on loopback (docs/design.md "Client API"). */
   loopback: boolean;
   shuttingDown: boolean;
   /** Guardrails in force (docs/observability.md), and the worker their rules run on. */
   guardrails: () => Guardrails;
   guardrailMatcher: GuardrailMatcher;
+  /** Whether a traces destination is on (docs/observability.md "Traces"). */
+  tracing?: () => boolean;
 }
 
 export interface ProxyDeps extends Omit<ForwardDeps, "config"> {
@@ -43,6 +50,8 @@ export interface ProxyDeps extends Omit<ForwardDeps, "config"> {
   pending: Set<Promise<void>>;
   /** Whether history already holds a row with this id (queued or stored). */
   requestIdTaken: (id: string) => Promise<boolean>;
+  /** Per-key usage shared through the database, for key limits (docs/config.md). */
+  keyMeter?: KeyUsageMeter;
   /** How many refused requests still get a row this minute (docs/security.md). */
   refusedBudget: RefusedBudget;
 }
@@ -122,8 +131,12 @@ export async function handleProxy(
     stream: opts.ctx.pathStream ?? false,
     keyId: admitted instanceof GatewayError ? null : admitted.keyId,
     sessionId: headerSession(codec.format, request.headers),
+    trace: incomingTrace(request.headers, { recording: deps.state.tracing?.() ?? false }),
   }, { clock: deps.clock, sink: deps.sink, metrics: deps.metrics, expendable: refused });
   deps.registry.add(live);
+  if (!(admitted instanceof GatewayError)) {
+    live.billing = meteredBilling(admitted.config, { keyId: admitted.keyId, meter: deps.keyMeter });
+  }
   deps.metrics.inflight++;
   const onClientGone = () => live.controller.abort(clientDisconnected());
   request.signal.addEventListener("abort", onClientGone, { once: true });
@@ -210,6 +223,7 @@ async function begin(
     live.record.sessionId ??= ir.sessionHint === undefined ? null : boundedSession(ir.sessionHint);
     const route = routeFor(config, { model: ir.model, keyId: key });
     live.metricsRoute = route.model;
+    await admitKey(config, { keyId: key, meter: deps.keyMeter, now: deps.clock.now });
     await checkGuardrails(body, { model: ir.model, deps });
     return { config, ir, body, route };
   } catch (err) {

@@ -1,7 +1,17 @@
 import type { IrPart, IrRequest } from "../formats/ir.ts";
 
-/** Characters per token: the rule of thumb Anthropic, Google and OpenAI all give for English. */
+/**
+ * Characters per token: the rule of thumb Anthropic, Google and OpenAI all give for English.
+ * The gateway's one estimator (docs/observability.md "Token usage"): counts it cannot ask
+ * an upstream for, and tokens a hop billed but never reported, are all made from it.
+ */
 const CHARS_PER_TOKEN = 4;
+
+/** Tokens in `text`: characters / 4, rounded up. */
+export function estimateTokens(text: string | number): number {
+  const chars = typeof text === "number" ? text : text.length;
+  return Math.ceil(chars / CHARS_PER_TOKEN);
+}
 
 /** An image is not decoded to be measured; this is a typical picture's cost at Anthropic and OpenAI. */
 const TOKENS_PER_IMAGE = 1_000;
@@ -26,7 +36,14 @@ export function estimateInputTokens(ir: IrRequest): number {
   for (const t of ir.tools ?? []) {
     chars += t.name.length + (t.description?.length ?? 0) + JSON.stringify(t.parameters).length;
   }
-  return Math.ceil(chars / CHARS_PER_TOKEN) + images * TOKENS_PER_IMAGE;
+  return estimateTokens(chars) + images * TOKENS_PER_IMAGE;
+}
+
+/** Characters of text in `parts` (images not counted). */
+export function partsChars(parts: readonly IrPart[]): number {
+  let chars = 0;
+  for (const p of parts) chars += partChars(p);
+  return chars;
 }
 
 function partChars(p: IrPart): number {

@@ -28,6 +28,7 @@ export const EXAMPLE_CONFIG: ConfigInput = {
       base_url: "https://api.openai.com/v1",
       api_key_env: "OPENAI_API_KEY",
       max_in_flight: 64,
+      prices: { "gpt-5": { input: 1.25, output: 10, cached_input: 0.125 } },
     },
     {
       id: "claude",
@@ -51,8 +52,35 @@ export const EXAMPLE_CONFIG: ConfigInput = {
       { upstream: "openai", model: "gpt-5" },
     ],
   }],
-  keys: [{ id: "app1", key_env: "PULSEGATE_KEY_APP1", routes: ["smart"] }],
+  keys: [{
+    id: "app1",
+    key_env: "PULSEGATE_KEY_APP1",
+    routes: ["smart"],
+    rpm: 600,
+    budget: { usd: 50, period: "day" },
+  }],
 };
+
+const PRICES_AND_LIMITS = [
+  "An upstream's `prices` give each attempt a cost in USD when it ends, from the tokens it " +
+  "billed: input at `input`, the cached share of the input at `cached_input` (or `input` when " +
+  "that is not given), output (reasoning included) at `output`, all per million tokens and keyed " +
+  "by the model name the candidate sends. A request costs the sum of its attempts, so a request " +
+  "that failed over pays for every hop that billed. The cost is in history (`cost_usd` on " +
+  "requests and attempts), in `pulsegate_cost_total{route,upstream}` and on the admin page; a " +
+  "model without a price records no cost (null), not zero.",
+  "A key's `rpm` counts the requests it was admitted for in the last 60 seconds; its `tpm` " +
+  "counts the tokens its finished attempts billed (input + output, as the upstream reported " +
+  "them) in the last 60 seconds, so a request is admitted while that sum is under `tpm` and may " +
+  "itself take it over. `budget` caps the key's cost in the current UTC day or calendar month. " +
+  "A request over any of them is answered 429 in the client's own format with `Retry-After` " +
+  "(seconds until the window frees, or until the budget's period ends) and code " +
+  "`gw.key.rate_limited` or `gw.key.budget_exhausted`; it is recorded and no upstream is called. " +
+  "The check runs after auth and the route, before guardrails and any upstream; token counting " +
+  "(`/v1/messages/count_tokens`) bills nothing and is neither limited nor counted. The counters " +
+  "live in the database, so instances sharing one share the limits, within about a second " +
+  "(docs/scaling.md).",
+];
 
 const INTRO = [
   "pulsegate reads one JSON config file, named by the `PULSEGATE_CONFIG` environment variable. " +
@@ -82,6 +110,8 @@ export function renderConfigDoc(): string {
     "## Reference",
     ...REFERENCE_INTRO.map((paragraph) => wrap(paragraph)),
     renderTable(referenceRows()),
+    "## Prices and key limits",
+    ...PRICES_AND_LIMITS.map((paragraph) => wrap(paragraph)),
     "## Guardrails",
     wrap(
       "Not part of the config file: the guardrails document is stored with " +
@@ -123,6 +153,10 @@ function childRows(path: string, node: JsonSchema): Row[] {
   const [first] = shapes;
   if (shapes.length === 1 && first?.type === "array" && isSchemaObject(first.items)) {
     return childRows(`${path}[]`, first.items);
+  }
+  // A map keyed by names the operator chooses (prices per model): one row set for any entry.
+  if (shapes.length === 1 && !first?.properties && isSchemaObject(first?.additionalProperties)) {
+    return childRows(`${path}.<name>`, first.additionalProperties);
   }
   if (shapes.length === 0 || shapes.some((shape) => shape.type !== "object")) return [];
   return [...mergeFields(shapes)].flatMap(([name, field]) =>

@@ -4,6 +4,7 @@
  * so every field carries a `.describe()` text written for operators.
  */
 import { z } from "zod";
+import { keyLimitFields, pricesField } from "./limits_schema.ts";
 import { allowedEnvName, refusedEnvMessage } from "./env_names.ts";
 import { MAX_URL_CHARS, withoutTrailingSlashes } from "./trailing_slashes.ts";
 
@@ -150,6 +151,7 @@ function keyedUpstream<K extends Exclude<UpstreamKind, "bedrock">>(kind: K) {
       "Name of the env var holding the API key. Omit for a keyless (e.g. local) server.",
     ),
     max_in_flight: maxInFlight(),
+    prices: pricesField(),
     enabled: enabledFlag("upstream"),
   }).strict();
 }
@@ -167,6 +169,7 @@ const BedrockUpstreamSchema = z.object({
     "Name of the env var holding an AWS session token, for temporary credentials.",
   ),
   max_in_flight: maxInFlight(),
+  prices: pricesField(),
   enabled: enabledFlag("upstream"),
 }).strict();
 
@@ -269,6 +272,7 @@ export const KeySchema = z.object({
   routes: z.array(z.string()).min(1, {
     error: "must name at least one route (omit it to allow every route)",
   }).optional().describe("Route models this key may use. Omit to allow every route."),
+  ...keyLimitFields(),
   enabled: enabledFlag("key"),
 }).strict();
 

@@ -24,6 +24,8 @@ export interface UpstreamFrame {
    * them (`events` may then be computed only when read).
    */
   finishes?: boolean;
+  /** The characters of text its events carry, where the reader knows without building them. */
+  chars?: number;
   /** The format's own end-of-stream marker (`[DONE]`, `message_stop`): the answer is complete. */
   terminal?: boolean;
 }

@@ -1,4 +1,5 @@
 import { GatewayError } from "../runtime/gateway_error.ts";
+import { joinBytes } from "../runtime/join_bytes.ts";
 
 /**
  * How many bytes the gateway takes from an upstream, in one place
@@ -52,11 +53,5 @@ export async function readCapped(res: Response, cap: number): Promise<string> {
   } finally {
     reader.cancel().catch(() => {});
   }
-  const bytes = new Uint8Array(size);
-  let at = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, at);
-    at += chunk.byteLength;
-  }
-  return new TextDecoder().decode(bytes);
+  return joinBytes(chunks);
 }

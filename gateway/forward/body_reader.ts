@@ -6,40 +6,33 @@
  */
 export const READ_BUFFER_BYTES = 16 * 1024;
 
+/** What `Hop.read` needs of a reader. */
+export interface ChunkReader<T> {
+  read(): Promise<ReadableStreamReadResult<T>>;
+  cancel(reason?: unknown): Promise<void>;
+}
+
 /**
  * Reads a byte body into one small buffer, reused from read to read, so each
- * chunk is valid only until the next is asked for: for a caller that decodes
- * a chunk before taking the next (the SSE frame decoders). A body that is
- * not a byte stream is read as it comes. As with `Hop.read`, a stop cancels
- * the read itself (not only the fetch) and the read throws the stop's reason.
+ * chunk is valid only until the next read: for a caller that is done with a
+ * chunk before it asks for the next (the SSE frame decoders, a whole answer's
+ * text decoder). A body that is not a byte stream is read as it comes.
  */
-export async function* readReusing(
-  body: ReadableStream<Uint8Array>,
-  signal: AbortSignal,
-): AsyncGenerator<Uint8Array> {
-  let byob: ReadableStreamBYOBReader | null = null;
+export function reusingReader<T>(body: ReadableStream<T>): ChunkReader<T> {
+  let byob: ReadableStreamBYOBReader;
   try {
-    byob = body.getReader({ mode: "byob" });
+    byob = (body as unknown as ReadableStream<Uint8Array>).getReader({ mode: "byob" });
   } catch {
     // Not a byte stream (a test's fetch): read it with a default reader.
+    return body.getReader();
   }
-  const reader = byob ?? body.getReader();
-  const cancel = () => void reader.cancel(signal.reason).catch(() => {});
-  signal.addEventListener("abort", cancel, { once: true });
   let buffer = new ArrayBuffer(READ_BUFFER_BYTES);
-  try {
-    for (;;) {
-      if (signal.aborted) throw signal.reason;
-      const { done, value } = byob
-        ? await byob.read(new Uint8Array(buffer))
-        : await (reader as ReadableStreamDefaultReader<Uint8Array>).read();
-      if (signal.aborted) throw signal.reason;
-      if (done) return;
-      yield value;
-      if (byob) buffer = value.buffer as ArrayBuffer;
-    }
-  } finally {
-    signal.removeEventListener("abort", cancel);
-    cancel();
-  }
+  return {
+    async read() {
+      const result = await byob.read(new Uint8Array(buffer));
+      if (result.value) buffer = result.value.buffer as ArrayBuffer;
+      return result as ReadableStreamReadResult<T>;
+    },
+    cancel: (reason) => byob.cancel(reason),
+  };
 }

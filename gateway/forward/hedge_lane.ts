@@ -1,5 +1,4 @@
 import type { IrUsage } from "../formats/ir.ts";
-import type { UpstreamFrame } from "../formats/format.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
 import type { ForwardRequest, Hop } from "./hop.ts";
 
@@ -22,7 +21,6 @@ export class Lane {
   readonly signal: AbortSignal;
   #hop: Hop | null = null;
   #pending: IrUsage[] = [];
-  #text = "";
   #won = false;
 
   constructor(private race: LaneOwner) {
@@ -32,7 +30,6 @@ export class Lane {
   join(hop: Hop): void {
     this.#hop = hop;
     this.#pending = [];
-    this.#text = "";
     if (this.#controller.signal.aborted) hop.controller.abort(this.#controller.signal.reason);
   }
 
@@ -45,12 +42,9 @@ export class Lane {
     this.#hop?.controller.abort(reason);
   }
 
-  /** First content on `hop`, whose text is `text`: true when it won. */
-  claim(hop: Hop, text: string): boolean {
-    if (!this.race.claim(this, hop)) {
-      this.#text += text;
-      return false;
-    }
+  /** First content on `hop`: true when it won. */
+  claim(hop: Hop): boolean {
+    if (!this.race.claim(this, hop)) return false;
     this.#won = true;
     for (const usage of this.#pending.splice(0)) hop.attempt.usage(usage);
     return true;
@@ -70,14 +64,10 @@ export class Lane {
 
   /**
    * Records a hop stopped because another won: outcome `hedge_lost`, not a
-   * failure for cooldown, with the tokens it billed as far as known (output
-   * estimated from the text it had received, when it reported none).
+   * failure for cooldown, with the tokens it billed as far as known (its
+   * usage ledger estimates what it received but did not report).
    */
   lost(hop: Hop, reason: GatewayError): void {
-    const record = hop.attempt.record;
-    if (record.outputTokens === null && this.#text) {
-      record.outputTokens = estimateTokens(this.#text);
-    }
     hop.end("hedge_lost", reason);
   }
 }
@@ -87,22 +77,4 @@ export function hedgeLost(winner?: string): GatewayError {
   return new GatewayError(`cancelled: ${who} answered first`, {
     code: "gw.upstream.hedge_lost",
   });
-}
-
-/** The text a frame carries, for estimating what a cancelled hop was billed. */
-export function frameText(frame: UpstreamFrame): string {
-  return frame.events.map((e) =>
-    e.type === "text" || e.type === "reasoning" || e.type === "refusal"
-      ? e.text
-      : e.type === "tool_call_args"
-      ? e.args
-      : e.type === "tool_call_start"
-      ? e.name
-      : ""
-  ).join("");
-}
-
-/** About four characters a token: a rough bill for text a cancelled hop received. */
-export function estimateTokens(text: string): number {
-  return Math.ceil(text.length / 4);
 }

@@ -10,6 +10,7 @@ import type {
 } from "../formats/format.ts";
 import { type GatewayCode, GatewayError } from "../runtime/gateway_error.ts";
 import { IdleTimer } from "./idle_timer.ts";
+import { reusingReader } from "./body_reader.ts";
 import { firstContentSecs, startFirstContentTimer } from "./first_content_timer.ts";
 import type { IrRequest, IrUsage } from "../formats/ir.ts";
 import type { Attempt, LiveRequest } from "../live/live_request.ts";
@@ -21,6 +22,9 @@ import { isRetryableStatus, retryAfterSecs } from "./upstream_error.ts";
 import { type Affinity, affinitySession } from "../route/affinity.ts";
 import type { Lane } from "./hedge_lane.ts";
 import { readCapped, UPSTREAM_CAPS } from "../formats/upstream_caps.ts";
+import { UsageLedger } from "./usage_ledger.ts";
+import { CancelTimer } from "./cancel_timer.ts";
+import { traceUpstream } from "../observability/upstream_trace.ts";
 
 /**
  * The reason a finished hop's connection is dropped. Shared and plain: the
@@ -101,6 +105,9 @@ export class Hop {
   readonly attempt: Attempt;
   readonly idle: IdleTimer;
   readonly idleSecs: number;
+  /** What this hop received, for the tokens its upstream did not report (usage_ledger.ts). */
+  readonly ledger = new UsageLedger();
+  #cancel: CancelTimer;
   #unlink: () => void;
   #stopFirstContent: () => void;
 
@@ -114,9 +121,15 @@ export class Hop {
       lane?: Lane | null;
     },
   ) {
-    opts.lane?.join(this);
     const { live } = req;
     const { upstream, candidate } = opts.target;
+    const { clock, metrics } = opts.deps;
+    this.#cancel = new CancelTimer(this.controller.signal, {
+      clock,
+      metrics,
+      upstream: upstream.id,
+    });
+    opts.lane?.join(this);
     this.attempt = live.startAttempt(upstream.id, candidate.model);
     const forward = () => this.controller.abort(live.signal.reason);
     if (live.signal.aborted) forward();
@@ -162,9 +175,17 @@ export class Hop {
     const { signal } = this.controller;
     // A url and init where the adapter has them: fetch would copy a Request once more.
     const post = await this.adapter.buildPost?.(call);
-    const res = post
-      ? await deps.fetch(post.url, { ...post.init, signal })
-      : await deps.fetch(await this.adapter.buildRequest(call), { signal });
+    const request = post ? null : await this.adapter.buildRequest(call);
+    traceUpstream(post ? { url: post.url, headers: post.init.headers } : request!, this);
+    let res: Response;
+    try {
+      res = post
+        ? await deps.fetch(post.url, { ...post.init, signal })
+        : await deps.fetch(request!, { signal });
+    } catch (err) {
+      this.#cancel.closed();
+      throw err;
+    }
     this.attempt.headers(res.status);
     return res;
   }
@@ -175,10 +196,12 @@ export class Hop {
    * seen to keep an aborted fetch's body open, and the request then waited on
    * it for ever. A stopped read throws the stop's reason.
    */
-  async *read<T>(body: ReadableStream<T>): AsyncGenerator<T> {
+  async *read<T>(body: ReadableStream<T>, opts: { reuse?: boolean } = {}): AsyncGenerator<T> {
     const { signal } = this.controller;
-    const reader = body.getReader();
-    const cancel = () => void reader.cancel(signal.reason).catch(() => {});
+    // `reuse`: each chunk is valid only until the next is asked for (see reusingReader).
+    const reader = opts.reuse ? reusingReader(body) : body.getReader();
+    const cancel = () =>
+      void reader.cancel(signal.reason).catch(() => {}).finally(() => this.#cancel.closed());
     signal.addEventListener("abort", cancel, { once: true });
     try {
       for (;;) {
@@ -196,7 +219,9 @@ export class Hop {
 
   /** Classifies a non-2xx answer (docs/design.md "Failover before content" taxonomy) after reading its body. */
   async failedStatus(res: Response): Promise<HopResult> {
-    const body = await readCapped(res, UPSTREAM_CAPS.errorBodyBytes);
+    // Read through the hop, so a stop while a slow error body trickles in closes it at once too.
+    const read = res.body ? new Response(ReadableStream.from(this.read(res.body))) : res;
+    const body = await readCapped(read, UPSTREAM_CAPS.errorBodyBytes);
     const { clock, cooldowns } = this.opts.deps;
     const retryAfter = retryAfterSecs(res.headers.get("retry-after"), clock.now());
     const decoded = this.adapter.decodeError(res.status, body, { headers: res.headers });
@@ -280,6 +305,8 @@ export class Hop {
   }
 
   end(outcome: Parameters<Attempt["end"]>[0], error?: GatewayError): void {
+    if (this.attempt.ended) return;
+    this.ledger.settle(this.attempt, { ir: this.req.ir });
     this.attempt.end(outcome, error);
   }
 
@@ -287,8 +314,8 @@ export class Hop {
    * The first content: whether this hop may answer. Always true unless it is
    * hedged and another hop got there first (then this one is being stopped).
    */
-  claim(text: string): boolean {
-    return this.opts.lane?.claim(this, text) ?? true;
+  claim(): boolean {
+    return this.opts.lane?.claim(this) ?? true;
   }
 
   /** Whether another hedged hop could still win, so nothing of this one may reach the client. */

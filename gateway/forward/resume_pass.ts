@@ -1,4 +1,5 @@
 import type { GatewayError } from "../runtime/gateway_error.ts";
+import type { AttemptRecord } from "../../db/records.ts";
 import type { StreamChannel } from "./client_channel.ts";
 import { runCandidates, type RunHop } from "./failover.ts";
 import type { ForwardDeps, ForwardRequest, HopResult } from "./hop.ts";
@@ -16,6 +17,8 @@ import { stopReason } from "./stop_reasons.ts";
 export class ResumePass {
   #tried = new Set<string>();
   #broken = false;
+  /** The broken hop's row: its tokens, estimated where its usage never came, count in the answer's. */
+  #brokenRow: AttemptRecord | null = null;
 
   constructor(
     readonly req: ForwardRequest,
@@ -34,6 +37,7 @@ export class ResumePass {
       const result = await runHop(hop, opts);
       this.#broken = result.kind === "stop" && hop.attempt.contentSeen &&
         !stopReason(this.req.live.signal);
+      if (this.#broken) this.#brokenRow = hop.attempt.record;
       return result;
     };
   }
@@ -54,7 +58,7 @@ export class ResumePass {
         c.accepts_prefill && !this.#tried.has(c.upstream)
       );
       if (!candidates.length) return failure;
-      const point = resume.begin();
+      const point = resume.begin(this.#brokenRow);
       if (!point) return failure;
       deps.log.event("gw.stream.resume", { offset: point.offset, after: failure.code });
       channel.startKeepAlives();

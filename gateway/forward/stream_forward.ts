@@ -6,8 +6,7 @@ import { ResumePass } from "./resume_pass.ts";
 import { StreamResume } from "./stream_resume.ts";
 import type { ForwardDeps, ForwardRequest, Hop, HopResult } from "./hop.ts";
 import { clientDisconnected, stopReason } from "./stop_reasons.ts";
-import { frameText } from "./hedge_lane.ts";
-import { readReusing } from "./body_reader.ts";
+import { hidesUsage, isUsageOnlyChunk, withoutUsage } from "./usage_chunk.ts";
 
 /** docs/design.md "Failover before content": how long a streamed answer may be held before headers go out. */
 export const OPENING_HOLD_MS = 15_000;
@@ -85,6 +84,7 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
   const live = hop.req.live;
   // The request body and the answer's bytes pass through separately (see passesBodyThrough).
   const passthrough = resume.passesThrough(opts.shape.passthroughFrom === hop.upstream.kind);
+  const hideUsage = hidesUsage(hop.req);
   const res = await hop.send();
   if (!res.ok || !res.body) return await hop.failedStatus(res);
   live.state = "holding";
@@ -95,20 +95,17 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
   let terminal = false;
   /** What one upstream read makes for the client: written at once, in one chunk where it can. */
   const out: Uint8Array[] = [];
+  const passRaw = (frame: UpstreamFrame) => {
+    if (frame.raw.byteLength && !(hideUsage && isUsageOnlyChunk(frame))) out.push(frame.raw);
+  };
   const output = (frame: UpstreamFrame): void => {
     // Bytes passed on as they came need no events: a quick read's are then never built.
-    if (passthrough && !resume.enabled) {
-      if (frame.raw.byteLength) out.push(frame.raw);
-      return;
-    }
-    const events = resume.pass(frame);
+    if (passthrough && !resume.enabled) return passRaw(frame);
+    const events = withoutUsage(resume.pass(frame), hideUsage);
     if (resume.resuming && frame.usage) live.usage(resume.usage);
     // A passed-through start is shadowed, so a resume can carry on where the client's stream is.
     if (passthrough && resume.enabled) { for (const e of events) encoder.encode(e); }
-    if (passthrough) {
-      if (frame.raw.byteLength) out.push(frame.raw);
-      return;
-    }
+    if (passthrough) return passRaw(frame);
     for (const e of events) {
       const bytes = encoder.encode(e);
       if (bytes) out.push(bytes);
@@ -133,6 +130,7 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
   /** One read's frames; a result ends the hop. */
   const take = (frames: UpstreamFrame[]): HopResult | null => {
     for (const frame of frames) {
+      hop.ledger.frame(frame);
       if (frame.usage) hop.usage(frame.usage);
       terminal ||= frame.terminal === true;
       finished ||= terminal || finishes(frame);
@@ -148,7 +146,7 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
         hop.idle.touch();
         if (!hop.attempt.contentSeen) {
           // Hedged: another hop may have claimed the answer already; this one is then stopped.
-          if (!hop.claim(frameText(frame))) throw hop.controller.signal.reason;
+          if (!hop.claim()) throw hop.controller.signal.reason;
           hop.attempt.firstContent();
           hop.succeeded();
           channel.stopKeepAlives();
@@ -174,7 +172,7 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
   try {
     const decoder = hop.adapter.frameDecoder?.();
     if (decoder) {
-      for await (const chunk of readReusing(res.body, hop.controller.signal)) {
+      for await (const chunk of hop.read(res.body, { reuse: true })) {
         const result = take(decoder.push(chunk));
         await flush();
         if (result) return result;

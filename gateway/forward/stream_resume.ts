@@ -1,6 +1,7 @@
 import type { ClientFormat } from "../formats/format.ts";
 import type { IrEvent, IrRequest, IrUsage } from "../formats/ir.ts";
 import { mergeUsage } from "../formats/ir.ts";
+import type { AttemptRecord } from "../../db/records.ts";
 
 /**
  * Client formats whose streams name items by ids the upstream chose (Responses'
@@ -119,14 +120,24 @@ export class StreamResume {
    * The point to resume from after the current hop broke, or null when this
    * answer cannot be resumed: off, no text went out, a tool call went out (its
    * arguments cannot be continued as text), or the answer already finished.
-   * Starts a new hop's usage.
+   * Starts a new hop's usage. `broken`, the broken hop's row, gives its tokens where
+   * its usage never came (estimated, docs/observability.md "Token usage").
    */
-  begin(): ResumePoint | null {
+  begin(broken?: Pick<AttemptRecord, "tokensEstimated" | "inputTokens" | "outputTokens"> | null):
+    | ResumePoint
+    | null {
     if (!this.enabled || this.#toolCall || this.#finished) return null;
     // Anthropic refuses a prefill ending in whitespace; the client has it, so the continuation's is dropped.
     const prefill = this.#text.trimEnd();
     if (!prefill) return null;
-    this.#earlier = this.usage;
+    const billed = broken?.tokensEstimated
+      ? {
+        ...this.#hop,
+        inputTokens: broken.inputTokens ?? this.#hop.inputTokens,
+        outputTokens: broken.outputTokens ?? this.#hop.outputTokens,
+      }
+      : this.#hop;
+    this.#earlier = addUsage(this.#earlier, billed);
     this.#hop = {};
     this.#resuming = true;
     this.#trimLead = prefill.length < this.#text.length;

@@ -1,5 +1,4 @@
 import { baseHeaders } from "./client_channel.ts";
-import { readReusing } from "./body_reader.ts";
 import { runCandidates } from "./failover.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
 import type { ForwardDeps, ForwardRequest, Hop, HopResult } from "./hop.ts";
@@ -45,6 +44,7 @@ async function wholeHop(hop: Hop, deps: ForwardDeps): Promise<HopResult | { resp
       return { kind: "next", error };
     }
     const ir = hop.adapter.decodeWhole(text);
+    hop.ledger.answer(ir);
     hop.attempt.usage(ir.usage);
     hop.attempt.firstContent();
     hop.succeeded();
@@ -72,17 +72,19 @@ async function readUntilContent(hop: Hop, body: ReadableStream<Uint8Array>): Pro
   const parts: string[] = [];
   let size = 0;
   let started = false;
-  for await (const chunk of readReusing(body, hop.controller.signal)) {
+  for await (const chunk of hop.read(body, { reuse: true })) {
     size += chunk.byteLength;
     if (size > UPSTREAM_CAPS.answerBytes) throw oversized("an answer", UPSTREAM_CAPS.answerBytes);
     const text = decoder.decode(chunk, { stream: true });
     parts.push(text);
+    // Leading whitespace is no content, and bills nothing.
+    if (started || text.trim() !== "") hop.ledger.text(text.length);
     if (started) hop.idle.touch();
     // Only the new text is looked at: leading whitespace is not rescanned per chunk.
     else if (text.trim() !== "") {
       started = true;
       // Hedged: the first byte is the race point; a hop that lost it is being stopped.
-      if (!hop.claim(text)) throw hop.controller.signal.reason;
+      if (!hop.claim()) throw hop.controller.signal.reason;
       hop.idle.touch();
       hop.req.live.state = "streaming";
     }

@@ -25,6 +25,8 @@ export function startHeartbeat(
     log: Logger;
     /** Also run on every beat: picking up what other instances changed in the shared database. */
     onBeat?: () => Promise<void>;
+    /** Whether the database is prepared (tried again if not); a beat is skipped while false. */
+    ready?: () => Promise<boolean>;
   },
 ): () => void {
   const { clock, log, instanceId } = opts;
@@ -32,6 +34,8 @@ export function startHeartbeat(
   let stopped = false;
   const beat = async () => {
     try {
+      // Not prepared yet (or no database at all): the readiness logs that, once, not each beat.
+      if (opts.ready && !(await opts.ready())) return;
       await heartbeat(db, instanceId, { now: clock.now() });
       const rows = await closeInterruptedRows(db, {
         instanceId,
@@ -42,8 +46,9 @@ export function startHeartbeat(
       await opts.onBeat?.();
     } catch (err) {
       log.event("history.heartbeat_failed", { error: String(err) });
+    } finally {
+      if (!stopped) cancel = clock.after(HEARTBEAT_MS, beat);
     }
-    if (!stopped) cancel = clock.after(HEARTBEAT_MS, beat);
   };
   cancel = clock.after(HEARTBEAT_MS, beat);
   return () => {

@@ -1,8 +1,15 @@
-import type { AttemptOutcome, AttemptRecord, RequestRecord } from "../../db/records.ts";
+import type {
+  AttemptOutcome,
+  AttemptRecord,
+  RequestRecord,
+  RequestTrace,
+} from "../../db/records.ts";
+import { newSpanId } from "../observability/trace_context.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { GatewayError } from "../runtime/gateway_error.ts";
 import type { IrUsage } from "../formats/ir.ts";
 import type { Metrics } from "../runtime/metrics.ts";
+import { type Billing, requestCost } from "./billing.ts";
 
 export type LiveState =
   | "waiting_for_slot"
@@ -29,12 +36,16 @@ export interface LiveRequestInit {
   stream: boolean;
   keyId: string | null;
   sessionId: string | null;
+  /** The request's trace context (docs/observability.md "Traces"). */
+  trace?: RequestTrace;
 }
 
 /** One hop in progress. Ends exactly once; later calls are ignored. */
 export class Attempt {
   ended = false;
   contentSeen = false;
+  /** Cached input among `inputTokens`, kept for pricing; the row has no column for it. */
+  cachedTokens: number | null = null;
   constructor(readonly record: AttemptRecord, private owner: LiveRequest) {}
 
   headers(status: number): void {
@@ -52,7 +63,13 @@ export class Attempt {
   usage(usage: IrUsage): void {
     this.record.inputTokens = usage.inputTokens ?? this.record.inputTokens;
     this.record.outputTokens = usage.outputTokens ?? this.record.outputTokens;
+    this.cachedTokens = usage.cachedTokens ?? this.cachedTokens;
     this.owner.usage(usage);
+  }
+
+  /** This hop answered the client and its tokens are partly estimated (usage_ledger.ts). */
+  estimated(): void {
+    this.owner.estimated(this.record);
   }
 
   end(outcome: AttemptOutcome, err?: GatewayError): void {
@@ -84,6 +101,8 @@ export class LiveRequest {
    * configured route the key may use, so caller input never mints a series.
    */
   metricsRoute: string | null = null;
+  /** Prices hops and meters the key; set once the request is admitted (docs/config.md). */
+  billing: Billing | null = null;
   #finished = false;
 
   constructor(
@@ -108,6 +127,8 @@ export class LiveRequest {
       outputTokens: null,
       cachedTokens: null,
       reasoningTokens: null,
+      tokensEstimated: false,
+      costUsd: null,
     };
     deps.sink.writeRequest({ ...this.record }, { expendable: deps.expendable });
   }
@@ -140,8 +161,11 @@ export class LiveRequest {
       durationMs: null,
       inputTokens: null,
       outputTokens: null,
+      tokensEstimated: false,
       droppedHeaders: null,
+      costUsd: null,
       resumeOffset: null,
+      trace: { spanId: newSpanId() },
     }, this);
     this.attempts.push(attempt);
     this.record.upstream = upstream;
@@ -158,6 +182,11 @@ export class LiveRequest {
   attemptEnded(attempt: Attempt): void {
     const r = attempt.record;
     this.deps.metrics.attempts.inc({ upstream: r.upstream, outcome: r.outcome ?? "error" });
+    this.billing?.bill(r, { cachedTokens: attempt.cachedTokens });
+    if (r.costUsd) {
+      const route = this.metricsRoute ?? UNKNOWN_ROUTE;
+      this.deps.metrics.cost.inc({ route, upstream: r.upstream }, r.costUsd);
+    }
     this.flushAttempt(attempt);
   }
 
@@ -167,6 +196,14 @@ export class LiveRequest {
     r.outputTokens = usage.outputTokens ?? r.outputTokens;
     r.cachedTokens = usage.cachedTokens ?? r.cachedTokens;
     r.reasoningTokens = usage.reasoningTokens ?? r.reasoningTokens;
+  }
+
+  /** The answering hop's tokens were estimated: the request's row says so, with at least as many. */
+  estimated(a: AttemptRecord): void {
+    const r = this.record;
+    r.inputTokens ??= a.inputTokens;
+    r.outputTokens = Math.max(r.outputTokens ?? 0, a.outputTokens ?? 0);
+    r.tokensEstimated = true;
   }
 
   /** The first content went to the client. */
@@ -196,6 +233,7 @@ export class LiveRequest {
     r.failureSource = err?.source ?? null;
     r.errorCode = err?.code ?? null;
     r.errorMessage = err ? err.publicMessage : null;
+    r.costUsd = requestCost(this.attempts.map((a) => a.record));
     const { metrics } = this.deps;
     const route = this.metricsRoute ?? UNKNOWN_ROUTE;
     metrics.requests.inc({ route, outcome: r.outcome });

@@ -6,6 +6,7 @@ import {
   PEER_SIGNATURE_WINDOW_MS,
   verifyPeerCall,
 } from "./peer_signature.ts";
+import { joinBytes } from "../runtime/join_bytes.ts";
 
 /**
  * Signatures already honoured, until their window closes: a call copied off the wire cannot be
@@ -67,11 +68,5 @@ async function boundedText(request: Request): Promise<string | null> {
   } finally {
     reader.cancel().catch(() => {});
   }
-  const bytes = new Uint8Array(size);
-  let at = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, at);
-    at += chunk.byteLength;
-  }
-  return new TextDecoder().decode(bytes);
+  return joinBytes(chunks);
 }

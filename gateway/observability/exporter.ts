@@ -3,6 +3,7 @@ import type { Clock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
 import type { Destination } from "./destination_schema.ts";
 import { otlpLogs } from "./otlp.ts";
+import { otlpTraces } from "./otlp_traces.ts";
 
 /** A request as it finished, with its chain of hops. */
 export interface FinishedRecord {
@@ -14,6 +15,12 @@ const FLUSH_EVERY_MS = 1_000;
 const BATCH = 100;
 const MAX_QUEUED = 10_000;
 const RETRY_CAP_MS = 30_000;
+
+const BODIES: Record<Destination["kind"], (batch: FinishedRecord[]) => unknown> = {
+  webhook: (records) => ({ records }),
+  otlp: otlpLogs,
+  "otlp-traces": otlpTraces,
+};
 
 interface Queue {
   destination: Destination;
@@ -62,10 +69,20 @@ export class Exporter {
     this.#queues = next;
   }
 
+  /** Whether some traces destination is on: requests starting now record their spans. */
+  tracing(): boolean {
+    for (const q of this.#queues.values()) {
+      if (q.destination.enabled && q.destination.kind === "otlp-traces") return true;
+    }
+    return false;
+  }
+
   push(record: FinishedRecord): void {
     let any = false;
     for (const q of this.#queues.values()) {
       if (!q.destination.enabled) continue;
+      // A request that started with tracing off, or that its client did not sample, has no spans.
+      if (q.destination.kind === "otlp-traces" && !record.request.trace?.recorded) continue;
       q.records.push(record);
       if (q.records.length > MAX_QUEUED) {
         q.dropped += q.records.splice(0, q.records.length - MAX_QUEUED).length;
@@ -113,7 +130,7 @@ export class Exporter {
       const res = await this.opts.fetch(q.destination.url, {
         method: "POST",
         headers: this.#headers(q.destination),
-        body: JSON.stringify(q.destination.kind === "otlp" ? otlpLogs(batch) : { records: batch }),
+        body: JSON.stringify(BODIES[q.destination.kind](batch)),
       });
       await res.body?.cancel();
       if (!res.ok) throw new Error(`receiver answered ${res.status}`);

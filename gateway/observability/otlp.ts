@@ -1,18 +1,23 @@
 import type { FinishedRecord } from "./exporter.ts";
 
 type AnyValue = { stringValue: string } | { intValue: string } | { boolValue: boolean };
+export type AttributeValue = string | number | boolean | null;
 
-function value(v: string | number | boolean): AnyValue {
+/** An OTLP JSON AnyValue; numbers are integers (token counts, milliseconds, statuses). */
+export function value(v: string | number | boolean): AnyValue {
   if (typeof v === "boolean") return { boolValue: v };
   if (typeof v === "number") return { intValue: String(Math.round(v)) };
   return { stringValue: v };
 }
 
+/** Who sends: the same resource on logs and traces. */
+export const RESOURCE = { attributes: [{ key: "service.name", value: value("pulsegate") }] };
+
 /** Finished requests as an OTLP/HTTP JSON logs export request, one log record each. */
 export function otlpLogs(records: FinishedRecord[]): unknown {
   return {
     resourceLogs: [{
-      resource: { attributes: [{ key: "service.name", value: value("pulsegate") }] },
+      resource: RESOURCE,
       scopeLogs: [{
         scope: { name: "pulsegate" },
         logRecords: records.map(logRecord),
@@ -22,7 +27,7 @@ export function otlpLogs(records: FinishedRecord[]): unknown {
 }
 
 function logRecord({ request: r, attempts }: FinishedRecord) {
-  const fields: Record<string, string | number | boolean | null> = {
+  const fields: Record<string, AttributeValue> = {
     "pulsegate.request_id": r.id,
     "pulsegate.route": r.route,
     "pulsegate.client_format": r.clientFormat,
@@ -53,8 +58,13 @@ function logRecord({ request: r, attempts }: FinishedRecord) {
     timeUnixNano: `${r.endedAt ?? r.startedAt}000000`,
     severityText: r.outcome === "success" ? "INFO" : "ERROR",
     body: value(`request ${r.id} ${r.outcome ?? "ended"} with ${r.status ?? "no status"}`),
-    attributes: Object.entries(fields)
-      .filter((e): e is [string, string | number | boolean] => e[1] !== null)
-      .map(([key, v]) => ({ key, value: value(v) })),
+    attributes: attributes(fields),
   };
+}
+
+/** OTLP attributes, leaving out what is null. */
+export function attributes(fields: Record<string, AttributeValue | undefined>) {
+  return Object.entries(fields)
+    .filter((e): e is [string, string | number | boolean] => e[1] !== null && e[1] !== undefined)
+    .map(([key, v]) => ({ key, value: value(v) }));
 }

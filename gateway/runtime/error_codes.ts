@@ -38,6 +38,8 @@ export const ERROR_CODES = {
   "gw.client.host_not_allowed": { source: "client", status: 403 },
   "gw.client.cross_site": { source: "client", status: 403 },
   "gw.slots.full": { source: "gateway", status: 429 },
+  "gw.key.rate_limited": { source: "client", status: 429 },
+  "gw.key.budget_exhausted": { source: "client", status: 429 },
   "gw.gateway.internal": { source: "gateway", status: 500 },
   "gw.gateway.interrupted": { source: "gateway", status: 500 },
   "gw.gateway.shutting_down": { source: "gateway", status: 503 },

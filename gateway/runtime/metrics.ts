@@ -58,6 +58,11 @@ class Histogram {
     s.count++;
     this.series.set(key, s);
   }
+  /** One series' count and sum (zero when it has none). */
+  get(labels: Labels = {}): { count: number; sum: number } {
+    const s = this.series.get(labelKey(labels));
+    return { count: s?.count ?? 0, sum: s?.sum ?? 0 };
+  }
   render(): string {
     const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} histogram`];
     for (const [key, s] of this.series) {
@@ -84,6 +89,10 @@ export class Metrics {
     "Idle timeouts by upstream and phase (before_content, mid_stream).",
   );
   tokens = new Counter("pulsegate_tokens_total", "Tokens by upstream and direction.");
+  cost = new Counter(
+    "pulsegate_cost_total",
+    "USD billed by route and upstream, from config prices.",
+  );
   historyDropped = new Counter(
     "pulsegate_history_dropped_rows_total",
     "History rows never written: pushed out by the pending bound, or still queued at shutdown.",
@@ -101,6 +110,10 @@ export class Metrics {
     "Time from request start to first content sent, by route.",
   );
   duration = new Histogram("pulsegate_request_duration_seconds", "Request duration, by route.");
+  upstreamCancel = new Histogram(
+    "pulsegate_upstream_cancel_seconds",
+    "Time from a stop (abort, disconnect, timeout, lost hedge, shutdown) to the upstream connection's close, by upstream and reason.",
+  );
   inflight = 0;
 
   constructor() {
@@ -136,7 +149,9 @@ export class Metrics {
       cooldown,
       this.firstContent.render(),
       this.duration.render(),
+      this.upstreamCancel.render(),
       this.tokens.render(),
+      this.cost.render(),
       this.historyDropped.render(),
       this.guardrailUnchecked.render(),
       this.refusedUnrecorded.render(),

@@ -39,6 +39,8 @@ export interface FakeUpstream extends AsyncDisposable {
   /** Answers the next calls in order; after the queue, `fallback` answers. */
   enqueue(...scripts: Script[]): void;
   setHandler(handler: Handler): void;
+  /** Requests whose response body has neither ended nor been cancelled (nor headers refused). */
+  readonly openConnections: number;
   close(): Promise<void>;
 }
 
@@ -48,6 +50,7 @@ export function startFakeUpstream(opts: { fallback?: Handler } = {}): FakeUpstre
   const calls: Call[] = [];
   const queue: Script[] = [];
   const closing = new AbortController();
+  let open = 0;
   let handler: Handler = opts.fallback ?? (() => ({ status: 500, body: [{ send: "no script" }] }));
   const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
     const text = await req.text();
@@ -55,8 +58,16 @@ export function startFakeUpstream(opts: { fallback?: Handler } = {}): FakeUpstre
     try {
       json = JSON.parse(text);
     } catch { /* not JSON: kept as text */ }
-    let settle!: (how: "cancelled" | "ended") => void;
-    const closed = new Promise<"cancelled" | "ended">((r) => (settle = r));
+    let resolve!: (how: "cancelled" | "ended") => void;
+    const closed = new Promise<"cancelled" | "ended">((r) => (resolve = r));
+    open++;
+    let settled = false;
+    const settle = (how: "cancelled" | "ended") => {
+      if (settled) return;
+      settled = true;
+      open--;
+      resolve(how);
+    };
     const call: Call = {
       path: new URL(req.url).pathname + new URL(req.url).search,
       method: req.method,
@@ -78,6 +89,11 @@ export function startFakeUpstream(opts: { fallback?: Handler } = {}): FakeUpstre
       return new Response(null, { status: 499 });
     }
     if (script.headerDelay) await sleep(script.headerDelay, req.signal);
+    if (req.signal.aborted) {
+      // Gone while its headers were held back: no body will ever be read, or cancelled.
+      settle("cancelled");
+      return new Response(null, { status: 499 });
+    }
     return new Response(bodyStream(script.body ?? [], { settle, closing: closing.signal }), {
       status: script.status ?? 200,
       headers: script.headers ?? { "content-type": "application/json" },
@@ -88,6 +104,9 @@ export function startFakeUpstream(opts: { fallback?: Handler } = {}): FakeUpstre
     calls,
     enqueue: (...scripts) => queue.push(...scripts),
     setHandler: (h) => (handler = h),
+    get openConnections() {
+      return open;
+    },
     close,
     [Symbol.asyncDispose]: close,
   };

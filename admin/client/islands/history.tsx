@@ -8,8 +8,13 @@ import type {
   RequestDetail,
 } from "../../api_types.ts";
 import type { HistoryFilters } from "../api.ts";
-import { formatMs, formatTime, formatTokens, parseLocalDateTime } from "../format.ts";
+import { formatMs, formatTokens, parseLocalDateTime } from "../format.ts";
+import { formatUsd } from "../money.ts";
 import type { History as HistoryModel } from "../history_model.ts";
+import { layoutTimeline } from "../timeline.ts";
+import { AttemptTimeline } from "./attempt_timeline.tsx";
+import { DetailDialog } from "./detail_dialog.tsx";
+import { Time } from "./time.tsx";
 
 export interface HistoryProps {
   history: HistoryModel;
@@ -37,14 +42,15 @@ export function History({ history, now }: HistoryProps) {
         <table class="cards history">
           <thead>
             <tr>
-              <th>Started</th>
-              <th>Request</th>
-              <th>Route</th>
-              <th>Session</th>
-              <th>Attempts</th>
-              <th>Result</th>
-              <th>Duration</th>
-              <th>Tokens</th>
+              <th scope="col">Started</th>
+              <th scope="col">Request</th>
+              <th scope="col">Route</th>
+              <th scope="col">Session</th>
+              <th scope="col">Attempts</th>
+              <th scope="col">Result</th>
+              <th scope="col">Duration</th>
+              <th scope="col">Tokens</th>
+              <th scope="col">Cost</th>
             </tr>
           </thead>
           <tbody>
@@ -210,7 +216,9 @@ function HistoryRowView(props: { row: HistoryRow; now: number; onOpen: () => voi
   const { row } = props;
   return (
     <tr class={row.outcome === "error" ? "failed" : ""} data-request-id={row.id}>
-      <td data-label="Started">{formatTime(row.startedAt, { now: props.now })}</td>
+      <td data-label="Started">
+        <Time at={row.startedAt} now={props.now} />
+      </td>
       <td data-label="Request">
         <button
           type="button"
@@ -228,6 +236,7 @@ function HistoryRowView(props: { row: HistoryRow; now: number; onOpen: () => voi
       <td data-label="Result">{result(row)}</td>
       <td data-label="Duration">{formatMs(row.durationMs)}</td>
       <td data-label="Tokens">{formatTokens(row.inputTokens, row.outputTokens)}</td>
+      <td data-label="Cost">{formatUsd(row.costUsd)}</td>
     </tr>
   );
 }
@@ -235,14 +244,12 @@ function HistoryRowView(props: { row: HistoryRow; now: number; onOpen: () => voi
 function Detail(props: { detail: RequestDetail; now: number; onClose: () => void }) {
   const { request, attempts } = props.detail;
   return (
-    <article class="detail" aria-labelledby="detail-title">
-      <header class="panel-head">
-        <h3 id="detail-title">Request {request.id}</h3>
-        <button type="button" class="quiet" onClick={props.onClose}>Close</button>
-      </header>
+    <DetailDialog titleId="detail-title" title={`Request ${request.id}`} onClose={props.onClose}>
       <dl>
         <dt>Started</dt>
-        <dd>{formatTime(request.startedAt, { now: props.now })}</dd>
+        <dd>
+          <Time at={request.startedAt} now={props.now} />
+        </dd>
         <dt>Client format</dt>
         <dd>{request.clientFormat}{request.stream ? " (stream)" : ""}</dd>
         <dt>Route</dt>
@@ -268,29 +275,35 @@ function Detail(props: { detail: RequestDetail; now: number; onClose: () => void
         <dd>{formatMs(request.durationMs)}</dd>
         <dt>Tokens</dt>
         <dd>{formatTokens(request.inputTokens, request.outputTokens)}</dd>
+        <dt>Cost</dt>
+        <dd>{formatUsd(request.costUsd)}</dd>
       </dl>
       <h4>Attempt chain</h4>
+      {attempts.length > 0 && (
+        <AttemptTimeline timeline={layoutTimeline(props.detail, { now: props.now })} />
+      )}
       {attempts.length === 0
         ? <p class="empty">No upstream was called.</p>
         : (
           <table class="cards attempts">
             <thead>
               <tr>
-                <th>Hop</th>
-                <th>Upstream</th>
-                <th>Outcome</th>
-                <th>Status</th>
-                <th>Code</th>
-                <th>Headers</th>
-                <th>First content</th>
-                <th>Duration</th>
-                <th>Tokens</th>
+                <th scope="col">Hop</th>
+                <th scope="col">Upstream</th>
+                <th scope="col">Outcome</th>
+                <th scope="col">Status</th>
+                <th scope="col">Code</th>
+                <th scope="col">Headers</th>
+                <th scope="col">First content</th>
+                <th scope="col">Duration</th>
+                <th scope="col">Tokens</th>
+                <th scope="col">Cost</th>
               </tr>
             </thead>
             <tbody>{attempts.map((a) => <AttemptRow key={a.hop} attempt={a} />)}</tbody>
           </table>
         )}
-    </article>
+    </DetailDialog>
   );
 }
 
@@ -315,6 +328,7 @@ function AttemptRow({ attempt: a }: { attempt: AttemptRecord }) {
       <td data-label="First content">{formatMs(a.firstContentMs)}</td>
       <td data-label="Duration">{formatMs(a.durationMs)}</td>
       <td data-label="Tokens">{formatTokens(a.inputTokens, a.outputTokens)}</td>
+      <td data-label="Cost">{formatUsd(a.costUsd)}</td>
     </tr>
   );
 }

@@ -1,5 +1,6 @@
 import type { UpstreamHealth as Row } from "../../api_types.ts";
-import { formatMs, formatTime, plural } from "../format.ts";
+import { formatMs, plural } from "../format.ts";
+import { Time } from "./time.tsx";
 import type { Health } from "../health_model.ts";
 import type { UpstreamAction } from "../api.ts";
 
@@ -90,7 +91,7 @@ function HealthRow(
         {u.paused && u.pausedUntil !== null
           ? (
             <span class="state paused">
-              paused until {formatTime(u.pausedUntil, { now: props.now })} (
+              paused until <Time at={u.pausedUntil} now={props.now} /> (
               {formatMs(u.pausedUntil - props.now)} left)
             </span>
           )

@@ -1,9 +1,8 @@
-import { upstreamKey } from "../upstream_key.ts";
-import { postRequest, upstreamPostInit } from "../../accept/client_headers.ts";
 import { passthroughText, translatedText } from "../request_text.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
+import { jsonPost, statusErrors } from "../format_kit.ts";
+import { postRequest } from "../../accept/client_headers.ts";
 import { upstreamBaseUrl } from "../../config/schema.ts";
-import { upstreamStatusError } from "../../forward/upstream_error.ts";
 import { geminiError } from "./errors.ts";
 import {
   geminiModelPath,
@@ -39,16 +38,12 @@ export const geminiUpstream: UpstreamAdapter = {
     const body = call.passthrough
       ? passthroughText(call.passthrough)
       : translatedText(call, { build: () => geminiRequestBody(call.ir) });
-    const headers = new Headers({ "content-type": "application/json" });
-    const key = upstreamKey(call);
-    if (key) headers.set("x-goog-api-key", key);
     const method = call.ir.stream ? "streamGenerateContent?alt=sse" : "generateContent";
     const url = `${upstreamBaseUrl(call.upstream)}/v1beta/${geminiModelPath(call.model)}:${method}`;
-    return Promise.resolve(upstreamPostInit(url, { headers, body, forwarded: call.forwarded }));
+    return jsonPost(call, { url, body, auth: (key) => ["x-goog-api-key", key] });
   },
   decodeStream: decodeGeminiStream,
   frameDecoder: geminiFrameDecoder,
   decodeWhole: decodeGeminiWhole,
-  decodeError: (status, body, opts) =>
-    upstreamStatusError(status, { body, kind: "gemini", headers: opts?.headers }),
+  decodeError: statusErrors("gemini"),
 };

@@ -1,0 +1,182 @@
+import type { Db } from "../../db/client.ts";
+import {
+  addKeyUsage,
+  type KeyUsageIncrement,
+  type KeyUsageRow,
+  pruneKeySeconds,
+  readKeyUsage,
+} from "../../db/key_usage_store.ts";
+import type { Clock } from "../runtime/clock.ts";
+import type { Logger } from "../runtime/logger.ts";
+import { dayStart, monthStart, WINDOW_MS } from "./usage_windows.ts";
+
+/** How long a read of the shared counters serves this process (configured ms, scaled). */
+const CACHE_MS = 1_000;
+/** A database slower than this does not hold a request: the last read (or none) is used. */
+const READ_TIMEOUT_MS = 500;
+/** Local increments kept while the database cannot take them, newest last. */
+const MAX_UNWRITTEN = 10_000;
+const PRUNE_EVERY_MS = 60_000;
+
+interface Increment {
+  keyId: string;
+  at: number;
+  requests: number;
+  tokens: number;
+  costUsd: number;
+  /** When its write committed; null until then. */
+  doneAt: number | null;
+}
+
+interface Snapshot {
+  readStartedAt: number;
+  rows: KeyUsageRow[];
+}
+
+/**
+ * A process's view of the per-key usage counters shared in libSQL (docs/scaling.md "Key
+ * limits"): the last read of the key's rows, plus this process's own increments that read
+ * may not include yet. Increments are written in the background, batched; reads are cached
+ * for about a second, so another instance's use shows here within that.
+ */
+export class KeyUsageMeter {
+  #increments: Increment[] = [];
+  #snapshots = new Map<string, Snapshot>();
+  #reads = new Map<string, Promise<void>>();
+  #flushing: Promise<void> | null = null;
+  #flushQueued = false;
+  #lastPrune = 0;
+
+  constructor(private deps: { db: Db; clock: Clock; log?: Logger }) {}
+
+  /** Counts use for a key: written to the database soon, seen by this process at once. */
+  add(keyId: string, use: { requests?: number; tokens?: number; costUsd?: number }): void {
+    this.#increments.push({
+      keyId,
+      at: this.deps.clock.now(),
+      requests: use.requests ?? 0,
+      tokens: use.tokens ?? 0,
+      costUsd: use.costUsd ?? 0,
+      doneAt: null,
+    });
+    if (this.#increments.length > MAX_UNWRITTEN) this.#increments.shift();
+    this.#scheduleFlush();
+  }
+
+  /** Re-reads the key's shared rows when the last read is older than the cache time. */
+  async refresh(keyIds: readonly string[]): Promise<void> {
+    const now = this.deps.clock.now();
+    const stale = keyIds.filter((id) => {
+      const snap = this.#snapshots.get(id);
+      return !snap || now - snap.readStartedAt >= CACHE_MS * this.deps.clock.scale ||
+        dayStart(snap.readStartedAt) !== dayStart(now);
+    });
+    await Promise.all(stale.map((id) => this.#read(id)));
+  }
+
+  /** The key's rows as this process knows them: the last read plus what it may not include. */
+  rows(keyId: string): KeyUsageRow[] {
+    const snap = this.#snapshots.get(keyId);
+    const rows = [...(snap?.rows ?? [])];
+    for (const inc of this.#increments) {
+      if (inc.keyId !== keyId) continue;
+      if (snap && inc.doneAt !== null && inc.doneAt < snap.readStartedAt) continue;
+      rows.push(...incrementRows(inc).map(({ keyId: _, ...row }) => row));
+    }
+    return rows;
+  }
+
+  /** Waits for increments made so far to be written (shutdown, tests). */
+  async flush(): Promise<void> {
+    while (this.#flushing || this.#increments.some((i) => i.doneAt === null)) {
+      if (!this.#flushing) this.#flushing = this.#write();
+      await this.#flushing;
+      if (this.#increments.some((i) => i.doneAt === null) && !this.#flushing) break;
+    }
+  }
+
+  #read(keyId: string): Promise<void> {
+    let reading = this.#reads.get(keyId);
+    if (reading) return reading;
+    const readStartedAt = this.deps.clock.now();
+    const read = readKeyUsage(this.deps.db, {
+      keyIds: [keyId],
+      secondsAfter: readStartedAt - WINDOW_MS - 1_000,
+      daysFrom: Math.min(monthStart(readStartedAt), dayStart(readStartedAt)),
+    }).then((found) => {
+      // A read that outlived its timeout must not replace a newer one.
+      if ((this.#snapshots.get(keyId)?.readStartedAt ?? -1) >= readStartedAt) return;
+      this.#snapshots.set(keyId, { readStartedAt, rows: found.get(keyId) ?? [] });
+      this.#forgetCovered();
+    }, (err) => this.deps.log?.event("key_usage.read_failed", { error: String(err) }));
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, READ_TIMEOUT_MS)));
+    reading = Promise.race([read, timeout]).finally(() => {
+      clearTimeout(timer);
+      this.#reads.delete(keyId);
+    });
+    this.#reads.set(keyId, reading);
+    return reading;
+  }
+
+  /**
+   * A written increment is kept only while a read that may miss it is in use or in flight:
+   * every later read includes it. So the list stays as short as the writes in the last second.
+   */
+  #forgetCovered(): void {
+    const now = this.deps.clock.now();
+    const fresh = CACHE_MS * this.deps.clock.scale;
+    this.#increments = this.#increments.filter((inc) => {
+      if (inc.doneAt === null || this.#reads.has(inc.keyId)) return true;
+      const snap = this.#snapshots.get(inc.keyId);
+      return snap !== undefined && inc.doneAt >= snap.readStartedAt &&
+        now - snap.readStartedAt < fresh;
+    });
+  }
+
+  #scheduleFlush(): void {
+    if (this.#flushQueued) return;
+    this.#flushQueued = true;
+    // One write per burst: every increment made in this turn of the event loop goes together.
+    queueMicrotask(() => {
+      this.#flushQueued = false;
+      if (!this.#flushing) this.#flushing = this.#write();
+    });
+  }
+
+  async #write(): Promise<void> {
+    const batch = this.#increments.filter((i) => i.doneAt === null);
+    try {
+      if (batch.length) {
+        await addKeyUsage(this.deps.db, batch.flatMap(incrementRows));
+        const doneAt = this.deps.clock.now();
+        for (const inc of batch) inc.doneAt = doneAt;
+        this.#forgetCovered();
+      }
+      await this.#prune();
+    } catch (err) {
+      this.deps.log?.event("key_usage.write_failed", { error: String(err) });
+    } finally {
+      this.#flushing = null;
+    }
+    // Increments that came during the write go in the next one.
+    if (this.#increments.some((i) => i.doneAt === null && !batch.includes(i))) {
+      this.#scheduleFlush();
+    }
+  }
+
+  async #prune(): Promise<void> {
+    const now = this.deps.clock.now();
+    if (now - this.#lastPrune < PRUNE_EVERY_MS) return;
+    this.#lastPrune = now;
+    await pruneKeySeconds(this.deps.db, now - 2 * WINDOW_MS);
+  }
+}
+
+function incrementRows(inc: Increment): KeyUsageIncrement[] {
+  const use = { requests: inc.requests, tokens: inc.tokens, costUsd: inc.costUsd };
+  return [
+    { keyId: inc.keyId, kind: "second", start: Math.floor(inc.at / 1_000) * 1_000, ...use },
+    { keyId: inc.keyId, kind: "day", start: dayStart(inc.at), ...use },
+  ];
+}

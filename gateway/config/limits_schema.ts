@@ -1,0 +1,59 @@
+/**
+ * Prices per upstream model and limits per gateway key (docs/config.md "Prices and key
+ * limits"). Kept apart from schema.ts so the upstream and key schemas each gain one line.
+ */
+import { z } from "zod";
+
+function usdPerMillion(what: string) {
+  return z.number({ error: "must be a number of USD per million tokens, 0 or more" })
+    .min(0, { error: "must be 0 or more" }).max(1_000_000, { error: "must be at most 1000000" })
+    .describe(`USD per million ${what}.`);
+}
+
+export const PriceSchema = z.object({
+  input: usdPerMillion("input (prompt) tokens"),
+  output: usdPerMillion("output tokens, reasoning included"),
+  cached_input: usdPerMillion("input tokens read from the provider's prompt cache").optional()
+    .describe(
+      "USD per million input tokens read from the provider's prompt cache. Omit to price them " +
+        "as input.",
+    ),
+}).strict();
+
+/** The upstream field: prices keyed by the model name candidates send to this upstream. */
+export const pricesField = () =>
+  z.record(z.string().regex(/^\S{1,256}$/), PriceSchema).optional().describe(
+    "Optional price table keyed by the upstream model name (a candidate's `model`). Gives " +
+      "each attempt and request a cost in history, metrics and the admin page; models not " +
+      "listed cost nothing recorded (null).",
+  );
+
+export const BudgetSchema = z.object({
+  usd: z.number({ error: "must be a number of USD" }).positive({ error: "must be above 0" })
+    .describe("Most USD this key may spend per period (from the prices of its attempts)."),
+  period: z.enum(["day", "month"], { error: 'must be "day" or "month"' }).describe(
+    "Calendar period in UTC the budget covers; it renews at 00:00 UTC on the next day or month.",
+  ),
+}).strict();
+
+function perMinute(what: string, verb: string) {
+  return z.int({ error: "must be a whole number between 1 and 1000000000" })
+    .min(1, { error: "must be at least 1" }).max(1e9, { error: "must be at most 1000000000" })
+    .optional().describe(
+      `Most ${what} this key may ${verb} in any 60 seconds; over it, requests are answered 429 ` +
+        "(gw.key.rate_limited) with Retry-After. Omit for no limit.",
+    );
+}
+
+/** The key fields, spread into the key schema. */
+export const keyLimitFields = () => ({
+  rpm: perMinute("requests", "send"),
+  tpm: perMinute("billed tokens (input + output of finished attempts)", "use"),
+  budget: BudgetSchema.optional().describe(
+    "Spending cap per UTC day or month; once the key's cost in the period reaches it, requests " +
+      "are answered 429 (gw.key.budget_exhausted) until the period ends. Needs upstream prices.",
+  ),
+});
+
+export type Price = z.output<typeof PriceSchema>;
+export type Budget = z.output<typeof BudgetSchema>;

@@ -1,0 +1,65 @@
+import type { RequestTrace } from "../../db/records.ts";
+
+/**
+ * W3C Trace Context (https://www.w3.org/TR/trace-context/) for one request:
+ * the client's `traceparent` continued, or a new trace. docs/observability.md
+ * "Traces" says what the gateway records and sends upstream.
+ */
+
+// version-traceid-parentid-flags, lowercase hex only; a later version may append fields.
+const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/;
+const ALL_ZEROS = /^0+$/;
+/** Printable ASCII; 512 characters is what the W3C asks every participant to pass on. */
+const TRACESTATE = /^[\x20-\x7e]{1,512}$/;
+
+export interface ParsedTraceparent {
+  traceId: string;
+  parentSpanId: string;
+  flags: number;
+}
+
+/** The client's `traceparent`, or null when absent or invalid (then a new trace starts). */
+export function parseTraceparent(value: string | null): ParsedTraceparent | null {
+  const m = value === null ? null : TRACEPARENT.exec(value.trim());
+  if (!m) return null;
+  const [, version, traceId, parentSpanId, flags, rest] = m as unknown as string[];
+  if (version === "ff" || (version === "00" && rest !== undefined)) return null;
+  if (ALL_ZEROS.test(traceId!) || ALL_ZEROS.test(parentSpanId!)) return null;
+  return { traceId: traceId!, parentSpanId: parentSpanId!, flags: parseInt(flags!, 16) };
+}
+
+function randomHex(bytes: number): string {
+  const buf = crypto.getRandomValues(new Uint8Array(bytes));
+  let hex = "";
+  for (const b of buf) hex += b.toString(16).padStart(2, "0");
+  // All zeros is the one invalid id; at 2^-64 odds, flip a bit rather than draw again.
+  return ALL_ZEROS.test(hex) ? `${hex.slice(0, -1)}1` : hex;
+}
+
+export function newSpanId(): string {
+  return randomHex(8);
+}
+
+/**
+ * The trace context of a request arriving with these headers. `recording`
+ * (some traces destination is on) and the client's sampled flag decide
+ * whether its spans are exported and whether upstream calls name our spans.
+ */
+export function incomingTrace(headers: Headers, opts: { recording: boolean }): RequestTrace {
+  const parent = parseTraceparent(headers.get("traceparent"));
+  const state = parent ? headers.get("tracestate") : null;
+  const sampled = parent ? (parent.flags & 1) === 1 : true;
+  return {
+    traceId: parent?.traceId ?? randomHex(16),
+    spanId: newSpanId(),
+    parentSpanId: parent?.parentSpanId ?? null,
+    flags: parent?.flags ?? 1,
+    traceState: state !== null && TRACESTATE.test(state) ? state : null,
+    recorded: opts.recording && sampled,
+  };
+}
+
+/** A `traceparent` value naming `spanId` in this trace, with the trace's flags. */
+export function formatTraceparent(trace: RequestTrace, spanId: string): string {
+  return `00-${trace.traceId}-${spanId}-${trace.flags.toString(16).padStart(2, "0")}`;
+}

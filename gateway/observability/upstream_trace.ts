@@ -1,0 +1,48 @@
+import type { AttemptRecord, RequestRecord } from "../../db/records.ts";
+import type { Upstream } from "../config/schema.ts";
+import type { UpstreamKind } from "../formats/format.ts";
+import { formatTraceparent } from "./trace_context.ts";
+
+/** `gen_ai.provider.name` of each upstream kind (OpenTelemetry GenAI conventions). */
+const PROVIDERS: Record<UpstreamKind, string> = {
+  "openai-chat": "openai",
+  "openai-responses": "openai",
+  anthropic: "anthropic",
+  gemini: "gcp.gemini",
+  bedrock: "aws.bedrock",
+};
+
+const DEFAULT_PORTS: Record<string, number> = { "http:": 80, "https:": 443 };
+
+/** The parts of a hop (gateway/forward/hop.ts) the hook reads. */
+export interface TracedHop {
+  req: { live: { record: RequestRecord } };
+  attempt: { record: AttemptRecord };
+  upstream: Upstream;
+}
+
+/**
+ * The trace hook of one upstream call, run once its request is built: the
+ * call carries the trace context, and the attempt notes where it went for its
+ * span. A recorded trace names the attempt's span as the parent; otherwise the
+ * client's own `traceparent` (if any) goes on unchanged, so an upstream that
+ * traces never points at a span no one exported.
+ */
+export function traceUpstream(request: Pick<Request, "url" | "headers">, hop: TracedHop): void {
+  const { trace } = hop.req.live.record;
+  const attempt = hop.attempt.record;
+  if (!attempt.trace) return;
+  const url = new URL(request.url);
+  attempt.trace.provider = PROVIDERS[hop.upstream.kind];
+  attempt.trace.serverAddress = url.hostname.replace(/^\[(.*)\]$/, "$1");
+  attempt.trace.serverPort = url.port ? Number(url.port) : DEFAULT_PORTS[url.protocol];
+  if (!trace) return;
+  if (trace.recorded) {
+    request.headers.set("traceparent", formatTraceparent(trace, attempt.trace.spanId));
+  } else if (trace.parentSpanId) {
+    request.headers.set("traceparent", formatTraceparent(trace, trace.parentSpanId));
+  } else {
+    return;
+  }
+  if (trace.traceState) request.headers.set("tracestate", trace.traceState);
+}

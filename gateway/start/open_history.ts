@@ -1,0 +1,141 @@
+import { type Db, localFilePath, openDatabase } from "../../db/client.ts";
+import { type BatchExecutor, inProcessExecutor, workerExecutor } from "../../db/batch_executor.ts";
+import { HistoryWriter } from "../../db/history_writer.ts";
+import { registerInstance } from "../../db/instances.ts";
+import { migrate } from "../../db/migrate.ts";
+import { closeRowsOfDeadInstances } from "../live/instance_heartbeat.ts";
+import type { Clock } from "../runtime/clock.ts";
+import type { Logger } from "../runtime/logger.ts";
+import { isPathError, SettingPathError } from "../setting_paths.ts";
+import type { Settings } from "../settings.ts";
+import type { Closers } from "./closers.ts";
+import { DatabaseReadiness } from "./database_readiness.ts";
+import { unavailableDatabase } from "../../db/unavailable_client.ts";
+
+/** How long a running request's row waits in memory before it is written as open. */
+export const OPEN_ROW_DEFER_MS = 1_000;
+
+/** Rows kept in memory while the database is away (or absent); the oldest go beyond it. */
+export const HISTORY_MEMORY_ROWS = 100_000;
+
+export interface History {
+  db: Db;
+  writer: HistoryWriter;
+  /** This process, as the owner of the rows it writes (docs/scaling.md). */
+  instanceId: string;
+  /** Whether the database is prepared; history waits in memory until it is. */
+  readiness: DatabaseReadiness;
+}
+
+/**
+ * The database, migrated, with this instance registered and the rows of dead instances closed,
+ * and the history writer over it. Each thing opened is handed to `closers` at once, so a later
+ * failure (here or further on in the start) closes it.
+ */
+export async function openHistory(
+  settings: Settings,
+  opts: {
+    clock: Clock;
+    log: Logger;
+    closers: Closers;
+    onHistoryBatch?: (batch: { ms: number; rows: number }) => void;
+    /** Told how many rows the writer dropped (the queue full, or abandoned at shutdown). */
+    onDropped?: (rows: number) => void;
+    env: (name: string) => string | undefined;
+  },
+): Promise<History> {
+  const { clock, log, closers } = opts;
+  const { db, absent } = await openOrStandIn(settings, { log, env: opts.env });
+  closers.add("database", () => db.close());
+  const instanceId = crypto.randomUUID();
+  const readiness = new DatabaseReadiness(async () => {
+    await migrate(db);
+    await registerInstance(db, instanceId, { now: clock.now() });
+    const closed = await closeRowsOfDeadInstances(db, { instanceId, clock });
+    if (closed) log.event("history.interrupted_rows_closed", { rows: closed });
+  }, { clock, log, absent });
+  // A local file that cannot be prepared is the operator's to fix: the start fails. A remote
+  // database may be away for a while: the gateway serves and keeps the rows until it is back.
+  if (!(await readiness.ensure()) && db.client.protocol === "file") throw readiness.failure;
+  // A local file's writes run synchronously in the driver: keep them off the serving thread.
+  const executor = gated(
+    readiness,
+    db.client.protocol === "file"
+      ? workerExecutor(settings.dbUrl, {
+        authToken: settings.dbAuthToken,
+        fallback: inProcessExecutor(db),
+        onFallback: (err) => log.event("history.worker_unavailable", { error: String(err) }),
+      })
+      : inProcessExecutor(db),
+  );
+  closers.add("history executor", () => executor.close());
+  const writer = new HistoryWriter(db, {
+    executor,
+    // Most requests end within a second: their open and closed rows then merge into one write.
+    deferOpenMs: OPEN_ROW_DEFER_MS * clock.scale,
+    now: () => clock.now(),
+    onBatch: opts.onHistoryBatch,
+    after: (ms, fn) => clock.after(ms, fn),
+    onError: (err) => {
+      if (readiness.ready) log.event("history.write_failed", { error: String(err) });
+    },
+    onDropped: opts.onDropped,
+    maxPending: HISTORY_MEMORY_ROWS,
+  });
+  closers.add("history writer", async () => {
+    if (!await writer.close()) {
+      // The database is away (or absent) and will not see these rows: say how many, once.
+      log.event("history.rows_lost_at_shutdown", { rows: writer.abandon() });
+    }
+  });
+  return { db, writer, instanceId, readiness };
+}
+
+/** Batches wait (in the writer's queue, retried with its backoff) until the database is ready. */
+export function gated(readiness: DatabaseReadiness, executor: BatchExecutor): BatchExecutor {
+  return {
+    run: async (statements) => {
+      if (!(await readiness.ensure())) {
+        throw new Error(readiness.describe() ?? "history database not ready");
+      }
+      await executor.run(statements);
+    },
+    close: () => executor.close(),
+  };
+}
+
+/**
+ * The database the settings name. On a platform without FFI (Deno Deploy), with no
+ * PULSEGATE_DB_URL set, the default local file cannot be opened: the gateway then runs without a
+ * database, loudly, rather than not at all (docs/deploy.md). A database the operator named, and
+ * any other failure, still fail the start with one line naming the setting.
+ */
+async function openOrStandIn(
+  settings: Settings,
+  opts: { log: Logger; env: (name: string) => string | undefined },
+): Promise<{ db: Db; absent?: string }> {
+  const path = localFilePath(settings.dbUrl);
+  if (path !== null && opts.env("PULSEGATE_DB_URL") === undefined && !ffiGranted()) {
+    const why = "this runtime cannot load the local libSQL driver (no FFI) and PULSEGATE_DB_URL " +
+      `is not set; history is kept in memory only (at most ${HISTORY_MEMORY_ROWS} rows) and ` +
+      "is lost on restart";
+    opts.log.event("history.no_database", { reason: why });
+    return { db: unavailableDatabase(settings.dbUrl, why), absent: why };
+  }
+  try {
+    return { db: await openDatabase(settings.dbUrl, { authToken: settings.dbAuthToken }) };
+  } catch (err) {
+    if (path !== null && isPathError(err)) {
+      throw new SettingPathError("PULSEGATE_DB_URL", path, err);
+    }
+    throw err;
+  }
+}
+
+function ffiGranted(): boolean {
+  try {
+    return Deno.permissions.querySync({ name: "ffi" }).state === "granted";
+  } catch {
+    return false; // a runtime without the permissions API has no FFI either
+  }
+}

@@ -1,0 +1,120 @@
+import type { AdminDeps } from "../../admin/routes.ts";
+import type { KeyUsageMeter } from "../accept/key_usage_meter.ts";
+import { RefusedBudget } from "../accept/refused_budget.ts";
+import { requestExists } from "../../db/history_queries.ts";
+import type { RunState } from "../accept/proxy.ts";
+import { serveDemoUpstream } from "../demo/demo.ts";
+import { UPSTREAM_ADAPTERS } from "../formats/formats.ts";
+import type { ControlDeps } from "../live/control.ts";
+import { AbortRegistry } from "../live/abort_registry.ts";
+import type { Exporter } from "../observability/exporter.ts";
+import { exportingSink } from "../observability/export_sink.ts";
+import { Affinity } from "../route/affinity.ts";
+import type { Cooldowns } from "../route/cooldown.ts";
+import { Slots } from "../route/slots.ts";
+import type { Clock } from "../runtime/clock.ts";
+import type { Logger } from "../runtime/logger.ts";
+import type { Metrics } from "../runtime/metrics.ts";
+import type { ServerDeps } from "../server.ts";
+import type { Settings } from "../settings.ts";
+import { type History, HISTORY_MEMORY_ROWS } from "./open_history.ts";
+
+export interface ServerParts {
+  settings: Settings;
+  env: (name: string) => string | undefined;
+  clock: Clock;
+  log: Logger;
+  metrics: Metrics;
+  state: RunState;
+  history: History;
+  cooldowns: Cooldowns;
+  fetch: typeof fetch;
+  exporter: Exporter;
+  metricsOpen: boolean;
+  /** Counts each key's requests, tokens and cost for its limits (docs/config.md). */
+  keyMeter: KeyUsageMeter;
+  demo: boolean;
+  /** More admin JSON APIs (e.g. observability). */
+  adminApis: AdminDeps["apis"];
+}
+
+/** Everything the routes need, from the parts opened at start. */
+export function serverDeps(parts: ServerParts): ServerDeps {
+  const { clock, history, state } = parts;
+  const { db, writer, instanceId } = history;
+  const control: ControlDeps = {
+    clock,
+    adapters: UPSTREAM_ADAPTERS,
+    cooldowns: parts.cooldowns,
+    slots: new Slots(clock),
+    affinity: new Affinity(),
+    metrics: parts.metrics,
+    log: parts.log,
+    env: parts.env,
+    fetch: parts.fetch,
+    state,
+    registry: new AbortRegistry(),
+    sink: exportingSink(writer, parts.exporter),
+    instanceId,
+    pending: new Set(),
+    keyMeter: parts.keyMeter,
+    // The queue first: a request that just ended may not have reached the database yet. A
+    // database that cannot answer does not refuse the request; the upsert still keeps a closed row.
+    requestIdTaken: async (id) =>
+      writer.holdsRequest(id) || await requestExists(db, id).catch(() => false),
+    refusedBudget: new RefusedBudget(clock),
+    adminToken: parts.settings.adminToken,
+    peerSecret: parts.settings.peerSecret,
+    publicUrl: parts.settings.publicUrl,
+    db,
+    metricsOpen: parts.metricsOpen && state.loopback,
+  };
+  return {
+    ...control,
+    admin: {
+      ...adminDeps(control, { demo: parts.demo, apis: parts.adminApis }),
+      historyNotice: () => history.readiness.describe(),
+      memoryHistory: () => history.readiness.ready ? null : writer.queuedRows(),
+    },
+    demo: parts.demo
+      ? (request, caller) =>
+        serveDemoUpstream(request, { clock, caller, self: parts.settings.host })
+      : null,
+    ready: () => {
+      const ready: { ok: boolean; reason?: string; history?: string } = state.shuttingDown
+        ? { ok: false, reason: "shutting down" }
+        : state.config
+        ? { ok: true }
+        : { ok: false, reason: `safe mode: ${state.safeModeReason}` };
+      // Serving goes on without the database, so this does not take the instance out of a
+      // load balancer; it is here so that whoever looks sees at once that history is at risk.
+      const away = history.readiness.describe();
+      if (away !== null) {
+        ready.history = `${away}; ${writer.stats().pending} rows kept in memory (at most ` +
+          `${HISTORY_MEMORY_ROWS}, the oldest dropped beyond)`;
+      }
+      return ready;
+    },
+  };
+}
+
+/** The admin routes see the very objects the proxy uses: one registry, one set of slots. */
+function adminDeps(
+  deps: ControlDeps,
+  opts: { demo: boolean; apis: AdminDeps["apis"] },
+): AdminDeps {
+  return {
+    adminToken: deps.adminToken,
+    loopback: deps.state.loopback,
+    state: deps.state,
+    demo: opts.demo,
+    registry: deps.registry,
+    cooldowns: deps.cooldowns,
+    slots: deps.slots,
+    db: deps.db,
+    clock: deps.clock,
+    instanceId: deps.instanceId,
+    log: deps.log,
+    apis: opts.apis,
+  };
+}
