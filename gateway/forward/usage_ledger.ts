@@ -16,7 +16,8 @@ export class UsageLedger {
 
   /** One streamed frame: its text first, then its usage (a Gemini chunk's usage covers its own text). */
   frame(frame: UpstreamFrame): void {
-    if (frame.events.length) this.text(frameChars(frame));
+    const chars = frame.chars ?? (frame.events.length ? frameChars(frame) : 0);
+    if (chars) this.text(chars);
     if (frame.usage) this.reported(frame.usage);
   }
 
