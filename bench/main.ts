@@ -1,5 +1,5 @@
 /**
- * `deno task bench [--quick] [--out DIR]`: runs the five scenarios of issue 7 against pulsegate,
+ * `deno task bench [--quick] [--out DIR]`: runs the six scenarios of issue 7 against pulsegate,
  * the floor proxy and Portkey, each in its own process, and writes `bench/results.json`,
  * `bench/latency_vs_load.svg` and `docs/benchmarks.md` under DIR (default: the repository).
  * `--render` measures nothing: it rewrites the checks, doc and chart from DIR's results.json.
@@ -16,6 +16,7 @@ import type { BenchResults } from "./results.ts";
 import { addedLatency } from "./scenarios/added_latency.ts";
 import { heldStreams } from "./scenarios/held_streams.ts";
 import { historyWrites } from "./scenarios/history_writes.ts";
+import { cpuCost } from "./scenarios/cpu_cost.ts";
 import { streaming } from "./scenarios/streaming.ts";
 import { throughput } from "./scenarios/throughput.ts";
 import type { Layout } from "./services.ts";
@@ -78,6 +79,7 @@ async function run(args: Args): Promise<BenchResults> {
       streaming: await streaming(ctx),
       heldStreams: await heldStreams(ctx),
       historyWrites: await historyWrites(ctx),
+      cpuCost: await cpuCost(ctx),
     };
     if (args.profile.name === "full") {
       hot = await profileHotPath({ ...ctx, fake: stack.fake.url });

@@ -176,6 +176,21 @@ export interface HistoryResult {
   underLoad: { concurrency: number; seconds: number; rows: HistoryUnderLoad[] };
 }
 
+/** Scenario 6: CPU per delta and per whole answer, each repetition's figure kept. */
+export interface CpuCostResult {
+  reps: number;
+  load: { streams: number; concurrency: number; seconds: number };
+  rows: Array<{
+    target: TargetId;
+    label: string;
+    usPerDelta: number[];
+    usPerRequest: number[];
+    /** Resident memory after each repetition's whole answers. */
+    rssMiB: number[];
+    errors: number;
+  }>;
+}
+
 export interface TargetCheck {
   id: string;
   target: string;
@@ -208,6 +223,8 @@ export interface BenchResults {
     streaming: StreamingResult;
     heldStreams: HeldResult;
     historyWrites: HistoryResult;
+    /** Absent from runs before it existed. */
+    cpuCost?: CpuCostResult;
   };
   /** Where pulsegate's CPU goes under load (inspector profile), when it was taken. */
   hotPath: HotPathProfile | null;

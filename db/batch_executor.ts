@@ -41,8 +41,9 @@ export function workerExecutor(
   url: string,
   opts: { authToken?: string; fallback?: BatchExecutor; onFallback?: (err: unknown) => void } = {},
 ): BatchExecutor {
-  // Plain JS, already checked as db/history_worker.ts: with "nodeModulesDir": "manual" the test
-  // runner otherwise type-checks this data: module at every start, seconds of CPU each time.
+  // Plain JS, already checked as db/history_worker.ts. A type-checking `deno test` would still
+  // check this data: module at every start (seconds of CPU each), which is why `task test`
+  // checks the tree once and runs the suites with --no-check.
   const source = `// @ts-nocheck\n(${historyWorkerMain.toString()})()`;
   const worker = new Worker(`data:application/javascript,${encodeURIComponent(source)}`, {
     type: "module",

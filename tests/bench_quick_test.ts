@@ -78,9 +78,19 @@ Deno.test({
       assert.ok(on && on.rowsPerSecond > 0 && on.batches > 0, "history rows were written");
       assert.ok(on.maxStallMs >= 0);
 
-      assert.equal(r.targets.length, 6, "one check per target of the issue");
+      const cpu = r.scenarios.cpuCost;
+      assert.ok(cpu && cpu.reps >= 3, "CPU cost is measured in at least three repetitions");
+      for (const row of cpu.rows) {
+        assert.equal(row.usPerDelta.length, cpu.reps, `${row.target}: one figure per repetition`);
+        // 10 ms ticks: a quick run's floor may use less than one.
+        const figures = [...row.usPerDelta, ...row.usPerRequest];
+        assert.ok(figures.every((v) => Number.isFinite(v) && v >= 0));
+      }
+      assert.deepEqual(cpu.rows.map((x) => x.target), ["floor", "pulsegate"]);
+
+      assert.equal(r.targets.length, 8, "one check per target of issues 7 and 16");
       const doc = await Deno.readTextFile(`${out}/docs/benchmarks.md`);
-      for (const heading of ["## Targets", "## 1.", "## 2.", "## 3.", "## 4.", "## 5."]) {
+      for (const heading of ["## Targets", "## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6."]) {
         assert.ok(doc.includes(heading), `the doc lacks ${heading}`);
       }
       const svg = await Deno.readTextFile(`${out}/bench/latency_vs_load.svg`);

@@ -16,9 +16,10 @@ import { withoutTrailingSlashes } from "../gateway/config/trailing_slashes.ts";
 import { DestinationSchema } from "../gateway/observability/destination_schema.ts";
 
 const MiB = 1024 * 1024;
-// A long idle window (6 s at the test scale): reading tens of MiB on a loaded machine must
-// never race the idle timeout, so an attempt's code is the cap's, not a timeout's.
-const failover = { idle_timeout_secs: 600, retries_per_candidate: 0 };
+// A long idle window (36 s at the test scale): reading tens of MiB on a loaded machine must
+// never race the idle timeout, so an attempt's code is the cap's, not a timeout's (6 s was not
+// enough at a load average of 10).
+const failover = { idle_timeout_secs: 3600, retries_per_candidate: 0 };
 const ask = (stream: boolean) => ({
   model: "smart",
   stream,
@@ -53,7 +54,7 @@ function post(gw: TestGateway, body: unknown): Promise<Response> {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify(body),
-    signal: AbortSignal.timeout(20_000),
+    signal: AbortSignal.timeout(60_000),
   });
 }
 

@@ -140,3 +140,58 @@ Deno.test("chat upstream: a user turn can hold only text and images", () => {
   );
   assert.deepEqual(chatUpstream.unsupportedFor(parseChatRequest(base)), []);
 });
+
+Deno.test("stream: a plain text delta is read from its text alone, and means what parsing it means", () => {
+  const decoder = chatUpstream.frameDecoder!();
+  const enc = new TextEncoder();
+  const blocks = [
+    // Plain text deltas: taken without parsing.
+    'data: {"id":"c","choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]}\n\n',
+    'data: {"choices":[{"delta":{"role":"assistant","content":"lo"},"finish_reason":null}],"usage":null}\n\n',
+    // Each of these needs parsing: empty content, a finish, usage, an error, a tool call, spaces.
+    'data: {"choices":[{"delta":{"content":""},"finish_reason":null}]}\n\n',
+    'data: {"choices":[{"delta":{"content":"!"},"finish_reason":"stop"}]}\n\n',
+    'data: {"choices":[{"delta":{"content":"!"},"finish_reason": "stop"}]}\n\n',
+    'data: {"choices":[{"delta":{"content":"!"},"finish_reason":null}],"usage":{"prompt_tokens":3,"completion_tokens":2}}\n\n',
+    'data: {"choices":[{"delta":{"content":"!"},"finish_reason":null}],"error":{"message":"x"}}\n\n',
+    'data: {"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\\"content\\":\\"x\\"}"}}]},"finish_reason":null}]}\n\n',
+    // Cut short: not JSON, so the quick read must not take it.
+    'data: {"choices":[{"delta":{"content":"x"},"finish_reason":null}]\n\n',
+    // More than content in the delta: parsed.
+    'data: {"choices":[{"delta":{"content":"x","refusal":"no"},"finish_reason":null}]}\n\n',
+    // Escapes: the text is counted as decoded.
+    'data: {"choices":[{"delta":{"content":"a\\"b\\u00e9\\n"},"finish_reason":null}]}\n\n',
+  ];
+  const frames = decoder.push(enc.encode(blocks.join("")));
+  assert.equal(frames.length, blocks.length);
+  // A quick read is a frame of its own class; a parsed one is a plain object.
+  const quick = frames.map((f) => f.constructor.name !== "Object");
+  assert.deepEqual(quick, [
+    true,
+    true,
+    false,
+    false,
+    false,
+    false,
+    false,
+    false,
+    false,
+    false,
+    true,
+  ]);
+  // The characters a usage ledger counts, known without building the events.
+  assert.deepEqual([frames[0]!.chars, frames[1]!.chars, frames[10]!.chars], [3, 2, 5]);
+  assert.deepEqual(frames[10]!.events, [{ type: "text", text: 'a"b\u00e9\n' }]);
+  assert.deepEqual(frames[9]!.events.map((e) => e.type), ["text", "refusal"]);
+  assert.deepEqual(frames[0]!.events, [{ type: "text", text: "Hel" }]);
+  assert.deepEqual(frames[1]!.events, [{ type: "text", text: "lo" }]);
+  assert.equal(frames[0]!.content, true);
+  assert.equal(frames[0]!.usage, undefined);
+  assert.equal(frames[0]!.error, undefined);
+  assert.deepEqual(frames[3]!.events.map((e) => e.type), ["text", "finish"]);
+  assert.deepEqual(frames[4]!.events.map((e) => e.type), ["text", "finish"]);
+  assert.equal(frames[5]!.usage?.inputTokens, 3);
+  assert.equal(frames[6]!.error?.source, "upstream");
+  assert.equal(frames[8]!.error?.code, "gw.upstream.bad_response");
+  assert.equal(new TextDecoder().decode(frames[0]!.raw), blocks[0]);
+});

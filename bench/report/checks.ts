@@ -16,6 +16,7 @@ import type {
   ThroughputRow,
 } from "../results.ts";
 import { round } from "../stats.ts";
+import { spreadOf } from "../scenarios/cpu_cost.ts";
 import type { TargetId } from "../targets.ts";
 
 type Scenarios = BenchResults["scenarios"];
@@ -137,10 +138,9 @@ function cpuAdvice(hot: HotPathProfile | null): string {
     `releases, each building an error object, ${shareText(hot.byFunction, /Reader\w*Release/)}); ` +
     `Request objects ${fmt(requests, 1)} %; the rest of fetch ${fmt(fetchRest, 1)} %, which ` +
     `the floor pays too; building, queuing and posting history rows ${historyShare(hot)}; GC ` +
-    `${shareText(f, /garbage/)}. Left to cut: hand fetch a URL and init instead of a Request ` +
-    "it copies again (each adapter's `buildRequest`, e.g. gateway/openai_chat/mod.ts), and " +
-    "read the upstream answer without the per-chunk `for await` of gateway/forward/whole_forward.ts " +
-    "`readUntilContent` (a stream step per chunk and a reader released per answer).";
+    `${shareText(f, /garbage/)}. Fetch is handed a url and init (each adapter's \`buildPost\`), ` +
+    "and the answer is read into one reused buffer (gateway/forward/body_reader.ts); what is " +
+    "left is the stream machinery of the answer's body and of Deno.serve, history, and GC.";
 }
 
 /** Whether the first level over the bound was CPU-bound or lost to its tail. */
@@ -310,9 +310,11 @@ function streamingChecks(s: StreamingResult, opts: Context): TargetCheck[] {
 
 /** What the streams profile says, and the one known cause left on that path. */
 function streamAdvice(hot: HotPathProfile | null): string {
-  const cut = "Left to cut: each delta's JSON is parsed even when its bytes pass through " +
-    "unchanged (gateway/openai_chat/stream.ts `readChatEvent`); a string-level pulse check, " +
-    "parsing only deltas that may carry usage or an error, would skip that.";
+  const cut =
+    "A plain Chat text delta is no longer parsed (gateway/formats/openai_chat/stream.ts " +
+    "`quickChat`), and one upstream read is one write to the client; what is left is the stream " +
+    "machinery: the upstream body's reader and the client's stream, which Deno.serve pumps " +
+    "chunk by chunk in JavaScript (the floor hands its fetch body to Deno.serve whole).";
   if (!hot) return cut;
   const json = shareOf(hot.byFunction, /^parseJson /) +
     shareOf(hot.byFile, /openai_chat\/(stream|pulse)\.ts/);
@@ -323,9 +325,7 @@ function streamAdvice(hot: HotPathProfile | null): string {
   return `In the streams profile (below) Web Streams take ${fmt(streams, 1)} % and GC ` +
     `${fmt(gc, 1)} %; splitting SSE ${fmt(sse, 1)} %, parsing and reading each delta's JSON ` +
     `${fmt(json, 1)} %. ${cut}` +
-    (json < (streams + gc) / 4
-      ? " That is the smaller part: the bench names no cut for the Web Streams and GC share."
-      : "");
+    "";
 }
 
 function heldAdvice(s: HeldResult, r: HeldResult["rows"][number]): string {
@@ -337,10 +337,10 @@ function heldAdvice(s: HeldResult, r: HeldResult["rows"][number]): string {
       `serve, a socket pair), so 40 KiB is below what this runtime's fetch costs at all. `
     : "") +
     `Of pulsegate's ${kib(r.bytesPerStream)}: ${kib(r.externalBytesPerStream)} is external ` +
-    `memory, the 64 KiB buffer Deno's fetch body allocates for each pending read (read the ` +
-    `upstream body with a BYOB reader and a small buffer in gateway/forward/stream_forward.ts ` +
-    `\`streamHop\`); ${kib(r.heapBytesPerStream)} is JS heap (each stream's request, hop, ` +
-    `timers and its two stream stages); the other ${kib(rest)} is native (sockets, buffers) ` +
+    `memory, mostly the buffer a pending read holds (16 KiB, reused: ` +
+    `gateway/forward/body_reader.ts; Deno's own reads allocate 64 KiB each); ` +
+    `${kib(r.heapBytesPerStream)} is JS heap (each stream's request, hop, ` +
+    `timers and its client stream); the other ${kib(rest)} is native (sockets, buffers) ` +
     `and heap slack.`;
 }
 
@@ -380,6 +380,32 @@ interface Context {
   machine: Machine | null;
 }
 
+/** Issue 16: CPU per delta and per whole answer at most 2× the floor's, medians of the repetitions. */
+function cpuCostChecks(s: Scenarios["cpuCost"]): TargetCheck[] {
+  const figures = [
+    ["cpu_delta", "CPU per streamed delta at most 2× the floor's (issue 16)", "usPerDelta"],
+    ["cpu_request", "CPU per whole answer at most 2× the floor's (issue 16)", "usPerRequest"],
+  ] as const;
+  return figures.map(([id, target, key]) => {
+    const floor = s?.rows.find((r) => r.target === "floor");
+    const gw = s?.rows.find((r) => r.target === "pulsegate");
+    if (!s || !floor || !gw) return unmeasured(id, target, "scenario 6 did not run");
+    const f = spreadOf(floor[key]).median;
+    const g = spreadOf(gw[key]);
+    const ratio = g.median / f;
+    const met = ratio <= 2;
+    return {
+      id,
+      target,
+      measured: `${fmt(g.median, 1)} µs (${fmt(g.min, 1)}–${fmt(g.max, 1)}) vs ${fmt(f, 1)} µs: ` +
+        `${fmt(ratio)}× over ${s.reps} repetitions`,
+      met,
+      gap: met ? "" : `missed by ${fmt(ratio - 2)}× (needs ${fmt(2 * f, 1)} µs)`,
+      closeWith: met ? "" : "See the profiles under “Where pulsegate's CPU goes”.",
+    };
+  });
+}
+
 export function checkTargets(
   s: Scenarios,
   opts: Partial<Omit<Context, "scenarios">> = {},
@@ -395,5 +421,6 @@ export function checkTargets(
     ...throughputChecks(s.throughput, ctx),
     ...streamingChecks(s.streaming, ctx),
     ...heldChecks(s.heldStreams),
+    ...cpuCostChecks(s.cpuCost),
   ];
 }

@@ -12,6 +12,7 @@ import type {
 } from "../results.ts";
 import type { Summary } from "../stats.ts";
 import { methodSection } from "./method.ts";
+import { spreadOf } from "../scenarios/cpu_cost.ts";
 
 const n = (v: number | null | undefined, digits = 2): string =>
   v === null || v === undefined || !Number.isFinite(v)
@@ -425,6 +426,54 @@ function hotPath(r: BenchResults): string {
   ].join("\n");
 }
 
+/** median (min–max), and the spread as a share of the median. */
+function spreadCells(values: number[], floor?: number[]): string[] {
+  const s = spreadOf(values);
+  const ratio = floor?.length ? s.median / spreadOf(floor).median : NaN;
+  return [
+    `${n(s.median, 1)} (${n(s.min, 1)}–${n(s.max, 1)})`,
+    `${n((100 * (s.max - s.min)) / s.median, 0)} %`,
+    floor ? n(ratio, 2) : "–",
+  ];
+}
+
+function cpuCostSection(r: BenchResults): string {
+  const s = r.scenarios.cpuCost;
+  if (!s) return "";
+  const floor = s.rows.find((x) => x.target === "floor");
+  return [
+    "## 6. CPU cost, in repetitions",
+    "",
+    `CPU time of the proxy process (user + system, all threads) per streamed delta (${s.load.streams} ` +
+    `streams of 64 deltas 20 ms apart at once) and per whole answer (zero-delay route, ` +
+    `concurrency ${s.load.concurrency}, ${s.load.seconds} s), in ${s.reps} repetitions whose ` +
+    `target order rotates. Each figure is the median (min–max) of the repetitions; _spread_ is ` +
+    `max − min as a share of the median: a change smaller than it is not shown by this run. ` +
+    `CPU is read in 10 ms ticks from /proc.`,
+    "",
+    table(
+      [
+        "target",
+        "CPU µs per delta",
+        "spread",
+        "× floor",
+        "CPU µs per whole answer",
+        "spread",
+        "× floor",
+        "RSS after, MiB",
+        "errors",
+      ],
+      s.rows.map((row) => [
+        row.label,
+        ...spreadCells(row.usPerDelta, floor?.usPerDelta),
+        ...spreadCells(row.usPerRequest, floor?.usPerRequest),
+        `${n(spreadOf(row.rssMiB).median, 1)}`,
+        String(row.errors),
+      ]),
+    ),
+  ].join("\n");
+}
+
 export function renderMarkdown(r: BenchResults): string {
   const sections = [
     "# Benchmarks",
@@ -441,6 +490,7 @@ export function renderMarkdown(r: BenchResults): string {
     streaming(r),
     held(r),
     history(r),
+    cpuCostSection(r),
     hotPath(r),
     methodSection(r),
   ];

@@ -33,6 +33,12 @@ export function methodSection(r: BenchResults): string {
     "- **CPU.** Per request and per delta: the proxy process's user + system time (all its " +
     "threads, pulsegate's history worker included) from `/proc/PID/stat` across the run, divided by what it served; at low concurrency fixed " +
     "per-wake-up costs dominate, so compare at the busy levels.",
+    "- **Repetitions.** Scenario 6 measures CPU per delta and per whole answer of the floor " +
+    "and pulsegate several times, the target order rotating; each figure is the median with " +
+    "its min–max, so a change smaller than that spread is not shown by a run. For a " +
+    "before/after on a busy machine, `bench/cpu_ab.ts --base DIR` runs the same measure on " +
+    "this checkout and another (e.g. `git archive main | tar -x -C DIR`) in alternation, and " +
+    "`bench/profile_gateway.ts --route stream64|zero|delay20` profiles one route in a minute.",
     "- **Time scale.** Only scenario 4 scales time (`PULSEGATE_TIME_SCALE`), to make the 15 s " +
     "opening hold and keep-alive interval short enough to hold thousands of streams in seconds.",
     "- **File limit.** Each spawned process raises its soft `ulimit -n` (to the hard limit " +

@@ -128,6 +128,20 @@ export function upstreamPost(
   url: string,
   opts: { headers: Headers; body: string; forwarded?: ClientHeaders },
 ): Request {
+  return postRequest(upstreamPostInit(url, opts));
+}
+
+/** An upstream POST as fetch takes it: a url and init, not a Request fetch would copy again. */
+export interface UpstreamPost {
+  url: string;
+  init: { method: "POST"; headers: Headers; body: string };
+}
+
+/** The same POST as `upstreamPost`, before it is a Request. */
+export function upstreamPostInit(
+  url: string,
+  opts: { headers: Headers; body: string; forwarded?: ClientHeaders },
+): UpstreamPost {
   const { headers } = opts;
   for (const [name, value] of opts.forwarded?.headers ?? []) headers.set(name, value);
   const query = opts.forwarded?.query ?? [];
@@ -137,5 +151,9 @@ export function upstreamPost(
     for (const [name, value] of query) withQuery.searchParams.append(name, value);
     target = withQuery.href;
   }
-  return new Request(target, { method: "POST", headers, body: opts.body });
+  return { url: target, init: { method: "POST", headers, body: opts.body } };
+}
+
+export function postRequest(post: UpstreamPost): Request {
+  return new Request(post.url, post.init);
 }

@@ -1,4 +1,5 @@
-import type { ClientHeaders } from "../accept/client_headers.ts";
+import type { FrameDecoder } from "./frame_decoder.ts";
+import type { ClientHeaders, UpstreamPost } from "../accept/client_headers.ts";
 import type { Config, Upstream } from "../config/schema.ts";
 import type { GatewayError } from "../runtime/gateway_error.ts";
 import type { IrClientTools, IrEvent, IrRequest, IrResponse, IrUsage } from "./ir.ts";
@@ -18,6 +19,13 @@ export interface UpstreamFrame {
   usage?: IrUsage;
   /** An error the upstream reported inside its stream. */
   error?: GatewayError;
+  /**
+   * Whether its events hold a finish, where the reader knows without building
+   * them (`events` may then be computed only when read).
+   */
+  finishes?: boolean;
+  /** The characters of text its events carry, where the reader knows without building them. */
+  chars?: number;
   /** The format's own end-of-stream marker (`[DONE]`, `message_stop`): the answer is complete. */
   terminal?: boolean;
 }
@@ -46,8 +54,12 @@ export interface UpstreamAdapter {
    */
   unsupportedFor(ir: IrRequest): string[];
   buildRequest(call: UpstreamCall): Promise<Request>;
+  /** The same request as a url and init, for fetch to build its one Request from (the hot path). */
+  buildPost?(call: UpstreamCall): Promise<UpstreamPost>;
   /** Splits a 200 streamed body into frames. */
   decodeStream(): ReadableWritablePair<UpstreamFrame, Uint8Array>;
+  /** The same, driven synchronously by the stream path (no stream step per chunk), where the format has one. */
+  frameDecoder?(): FrameDecoder;
   /** Parses a 200 whole body; throws GatewayError on a body it cannot read. */
   decodeWhole(body: string): IrResponse;
   /**

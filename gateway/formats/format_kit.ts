@@ -4,7 +4,7 @@
  * keep-alive comments, and the decoder of an upstream's HTTP error answer. Each folder keeps only
  * what is its own: the path, the auth header, the body builders.
  */
-import { upstreamPost } from "../accept/client_headers.ts";
+import { type UpstreamPost, upstreamPostInit } from "../accept/client_headers.ts";
 import { upstreamStatusError } from "../forward/upstream_error.ts";
 import type { ClientStreamShape, UpstreamAdapter, UpstreamCall, UpstreamKind } from "./format.ts";
 import { KEEP_ALIVE_BLOCK } from "./sse_stream.ts";
@@ -19,12 +19,12 @@ export function jsonPost(
     auth: (key: string) => [name: string, value: string];
     headers?: Record<string, string>;
   },
-): Promise<Request> {
+): Promise<UpstreamPost> {
   const headers = new Headers({ "content-type": "application/json", ...opts.headers });
   const key = upstreamKey(call);
   if (key) headers.set(...opts.auth(key));
-  const request = upstreamPost(opts.url, { headers, body: opts.body, forwarded: call.forwarded });
-  return Promise.resolve(request);
+  const post = upstreamPostInit(opts.url, { headers, body: opts.body, forwarded: call.forwarded });
+  return Promise.resolve(post);
 }
 
 /** `Authorization: Bearer <key>`, as both OpenAI APIs read it. */

@@ -3,6 +3,7 @@ import { isRecord, parseJson } from "./json.ts";
 import { type SseEvent, SseParser } from "./sse_stream.ts";
 import { badResponse } from "../forward/upstream_error.ts";
 import { oversized, UPSTREAM_CAPS } from "./upstream_caps.ts";
+import { type FrameDecoder, frameStream } from "./frame_decoder.ts";
 
 /** What a format module says about one SSE event. */
 export type SseReading = Omit<UpstreamFrame, "raw">;
@@ -10,10 +11,17 @@ export type SseReading = Omit<UpstreamFrame, "raw">;
 /** A format's reader of one event: its fields, and its data parsed as JSON (undefined if none). */
 export type SseRead = (event: SseEvent, json: unknown) => SseReading;
 
+/**
+ * A format's reading of an event from its text alone, for the common events
+ * whose meaning a byte-level look settles (a plain text delta): a whole frame
+ * whose `events` may be built only when read, or null to parse as usual.
+ */
+export type QuickRead = (data: string, raw: Uint8Array) => UpstreamFrame | null;
+
 const encoder = new TextEncoder();
 
 /**
- * Turns an SSE body into frames using a format's reader, in one stream step.
+ * Turns an SSE body into frames using a format's reader, chunk by chunk.
  * What every SSE format shares is decided here, once:
  * - comments, and blocks with no data, are keep-alives (docs/design.md "Pulse"): readers never see them
  *   (but for a bare JSON object, which is how Google tells an error after the 200);
@@ -25,7 +33,7 @@ const encoder = new TextEncoder();
  * - an event growing past UPSTREAM_CAPS.eventBytes is a broken stream too
  *   (`gw.upstream.oversized`), whatever the format.
  */
-export function sseFrameStream(read: SseRead): ReadableWritablePair<UpstreamFrame, Uint8Array> {
+export function sseFrameDecoder(read: SseRead, opts: { quick?: QuickRead } = {}): FrameDecoder {
   const parser = new SseParser();
   const frame = (event: SseEvent): UpstreamFrame => {
     const raw = encoder.encode(event.raw);
@@ -34,6 +42,8 @@ export function sseFrameStream(read: SseRead): ReadableWritablePair<UpstreamFram
     const data = event.data ?? bareJson(event.raw);
     // The SSE standard dispatches no event for any other block without data (a stray line).
     if (data === undefined) return { raw, content: false, events: [] };
+    const quick = event.data === undefined ? null : opts.quick?.(data, raw);
+    if (quick) return quick;
     const json = parseJson(data);
     if (json === undefined && data.trim() !== "[DONE]") {
       return malformed(raw, "the upstream sent an event whose data is not JSON");
@@ -41,28 +51,32 @@ export function sseFrameStream(read: SseRead): ReadableWritablePair<UpstreamFram
     return { raw, ...read(event.data === undefined ? { ...event, data } : event, json) };
   };
   let reported = false;
-  return new TransformStream<Uint8Array, UpstreamFrame>({
-    transform(chunk, controller) {
-      for (const event of parser.push(chunk)) controller.enqueue(frame(event));
+  return {
+    push(chunk) {
+      const frames = parser.push(chunk).map(frame);
       // Reported once; the parser takes nothing more, and the hop drops the connection.
       if (parser.oversized && !reported) {
         reported = true;
         const error = oversized("an event", UPSTREAM_CAPS.eventBytes);
-        controller.enqueue({ raw: new Uint8Array(0), content: true, events: [], error });
+        frames.push({ raw: new Uint8Array(0), content: true, events: [], error });
       }
+      return frames;
     },
-    flush(controller) {
-      for (const tail of parser.end()) {
+    end() {
+      return parser.end().map((tail) => {
         const whole = tail.comment || tail.data === undefined || tail.data.trim() === "[DONE]" ||
           parseJson(tail.data) !== undefined;
-        controller.enqueue(
-          whole
-            ? frame({ ...tail, raw: `${tail.raw}\n\n` })
-            : malformed(new Uint8Array(0), "the upstream's stream ended inside an event"),
-        );
-      }
+        return whole
+          ? frame({ ...tail, raw: `${tail.raw}\n\n` })
+          : malformed(new Uint8Array(0), "the upstream's stream ended inside an event");
+      });
     },
-  });
+  };
+}
+
+/** sseFrameDecoder as a stream step. */
+export function sseFrameStream(read: SseRead): ReadableWritablePair<UpstreamFrame, Uint8Array> {
+  return frameStream(sseFrameDecoder(read));
 }
 
 /** A block that is one JSON object without SSE fields, as its text. */

@@ -123,6 +123,12 @@ export class SseDecoderStream extends TransformStream<Uint8Array, SseEvent> {
 }
 
 function parseBlock(raw: string): SseEvent {
+  // The common block, one `data:` line and "\n\n": no split needed.
+  const nl = raw.indexOf("\n");
+  if (nl === raw.length - 2 && raw.endsWith("\n\n") && raw.startsWith("data:")) {
+    const value = raw.slice(raw.charCodeAt(5) === 32 ? 6 : 5, nl);
+    if (!value.includes("\r")) return { event: undefined, data: value, comment: false, raw };
+  }
   let event: string | undefined;
   let data: string[] | undefined;
   let fields = 0;

@@ -10,6 +10,7 @@ import type {
 } from "../formats/format.ts";
 import { type GatewayCode, GatewayError } from "../runtime/gateway_error.ts";
 import { IdleTimer } from "./idle_timer.ts";
+import { reusingReader } from "./body_reader.ts";
 import { firstContentSecs, startFirstContentTimer } from "./first_content_timer.ts";
 import type { IrRequest, IrUsage } from "../formats/ir.ts";
 import type { Attempt, LiveRequest } from "../live/live_request.ts";
@@ -162,7 +163,7 @@ export class Hop {
     const passthrough = passesBodyThrough(this.req, this.upstream.kind);
     const { forwarded, dropped } = clientHeadersFor(this.req.clientHeaders, passthrough);
     this.attempt.record.droppedHeaders = dropped;
-    const request = await this.adapter.buildRequest({
+    const call = {
       ir: this.req.ir,
       passthrough: passthrough ? this.req.body : undefined,
       forwarded,
@@ -170,11 +171,17 @@ export class Hop {
       model: this.opts.target.candidate.model,
       env: deps.env,
       config: deps.config,
-    });
-    traceUpstream(request, this);
+    };
+    const { signal } = this.controller;
+    // A url and init where the adapter has them: fetch would copy a Request once more.
+    const post = await this.adapter.buildPost?.(call);
+    const request = post ? null : await this.adapter.buildRequest(call);
+    traceUpstream(post ? { url: post.url, headers: post.init.headers } : request!, this);
     let res: Response;
     try {
-      res = await deps.fetch(request, { signal: this.controller.signal });
+      res = post
+        ? await deps.fetch(post.url, { ...post.init, signal })
+        : await deps.fetch(request!, { signal });
     } catch (err) {
       this.#cancel.closed();
       throw err;
@@ -189,9 +196,10 @@ export class Hop {
    * seen to keep an aborted fetch's body open, and the request then waited on
    * it for ever. A stopped read throws the stop's reason.
    */
-  async *read<T>(body: ReadableStream<T>): AsyncGenerator<T> {
+  async *read<T>(body: ReadableStream<T>, opts: { reuse?: boolean } = {}): AsyncGenerator<T> {
     const { signal } = this.controller;
-    const reader = body.getReader();
+    // `reuse`: each chunk is valid only until the next is asked for (see reusingReader).
+    const reader = opts.reuse ? reusingReader(body) : body.getReader();
     const cancel = () =>
       void reader.cancel(signal.reason).catch(() => {}).finally(() => this.#cancel.closed());
     signal.addEventListener("abort", cancel, { once: true });
@@ -298,7 +306,7 @@ export class Hop {
 
   end(outcome: Parameters<Attempt["end"]>[0], error?: GatewayError): void {
     if (this.attempt.ended) return;
-    this.ledger.settle(this.attempt, { ir: this.req.ir });
+    this.ledger.settle(this.attempt, { ir: this.req.ir, outcome });
     this.attempt.end(outcome, error);
   }
 

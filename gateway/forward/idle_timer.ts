@@ -35,19 +35,22 @@ export class IdleTimer {
     if (!this.#cancel) this.#arm();
   }
 
-  /** Holds the countdown where it is; `resume` continues it. */
+  /**
+   * Holds the countdown where it is; `resume` continues it. The pending timer
+   * stays: firing while paused does nothing, and a deadline moved on by the
+   * pause re-arms it, so a write costs no timer churn.
+   */
   pause(): void {
     if (this.#deadline === null) return;
     this.#pausedLeft = Math.max(0, this.#deadline - this.clock.now());
     this.#deadline = null;
-    this.#disarm();
   }
 
   resume(): void {
     if (this.#pausedLeft === null) return;
     this.#deadline = this.clock.now() + this.#pausedLeft;
     this.#pausedLeft = null;
-    this.#arm();
+    if (!this.#cancel) this.#arm();
   }
 
   stop(): void {

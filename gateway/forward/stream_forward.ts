@@ -88,38 +88,52 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
   const res = await hop.send();
   if (!res.ok || !res.body) return await hop.failedStatus(res);
   live.state = "holding";
-  const frames = hop.read(res.body.pipeThrough(hop.adapter.decodeStream()));
   const held: UpstreamFrame[] = [];
   let heldBytes = 0;
   // Whether the upstream said its answer is complete: a finish reason, or the format's end marker.
   let finished = false;
   let terminal = false;
-  const output = (frame: UpstreamFrame): Uint8Array[] => {
+  /** What one upstream read makes for the client: written at once, in one chunk where it can. */
+  const out: Uint8Array[] = [];
+  const passRaw = (frame: UpstreamFrame) => {
+    if (frame.raw.byteLength && !(hideUsage && isUsageOnlyChunk(frame))) out.push(frame.raw);
+  };
+  const output = (frame: UpstreamFrame): void => {
+    // Bytes passed on as they came need no events: a quick read's are then never built.
+    if (passthrough && !resume.enabled) return passRaw(frame);
     const events = withoutUsage(resume.pass(frame), hideUsage);
     if (resume.resuming && frame.usage) live.usage(resume.usage);
     // A passed-through start is shadowed, so a resume can carry on where the client's stream is.
     if (passthrough && resume.enabled) { for (const e of events) encoder.encode(e); }
-    return passthrough
-      ? (hideUsage && isUsageOnlyChunk(frame) ? [] : [frame.raw])
-      : events.map((e) => encoder.encode(e)).filter((b): b is Uint8Array => b !== null);
+    if (passthrough) return passRaw(frame);
+    for (const e of events) {
+      const bytes = encoder.encode(e);
+      if (bytes) out.push(bytes);
+    }
+  };
+  const release = (frames: UpstreamFrame[]) => {
+    for (const frame of frames) output(frame);
+    frames.length = 0;
   };
   // A client slow to drain what we have is not upstream silence: the idle clock waits too.
-  const send = async (frames: UpstreamFrame[]) => {
+  const flush = async () => {
+    if (out.length === 0) return;
+    const bytes = out.length === 1 ? out[0]! : concat(out);
+    out.length = 0;
     hop.idle.pause();
     try {
-      for (const frame of frames) {
-        for (const bytes of output(frame)) await channel.write(bytes);
-      }
+      await channel.write(bytes);
     } finally {
       hop.idle.resume();
     }
   };
-  try {
-    for await (const frame of frames) {
+  /** One read's frames; a result ends the hop. */
+  const take = (frames: UpstreamFrame[]): HopResult | null => {
+    for (const frame of frames) {
       hop.ledger.frame(frame);
       if (frame.usage) hop.usage(frame.usage);
       terminal ||= frame.terminal === true;
-      finished ||= terminal || frame.events.some((e) => e.type === "finish");
+      finished ||= terminal || finishes(frame);
       if (frame.error) {
         if (hop.attempt.contentSeen) {
           hop.end("error", frame.error);
@@ -137,23 +151,44 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
           hop.succeeded();
           channel.stopKeepAlives();
           channel.sendHeaders();
-          await send(held.splice(0));
+          release(held);
           live.contentSent();
         }
         live.lastContentAt = opts.deps.clock.now();
-        await send([frame]);
+        output(frame);
         continue;
       }
       // A keep-alive frame: passed on only where no other candidate could still answer.
       if (hop.attempt.contentSeen || (opts.isLast && channel.headersSent && !hop.contested)) {
-        await send(held.splice(0));
-        await send([frame]);
+        release(held);
+        output(frame);
       } else if (heldBytes + frame.raw.byteLength <= HOLD_LIMIT_BYTES) {
         held.push(frame);
         heldBytes += frame.raw.byteLength;
       }
     }
+    return null;
+  };
+  try {
+    const decoder = hop.adapter.frameDecoder?.();
+    if (decoder) {
+      for await (const chunk of hop.read(res.body, { reuse: true })) {
+        const result = take(decoder.push(chunk));
+        await flush();
+        if (result) return result;
+      }
+      const result = take(decoder.end());
+      await flush();
+      if (result) return result;
+    } else {
+      for await (const frame of hop.read(res.body.pipeThrough(hop.adapter.decodeStream()))) {
+        const result = take([frame]);
+        await flush();
+        if (result) return result;
+      }
+    }
   } catch (err) {
+    out.length = 0;
     if (hop.attempt.contentSeen) return afterContent(hop, err);
     throw err;
   }
@@ -177,6 +212,22 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
   hop.end(hop.attempt.record.resumeOffset === null ? "success" : "resumed");
   await channel.end({ passthrough, marked: terminal });
   return { kind: "done" };
+}
+
+function finishes(frame: UpstreamFrame): boolean {
+  return frame.finishes ?? frame.events.some((e) => e.type === "finish");
+}
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  let size = 0;
+  for (const part of parts) size += part.byteLength;
+  const bytes = new Uint8Array(size);
+  let at = 0;
+  for (const part of parts) {
+    bytes.set(part, at);
+    at += part.byteLength;
+  }
+  return bytes;
 }
 
 /**

@@ -16,7 +16,8 @@ export class UsageLedger {
 
   /** One streamed frame: its text first, then its usage (a Gemini chunk's usage covers its own text). */
   frame(frame: UpstreamFrame): void {
-    if (frame.events.length) this.text(frameChars(frame));
+    const chars = frame.chars ?? (frame.events.length ? frameChars(frame) : 0);
+    if (chars) this.text(chars);
     if (frame.usage) this.reported(frame.usage);
   }
 
@@ -43,9 +44,17 @@ export class UsageLedger {
    * (never below what was reported), input when none was reported. An estimating hop that
    * answered the client carries its estimate onto the request's row.
    */
-  settle(attempt: Attempt, opts: { ir: IrRequest }): void {
-    if (this.#chars === 0) return;
+  settle(attempt: Attempt, opts: { ir: IrRequest; outcome: string }): void {
     const record = attempt.record;
+    if (this.#chars === 0) {
+      // A lost hedge's upstream answered with headers, so it had read the prompt: that input is
+      // billed though it sent no content (docs/liveness.md, "Hedged start").
+      if (opts.outcome !== "hedge_lost" || record.headersMs === null) return;
+      if (record.inputTokens !== null) return;
+      record.inputTokens = estimateInputTokens(opts.ir);
+      record.tokensEstimated = true;
+      return;
+    }
     let estimated = false;
     if (this.#unreported > 0) {
       record.outputTokens = Math.max(record.outputTokens ?? 0, estimateTokens(this.#chars));

@@ -72,7 +72,7 @@ async function readUntilContent(hop: Hop, body: ReadableStream<Uint8Array>): Pro
   const parts: string[] = [];
   let size = 0;
   let started = false;
-  for await (const chunk of hop.read(body)) {
+  for await (const chunk of hop.read(body, { reuse: true })) {
     size += chunk.byteLength;
     if (size > UPSTREAM_CAPS.answerBytes) throw oversized("an answer", UPSTREAM_CAPS.answerBytes);
     const text = decoder.decode(chunk, { stream: true });

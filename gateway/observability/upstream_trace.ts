@@ -28,7 +28,7 @@ export interface TracedHop {
  * client's own `traceparent` (if any) goes on unchanged, so an upstream that
  * traces never points at a span no one exported.
  */
-export function traceUpstream(request: Request, hop: TracedHop): void {
+export function traceUpstream(request: Pick<Request, "url" | "headers">, hop: TracedHop): void {
   const { trace } = hop.req.live.record;
   const attempt = hop.attempt.record;
   if (!attempt.trace) return;

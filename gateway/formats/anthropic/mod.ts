@@ -1,11 +1,12 @@
 import { passthroughText, translatedText } from "../request_text.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { jsonPost, sseShape, statusErrors } from "../format_kit.ts";
+import { postRequest } from "../../accept/client_headers.ts";
 import { upstreamBaseUrl } from "../../config/schema.ts";
 import { anthropicError } from "./errors.ts";
 import { anthropicRequestBody, parseAnthropicRequest, unsupportedFor } from "./request.ts";
 import { decodeAnthropicWhole, encodeAnthropicWhole } from "./response.ts";
-import { anthropicStreamEncoder, decodeAnthropicStream } from "./stream.ts";
+import { anthropicFrameDecoder, anthropicStreamEncoder, decodeAnthropicStream } from "./stream.ts";
 
 /** Sent after a passed-through stream that finished without it. */
 const END_MARKER = new TextEncoder().encode(
@@ -27,7 +28,8 @@ export const anthropicClient: ClientCodec = {
 export const anthropicUpstream: UpstreamAdapter = {
   kind: "anthropic",
   unsupportedFor,
-  buildRequest(call) {
+  buildRequest: (call) => anthropicUpstream.buildPost!(call).then(postRequest),
+  buildPost(call) {
     const body = call.passthrough
       ? passthroughText(call.passthrough, call.model)
       : translatedText(call, { build: () => anthropicRequestBody(call.ir, call.model) });
@@ -39,6 +41,7 @@ export const anthropicUpstream: UpstreamAdapter = {
     });
   },
   decodeStream: decodeAnthropicStream,
+  frameDecoder: anthropicFrameDecoder,
   decodeWhole: decodeAnthropicWhole,
   decodeError: statusErrors("anthropic"),
 };

@@ -2,7 +2,8 @@ import type { ClientStreamEncoder, UpstreamFrame } from "../format.ts";
 import type { GatewayError } from "../../runtime/gateway_error.ts";
 import { type IrEvent, type IrFinishReason, type IrUsage, mergeUsage } from "../ir.ts";
 import { isRecord } from "../json.ts";
-import { sseFrameStream, type SseReading } from "../sse_frames.ts";
+import { sseFrameDecoder, type SseReading } from "../sse_frames.ts";
+import { type FrameDecoder, frameStream } from "../frame_decoder.ts";
 import { formatSse, type SseEvent } from "../sse_stream.ts";
 import { anthropicError, anthropicStreamError } from "./errors.ts";
 import { anthropicEventIsContent, anthropicEventType } from "./pulse.ts";
@@ -16,8 +17,12 @@ import {
 
 /** Frames of a Messages SSE stream. */
 export function decodeAnthropicStream(): ReadableWritablePair<UpstreamFrame, Uint8Array> {
+  return frameStream(anthropicFrameDecoder());
+}
+
+export function anthropicFrameDecoder(): FrameDecoder {
   const reader = new AnthropicStreamReader();
-  return sseFrameStream((event, json) => reader.read(event, json));
+  return sseFrameDecoder((event, json) => reader.read(event, json));
 }
 
 /**

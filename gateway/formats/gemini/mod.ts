@@ -1,6 +1,7 @@
 import { passthroughText, translatedText } from "../request_text.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { jsonPost, statusErrors } from "../format_kit.ts";
+import { postRequest } from "../../accept/client_headers.ts";
 import { upstreamBaseUrl } from "../../config/schema.ts";
 import { geminiError } from "./errors.ts";
 import {
@@ -10,7 +11,7 @@ import {
   unsupportedFor,
 } from "./request.ts";
 import { decodeGeminiWhole, encodeGeminiWhole } from "./response.ts";
-import { decodeGeminiStream, geminiStreamEncoder } from "./stream.ts";
+import { decodeGeminiStream, geminiFrameDecoder, geminiStreamEncoder } from "./stream.ts";
 
 export const geminiClient: ClientCodec = {
   format: "gemini",
@@ -31,7 +32,8 @@ export const geminiClient: ClientCodec = {
 export const geminiUpstream: UpstreamAdapter = {
   kind: "gemini",
   unsupportedFor,
-  buildRequest(call) {
+  buildRequest: (call) => geminiUpstream.buildPost!(call).then(postRequest),
+  buildPost(call) {
     // The model lives in the URL, so a pass-through body goes on untouched.
     const body = call.passthrough
       ? passthroughText(call.passthrough)
@@ -41,6 +43,7 @@ export const geminiUpstream: UpstreamAdapter = {
     return jsonPost(call, { url, body, auth: (key) => ["x-goog-api-key", key] });
   },
   decodeStream: decodeGeminiStream,
+  frameDecoder: geminiFrameDecoder,
   decodeWhole: decodeGeminiWhole,
   decodeError: statusErrors("gemini"),
 };

@@ -2,7 +2,8 @@ import type { ClientStreamEncoder, StreamMeta, UpstreamFrame } from "../format.t
 import type { GatewayError } from "../../runtime/gateway_error.ts";
 import { type IrEvent, type IrFinishReason, type IrUsage, mergeUsage } from "../ir.ts";
 import { isRecord } from "../json.ts";
-import { sseFrameStream, type SseReading } from "../sse_frames.ts";
+import { sseFrameDecoder, type SseReading } from "../sse_frames.ts";
+import { type FrameDecoder, frameStream } from "../frame_decoder.ts";
 import { formatSse } from "../sse_stream.ts";
 import { upstreamStatusError } from "../../forward/upstream_error.ts";
 import { geminiError } from "./errors.ts";
@@ -28,8 +29,12 @@ interface DecodeState {
 
 /** Frames of a `streamGenerateContent?alt=sse` body. */
 export function decodeGeminiStream(): ReadableWritablePair<UpstreamFrame, Uint8Array> {
+  return frameStream(geminiFrameDecoder());
+}
+
+export function geminiFrameDecoder(): FrameDecoder {
   const state: DecodeState = { calls: 0, finished: false };
-  return sseFrameStream((event, json) => readGeminiEvent(event.data, { chunk: json, state }));
+  return sseFrameDecoder((event, json) => readGeminiEvent(event.data, { chunk: json, state }));
 }
 
 function readGeminiEvent(

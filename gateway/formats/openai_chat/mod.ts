@@ -1,11 +1,12 @@
 import { passthroughText, translatedText } from "../request_text.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { bearer, jsonPost, sseShape, statusErrors } from "../format_kit.ts";
+import { postRequest } from "../../accept/client_headers.ts";
 import { upstreamBaseUrl } from "../../config/schema.ts";
 import { openAiError } from "./errors.ts";
 import { chatRequestBody, maxTokensField, parseChatRequest, unsupportedFor } from "./request.ts";
 import { decodeChatWhole, encodeChatWhole } from "./response.ts";
-import { chatStreamEncoder, decodeChatStream } from "./stream.ts";
+import { chatFrameDecoder, chatStreamEncoder, decodeChatStream } from "./stream.ts";
 import { askingUsage } from "./usage_options.ts";
 
 /** Sent after a passed-through stream that finished without it. */
@@ -23,7 +24,8 @@ export const chatClient: ClientCodec = {
 export const chatUpstream: UpstreamAdapter = {
   kind: "openai-chat",
   unsupportedFor,
-  buildRequest(call) {
+  buildRequest: (call) => chatUpstream.buildPost!(call).then(postRequest),
+  buildPost(call) {
     const tokenField = maxTokensField(call.upstream, call.model);
     const body = call.passthrough
       ? passthroughText(askingUsage(call.passthrough), call.model)
@@ -35,6 +37,7 @@ export const chatUpstream: UpstreamAdapter = {
     return jsonPost(call, { url, body, auth: bearer });
   },
   decodeStream: decodeChatStream,
+  frameDecoder: chatFrameDecoder,
   decodeWhole: decodeChatWhole,
   decodeError: statusErrors("openai-chat"),
 };

@@ -2,8 +2,9 @@ import type { ClientStreamEncoder, UpstreamFrame } from "../format.ts";
 import type { GatewayError } from "../../runtime/gateway_error.ts";
 import type { IrEvent } from "../ir.ts";
 import { formatSse } from "../sse_stream.ts";
-import { isRecord } from "../json.ts";
-import { sseFrameStream, type SseReading } from "../sse_frames.ts";
+import { isRecord, parseJson } from "../json.ts";
+import { sseFrameDecoder, type SseReading } from "../sse_frames.ts";
+import { type FrameDecoder, frameStream } from "../frame_decoder.ts";
 import { upstreamStatusError } from "../../forward/upstream_error.ts";
 import { openAiError } from "./errors.ts";
 import { chatChunkIsContent } from "./pulse.ts";
@@ -11,7 +12,70 @@ import { chatFinishToIr, chatUsageToIr, irFinishToChat, irUsageToChat } from "./
 
 /** Frames of a Chat Completions SSE stream. */
 export function decodeChatStream(): ReadableWritablePair<UpstreamFrame, Uint8Array> {
-  return sseFrameStream((event, json) => readChatEvent(event.data, json));
+  return frameStream(chatFrameDecoder());
+}
+
+export function chatFrameDecoder(): FrameDecoder {
+  return sseFrameDecoder((event, json) => readChatEvent(event.data, json), { quick: quickChat });
+}
+
+/**
+ * A plain text delta, told from its text: a delta that is only its content (a
+ * non-empty string, after the role at most), with no error, no usage and no
+ * finish reason anywhere in the chunk. Such a chunk is content (docs/design.md
+ * "Pulse") and nothing else the stream path acts on, so it is not parsed
+ * unless its events are asked for (a translation, a resume): most
+ * passed-through deltas never are.
+ */
+const TEXT_DELTA = /"delta":\{(?:"role":"assistant",)?"content":"/;
+
+function quickChat(data: string, raw: Uint8Array): UpstreamFrame | null {
+  if (data.charCodeAt(0) !== 123 || data.charCodeAt(data.length - 1) !== 125) return null;
+  const match = TEXT_DELTA.exec(data);
+  if (!match || data.includes('"error"')) return null;
+  const chars = stringChars(data, match.index + match[0].length);
+  if (!chars) return null;
+  if (!onlyNull(data, '"finish_reason"') || !onlyNull(data, '"usage"')) return null;
+  return new TextDeltaFrame(raw, { data, chars });
+}
+
+/**
+ * The length of the JSON string starting at `from` (after its opening quote)
+ * once decoded, if the object closes right after it; 0 otherwise.
+ */
+function stringChars(data: string, from: number): number {
+  let chars = 0;
+  for (let at = from; at < data.length; chars++) {
+    const c = data.charCodeAt(at);
+    if (c === 34) return data.charCodeAt(at + 1) === 125 ? chars : 0;
+    at += c !== 92 ? 1 : data.charCodeAt(at + 1) === 117 ? 6 : 2;
+  }
+  return 0;
+}
+
+/** Whether every occurrence of `key` in `data` is followed by `:null`. */
+function onlyNull(data: string, key: string): boolean {
+  for (let at = data.indexOf(key); at >= 0; at = data.indexOf(key, at + key.length)) {
+    if (!data.startsWith(":null", at + key.length)) return false;
+  }
+  return true;
+}
+
+class TextDeltaFrame implements UpstreamFrame {
+  readonly content = true;
+  readonly finishes = false;
+  readonly chars: number;
+  #data: string;
+  #events: IrEvent[] | undefined;
+
+  constructor(readonly raw: Uint8Array, opts: { data: string; chars: number }) {
+    this.#data = opts.data;
+    this.chars = opts.chars;
+  }
+
+  get events(): IrEvent[] {
+    return this.#events ??= readChatEvent(this.#data, parseJson(this.#data)).events;
+  }
 }
 
 function readChatEvent(data: string | undefined, chunk: unknown): SseReading {

@@ -1,11 +1,12 @@
 import { passthroughText, translatedText } from "../request_text.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { bearer, jsonPost, sseShape, statusErrors } from "../format_kit.ts";
+import { postRequest } from "../../accept/client_headers.ts";
 import { upstreamBaseUrl } from "../../config/schema.ts";
 import { openAiError } from "../openai_chat/errors.ts";
 import { parseResponsesRequest, responsesRequestBody, unsupportedFor } from "./request.ts";
 import { decodeResponsesWhole, encodeResponsesWhole } from "./response.ts";
-import { decodeResponsesStream, responsesStreamEncoder } from "./stream.ts";
+import { decodeResponsesStream, responsesFrameDecoder, responsesStreamEncoder } from "./stream.ts";
 
 export const responsesClient: ClientCodec = {
   format: "openai-responses",
@@ -21,7 +22,8 @@ export const responsesClient: ClientCodec = {
 export const responsesUpstream: UpstreamAdapter = {
   kind: "openai-responses",
   unsupportedFor,
-  buildRequest(call) {
+  buildRequest: (call) => responsesUpstream.buildPost!(call).then(postRequest),
+  buildPost(call) {
     const body = call.passthrough
       ? passthroughText(call.passthrough, call.model)
       : translatedText(call, { build: () => responsesRequestBody(call.ir, call.model) });
@@ -29,6 +31,7 @@ export const responsesUpstream: UpstreamAdapter = {
     return jsonPost(call, { url, body, auth: bearer });
   },
   decodeStream: decodeResponsesStream,
+  frameDecoder: responsesFrameDecoder,
   decodeWhole: decodeResponsesWhole,
   decodeError: statusErrors("openai-responses"),
 };

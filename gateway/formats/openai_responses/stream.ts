@@ -9,7 +9,8 @@ import {
   mergeUsage,
 } from "../ir.ts";
 import { isRecord } from "../json.ts";
-import { sseFrameStream, type SseReading } from "../sse_frames.ts";
+import { sseFrameDecoder, type SseReading } from "../sse_frames.ts";
+import { type FrameDecoder, frameStream } from "../frame_decoder.ts";
 import { formatSse, type SseEvent } from "../sse_stream.ts";
 import { openAiError } from "../openai_chat/errors.ts";
 import { failedResponseError, responsesStreamFailure } from "./errors.ts";
@@ -52,8 +53,12 @@ class ReadState {
 
 /** Frames of a Responses API SSE stream. */
 export function decodeResponsesStream(): ReadableWritablePair<UpstreamFrame, Uint8Array> {
+  return frameStream(responsesFrameDecoder());
+}
+
+export function responsesFrameDecoder(): FrameDecoder {
   const state = new ReadState();
-  return sseFrameStream((event, json) => readResponsesEvent(event, { payload: json, state }));
+  return sseFrameDecoder((event, json) => readResponsesEvent(event, { payload: json, state }));
 }
 
 function readResponsesEvent(

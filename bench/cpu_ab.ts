@@ -1,0 +1,108 @@
+/**
+ * A developer's tool beside the bench: CPU per streamed delta and per whole answer of the floor
+ * and of one or two pulsegate trees, measured in alternating repetitions on one shared fake, so
+ * a hot-path change is judged by CPU time (not wall-clock, which neighbours make noisy) and by
+ * its spread over the repetitions.
+ *
+ *   deno run -A bench/cpu_ab.ts [--base /path/to/other/checkout] [--reps 3] [--streams 32]
+ *     [--seconds 2] [--concurrency 16]
+ *
+ * `--base` runs that checkout's gateway (its bench/gateway_entry.ts) as a second target, e.g.
+ * `git archive main | tar -x -C /tmp/base`, for a before/after in the same conditions.
+ */
+import { pinning } from "./machine.ts";
+import { defaultToolsDir, ensureNodeTools } from "./npm_tools.ts";
+import { type Layout, Service } from "./services.ts";
+import { MAIN_ROUTES, REPO_ROOT, startFake, startFloor } from "./stack.ts";
+import { gatewayConfig } from "./targets.ts";
+import { measureCpu, spreadOf } from "./scenarios/cpu_cost.ts";
+
+function option(name: string, fallback: string): string {
+  const at = Deno.args.indexOf(`--${name}`);
+  return at >= 0 ? Deno.args[at + 1] ?? fallback : fallback;
+}
+
+const reps = Number(option("reps", "3"));
+const streams = Number(option("streams", "32"));
+const seconds = Number(option("seconds", "2"));
+const concurrency = Number(option("concurrency", "16"));
+const base = option("base", "");
+
+const workDir = await Deno.makeTempDir({ prefix: "pulsegate-cpu-ab-" });
+const pins = await pinning(navigator.hardwareConcurrency);
+const layout: Layout = {
+  proxyCpus: pins?.proxy ?? null,
+  loadCpus: pins?.load ?? null,
+  nofile: 65_536,
+  logDir: workDir,
+};
+
+async function gateway(name: string, root: string, fake: string): Promise<Service> {
+  const dir = `${workDir}/${name}`;
+  await Deno.mkdir(dir, { recursive: true });
+  const configPath = `${dir}/config.json`;
+  await Deno.writeTextFile(
+    configPath,
+    JSON.stringify(gatewayConfig({ fake, routes: MAIN_ROUTES })),
+  );
+  return await Service.start({
+    name,
+    cmd: [Deno.execPath(), "run", "-A", `${root}bench/gateway_entry.ts`],
+    cwd: root,
+    cpus: layout.proxyCpus,
+    env: {
+      PULSEGATE_PORT: "0",
+      PULSEGATE_CONFIG: configPath,
+      PULSEGATE_DB_URL: `file:${dir}/pulsegate.db`,
+      PULSEGATE_TIME_SCALE: "1",
+      BENCH_HISTORY: "on",
+    },
+  }, { layout, timeoutMs: 60_000 });
+}
+
+function spread(values: number[]): string {
+  const { median, min, max } = spreadOf(values);
+  return `${median.toFixed(1)} (${min.toFixed(1)}–${max.toFixed(1)})`;
+}
+
+const tools = await ensureNodeTools({ dir: defaultToolsDir(), installPortkey: false });
+const fake = await startFake(layout);
+const targets: Record<string, Service> = {};
+try {
+  targets.floor = await startFloor(layout, { fake: fake.url });
+  targets.pulsegate = await gateway("pulsegate", REPO_ROOT, fake.url);
+  if (base) targets.base = await gateway("base", base.endsWith("/") ? base : `${base}/`, fake.url);
+  const names = Object.keys(targets);
+  const perDelta: Record<string, number[]> = {};
+  const perRequest: Record<string, number[]> = {};
+  const rss: Record<string, number[]> = {};
+  for (let rep = 0; rep < reps; rep++) {
+    // Rotate the order, so no target always runs after the same one.
+    const order = names.map((_, i) => names[(i + rep) % names.length]!);
+    for (const name of order) {
+      const m = await measureCpu({ tools, layout, fake: fake.url }, {
+        service: targets[name]!,
+        target: name === "floor" ? "floor" : "pulsegate",
+        load: { streams, concurrency, seconds },
+      });
+      (perDelta[name] ??= []).push(m.usPerDelta);
+      (perRequest[name] ??= []).push(m.usPerRequest);
+      (rss[name] ??= []).push(m.rssMiB);
+      console.error(
+        `rep ${rep + 1} ${name}: ${m.usPerDelta.toFixed(1)} µs/delta, ` +
+          `${m.usPerRequest.toFixed(1)} µs/request, ${m.errors} errors`,
+      );
+    }
+  }
+  console.log(`median (min–max) over ${reps} alternating repetitions`);
+  for (const name of names) {
+    console.log(
+      `${name.padEnd(10)} CPU µs/delta ${spread(perDelta[name]!)}  ` +
+        `CPU µs/request ${spread(perRequest[name]!)}  RSS MiB ${spread(rss[name]!)}`,
+    );
+  }
+} finally {
+  await Promise.all(Object.values(targets).map((s) => s.stop()));
+  await fake.stop();
+  await Deno.remove(workDir, { recursive: true });
+}
