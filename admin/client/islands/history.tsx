@@ -1,5 +1,6 @@
+import { Pick } from "./pick.tsx";
+import { TableHead } from "./table_head.tsx";
 import { useSignal } from "@preact/signals";
-import type { ComponentChildren } from "preact";
 import type {
   AttemptRecord,
   HistoryChoices,
@@ -40,19 +41,19 @@ export function History({ history, now }: HistoryProps) {
       {page && rows.length === 0 && <p class="empty">No request matches.</p>}
       {rows.length > 0 && (
         <table class="cards history">
-          <thead>
-            <tr>
-              <th scope="col">Started</th>
-              <th scope="col">Request</th>
-              <th scope="col">Route</th>
-              <th scope="col">Session</th>
-              <th scope="col">Attempts</th>
-              <th scope="col">Result</th>
-              <th scope="col">Duration</th>
-              <th scope="col">Tokens</th>
-              <th scope="col">Cost</th>
-            </tr>
-          </thead>
+          <TableHead
+            columns={[
+              "Started",
+              "Request",
+              "Route",
+              "Session",
+              "Attempts",
+              "Result",
+              "Duration",
+              "Tokens",
+              "Cost",
+            ]}
+          />
           <tbody>
             {rows.map((row) => (
               <HistoryRowView
@@ -191,27 +192,6 @@ function result(row: { state: string; status: number | null; errorCode: string |
   return `${row.status ?? "—"}${row.errorCode ? ` ${row.errorCode}` : ""}`;
 }
 
-/** A filter that picks one of the known values, or any. */
-function Pick(
-  props: {
-    label: string;
-    name: string;
-    value: string;
-    onChange: (e: { currentTarget: { value: string } }) => void;
-    children: ComponentChildren;
-  },
-) {
-  return (
-    <label>
-      {props.label}
-      <select name={props.name} value={props.value} onChange={props.onChange}>
-        <option value="">any</option>
-        {props.children}
-      </select>
-    </label>
-  );
-}
-
 function HistoryRowView(props: { row: HistoryRow; now: number; onOpen: () => void }) {
   const { row } = props;
   return (
@@ -286,20 +266,20 @@ function Detail(props: { detail: RequestDetail; now: number; onClose: () => void
         ? <p class="empty">No upstream was called.</p>
         : (
           <table class="cards attempts">
-            <thead>
-              <tr>
-                <th scope="col">Hop</th>
-                <th scope="col">Upstream</th>
-                <th scope="col">Outcome</th>
-                <th scope="col">Status</th>
-                <th scope="col">Code</th>
-                <th scope="col">Headers</th>
-                <th scope="col">First content</th>
-                <th scope="col">Duration</th>
-                <th scope="col">Tokens</th>
-                <th scope="col">Cost</th>
-              </tr>
-            </thead>
+            <TableHead
+              columns={[
+                "Hop",
+                "Upstream",
+                "Outcome",
+                "Status",
+                "Code",
+                "Headers",
+                "First content",
+                "Duration",
+                "Tokens",
+                "Cost",
+              ]}
+            />
             <tbody>{attempts.map((a) => <AttemptRow key={a.hop} attempt={a} />)}</tbody>
           </table>
         )}

@@ -1,3 +1,5 @@
+import { Pick } from "./pick.tsx";
+import { TableHead } from "./table_head.tsx";
 import { useSignal } from "@preact/signals";
 import { useEffect, useRef } from "preact/hooks";
 import type { LiveRow } from "../../api_types.ts";
@@ -49,22 +51,20 @@ export function LiveRequests({ feed, aborts }: LiveRequestsProps) {
             ? <p class="empty">No running request matches.</p>
             : (
               <table class="cards live">
-                <thead>
-                  <tr>
-                    <th scope="col">Request</th>
-                    <th scope="col">Session</th>
-                    <th scope="col">Route</th>
-                    <th scope="col">Upstream</th>
-                    <th scope="col">State</th>
-                    <th scope="col">Elapsed</th>
-                    <th scope="col">First content</th>
-                    <th scope="col">Idle for</th>
-                    <th scope="col">Tokens</th>
-                    <th scope="col">
-                      <span class="visually-hidden">Abort</span>
-                    </th>
-                  </tr>
-                </thead>
+                <TableHead
+                  columns={[
+                    "Request",
+                    "Session",
+                    "Route",
+                    "Upstream",
+                    "State",
+                    "Elapsed",
+                    "First content",
+                    "Idle for",
+                    "Tokens",
+                    <span key="abort" class="visually-hidden">Abort</span>,
+                  ]}
+                />
                 <tbody>
                   {rows.map((row) => <LiveRowView key={row.id} row={row} aborts={aborts} />)}
                 </tbody>
@@ -125,13 +125,9 @@ function LiveFilters(
   const set = (name: keyof LiveView) => (e: { currentTarget: { value: string } }) =>
     props.onChange({ ...view, [name]: e.currentTarget.value });
   const pick = (label: string, name: "route" | "upstream", values: string[]) => (
-    <label>
-      {label}
-      <select name={`live-${name}`} value={view[name]} onChange={set(name)}>
-        <option value="">any</option>
-        {values.map((v) => <option key={v} value={v}>{v}</option>)}
-      </select>
-    </label>
+    <Pick label={label} name={`live-${name}`} value={view[name]} onChange={set(name)}>
+      {values.map((v) => <option key={v} value={v}>{v}</option>)}
+    </Pick>
   );
   return (
     <form
@@ -141,15 +137,11 @@ function LiveFilters(
     >
       {pick("Route", "route", choices(props.rows, (r) => r.route))}
       {pick("Upstream", "upstream", choices(props.rows, (r) => r.upstream))}
-      <label>
-        State
-        <select name="live-state" value={view.state} onChange={set("state")}>
-          <option value="">any</option>
-          {choices(props.rows, (r) => r.state).map((s) => (
-            <option key={s} value={s}>{stateLabel(s)}</option>
-          ))}
-        </select>
-      </label>
+      <Pick label="State" name="live-state" value={view.state} onChange={set("state")}>
+        {choices(props.rows, (r) => r.state).map((s) => (
+          <option key={s} value={s}>{stateLabel(s)}</option>
+        ))}
+      </Pick>
       <label>
         Session<input name="live-session" value={view.session} onInput={set("session")} />
       </label>

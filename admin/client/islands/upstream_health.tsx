@@ -1,3 +1,4 @@
+import { TableHead } from "./table_head.tsx";
 import type { UpstreamHealth as Row } from "../../api_types.ts";
 import { formatMs, plural } from "../format.ts";
 import { Time } from "./time.tsx";
@@ -35,16 +36,16 @@ export function UpstreamHealth({ health }: UpstreamHealthProps) {
       {view && view.upstreams.length === 0 && <p class="empty">No upstream is configured.</p>}
       {view && view.upstreams.length > 0 && (
         <table class="cards health">
-          <thead>
-            <tr>
-              <th scope="col">Upstream</th>
-              <th scope="col">In flight</th>
-              <th scope="col">Cooldown</th>
-              <th scope="col">Last {minutes} min</th>
-              <th scope="col">First content p50 / p95</th>
-              <th scope="col">Controls</th>
-            </tr>
-          </thead>
+          <TableHead
+            columns={[
+              "Upstream",
+              "In flight",
+              "Cooldown",
+              `Last ${minutes} min`,
+              "First content p50 / p95",
+              "Controls",
+            ]}
+          />
           <tbody>
             {view.upstreams.map((u) => (
               <HealthRow
