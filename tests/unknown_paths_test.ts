@@ -191,7 +191,10 @@ const CASES: Case[] = [
 ];
 
 /** Asserts the body is the named shape and carries the gateway code where that shape keeps it. */
-function assertShape(body: unknown, opts: { shape: Shape; code: string; status: number }): void {
+function assertShape(
+  body: unknown,
+  opts: { shape: Shape; code: string; status: number; path?: string },
+): void {
   const b = body as Record<string, Record<string, unknown>>;
   const error = b.error;
   assert.ok(error, `no error object in ${JSON.stringify(body)}`);
@@ -201,15 +204,25 @@ function assertShape(body: unknown, opts: { shape: Shape; code: string; status: 
       assert.deepEqual(Object.keys(error).sort(), ["code", "message", "param", "type"]);
       assert.equal(error.code, opts.code);
       assert.equal(typeof error.type, "string");
+      // The caller's mistake is never told as the server's fault.
+      if (opts.status < 500) assert.notEqual(error.type, "server_error", `${opts.path ?? ""}`);
       break;
     case "anthropic":
       assert.equal(b.type, "error");
       assert.equal(typeof error.type, "string");
+      if (opts.status < 500) assert.notEqual(error.type, "api_error", `${opts.path ?? ""}`);
       assert.deepEqual(error.details, { error_code: opts.code });
       break;
     case "gemini": {
       assert.equal(error.code, opts.status);
       assert.match(String(error.status), /^[A-Z_]+$/);
+      if (opts.status < 500) {
+        assert.doesNotMatch(
+          String(error.status),
+          /^(INTERNAL|UNIMPLEMENTED)$/,
+          `${opts.path ?? ""}`,
+        );
+      }
       const details = error.details as Record<string, unknown>[];
       assert.equal(details[0]?.reason, opts.code);
       break;

@@ -172,7 +172,8 @@ const BY_STATUS: Record<number, ErrorMeaning> = {
   429: "rate_limit",
   499: "cancelled",
   500: "server",
-  405: "unimplemented",
+  // A method the path does not take is the caller's mistake, not a server fault.
+  405: "invalid_request",
   501: "unimplemented",
   502: "bad_gateway",
   503: "unavailable",
