@@ -76,10 +76,14 @@ export async function saveConfig(
   return { ok: true, saved: { ok: true, config: raw, applied: [] } };
 }
 
+/** The document a change starts from: the stored one, else the config in force (the demo's). */
+export async function editedDocument(deps: ConfigAdminDeps): Promise<unknown> {
+  return (await loadStoredConfig(deps.db))?.body ?? deps.state.config ?? {};
+}
+
 /** A partial update: merged into the stored document (RFC 7396), then validated as a whole. */
 export async function patchConfig(deps: ConfigAdminDeps, patch: unknown): Promise<ConfigChange> {
-  const base = (await loadStoredConfig(deps.db))?.body ?? deps.state.config ?? {};
-  return saveConfig(deps, mergePatch(base, patch));
+  return saveConfig(deps, mergePatch(await editedDocument(deps), patch));
 }
 
 const RepairActionSchema = z.discriminatedUnion("op", [

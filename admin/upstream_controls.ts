@@ -5,10 +5,9 @@
  * validated and stored like any other save.
  */
 import { Hono } from "hono";
-import { loadStoredConfig } from "../db/config_store.ts";
 import { isRecord } from "../gateway/formats/json.ts";
 import type { Cooldowns } from "../gateway/route/cooldown.ts";
-import { type ConfigAdminDeps, saveConfig } from "./config_admin.ts";
+import { type ConfigAdminDeps, editedDocument, saveConfig } from "./config_admin.ts";
 
 export interface UpstreamControlDeps extends ConfigAdminDeps {
   cooldowns: Cooldowns;
@@ -30,7 +29,7 @@ export function upstreamControls(deps: UpstreamControlDeps): Hono {
   for (const [action, enabled] of [["enable", true], ["disable", false]] as const) {
     app.post(`/admin/api/upstreams/:id/${action}`, async (c) => {
       const id = c.req.param("id");
-      const stored = (await loadStoredConfig(deps.db))?.body ?? deps.state.config;
+      const stored = await editedDocument(deps);
       const upstreams = isRecord(stored) && Array.isArray(stored.upstreams) ? stored.upstreams : [];
       if (!upstreams.some((u) => isRecord(u) && u.id === id)) return c.json(notFound(id), 404);
       const next = {
