@@ -1,12 +1,12 @@
 import assert from "node:assert/strict";
-import { chatRoute, postJson, startTestGateway, type TestGateway } from "./harness.ts";
+import { postJson, type TestGateway, withGateway } from "./harness.ts";
 import {
   chatStream,
   chatStreamBlocks,
   chatWhole,
   chatWholeBody,
 } from "./fake_upstreams/openai_chat_script.ts";
-import { type FakeUpstream, startFakeUpstream, type Step } from "./fake_upstreams/server.ts";
+import { type FakeUpstream, type Step } from "./fake_upstreams/server.ts";
 import { UPSTREAM_CAPS } from "../gateway/formats/upstream_caps.ts";
 import { SseParser } from "../gateway/formats/sse_stream.ts";
 import { eventStreamCodec, EventStreamSplitter } from "../gateway/formats/bedrock/stream.ts";
@@ -35,17 +35,11 @@ function endlessEvent(bytes: number): Step[] {
   return steps;
 }
 
-async function withGateway(
+/** Two fake upstreams behind one chat route with this file's long idle window. */
+function withTwo(
   run: (gw: TestGateway, ups: FakeUpstream[]) => Promise<void>,
 ): Promise<void> {
-  const ups = [startFakeUpstream(), startFakeUpstream()];
-  const gw = await startTestGateway(chatRoute(ups.map((u) => u.url), { failover }));
-  try {
-    await run(gw, ups);
-  } finally {
-    await gw.stop();
-    for (const u of ups) await u.close();
-  }
+  return withGateway(run, { upstreams: 2, failover });
 }
 
 /** The client gives up long before a hung gateway would answer: a hang fails the test. */
@@ -59,7 +53,7 @@ function post(gw: TestGateway, body: unknown): Promise<Response> {
 }
 
 Deno.test("an SSE event over the cap before content: the next candidate answers", async () => {
-  await withGateway(async (gw, [a, b]) => {
+  await withTwo(async (gw, [a, b]) => {
     a!.setHandler(() => ({
       headers: { "content-type": "text/event-stream" },
       body: [...endlessEvent(UPSTREAM_CAPS.eventBytes + MiB), { hang: true }],
@@ -80,7 +74,7 @@ Deno.test("an SSE event over the cap before content: the next candidate answers"
 });
 
 Deno.test("an SSE event over the cap after content: the client's stream ends with an error event", async () => {
-  await withGateway(async (gw, [a, b]) => {
+  await withTwo(async (gw, [a, b]) => {
     const opening = chatStreamBlocks({ text: ["first part"] }).slice(0, 2);
     a!.setHandler(() => ({
       headers: { "content-type": "text/event-stream" },
@@ -109,7 +103,7 @@ Deno.test("an SSE event over the cap after content: the client's stream ends wit
 });
 
 Deno.test("a whole answer over the cap: the next candidate answers", async () => {
-  await withGateway(async (gw, [a, b]) => {
+  await withTwo(async (gw, [a, b]) => {
     const huge = chatWholeBody({ text: ["y".repeat(UPSTREAM_CAPS.answerBytes + MiB)] });
     a!.setHandler(() => ({ body: [{ send: huge }] }));
     b!.setHandler(() => chatWhole(good));
@@ -126,7 +120,7 @@ Deno.test("a whole answer over the cap: the next candidate answers", async () =>
 });
 
 Deno.test("an error body is read only to its cap, its start kept for the message", async () => {
-  await withGateway(async (gw, [a, b]) => {
+  await withTwo(async (gw, [a, b]) => {
     // 10 MB of error body that then never ends: reading it whole would wait for ever.
     const steps: Step[] = [{ send: '{"error":{"message":"overloaded, really ' }];
     for (let i = 0; i < 10; i++) steps.push({ send: "z".repeat(MiB) });
@@ -147,7 +141,7 @@ Deno.test("an error body is read only to its cap, its start kept for the message
 });
 
 Deno.test("a same-format client never gets an error body cut at the cap as the upstream's answer", async () => {
-  await withGateway(async (gw, [a]) => {
+  await withTwo(async (gw, [a]) => {
     const cut = '{"error":{"message":"bad ' + "q".repeat(UPSTREAM_CAPS.errorBodyBytes) + '"}}';
     a!.setHandler(() => ({ status: 400, body: [{ send: cut }] }));
     const res = await postJson(`${gw.url}/v1/chat/completions`, ask(false));
