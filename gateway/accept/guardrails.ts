@@ -81,13 +81,15 @@ export async function checkGuardrails(
 ): Promise<void> {
   const rails = opts.deps.state.guardrails();
   if (!rails.enabled) return;
+  const rules = rails.rules.filter((rule) =>
+    rule.enabled && (!rule.routes || rule.routes.includes(opts.model))
+  );
+  // Walking the whole body is the costly part: only when something will read the text.
+  if (rules.length === 0 && rails.max_input_chars === null) return;
   const text = guardedText(body);
   if (rails.max_input_chars !== null && text.length > rails.max_input_chars) {
     throw blocked(`input is longer than ${rails.max_input_chars} characters`);
   }
-  const rules = rails.rules.filter((rule) =>
-    rule.enabled && (!rule.routes || rule.routes.includes(opts.model))
-  );
   if (rules.length === 0) return;
   const result: MatchResult = text.length > rails.max_checked_chars
     ? { kind: "unchecked", reason: "size" }
