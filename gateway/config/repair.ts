@@ -4,6 +4,7 @@
  * schema does not know, or put an out-of-range number back to its documented default. Anything
  * that could change who may call what (keys, routes, URLs, flags) is left to the operator.
  */
+import { isRecord } from "../formats/json.ts";
 import { schemaNodesAt } from "./json_schema.ts";
 import { type ConfigProblem, validateConfig } from "./validate.ts";
 
@@ -139,8 +140,4 @@ function arrayIndex(list: unknown[], part: string | undefined): number | null {
 
 function isContainer(value: unknown): value is Container {
   return typeof value === "object" && value !== null;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return isContainer(value) && !Array.isArray(value);
 }
