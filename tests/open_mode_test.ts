@@ -8,28 +8,21 @@ import { createClock } from "../gateway/runtime/clock.ts";
 import { ADMIN, adminFetch } from "./admin_helpers.ts";
 import { lockDatabase } from "./db_helpers.ts";
 import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
-import { type FakeUpstream, startFakeUpstream } from "./fake_upstreams/server.ts";
-import { chatRoute, postJson, startTestGateway, type TestGateway } from "./harness.ts";
+import type { FakeUpstream } from "./fake_upstreams/server.ts";
+import { chatRoute, postJson, startTestGateway, type TestGateway, withGateway } from "./harness.ts";
 import { rawRequest } from "./raw_http.ts";
 
 const ask = { model: "smart", messages: [{ role: "user", content: "hi" }] };
 
-async function withGateway(
+/** One fake upstream answering every call, behind a chat route (or the config given). */
+function withUpstream(
   run: (gw: TestGateway, up: FakeUpstream) => Promise<void>,
   opts: { env?: Record<string, string>; config?: (url: string) => ConfigInput } = {},
 ): Promise<void> {
-  const up = startFakeUpstream({
-    fallback: () => chatWhole({ text: ["ok"], usage: { input: 1, output: 1 } }),
-  });
-  const gw = await startTestGateway(opts.config?.(up.url) ?? chatRoute([up.url]), {
-    env: opts.env,
-  });
-  try {
-    await run(gw, up);
-  } finally {
-    await gw.stop();
-    await up.close();
-  }
+  return withGateway(async (gw, [up]) => {
+    up!.setHandler(() => chatWhole({ text: ["ok"], usage: { input: 1, output: 1 } }));
+    await run(gw, up!);
+  }, { config: ([url]) => opts.config?.(url!) ?? chatRoute([url!]), env: opts.env });
 }
 
 const keyed = (url: string): ConfigInput => ({
@@ -38,7 +31,7 @@ const keyed = (url: string): ConfigInput => ({
 });
 
 Deno.test("open mode: a request naming another host (DNS rebinding) is refused on every surface", async () => {
-  await withGateway(async (gw, up) => {
+  await withUpstream(async (gw, up) => {
     const evil = `evil.example:${gw.port}`;
     const read = await rawRequest(`${gw.url}/admin/api/config`, { host: evil });
     assert.equal(read.status, 403);
@@ -87,7 +80,7 @@ Deno.test("open mode: a request naming another host (DNS rebinding) is refused o
 });
 
 Deno.test("with an admin token and gateway keys any host name is served, but not open metrics", async () => {
-  await withGateway(async (gw) => {
+  await withUpstream(async (gw) => {
     const host = `gateway.example:${gw.port}`;
     const session = await rawRequest(`${gw.url}/admin/api/session`, {
       host,
@@ -112,7 +105,7 @@ Deno.test("with an admin token and gateway keys any host name is served, but not
 Deno.test("cross-site changes to the admin and control endpoints are refused, with or without a token", async () => {
   const envs: Record<string, string>[] = [{}, { PULSEGATE_ADMIN_TOKEN: ADMIN }];
   for (const env of envs) {
-    await withGateway(async (gw) => {
+    await withUpstream(async (gw) => {
       const before = JSON.stringify(
         await adminFetch(gw, "/admin/api/config").then((r) => r.json()),
       );
@@ -168,7 +161,7 @@ Deno.test("cross-site changes to the admin and control endpoints are refused, wi
 });
 
 Deno.test("proxy POSTs must be sent as JSON: 415 in the client's format, recorded", async () => {
-  await withGateway(async (gw, up) => {
+  await withUpstream(async (gw, up) => {
     const post = (path: string, type: string | null) =>
       fetch(`${gw.url}${path}`, {
         method: "POST",
@@ -205,7 +198,7 @@ Deno.test("proxy POSTs must be sent as JSON: 415 in the client's format, recorde
 });
 
 Deno.test("DELETE of a destination needs no body", async () => {
-  await withGateway(async (gw) => {
+  await withUpstream(async (gw) => {
     const created = await adminFetch(gw, "/admin/api/destinations", {
       method: "POST",
       body: { id: "hook", kind: "webhook", url: "http://127.0.0.1:9/hook", enabled: false },
@@ -223,7 +216,7 @@ Deno.test("DELETE of a destination needs no body", async () => {
 });
 
 Deno.test("a valid config PUT while the database refuses writes answers 503 in JSON, not 500", async () => {
-  await withGateway(async (gw) => {
+  await withUpstream(async (gw) => {
     const running = gw.state.config;
     const lock = await lockDatabase(`file:${gw.dir}/pulsegate.db`);
     let res: Response;
@@ -285,7 +278,7 @@ Deno.test("no *_env field may name the gateway's own PULSEGATE_ settings", async
   assert.deepEqual(problems(config({ kind: "anthropic" }, "PULSEGATE_KEY_APP1")), []);
 
   // Through the admin API: the save is refused with the problem at its path.
-  await withGateway(async (gw) => {
+  await withUpstream(async (gw) => {
     const put = await adminFetch(gw, "/admin/api/config", {
       method: "PUT",
       body: config({ kind: "openai-chat", api_key_env: "PULSEGATE_DB_AUTH_TOKEN" }, "APP_KEY"),

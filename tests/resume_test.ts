@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { estimateTokens } from "../gateway/accept/token_estimate.ts";
-import { eventually, postJson, startTestGateway, type TestGateway } from "./harness.ts";
-import { type FakeUpstream, type Script, startFakeUpstream } from "./fake_upstreams/server.ts";
+import { eventually, postJson, type TestGateway, withGateway } from "./harness.ts";
+import { type FakeUpstream, type Script } from "./fake_upstreams/server.ts";
 import * as anthropicFake from "./fake_upstreams/anthropic_script.ts";
 import { responsesStreamChunks } from "./fake_upstreams/openai_responses_script.ts";
 import {
@@ -56,21 +56,17 @@ function resumeConfig(urls: string[], opts: Upstreams & { resume?: boolean }): C
   };
 }
 
-async function withGateway(
+/** `count` fake upstreams behind a resume route, with the admin token. */
+function withResumeRoute(
   count: number,
   opts: Upstreams & { resume?: boolean },
   run: (gw: TestGateway, ups: FakeUpstream[]) => Promise<void>,
 ): Promise<void> {
-  const ups = Array.from({ length: count }, () => startFakeUpstream());
-  const gw = await startTestGateway(resumeConfig(ups.map((u) => u.url), opts), {
+  return withGateway(run, {
+    upstreams: count,
+    config: (urls) => resumeConfig(urls, opts),
     env: { ...RESUME_ENV, PULSEGATE_ADMIN_TOKEN: ADMIN },
   });
-  try {
-    await run(gw, ups);
-  } finally {
-    await gw.stop();
-    await Promise.all(ups.map((u) => u.close()));
-  }
 }
 
 const ADMIN = "admin-secret";
@@ -87,7 +83,7 @@ for (const format of FORMATS) {
       Deno.test(`${format} client, ${kind} upstreams: ${fault} after content resumes with a prefill`, async () => {
         const scripts = RESUME_SCRIPTS[kind];
         const idleSecs = fault === "stall" ? 100 : 300;
-        await withGateway(
+        await withResumeRoute(
           2,
           { kind, prefill: [false, true], idleSecs },
           async (gw, [first, second]) => {
@@ -156,7 +152,7 @@ const refusesPrefill = (): Script => ({
 });
 
 Deno.test("resume off: a break after content ends with the error event, the next candidate is never asked", async () => {
-  await withGateway(
+  await withResumeRoute(
     2,
     { kind: "anthropic", prefill: [false, true], resume: false },
     async (gw, [first, second]) => {
@@ -175,7 +171,7 @@ Deno.test("resume off: a break after content ends with the error event, the next
 });
 
 Deno.test("no candidate accepts a prefill: the original failure's error event, no other upstream asked", async () => {
-  await withGateway(
+  await withResumeRoute(
     2,
     { kind: "anthropic", prefill: [true, false], idleSecs: 100 },
     async (gw, [first, second]) => {
@@ -193,7 +189,7 @@ Deno.test("no candidate accepts a prefill: the original failure's error event, n
 });
 
 Deno.test("a candidate that refuses the prefill is passed over for the next capable one", async () => {
-  await withGateway(3, { kind: "anthropic", prefill: [false, true, true] }, async (gw, ups) => {
+  await withResumeRoute(3, { kind: "anthropic", prefill: [false, true, true] }, async (gw, ups) => {
     const [first, refusing, third] = ups;
     first!.enqueue(anthropicScripts.first("reset"));
     refusing!.enqueue(refusesPrefill());
@@ -215,7 +211,7 @@ Deno.test("a candidate that refuses the prefill is passed over for the next capa
 });
 
 Deno.test("the only capable candidate refuses the prefill: the original failure's error event, never the 400", async () => {
-  await withGateway(
+  await withResumeRoute(
     2,
     { kind: "anthropic", prefill: [false, true] },
     async (gw, [first, refusing]) => {
@@ -236,7 +232,7 @@ Deno.test("the only capable candidate refuses the prefill: the original failure'
 });
 
 Deno.test("a stream that delivered a tool call is never resumed", async () => {
-  await withGateway(
+  await withResumeRoute(
     2,
     { kind: "anthropic", prefill: [false, true] },
     async (gw, [first, second]) => {
@@ -263,7 +259,7 @@ Deno.test("a stream that delivered a tool call is never resumed", async () => {
 });
 
 Deno.test("a continuation that breaks too is resumed again, from the longer text", async () => {
-  await withGateway(3, { kind: "anthropic", prefill: [false, true, true] }, async (gw, ups) => {
+  await withResumeRoute(3, { kind: "anthropic", prefill: [false, true, true] }, async (gw, ups) => {
     const [first, second, third] = ups;
     first!.enqueue(anthropicScripts.first("reset"));
     // "ld" then a reset: the third upstream continues "Hello, world".
@@ -310,7 +306,7 @@ Deno.test("a continuation that breaks too is resumed again, from the longer text
 });
 
 Deno.test("whitespace the client already has is not sent as prefill, nor repeated by the continuation", async () => {
-  await withGateway(
+  await withResumeRoute(
     2,
     { kind: "anthropic", prefill: [false, true] },
     async (gw, [first, second]) => {
@@ -339,7 +335,7 @@ Deno.test("whitespace the client already has is not sent as prefill, nor repeate
 });
 
 Deno.test("with resume on, a Responses answer from a Responses upstream is encoded, so an anthropic upstream can continue it", async () => {
-  await withGateway(
+  await withResumeRoute(
     2,
     { kind: "anthropic", firstKind: "openai-responses", prefill: [false, true] },
     async (gw, [first, second]) => {
@@ -368,7 +364,7 @@ Deno.test("with resume on, a Responses answer from a Responses upstream is encod
 });
 
 Deno.test("a request with provider-run tools is never resumed", async () => {
-  await withGateway(
+  await withResumeRoute(
     2,
     { kind: "anthropic", prefill: [false, true] },
     async (gw, [first, second]) => {
@@ -411,7 +407,7 @@ Deno.test("config: resume is off by default, and a Responses upstream cannot be 
 });
 
 Deno.test("an abort while the resuming candidate starts ends the stream as aborted, the hop too", async () => {
-  await withGateway(
+  await withResumeRoute(
     2,
     { kind: "anthropic", prefill: [false, true] },
     async (gw, [first, second]) => {
@@ -446,7 +442,7 @@ Deno.test("an abort while the resuming candidate starts ends the stream as abort
 });
 
 Deno.test("an answer that sent only reasoning is not resumed: there is no text to continue", async () => {
-  await withGateway(
+  await withResumeRoute(
     2,
     { kind: "anthropic", prefill: [false, true] },
     async (gw, [first, second]) => {
@@ -471,32 +467,36 @@ Deno.test("an answer that sent only reasoning is not resumed: there is no text t
 });
 
 Deno.test("a Gemini client reading a JSON array gets one array with the continuation in it", async () => {
-  await withGateway(2, { kind: "gemini", prefill: [false, true] }, async (gw, [first, second]) => {
-    const scripts = RESUME_SCRIPTS.gemini;
-    first!.enqueue(scripts.first("reset"));
-    second!.enqueue(scripts.second());
-    const id = requestId();
-    const res = await postJson(`${gw.url}/v1beta/models/smart:streamGenerateContent`, {
-      contents: [{ role: "user", parts: [{ text: "Say hello to the world" }] }],
-    }, { "x-request-id": id });
-    assert.equal(res.status, 200);
-    const chunks: {
-      candidates?: { content?: { parts?: { text?: string }[] }; finishReason?: string }[];
-    }[] = JSON.parse(await res.text());
-    const text = chunks.flatMap((c) => c.candidates?.[0]?.content?.parts ?? [])
-      .map((p) => p.text ?? "").join("");
-    assert.equal(text, "Hello, world!");
-    assert.equal(chunks.filter((c) => c.candidates?.[0]?.finishReason).length, 1);
-    const { attempts } = await gw.row(id);
-    assert.deepEqual(attempts.map((a) => [a.outcome, a.resumeOffset]), [["error", null], [
-      "resumed",
-      OFFSET,
-    ]]);
-  });
+  await withResumeRoute(
+    2,
+    { kind: "gemini", prefill: [false, true] },
+    async (gw, [first, second]) => {
+      const scripts = RESUME_SCRIPTS.gemini;
+      first!.enqueue(scripts.first("reset"));
+      second!.enqueue(scripts.second());
+      const id = requestId();
+      const res = await postJson(`${gw.url}/v1beta/models/smart:streamGenerateContent`, {
+        contents: [{ role: "user", parts: [{ text: "Say hello to the world" }] }],
+      }, { "x-request-id": id });
+      assert.equal(res.status, 200);
+      const chunks: {
+        candidates?: { content?: { parts?: { text?: string }[] }; finishReason?: string }[];
+      }[] = JSON.parse(await res.text());
+      const text = chunks.flatMap((c) => c.candidates?.[0]?.content?.parts ?? [])
+        .map((p) => p.text ?? "").join("");
+      assert.equal(text, "Hello, world!");
+      assert.equal(chunks.filter((c) => c.candidates?.[0]?.finishReason).length, 1);
+      const { attempts } = await gw.row(id);
+      assert.deepEqual(attempts.map((a) => [a.outcome, a.resumeOffset]), [["error", null], [
+        "resumed",
+        OFFSET,
+      ]]);
+    },
+  );
 });
 
 Deno.test("with resume on, an answer that never breaks still passes through byte for byte", async () => {
-  await withGateway(
+  await withResumeRoute(
     2,
     { kind: "anthropic", prefill: [true, true] },
     async (gw, [first, second]) => {
