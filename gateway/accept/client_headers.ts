@@ -119,25 +119,17 @@ export function clientHeadersFor(
   return { dropped: dropped.length ? dropped.join("; ") : null };
 }
 
-/**
- * The upstream POST. The adapter's own headers (content type, auth, default
- * API version) are set first; forwarded ones go on top, so a client's
- * `anthropic-version` wins while auth, never on a list, cannot be touched.
- */
-export function upstreamPost(
-  url: string,
-  opts: { headers: Headers; body: string; forwarded?: ClientHeaders },
-): Request {
-  return postRequest(upstreamPostInit(url, opts));
-}
-
 /** An upstream POST as fetch takes it: a url and init, not a Request fetch would copy again. */
 export interface UpstreamPost {
   url: string;
   init: { method: "POST"; headers: Headers; body: string };
 }
 
-/** The same POST as `upstreamPost`, before it is a Request. */
+/**
+ * The upstream POST. The adapter's own headers (content type, auth, default
+ * API version) are set first; forwarded ones go on top, so a client's
+ * `anthropic-version` wins while auth, never on a list, cannot be touched.
+ */
 export function upstreamPostInit(
   url: string,
   opts: { headers: Headers; body: string; forwarded?: ClientHeaders },
