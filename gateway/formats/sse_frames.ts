@@ -3,7 +3,7 @@ import { isRecord, parseJson } from "./json.ts";
 import { type SseEvent, SseParser } from "./sse_stream.ts";
 import { badResponse } from "../forward/upstream_error.ts";
 import { oversized, UPSTREAM_CAPS } from "./upstream_caps.ts";
-import { type FrameDecoder, frameStream } from "./frame_decoder.ts";
+import type { FrameDecoder } from "./frame_decoder.ts";
 
 /** What a format module says about one SSE event. */
 export type SseReading = Omit<UpstreamFrame, "raw">;
@@ -72,11 +72,6 @@ export function sseFrameDecoder(read: SseRead, opts: { quick?: QuickRead } = {})
       });
     },
   };
-}
-
-/** sseFrameDecoder as a stream step. */
-export function sseFrameStream(read: SseRead): ReadableWritablePair<UpstreamFrame, Uint8Array> {
-  return frameStream(sseFrameDecoder(read));
 }
 
 /** A block that is one JSON object without SSE fields, as its text. */
