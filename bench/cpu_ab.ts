@@ -4,7 +4,7 @@
  * a hot-path change is judged by CPU time (not wall-clock, which neighbours make noisy) and by
  * its spread over the repetitions.
  *
- *   deno run -A bench/cpu_ab.ts [--base /path/to/other/checkout] [--reps 3] [--streams 32]
+ *   deno run -A bench/cpu_ab.ts [--base /path/to/other/checkout] [--reps 3] [--streams 128] [--rounds 2]
  *     [--seconds 2] [--concurrency 16]
  *
  * `--base` runs that checkout's gateway (its bench/gateway_entry.ts) as a second target, e.g.
@@ -23,7 +23,8 @@ function option(name: string, fallback: string): string {
 }
 
 const reps = Number(option("reps", "3"));
-const streams = Number(option("streams", "32"));
+const streams = Number(option("streams", "128"));
+const rounds = Number(option("rounds", "2"));
 const seconds = Number(option("seconds", "2"));
 const concurrency = Number(option("concurrency", "16"));
 const base = option("base", "");
@@ -83,7 +84,7 @@ try {
       const m = await measureCpu({ tools, layout, fake: fake.url }, {
         service: targets[name]!,
         target: name === "floor" ? "floor" : "pulsegate",
-        load: { streams, concurrency, seconds },
+        load: { streams, rounds, concurrency, seconds },
       });
       (perDelta[name] ??= []).push(m.usPerDelta);
       (perRequest[name] ??= []).push(m.usPerRequest);

@@ -21,6 +21,8 @@ export interface HotPathOptions {
   history: boolean;
   concurrency: number;
   seconds: number;
+  /** How many functions the summary lists (files: 15, or this when more). Default 25. */
+  top?: number;
 }
 
 export const DEFAULT_HOT_PATH: HotPathOptions = {
@@ -124,6 +126,7 @@ function isProfilerCost(frame: ProfileNode["callFrame"]): boolean {
 
 export function summarizeProfile(
   nodes: ProfileNode[],
+  opts: { top?: number } = {},
 ): Pick<HotPathProfile, "byFunction" | "byFile"> {
   const byFunction = new Map<string, number>();
   const byFile = new Map<string, number>();
@@ -138,7 +141,8 @@ export function summarizeProfile(
     byFunction.set(fn, (byFunction.get(fn) ?? 0) + hits);
     byFile.set(file, (byFile.get(file) ?? 0) + hits);
   }
-  return { byFunction: top(byFunction, all, 25), byFile: top(byFile, all, 15) };
+  const count = opts.top ?? 25;
+  return { byFunction: top(byFunction, all, count), byFile: top(byFile, all, Math.max(15, count)) };
 }
 
 export async function profileHotPath(
@@ -170,7 +174,7 @@ export async function profileHotPath(
     const run = await autocannon(env, { ...load, seconds: opts.seconds });
     const stopped = await inspector.send("Profiler.stop") as { profile: { nodes: ProfileNode[] } };
     env.log(`hot path profile (${opts.route}): ${Math.round(run.rps)} req/s under the profiler`);
-    return { ...opts, rps: round(run.rps, 1), ...summarizeProfile(stopped.profile.nodes) };
+    return { ...opts, rps: round(run.rps, 1), ...summarizeProfile(stopped.profile.nodes, opts) };
   } catch (err) {
     env.log(`hot path profile failed: ${(err as Error).message}`);
     return null;

@@ -28,7 +28,7 @@ export interface Profile {
     seconds: number;
   };
   /** Scenario 6: alternating repetitions of CPU per delta and per whole answer. */
-  cpuCost: { reps: number; streams: number; concurrency: number; seconds: number };
+  cpuCost: { reps: number; streams: number; rounds: number; concurrency: number; seconds: number };
   /** Portkey is installed with npm on first use; quick runs use it only if already there. */
   installPortkey: boolean;
 }
@@ -59,7 +59,7 @@ export const FULL: Profile = {
     concurrency: 64,
     seconds: 5,
   },
-  cpuCost: { reps: 5, streams: 32, concurrency: 16, seconds: 3 },
+  cpuCost: { reps: 5, streams: 128, rounds: 2, concurrency: 16, seconds: 3 },
   installPortkey: true,
 };
 
@@ -77,6 +77,6 @@ export const QUICK: Profile = {
     concurrency: 16,
     seconds: 1,
   },
-  cpuCost: { reps: 3, streams: 4, concurrency: 16, seconds: 1 },
+  cpuCost: { reps: 3, streams: 4, rounds: 1, concurrency: 16, seconds: 1 },
   installPortkey: false,
 };

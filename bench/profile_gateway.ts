@@ -3,7 +3,7 @@
  * where its CPU goes, so a hot-path change can be checked in a minute.
  *
  *   deno run -A bench/profile_gateway.ts [--route delay20|zero|stream64] [--history off]
- *     [--concurrency 64] [--seconds 4]
+ *     [--concurrency 64] [--seconds 4] [--top 25]
  */
 import { DEFAULT_HOT_PATH, type HotPathOptions, profileHotPath } from "./hot_path.ts";
 import { pinning } from "./machine.ts";
@@ -23,6 +23,7 @@ const opts: HotPathOptions = {
   history: option("history") !== "off",
   concurrency: Number(option("concurrency") ?? DEFAULT_HOT_PATH.concurrency),
   seconds: Number(option("seconds") ?? DEFAULT_HOT_PATH.seconds),
+  top: Number(option("top") ?? 25),
 };
 const workDir = await Deno.makeTempDir({ prefix: "pulsegate-profile-" });
 const pins = await pinning(navigator.hardwareConcurrency);

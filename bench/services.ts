@@ -4,6 +4,8 @@
  * sockets in the proxy) and, where `taskset` exists, pinned to its cores.
  */
 
+import { processCpuMs } from "./thread_cpu.ts";
+
 /** Which cores the proxy under test gets, and which the load generator and the fake share. */
 export interface Layout {
   proxyCpus: string | null;
@@ -110,13 +112,9 @@ export class Service {
     return kb ? Number(kb) * 1024 : NaN;
   }
 
-  /** User + system CPU time the process has used so far, in ms. */
-  async cpuMs(): Promise<number> {
-    const stat = await Deno.readTextFile(`/proc/${this.pid}/stat`);
-    // Fields after the command name (which may hold spaces) start after the last ')'.
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    const ticks = Number(fields[11]) + Number(fields[12]);
-    return (ticks * 1000) / CLOCK_TICKS_PER_SEC;
+  /** User + system CPU time the process has used so far, in ms (see processCpuMs). */
+  cpuMs(): Promise<number> {
+    return processCpuMs(this.pid);
   }
 
   /** SIGTERM, then SIGKILL after `graceMs`; resolves when the process is gone. */
@@ -139,9 +137,6 @@ export class Service {
     clearTimeout(timer);
   }
 }
-
-/** Linux's USER_HZ: /proc times are in these ticks on every mainstream build. */
-const CLOCK_TICKS_PER_SEC = 100;
 
 async function readyLine(
   lines: ReadableStreamDefaultReader<string>,

@@ -41,3 +41,29 @@ export async function threadCpu(pid: number = Deno.pid): Promise<ThreadCpu | nul
   }
   return out;
 }
+
+/**
+ * User + system CPU time a process has used, in ms, to the microsecond where Linux allows: the
+ * live threads' run time from `schedstat` (nanoseconds), plus, for threads that have exited, what
+ * the process's own ticks (10 ms each) hold beyond the live threads'. Ticks alone made the floor's
+ * CPU per delta a count of three or four ticks (docs/benchmarks.md).
+ */
+export async function processCpuMs(pid: number): Promise<number> {
+  const total = ticksMs(await Deno.readTextFile(`/proc/${pid}/stat`));
+  let liveTicks = 0;
+  let liveNs = 0;
+  for await (const entry of Deno.readDir(`/proc/${pid}/task`)) {
+    try {
+      const dir = `/proc/${pid}/task/${entry.name}`;
+      const [stat, sched] = await Promise.all([
+        Deno.readTextFile(`${dir}/stat`),
+        Deno.readTextFile(`${dir}/schedstat`),
+      ]);
+      liveTicks += ticksMs(stat);
+      liveNs += Number(sched.split(" ")[0]);
+    } catch {
+      // The thread ended between the listing and the read: its time is in the process's ticks.
+    }
+  }
+  return liveNs / 1e6 + Math.max(0, total - liveTicks);
+}

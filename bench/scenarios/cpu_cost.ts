@@ -16,8 +16,9 @@ import { round } from "../stats.ts";
 import { requestFor, TARGET_LABELS, type TargetId } from "../targets.ts";
 
 export interface CpuCostLoad {
-  /** Streams of STREAM_DELTAS deltas run at once, once per repetition. */
+  /** Streams of STREAM_DELTAS deltas run at once, `rounds` times per repetition. */
   streams: number;
+  rounds: number;
   /** Whole answers (zero-delay route): autocannon at `concurrency` for `seconds`. */
   concurrency: number;
   seconds: number;
@@ -41,15 +42,15 @@ export async function measureCpu(
       `${BENCH_DIR}load/stream_probe.ts`,
       JSON.stringify({
         targets: [{ id: target, request: streamRequest }],
-        rounds: 1,
+        rounds: load.rounds,
         concurrency: load.streams,
         expectDeltas: STREAM_DELTAS,
-        budgetMs: 60_000,
+        budgetMs: 120_000,
       }),
     ],
     cwd: REPO_ROOT,
     cpus: env.layout.loadCpus,
-  }, { layout: env.layout, timeoutMs: 120_000 }) as Record<string, StreamTargetResult>;
+  }, { layout: env.layout, timeoutMs: 180_000 }) as Record<string, StreamTargetResult>;
   const streamed = out[target]!;
   const usPerDelta = ((await service.cpuMs()) - before) * 1000 /
     Math.max(1, streamed.delayMs.length);
