@@ -8,6 +8,8 @@
  * - the time of every history batch, as the writer reports it (for a local file the batch runs on
  *   the writer's worker thread, so it is no longer time the serving thread is blocked);
  * - the process's CPU split by thread (serving thread, the history worker, all), from /proc;
+ * - a CPU profile of the serving thread between `/profile/start?us=N` and `/profile/stop`
+ *   (bench/self_profiler.ts);
  * - `BENCH_HISTORY=off`: the writer's `writeRequest`/`writeAttempt` become no-ops on this
  *   instance, so every row is still built but none is queued or written. That is the cost of
  *   history the bench can isolate without a gateway option for it.
@@ -18,6 +20,7 @@ import { readSettings } from "../gateway/settings.ts";
 import { startGateway } from "../gateway/start_gateway.ts";
 import { LoopProbe } from "./loop_probe.ts";
 import { threadCpu } from "./thread_cpu.ts";
+import { SelfProfiler } from "./self_profiler.ts";
 
 const env = (name: string) => Deno.env.get(name);
 // metricsOpen: the bench reads `pulsegate_inflight_requests` from /metrics like a scraper would.
@@ -45,8 +48,15 @@ function memory() {
   return { rssBytes: m.rss, heapUsedBytes: m.heapUsed, externalBytes: m.external };
 }
 
+const profiler = new SelfProfiler();
+
 const control = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
   const path = new URL(req.url).pathname;
+  if (path === "/profile/start") {
+    await profiler.start(Number(new URL(req.url).searchParams.get("us") ?? "200"));
+    return Response.json({ ok: true });
+  }
+  if (path === "/profile/stop") return Response.json(await profiler.stop());
   if (path === "/probe/start" || path === "/probe/stop") {
     if (path === "/probe/start") probe?.start();
     else probe?.stop();

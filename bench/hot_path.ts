@@ -1,13 +1,12 @@
 /**
- * Where pulsegate's CPU goes under load: a fresh gateway started with the V8 inspector, a CPU
- * profile taken over the inspector protocol while autocannon drives the 20 ms route, and the
- * samples summed by function and by file. Runs after the scenarios, in its own process, so the
+ * Where pulsegate's CPU goes under load: a fresh gateway, a CPU profile taken inside it
+ * (bench/self_profiler.ts, through its bench-only control port) while autocannon drives the
+ * route, and the samples summed by function and by file. Runs after the scenarios, in its own process, so the
  * profiler's overhead never touches the figures above. It profiles the serving thread only: the
  * history writer's worker thread (a local database's batches) is not in it.
  */
 import { autocannon, type LoadEnv } from "./autocannon.ts";
 import type { HotPathProfile, HotSpot } from "./results.ts";
-import { freePort } from "./services.ts";
 import { MAIN_ROUTES, REPO_ROOT, startPulsegate } from "./stack.ts";
 import { round } from "./stats.ts";
 import { gatewayConfig, requestFor } from "./targets.ts";
@@ -54,54 +53,6 @@ interface ProfileNode {
   hitCount?: number;
 }
 
-/** A minimal inspector client: one request at a time, answers matched by id. */
-class Inspector {
-  #ws: WebSocket;
-  #next = 1;
-  #waiting = new Map<number, (result: unknown) => void>();
-
-  private constructor(ws: WebSocket) {
-    this.#ws = ws;
-    ws.onmessage = (e) => {
-      const msg = JSON.parse(String(e.data)) as { id?: number; result?: unknown };
-      if (msg.id !== undefined) this.#waiting.get(msg.id)?.(msg.result);
-    };
-  }
-
-  static async connect(port: number): Promise<Inspector> {
-    const list = await (await fetch(`http://127.0.0.1:${port}/json/list`)).json() as Array<
-      { webSocketDebuggerUrl: string; url?: string }
-    >;
-    // The serving thread: the entry module's target, not a worker's (the history writer's).
-    const main = list.find((t) => t.url?.endsWith("/gateway_entry.ts")) ?? list[0];
-    const url = main?.webSocketDebuggerUrl;
-    if (!url) throw new Error("the inspector lists no target");
-    const ws = new WebSocket(url);
-    await new Promise((resolve, reject) => {
-      ws.onopen = resolve;
-      ws.onerror = reject;
-    });
-    return new Inspector(ws);
-  }
-
-  send(method: string, params: Record<string, unknown> = {}): Promise<unknown> {
-    const id = this.#next++;
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`${method}: no answer`)), 30_000);
-      this.#waiting.set(id, (result) => {
-        clearTimeout(timer);
-        this.#waiting.delete(id);
-        resolve(result);
-      });
-      this.#ws.send(JSON.stringify({ id, method, params }));
-    });
-  }
-
-  close(): void {
-    this.#ws.close();
-  }
-}
-
 /** Repository-relative paths, and npm packages by their own name. */
 function shortUrl(url: string): string {
   return url
@@ -116,10 +67,7 @@ function top(totals: Map<string, number>, all: number, count: number): HotSpot[]
     .map(([name, hits]) => ({ name, selfPercent: round((100 * hits) / all, 1) }));
 }
 
-/**
- * With an inspector attached Deno reports every fetch to it (`inspector_network_bridge.js`,
- * `op_inspector_emit_protocol_event`): the profiler's own cost, left out of the shares.
- */
+/** Idle time, and the profiler's own session, are left out of the shares. */
 function isProfilerCost(frame: ProfileNode["callFrame"]): boolean {
   return frame.functionName === "(idle)" || /inspector/.test(frame.url + frame.functionName);
 }
@@ -149,17 +97,15 @@ export async function profileHotPath(
   env: ProfileEnv,
   opts: HotPathOptions = DEFAULT_HOT_PATH,
 ): Promise<HotPathProfile | null> {
-  const port = freePort();
   const gw = await startPulsegate(env.layout, {
     name: "pulsegate_profiled",
     dir: `${env.workDir}/profiled_${opts.route}_${opts.history ? "on" : "off"}`,
     config: gatewayConfig({ fake: env.fake, routes: MAIN_ROUTES }),
     history: opts.history,
-    denoFlags: [`--inspect=127.0.0.1:${port}`],
   });
-  let inspector: Inspector | null = null;
+  const control = gw.ready.control;
   try {
-    inspector = await Inspector.connect(port);
+    if (!control) throw new Error("the gateway gave no control port");
     const request = requestFor("pulsegate", {
       endpoints: { fake: env.fake, pulsegate: gw.url },
       mode: opts.route,
@@ -168,18 +114,20 @@ export async function profileHotPath(
     const load = { request, connections: opts.concurrency, warmupSeconds: 0 };
     // Warm up first, so the profile shows steady state rather than compilation.
     await autocannon(env, { ...load, seconds: 2 });
-    await inspector.send("Profiler.enable");
-    await inspector.send("Profiler.setSamplingInterval", { interval: SAMPLING_US });
-    await inspector.send("Profiler.start");
+    await (await fetch(`${control}/profile/start?us=${SAMPLING_US}`, { method: "POST" })).json();
     const run = await autocannon(env, { ...load, seconds: opts.seconds });
-    const stopped = await inspector.send("Profiler.stop") as { profile: { nodes: ProfileNode[] } };
+    const stopped = await (await fetch(`${control}/profile/stop`, { method: "POST" })).json() as {
+      profile: { nodes: ProfileNode[] };
+    };
+    // A developer's raw profile, for tools that walk its call tree.
+    const dump = Deno.env.get("PROF_DUMP");
+    if (dump) await Deno.writeTextFile(dump, JSON.stringify(stopped.profile));
     env.log(`hot path profile (${opts.route}): ${Math.round(run.rps)} req/s under the profiler`);
     return { ...opts, rps: round(run.rps, 1), ...summarizeProfile(stopped.profile.nodes, opts) };
   } catch (err) {
     env.log(`hot path profile failed: ${(err as Error).message}`);
     return null;
   } finally {
-    inspector?.close();
     await gw.stop();
   }
 }

@@ -6,6 +6,13 @@
  */
 export const READ_BUFFER_BYTES = 16 * 1024;
 
+/**
+ * Where a streamed body's buffer starts: a held stream (an upstream quiet before its first event)
+ * keeps its pending read's buffer for as long as it is held, and thousands may be held at once.
+ * A read that fills the buffer doubles it, up to READ_BUFFER_BYTES.
+ */
+export const FIRST_READ_BYTES = 1024;
+
 /** What `Hop.read` needs of a reader. */
 export interface ChunkReader<T> {
   read(): Promise<ReadableStreamReadResult<T>>;
@@ -18,7 +25,10 @@ export interface ChunkReader<T> {
  * chunk before it asks for the next (the SSE frame decoders, a whole answer's
  * text decoder). A body that is not a byte stream is read as it comes.
  */
-export function reusingReader<T>(body: ReadableStream<T>): ChunkReader<T> {
+export function reusingReader<T>(
+  body: ReadableStream<T>,
+  opts: { firstBytes?: number } = {},
+): ChunkReader<T> {
   let byob: ReadableStreamBYOBReader;
   try {
     byob = (body as unknown as ReadableStream<Uint8Array>).getReader({ mode: "byob" });
@@ -26,11 +36,18 @@ export function reusingReader<T>(body: ReadableStream<T>): ChunkReader<T> {
     // Not a byte stream (a test's fetch): read it with a default reader.
     return body.getReader();
   }
-  let buffer = new ArrayBuffer(READ_BUFFER_BYTES);
+  let buffer = new ArrayBuffer(opts.firstBytes ?? READ_BUFFER_BYTES);
   return {
     async read() {
       const result = await byob.read(new Uint8Array(buffer));
-      if (result.value) buffer = result.value.buffer as ArrayBuffer;
+      const value = result.value;
+      if (value) {
+        buffer = value.buffer as ArrayBuffer;
+        // The previous chunk is the caller's until its next read, so a grown buffer is a new one.
+        if (value.byteLength === buffer.byteLength && buffer.byteLength < READ_BUFFER_BYTES) {
+          buffer = new ArrayBuffer(buffer.byteLength * 2);
+        }
+      }
       return result as ReadableStreamReadResult<T>;
     },
     cancel: (reason) => byob.cancel(reason),

@@ -1,4 +1,5 @@
 import { StreamChannel } from "./client_channel.ts";
+import { FIRST_READ_BYTES } from "./body_reader.ts";
 import type { ClientStreamEncoder, ClientStreamShape, UpstreamFrame } from "../formats/format.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
 import { runCandidates, type RunHop } from "./failover.ts";
@@ -172,19 +173,29 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
   try {
     const decoder = hop.adapter.frameDecoder?.();
     if (decoder) {
-      for await (const chunk of hop.read(res.body, { reuse: true })) {
-        const result = take(decoder.push(chunk));
-        await flush();
-        if (result) return result;
+      const reader = hop.reader(res.body, { reuse: true, firstBytes: FIRST_READ_BYTES });
+      try {
+        for (let chunk = await reader.next(); chunk; chunk = await reader.next()) {
+          const result = take(decoder.push(chunk));
+          await flush();
+          if (result) return result;
+        }
+      } finally {
+        reader.close();
       }
       const result = take(decoder.end());
       await flush();
       if (result) return result;
     } else {
-      for await (const frame of hop.read(res.body.pipeThrough(hop.adapter.decodeStream()))) {
-        const result = take([frame]);
-        await flush();
-        if (result) return result;
+      const reader = hop.reader(res.body.pipeThrough(hop.adapter.decodeStream()));
+      try {
+        for (let frame = await reader.next(); frame; frame = await reader.next()) {
+          const result = take([frame]);
+          await flush();
+          if (result) return result;
+        }
+      } finally {
+        reader.close();
       }
     }
   } catch (err) {

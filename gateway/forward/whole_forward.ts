@@ -72,22 +72,27 @@ async function readUntilContent(hop: Hop, body: ReadableStream<Uint8Array>): Pro
   const parts: string[] = [];
   let size = 0;
   let started = false;
-  for await (const chunk of hop.read(body, { reuse: true })) {
-    size += chunk.byteLength;
-    if (size > UPSTREAM_CAPS.answerBytes) throw oversized("an answer", UPSTREAM_CAPS.answerBytes);
-    const text = decoder.decode(chunk, { stream: true });
-    parts.push(text);
-    // Leading whitespace is no content, and bills nothing.
-    if (started || text.trim() !== "") hop.ledger.text(text.length);
-    if (started) hop.idle.touch();
-    // Only the new text is looked at: leading whitespace is not rescanned per chunk.
-    else if (text.trim() !== "") {
-      started = true;
-      // Hedged: the first byte is the race point; a hop that lost it is being stopped.
-      if (!hop.claim()) throw hop.controller.signal.reason;
-      hop.idle.touch();
-      hop.req.live.state = "streaming";
+  const reader = hop.reader(body, { reuse: true });
+  try {
+    for (let chunk = await reader.next(); chunk; chunk = await reader.next()) {
+      size += chunk.byteLength;
+      if (size > UPSTREAM_CAPS.answerBytes) throw oversized("an answer", UPSTREAM_CAPS.answerBytes);
+      const text = decoder.decode(chunk, { stream: true });
+      parts.push(text);
+      // Leading whitespace is no content, and bills nothing.
+      if (started || text.trim() !== "") hop.ledger.text(text.length);
+      if (started) hop.idle.touch();
+      // Only the new text is looked at: leading whitespace is not rescanned per chunk.
+      else if (text.trim() !== "") {
+        started = true;
+        // Hedged: the first byte is the race point; a hop that lost it is being stopped.
+        if (!hop.claim()) throw hop.controller.signal.reason;
+        hop.idle.touch();
+        hop.req.live.state = "streaming";
+      }
     }
+  } finally {
+    reader.close();
   }
   hop.idle.stop();
   parts.push(decoder.decode());
