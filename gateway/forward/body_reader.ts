@@ -13,10 +13,31 @@ export const READ_BUFFER_BYTES = 16 * 1024;
  */
 export const FIRST_READ_BYTES = 1024;
 
-/** What `Hop.read` needs of a reader. */
+/** What `Hop.reader` needs of a reader. */
 export interface ChunkReader<T> {
   read(): Promise<ReadableStreamReadResult<T>>;
   cancel(reason?: unknown): Promise<void>;
+  /** The caller holds no chunk any more: the buffer may serve another body. */
+  release?(): void;
+}
+
+/**
+ * Buffers of finished reads, by size, for the next body: a new buffer per request was a share
+ * of a whole answer's CPU of its own (allocated, zeroed, tracked by the collector).
+ */
+const SPARE = new Map<number, ArrayBuffer[]>();
+const SPARE_PER_SIZE = 32;
+
+function bufferOf(bytes: number): ArrayBuffer {
+  return SPARE.get(bytes)?.pop() ?? new ArrayBuffer(bytes);
+}
+
+function spare(buffer: ArrayBuffer): void {
+  // A buffer a pending read still holds is detached here (byteLength 0): it is the body's.
+  if (buffer.byteLength === 0) return;
+  let list = SPARE.get(buffer.byteLength);
+  if (!list) SPARE.set(buffer.byteLength, list = []);
+  if (list.length < SPARE_PER_SIZE) list.push(buffer);
 }
 
 /**
@@ -24,6 +45,7 @@ export interface ChunkReader<T> {
  * chunk is valid only until the next read: for a caller that is done with a
  * chunk before it asks for the next (the SSE frame decoders, a whole answer's
  * text decoder). A body that is not a byte stream is read as it comes.
+ * `release` once the caller is done with the last chunk.
  */
 export function reusingReader<T>(
   body: ReadableStream<T>,
@@ -36,7 +58,7 @@ export function reusingReader<T>(
     // Not a byte stream (a test's fetch): read it with a default reader.
     return body.getReader();
   }
-  let buffer = new ArrayBuffer(opts.firstBytes ?? READ_BUFFER_BYTES);
+  let buffer = bufferOf(opts.firstBytes ?? READ_BUFFER_BYTES);
   return {
     async read() {
       const result = await byob.read(new Uint8Array(buffer));
@@ -45,11 +67,12 @@ export function reusingReader<T>(
         buffer = value.buffer as ArrayBuffer;
         // The previous chunk is the caller's until its next read, so a grown buffer is a new one.
         if (value.byteLength === buffer.byteLength && buffer.byteLength < READ_BUFFER_BYTES) {
-          buffer = new ArrayBuffer(buffer.byteLength * 2);
+          buffer = bufferOf(buffer.byteLength * 2);
         }
       }
       return result as ReadableStreamReadResult<T>;
     },
     cancel: (reason) => byob.cancel(reason),
+    release: () => spare(buffer),
   };
 }

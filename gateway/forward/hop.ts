@@ -10,7 +10,7 @@ import type {
 } from "../formats/format.ts";
 import { type GatewayCode, GatewayError } from "../runtime/gateway_error.ts";
 import { IdleTimer } from "./idle_timer.ts";
-import { reusingReader } from "./body_reader.ts";
+import { type ChunkReader, reusingReader } from "./body_reader.ts";
 import { firstContentSecs, startFirstContentTimer } from "./first_content_timer.ts";
 import type { IrRequest, IrUsage } from "../formats/ir.ts";
 import type { Attempt, LiveRequest } from "../live/live_request.ts";
@@ -211,7 +211,7 @@ export class Hop {
   ): HopReader<T> {
     const { signal } = this.controller;
     // `reuse`: each chunk is valid only until the next is asked for (see reusingReader).
-    const reader = opts.reuse ? reusingReader(body, opts) : body.getReader();
+    const reader: ChunkReader<T> = opts.reuse ? reusingReader(body, opts) : body.getReader();
     let closed = false;
     const cancel = () => {
       if (closed) return;
@@ -229,6 +229,7 @@ export class Hop {
       close() {
         signal.removeEventListener("abort", cancel);
         cancel();
+        reader.release?.();
       },
     };
   }
