@@ -9,7 +9,7 @@
  *   the writer's worker thread, so it is no longer time the serving thread is blocked);
  * - the process's CPU split by thread (serving thread, the history worker, all), from /proc;
  * - a CPU profile of the serving thread between `/profile/start?us=N` and `/profile/stop`
- *   (bench/self_profiler.ts);
+ *   (bench/self_profiler.ts), and a heap snapshot to a file at `/heap/snapshot?path=F`;
  * - `BENCH_HISTORY=off`: the writer's `writeRequest`/`writeAttempt` become no-ops on this
  *   instance, so every row is still built but none is queued or written. That is the cost of
  *   history the bench can isolate without a gateway option for it.
@@ -57,6 +57,12 @@ const control = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, as
     return Response.json({ ok: true });
   }
   if (path === "/profile/stop") return Response.json(await profiler.stop());
+  if (path === "/heap/snapshot") {
+    const file = new URL(req.url).searchParams.get("path");
+    if (!file) return new Response("path?", { status: 400 });
+    await profiler.heapSnapshot(file);
+    return Response.json({ ok: true });
+  }
   if (path === "/probe/start" || path === "/probe/stop") {
     if (path === "/probe/start") probe?.start();
     else probe?.stop();

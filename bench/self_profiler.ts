@@ -27,6 +27,31 @@ export class SelfProfiler {
     await this.#post("Profiler.start");
   }
 
+  /** Writes a heap snapshot (the `.heapsnapshot` JSON DevTools reads) to `path`. */
+  async heapSnapshot(path: string): Promise<void> {
+    if (!this.#session) {
+      this.#session = new inspector.Session();
+      this.#session.connect();
+    }
+    const file = await Deno.open(path, { write: true, create: true, truncate: true });
+    const encoder = new TextEncoder();
+    let writing = Promise.resolve();
+    const onChunk = (message: { params: { chunk: string } }) => {
+      const bytes = encoder.encode(message.params.chunk);
+      writing = writing.then(async () => {
+        for (let at = 0; at < bytes.length;) at += await file.write(bytes.subarray(at));
+      });
+    };
+    this.#session.on("HeapProfiler.addHeapSnapshotChunk", onChunk);
+    try {
+      await this.#post("HeapProfiler.takeHeapSnapshot", { reportProgress: false });
+      await writing;
+    } finally {
+      this.#session.off("HeapProfiler.addHeapSnapshotChunk", onChunk);
+      file.close();
+    }
+  }
+
   /** The profile taken since `start`, as the protocol's `Profiler.stop` answers it. */
   async stop(): Promise<{ profile: unknown }> {
     const result = await this.#post<{ profile: unknown }>("Profiler.stop");

@@ -122,10 +122,24 @@ export class StreamChannel {
 
   /** Resolves false when the client has gone. */
   async write(bytes: Uint8Array): Promise<boolean> {
+    if (this.offer(bytes)) await this.drained();
+    return !this.#cancelled;
+  }
+
+  /**
+   * Queues bytes for the client without waiting; answers whether the writer
+   * should wait (`drained`) before the next. The stream path's per-event
+   * write: a client keeping up costs it no promise.
+   */
+  offer(bytes: Uint8Array): boolean {
     if (this.#closed || this.#cancelled) return false;
     this.#controller.enqueue(bytes);
+    return this.#full();
+  }
+
+  /** Resolves once the client has taken what is queued, or has gone. */
+  async drained(): Promise<void> {
     while (this.#full()) await new Promise<void>((wake) => this.#waiting.push(wake));
-    return !this.#cancelled;
   }
 
   #full(): boolean {

@@ -117,16 +117,20 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
     frames.length = 0;
   };
   // A client slow to drain what we have is not upstream silence: the idle clock waits too.
-  const flush = async () => {
-    if (out.length === 0) return;
-    const bytes = out.length === 1 ? out[0]! : concat(out);
-    out.length = 0;
+  const drain = async () => {
     hop.idle.pause();
     try {
-      await channel.write(bytes);
+      await channel.drained();
     } finally {
       hop.idle.resume();
     }
+  };
+  /** Writes what one read made; a promise only when the client is behind (see `offer`). */
+  const flush = (): Promise<void> | undefined => {
+    if (out.length === 0) return;
+    const bytes = out.length === 1 ? out[0]! : concat(out);
+    out.length = 0;
+    return channel.offer(bytes) ? drain() : undefined;
   };
   /** One read's frames; a result ends the hop. */
   const take = (frames: UpstreamFrame[]): HopResult | null => {
@@ -177,7 +181,8 @@ async function streamHop(hop: Hop, opts: StreamHopOpts): Promise<HopResult> {
       try {
         for (let chunk = await reader.next(); chunk; chunk = await reader.next()) {
           const result = take(decoder.push(chunk));
-          await flush();
+          const waiting = flush();
+          if (waiting) await waiting;
           if (result) return result;
         }
       } finally {
