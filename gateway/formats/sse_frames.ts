@@ -36,7 +36,7 @@ const encoder = new TextEncoder();
 export function sseFrameDecoder(read: SseRead, opts: { quick?: QuickRead } = {}): FrameDecoder {
   const parser = new SseParser();
   const frame = (event: SseEvent): UpstreamFrame => {
-    const raw = encoder.encode(event.raw);
+    const raw = event.bytes ?? encoder.encode(event.raw);
     if (event.comment) return { raw, content: false, events: [] };
     // Google's API tells a failure after the 200 as a bare JSON object, with no `data:` field.
     const data = event.data ?? bareJson(event.raw);
@@ -67,7 +67,7 @@ export function sseFrameDecoder(read: SseRead, opts: { quick?: QuickRead } = {})
         const whole = tail.comment || tail.data === undefined || tail.data.trim() === "[DONE]" ||
           parseJson(tail.data) !== undefined;
         return whole
-          ? frame({ ...tail, raw: `${tail.raw}\n\n` })
+          ? frame({ ...tail, raw: `${tail.raw}\n\n`, bytes: undefined })
           : malformed(new Uint8Array(0), "the upstream's stream ended inside an event");
       });
     },

@@ -10,6 +10,11 @@ export interface SseEvent {
   comment: boolean;
   /** The block's bytes as received, blank-line terminator included. */
   raw: string;
+  /**
+   * The same block as the bytes it came in, where the parser could cut them
+   * out of one chunk (see `SseParser.push`): passing them on needs no encoding.
+   */
+  bytes?: Uint8Array;
 }
 
 /**
@@ -32,6 +37,8 @@ export class SseParser {
   #carry = "";
   readonly #max: number;
   #oversized = false;
+  /** Whether the last chunk ended on a whole character: the decoder then holds no byte. */
+  #cleanEnd = true;
 
   constructor(opts: { maxEventChars?: number } = {}) {
     this.#max = opts.maxEventChars ?? UPSTREAM_CAPS.eventBytes;
@@ -42,19 +49,32 @@ export class SseParser {
     return this.#oversized;
   }
 
+  /**
+   * The events a chunk completes. Where the chunk starts a block and is all
+   * one-byte characters, each event also gets its bytes: one copy of the chunk
+   * (the caller's buffer is reused), cut into views, so the bytes of events
+   * passed on unchanged go out as they came (docs/benchmarks.md).
+   */
   push(chunk: Uint8Array): SseEvent[] {
     if (this.#oversized) return [];
-    return this.#take(this.#decoder.decode(chunk, { stream: true }), false);
+    const text = this.#decoder.decode(chunk, { stream: true });
+    const aligned = this.#cleanEnd && this.#pieces.length === 0 &&
+      text.length === chunk.byteLength;
+    this.#cleanEnd = chunk.byteLength === 0 || chunk[chunk.byteLength - 1]! < 0x80;
+    return this.#take(text, { final: false, bytes: aligned ? chunk : undefined });
   }
 
   /** The last block, when the stream ended without its blank line. */
   end(): SseEvent[] {
     if (this.#oversized) return [];
-    return this.#take(this.#decoder.decode(), true);
+    return this.#take(this.#decoder.decode(), { final: true });
   }
 
-  #take(text: string, final: boolean): SseEvent[] {
+  /** `bytes`: the chunk `text` was decoded from, one byte per character, starting a block. */
+  #take(text: string, opts: { final: boolean; bytes?: Uint8Array }): SseEvent[] {
+    const { final } = opts;
     const out: SseEvent[] = [];
+    let copy: Uint8Array | undefined;
     const window = this.#carry + text;
     if (nextBlank(window, 0)) {
       // Join once: the pieces before the carry were searched and hold no terminator.
@@ -69,7 +89,10 @@ export class SseParser {
         // "\r\r" may be followed by the "\n" of a CRLF: keep it with this block, so wait for it.
         if (match[0] === "\r\r" && end === joined.length && !final) break;
         if (match[0] === "\r\r" && joined[end] === "\n") end++;
-        out.push(parseBlock(joined.slice(start, end)));
+        const event = parseBlock(joined.slice(start, end));
+        // With no pieces before it, `joined` is this chunk's text: its offsets are the bytes'.
+        if (opts.bytes) event.bytes = (copy ??= opts.bytes.slice()).subarray(start, end);
+        out.push(event);
         start = end;
         from = end;
       }

@@ -236,7 +236,18 @@ function finishes(frame: UpstreamFrame): boolean {
 
 function concat(parts: Uint8Array[]): Uint8Array {
   let size = 0;
-  for (const part of parts) size += part.byteLength;
+  let adjacent = true;
+  for (let i = 0; i < parts.length; i++) {
+    const part = parts[i]!;
+    const prev = parts[i - 1];
+    if (prev) {
+      adjacent &&= part.buffer === prev.buffer &&
+        part.byteOffset === prev.byteOffset + prev.byteLength;
+    }
+    size += part.byteLength;
+  }
+  // Events cut from one chunk and passed on whole are that chunk again: no copy.
+  if (adjacent) return new Uint8Array(parts[0]!.buffer, parts[0]!.byteOffset, size);
   const bytes = new Uint8Array(size);
   let at = 0;
   for (const part of parts) {
