@@ -87,13 +87,19 @@ function cpuAt(r: ThroughputRow | undefined, concurrency: number | null): number
   return r?.levels.find((l) => l.concurrency === concurrency)?.cpuUsPerRequest ?? NaN;
 }
 
-/** Pulsegate's CPU per request at its best level against the floor's at the same level. */
+/**
+ * Pulsegate's CPU per request at its best level (its lowest when none held the bound) against
+ * the floor's at the same level.
+ */
 function cpuVsFloor(s: ThroughputResult): string {
   const gw = row(s, "pulsegate");
-  const c = gw?.bestConcurrency ?? null;
-  if (c === null) return "";
-  return `at concurrency ${c}, its best level in scenario 2, pulsegate spends ` +
-    `${fmt(cpuAtBest(gw), 0)} µs of CPU per request and the floor ` +
+  if (!gw?.levels.length) return "pulsegate ran no level in scenario 2";
+  const c = gw.bestConcurrency ?? gw.levels[0]!.concurrency;
+  const which = gw.bestConcurrency === null
+    ? "its lowest level (it held none under the bound)"
+    : "its best level";
+  return `at concurrency ${c}, ${which} in scenario 2, pulsegate spends ` +
+    `${fmt(cpuAt(gw, c), 0)} µs of CPU per request and the floor ` +
     `${fmt(cpuAt(row(s, "floor"), c), 0)} µs`;
 }
 
@@ -104,8 +110,9 @@ function firstMiss(r: ThroughputRow, boundMs: number): string {
   if (!next || next.cpuUsPerRequest === null || next.errors > 0 || next.p99Ms < boundMs) {
     return "";
   }
+  const which = best < 0 ? "the lowest level, already over the bound" : "the first level past it";
   const busy = (next.rps * next.cpuUsPerRequest) / 1e6;
-  return ` At concurrency ${next.concurrency}, the first level past it, the process kept ` +
+  return ` At concurrency ${next.concurrency}, ${which}, the process kept ` +
     `${fmt(busy * 100, 0)} % of its one core busy (p99 ${fmt(next.p99Ms, 0)} ms` +
     (next.maxStallMs === null ? "" : `, serving-thread stall up to ${fmt(next.maxStallMs, 0)} ms`) +
     ").";

@@ -130,9 +130,11 @@ function rssAdvice(ctx: Context, a: { gw: number; floor: number; off: number | n
     );
   }
   if (a.off !== null) {
+    const d = a.gw - a.off;
     parts.push(
       `With history off pulsegate ends the run at ${fmt(a.off, 1)} MiB, ` +
-        `${fmt(a.gw - a.off, 0)} MiB less than with it on.`,
+        `${fmt(Math.abs(d), 0)} MiB ${d >= 0 ? "less" : "more"} than with it on` +
+        (Math.abs(d) < 0.1 * a.gw ? ", so history is not what holds the memory." : "."),
     );
   }
   return capital(parts.join(" "));
