@@ -49,9 +49,8 @@ function latencyAdvice(a: {
   const tp = a.opts.scenarios.throughput;
   const parts = [
     `One request at a time, the added time is pulsegate's extra work per request: ` +
-    `${
-      cpuVsFloor(tp)
-    }. Where it goes and what is left to cut is under the throughput target (issue 16).`,
+    `${cpuVsFloor(tp)}. Where it goes and what is left to cut is under the throughput ` +
+    "target (issue 16).",
   ];
   if (a.off) {
     const d99off = a.off.latencyMs.p99 - a.floor.latencyMs.p99;
