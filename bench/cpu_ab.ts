@@ -1,8 +1,8 @@
 /**
- * A developer's tool beside the bench: CPU per streamed delta and per whole answer of the floor
- * and of one or two pulsegate trees, measured in alternating repetitions on one shared fake, so
- * a hot-path change is judged by CPU time (not wall-clock, which neighbours make noisy) and by
- * its spread over the repetitions.
+ * A developer's tool beside the bench: CPU per streamed delta and per whole answer of the floor,
+ * the JS relay floor (floor_proxy.ts with BENCH_FLOOR_MODE=js) and one or two pulsegate trees,
+ * measured in alternating repetitions on one shared fake, so a hot-path change is judged by CPU
+ * time (not wall-clock, which neighbours make noisy) and by its spread over the repetitions.
  *
  *   deno run -A bench/cpu_ab.ts [--base /path/to/other/checkout] [--reps 3] [--streams 128] [--rounds 2]
  *     [--seconds 2] [--concurrency 16]
@@ -71,6 +71,7 @@ const fake = await startFake(layout);
 const targets: Record<string, Service> = {};
 try {
   targets.floor = await startFloor(layout, { fake: fake.url });
+  targets.floor_js = await startFloor(layout, { fake: fake.url, mode: "js" });
   targets.pulsegate = await gateway("pulsegate", REPO_ROOT, fake.url);
   if (base) targets.base = await gateway("base", base.endsWith("/") ? base : `${base}/`, fake.url);
   const names = Object.keys(targets);
@@ -83,7 +84,7 @@ try {
     for (const name of order) {
       const m = await measureCpu({ tools, layout, fake: fake.url }, {
         service: targets[name]!,
-        target: name === "floor" ? "floor" : "pulsegate",
+        target: name === "floor" || name === "floor_js" ? name : "pulsegate",
         load: { streams, rounds, concurrency, seconds },
       });
       (perDelta[name] ??= []).push(m.usPerDelta);

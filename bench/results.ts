@@ -64,6 +64,8 @@ export interface ThroughputRow {
   /** Highest requests/s of a level with p99 under the bound and no error; 0 when none. */
   bestRps: number;
   bestConcurrency: number | null;
+  /** The proxy's resident memory right after the last level; null for direct, absent before. */
+  rssAfterMiB?: number | null;
 }
 
 export interface ThroughputResult {

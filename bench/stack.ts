@@ -2,6 +2,7 @@
  * The processes a run measures: the fake upstream on the load cores, and each proxy on the
  * proxy cores, every one its own process. Idle proxies cost nothing while another is measured.
  */
+import type { FloorMode } from "./floor_proxy.ts";
 import type { NodeTools } from "./npm_tools.ts";
 import { freePort, type Layout, Service } from "./services.ts";
 import { type Endpoints, type FakeMode, gatewayConfig, type TargetId } from "./targets.ts";
@@ -37,15 +38,17 @@ export function startFake(layout: Layout): Promise<Service> {
   );
 }
 
+/** The floor proxy; `mode: "js"` is its JS relay variant (see floor_proxy.ts). */
 export function startFloor(
   layout: Layout,
-  opts: { fake: string; name?: string },
+  opts: { fake: string; name?: string; mode?: FloorMode },
 ): Promise<Service> {
+  const mode = opts.mode ?? "pass";
   return Service.start({
-    name: opts.name ?? "floor",
+    name: opts.name ?? (mode === "js" ? "floor_js" : "floor"),
     cmd: deno("floor_proxy.ts"),
     cpus: layout.proxyCpus,
-    env: { BENCH_UPSTREAM: opts.fake },
+    env: { BENCH_UPSTREAM: opts.fake, BENCH_FLOOR_MODE: mode },
   }, { layout });
 }
 
@@ -105,6 +108,7 @@ export async function startStack(
   const controls: Partial<Record<TargetId, string>> = {};
   const config = gatewayConfig({ fake: fake.url, routes: MAIN_ROUTES });
   proxies.floor = await startFloor(layout, { fake: fake.url });
+  proxies.floor_js = await startFloor(layout, { fake: fake.url, mode: "js" });
   for (const [target, history] of [["pulsegate", true], ["pulsegate_no_history", false]] as const) {
     const gw = await startPulsegate(layout, {
       name: target,

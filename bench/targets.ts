@@ -1,14 +1,21 @@
 /**
  * What the bench sends requests to, and how each one is asked for the same answer from the same
- * fake upstream: direct (no proxy, the baseline), the floor proxy, pulsegate (with history on
- * and off) and Portkey.
+ * fake upstream: direct (no proxy, the baseline), the floor proxy (and its JS relay variant),
+ * pulsegate (with history on and off) and Portkey.
  */
 
-export type TargetId = "direct" | "floor" | "pulsegate" | "pulsegate_no_history" | "portkey";
+export type TargetId =
+  | "direct"
+  | "floor"
+  | "floor_js"
+  | "pulsegate"
+  | "pulsegate_no_history"
+  | "portkey";
 
 export const TARGET_LABELS: Record<TargetId, string> = {
   direct: "direct (no proxy)",
   floor: "floor (Deno.serve + fetch)",
+  floor_js: "floor, JS relay (each chunk read and enqueued in JS)",
   pulsegate: "pulsegate",
   pulsegate_no_history: "pulsegate, history off",
   portkey: "Portkey",

@@ -74,13 +74,13 @@ function targets(r: BenchResults): string {
     "## Targets",
     "",
     table(
-      ["target (issue 7)", "measured", "result", "by how much"],
+      ["target", "measured", "result", "by how much"],
       r.targets.map((t) => [t.target, t.measured, verdict(t.met), t.gap || "–"]),
     ),
     ...(closing.length
       ? [
         "",
-        "What would close the missed ones:",
+        "Where a target is missed, what the measurements and profiles point at:",
         "",
         ...closing.map((t) => `- *${t.target}*: ${t.closeWith}`),
       ]
@@ -141,7 +141,15 @@ function throughput(r: BenchResults): string {
     `with p99 under ${s.boundMs} ms and no error.`,
     "",
     table(
-      ["target", "best req/s", "at concurrency", "CPU µs/request there", "× floor", "× Portkey"],
+      [
+        "target",
+        "best req/s",
+        "at concurrency",
+        "CPU µs/request there",
+        "× floor",
+        "× Portkey",
+        "RSS after the run, MiB",
+      ],
       s.rows.map((row) => [
         row.label,
         n(row.bestRps, 0),
@@ -149,6 +157,7 @@ function throughput(r: BenchResults): string {
         n(cpuAt(row), 0),
         floor ? n(row.bestRps / floor) : "–",
         portkey ? n(row.bestRps / portkey) : "–",
+        row.rssAfterMiB == null ? "–" : n(row.rssAfterMiB, 1),
       ]),
     ),
     "",
@@ -239,7 +248,8 @@ function held(r: BenchResults): string {
     `Resident memory is read from /proc once all are held; then the fake sends each stream ` +
     `${s.deltas} deltas ${s.deltaGapMs} ms apart. Late: delay over ${s.lateMs} ms. Each count ` +
     `runs on a fresh gateway process; the floor row is a reference for what holding a socket ` +
-    `pair costs at all.`,
+    `pair costs at all, and for how late content comes when nothing but the runtime relays it ` +
+    `(issue 16 allows pulsegate's latest frame 50 ms more than the floor's at the same count).`,
     "",
     table(
       [
@@ -449,7 +459,9 @@ function cpuCostSection(r: BenchResults): string {
     `concurrency ${s.load.concurrency}, ${s.load.seconds} s), in ${s.reps} repetitions whose ` +
     `target order rotates. Each figure is the median (min–max) of the repetitions; _spread_ is ` +
     `max − min as a share of the median: a change smaller than it is not shown by this run. ` +
-    `CPU is read in 10 ms ticks from /proc.`,
+    `CPU is read from /proc (each live thread's \`schedstat\`, in ns). The JS relay floor is ` +
+    `the floor with each chunk read and enqueued in JavaScript (bench/floor_proxy.ts): the least ` +
+    `any relay that looks at every chunk pays on this runtime.`,
     "",
     table(
       [

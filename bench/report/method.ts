@@ -8,7 +8,11 @@ export function methodSection(r: BenchResults): string {
     "",
     "- **Processes.** Every party is its own process: the fake upstream " +
     "(`bench/fake_upstream.ts`, Deno.serve), the floor (`bench/floor_proxy.ts`: Deno.serve + " +
-    "fetch, nothing else), pulsegate (`bench/gateway_entry.ts`, which calls `startGateway` as " +
+    "fetch, nothing else; the fetch body goes to Deno.serve as is, which pipes it in Rust), the " +
+    "JS relay floor (the same file with `BENCH_FLOOR_MODE=js`: it reads each upstream chunk in " +
+    "JavaScript and enqueues it into a stream of its own, pull-based with a high-water mark of " +
+    "1, which Deno.serve pumps chunk by chunk: the least any relay that looks at every chunk " +
+    "pays on this runtime), pulsegate (`bench/gateway_entry.ts`, which calls `startGateway` as " +
     "`main.ts` does), Portkey (`node build/start-server.js`) and each load generator. " +
     (s.proxyCpus
       ? `Each is started as \`sh -c 'ulimit -n …; exec taskset -c CPU …'\`: proxies on CPU ` +
@@ -31,10 +35,12 @@ export function methodSection(r: BenchResults): string {
     "but both share the proxy's one pinned core, so the worker's CPU can still delay it. " +
     "It costs ~200 wake-ups/s, which shows in CPU per request at the lowest concurrencies.",
     "- **CPU.** Per request and per delta: the proxy process's user + system time (all its " +
-    "threads, pulsegate's history worker included) from `/proc/PID/stat` across the run, divided by what it served; at low concurrency fixed " +
+    "threads, pulsegate's history worker included) from /proc across the run (each live " +
+    "thread's `schedstat`, in ns, plus exited threads' ticks from `/proc/PID/stat`), divided by " +
+    "what it served; at low concurrency fixed " +
     "per-wake-up costs dominate, so compare at the busy levels.",
-    "- **Repetitions.** Scenario 6 measures CPU per delta and per whole answer of the floor " +
-    "and pulsegate several times, the target order rotating; each figure is the median with " +
+    "- **Repetitions.** Scenario 6 measures CPU per delta and per whole answer of the floor, " +
+    "the JS relay floor and pulsegate several times, the target order rotating; each figure is the median with " +
     "its min–max, so a change smaller than that spread is not shown by a run. For a " +
     "before/after on a busy machine, `bench/cpu_ab.ts --base DIR` runs the same measure on " +
     "this checkout and another (e.g. `git archive main | tar -x -C DIR`) in alternation, and " +
@@ -46,7 +52,7 @@ export function methodSection(r: BenchResults): string {
     "- **Traffic.** Only 127.0.0.1; every loop is bounded by a count and a deadline.",
     ...s.notes.map((note) => `- **Note.** ${note}`),
     "",
-    "Reproduce: `deno task bench` (full, under 10 minutes on 2 cores) or `deno task bench " +
+    "Reproduce: `deno task bench` (full, about 11 minutes on 2 cores) or `deno task bench " +
     "--quick` (under a minute; `tests/bench_quick_test.ts` runs it into a temp directory); " +
     "`deno task bench --render` rewrites this doc from bench/results.json without measuring. " +
     "autocannon and Portkey are installed with npm on first use into `~/.cache/pulsegate-bench` " +

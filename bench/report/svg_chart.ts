@@ -12,6 +12,7 @@ const M = { left: 64, right: 200, top: 36, bottom: 52 };
 const COLORS: Record<TargetId, string> = {
   direct: "#888888",
   floor: "#1f77b4",
+  floor_js: "#9edae5",
   pulsegate: "#d62728",
   pulsegate_no_history: "#ff9896",
   portkey: "#2ca02c",

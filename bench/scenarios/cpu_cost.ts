@@ -1,6 +1,7 @@
 /**
- * Scenario 6: CPU per streamed delta and per whole answer, floor and pulsegate, in alternating
- * repetitions (the order rotates each time). CPU time, not wall-clock, so neighbours on the
+ * Scenario 6: CPU per streamed delta and per whole answer, the floor, its JS relay variant (what
+ * any relay that reads each chunk in JavaScript pays) and pulsegate, in alternating repetitions
+ * (the order rotates each time). CPU time, not wall-clock, so neighbours on the
  * machine disturb it less; each figure is reported with its spread over the repetitions, so a
  * 10 % change can be told from the noise. bench/cpu_ab.ts runs the same measure between two
  * checkouts.
@@ -27,7 +28,7 @@ export interface CpuCostLoad {
 /** One repetition on one proxy: CPU µs per delta and per whole answer, and its RSS after. */
 export async function measureCpu(
   env: LoadEnv & { fake: string },
-  opts: { service: Service; target: "floor" | "pulsegate"; load: CpuCostLoad },
+  opts: { service: Service; target: Exclude<TargetId, "direct">; load: CpuCostLoad },
 ): Promise<{ usPerDelta: number; usPerRequest: number; rssMiB: number; errors: number }> {
   const { service, target, load } = opts;
   const endpoints = { fake: env.fake, [target]: service.url };
@@ -72,7 +73,7 @@ export async function measureCpu(
 
 export async function cpuCost(ctx: BenchContext): Promise<CpuCostResult> {
   const p = ctx.profile.cpuCost;
-  const targets = (["floor", "pulsegate"] as const).filter((t) => ctx.stack.proxies[t]);
+  const targets = (["floor", "floor_js", "pulsegate"] as const).filter((t) => ctx.stack.proxies[t]);
   const rows = new Map<TargetId, CpuCostResult["rows"][number]>();
   for (const t of targets) {
     rows.set(t, {

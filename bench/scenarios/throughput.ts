@@ -1,7 +1,9 @@
 /**
  * Scenario 2: the most requests/s each target holds with p99 under 50 ms and no error, against a
  * fake that answers after 20 ms, at concurrency 1 to 256. Levels are the outer loop and the
- * target order rotates per level, so no target gets the machine's quiet (or busy) minute.
+ * target order rotates per level, so no target gets the machine's quiet (or busy) minute. Each
+ * proxy's resident memory is read once the last level is done (issue 16 compares pulsegate's to
+ * the floor's).
  */
 import { autocannon } from "../autocannon.ts";
 import {
@@ -17,7 +19,14 @@ import { requestFor, TARGET_LABELS, type TargetId } from "../targets.ts";
 
 export const BOUND_MS = 50;
 const UPSTREAM_DELAY_MS = 20;
-const TARGETS: TargetId[] = ["direct", "floor", "pulsegate", "pulsegate_no_history", "portkey"];
+const TARGETS: TargetId[] = [
+  "direct",
+  "floor",
+  "floor_js",
+  "pulsegate",
+  "pulsegate_no_history",
+  "portkey",
+];
 
 async function level(
   ctx: BenchContext,
@@ -101,6 +110,11 @@ export async function throughput(ctx: BenchContext): Promise<ThroughputResult> {
   } finally {
     await setProbes(ctx, false);
   }
+  const rss = new Map<TargetId, number>();
+  for (const target of targets) {
+    const proxy = ctx.stack.proxies[target];
+    if (proxy) rss.set(target, round((await proxy.rssBytes()) / 2 ** 20, 1));
+  }
   const rows: ThroughputRow[] = targets.map((target) => {
     const mine = levels.get(target)!.sort((a, b) => a.concurrency - b.concurrency);
     const best = bestLevel(mine);
@@ -110,6 +124,7 @@ export async function throughput(ctx: BenchContext): Promise<ThroughputResult> {
       levels: mine,
       bestRps: best?.rps ?? 0,
       bestConcurrency: best?.concurrency ?? null,
+      rssAfterMiB: rss.get(target) ?? null,
     };
   });
   return {

@@ -1,0 +1,111 @@
+/**
+ * Issue 16's held-stream targets (scenario 4): memory per held stream, and how late the content
+ * after 5,000 held streams arrives against the floor held at the same count.
+ */
+import type { HeldResult, HeldRow, TargetCheck } from "../results.ts";
+import { fmt, unmeasured } from "./check_parts.ts";
+
+const LIMIT_KIB = 80;
+const FULL_COUNT = 5_000;
+const ALLOWANCE_MS = 50;
+const MiB = 1024 * 1024;
+
+const kib = (b: number | null | undefined) => `${fmt((b ?? NaN) / 1024, 1)} KiB`;
+
+function largest(s: HeldResult, target: string): HeldRow | undefined {
+  return s.rows.filter((x) => x.target === target).sort((a, b) => b.count - a.count)[0];
+}
+
+function memoryAdvice(r: HeldRow, floor: HeldRow | undefined): string {
+  const rest = r.bytesPerStream - (r.heapBytesPerStream ?? 0) - (r.externalBytesPerStream ?? 0);
+  return (floor
+    ? `The floor holds a stream for ${kib(floor.bytesPerStream)} at ${floor.count} streams ` +
+      `(Deno's fetch and serve, a socket pair each). `
+    : "") +
+    `Of pulsegate's ${kib(r.bytesPerStream)}: ${kib(r.externalBytesPerStream)} is external ` +
+    `memory, mostly the buffer a pending read holds (16 KiB, reused: ` +
+    `gateway/forward/body_reader.ts; Deno's own reads allocate 64 KiB each); ` +
+    `${kib(r.heapBytesPerStream)} is JS heap (each stream's request, hop, timers and its ` +
+    `client stream); the other ${kib(rest)} is native (sockets, buffers) and heap slack.`;
+}
+
+function memoryCheck(s: HeldResult): TargetCheck {
+  const target = `a held stream at most ${LIMIT_KIB} KiB (issue 16)`;
+  const r = largest(s, "pulsegate");
+  if (!r) return unmeasured("held_memory", target, "no held-stream run through pulsegate");
+  const floor = s.rows.find((x) => x.target === "floor" && x.count === r.count) ??
+    largest(s, "floor");
+  const limit = LIMIT_KIB * 1024;
+  const met = r.bytesPerStream <= limit;
+  return {
+    id: "held_memory",
+    target,
+    measured: `${kib(r.bytesPerStream)} per stream at ${r.count} streams` +
+      (floor ? ` (the floor: ${kib(floor.bytesPerStream)} at ${floor.count})` : ""),
+    met,
+    gap: met ? "" : `missed by ${kib(r.bytesPerStream - limit)} per stream ` +
+      `(${fmt(r.bytesPerStream / limit)}× the limit)`,
+    closeWith: met ? "" : memoryAdvice(r, floor),
+  };
+}
+
+function lateAdvice(s: HeldResult, gw: HeldRow, floor: HeldRow): string {
+  const frames = gw.count * s.deltas;
+  const perFrame = (r: HeldRow) => (r.proxyCpuSeconds * 1e6) / (r.count * s.deltas);
+  const byCount = s.rows.filter((x) => x.target === "pulsegate")
+    .sort((a, b) => a.count - b.count)
+    .map((x) => `${x.count}: ${fmt(x.delayMs.max, 0)} ms`).join(", ");
+  const rate = (gw.count * 1000) / s.deltaGapMs;
+  return `The median frame is late too (${fmt(gw.delayMs.p50, 1)} ms vs the floor's ` +
+    `${
+      fmt(floor.delayMs.p50, 1)
+    } ms), so most frames wait in a queue, not a few stragglers: content comes at about ${
+      fmt(rate, 0)
+    } frames/s, and over the run ` +
+    `(ramp, hold, content) pulsegate used ${fmt(gw.proxyCpuSeconds, 1)} s of CPU to the floor's ` +
+    `${fmt(floor.proxyCpuSeconds, 1)} s, ${fmt(perFrame(gw), 0)} µs per frame relayed against ` +
+    `${fmt(perFrame(floor), 0)} µs (${frames} frames; holding and keep-alives included). ` +
+    `The latest frame by stream count: ${byCount}. At this count pulsegate's heap holds about ` +
+    `${fmt(((gw.heapBytesPerStream ?? NaN) * gw.count) / MiB, 0)} MiB of live stream state ` +
+    "for the garbage collector to walk. This scenario is not profiled; the CPU per delta of " +
+    "scenario 6 (below) is the same relay work without the held state.";
+}
+
+function lateCheck(s: HeldResult): TargetCheck {
+  const target = `${FULL_COUNT.toLocaleString("en")} held streams then content: no frame ` +
+    `later than ${ALLOWANCE_MS} ms more than the floor's (issue 16)`;
+  const gw = largest(s, "pulsegate");
+  if (!gw) return unmeasured("held_late", target, "no held-stream run through pulsegate");
+  const floor = s.rows.find((x) => x.target === "floor" && x.count === gw.count);
+  if (!floor) {
+    return unmeasured("held_late", target, `the floor was not held at ${gw.count} streams`);
+  }
+  const added = gw.delayMs.max - floor.delayMs.max;
+  const lost = gw.lostDeltas + (gw.count - gw.completeStreams);
+  const full = gw.count >= FULL_COUNT;
+  const onTime = added <= ALLOWANCE_MS;
+  const met = full && lost === 0 && onTime;
+  const misses = [
+    full ? "" : `ran ${gw.count} streams, not ${FULL_COUNT}`,
+    lost === 0
+      ? ""
+      : `${gw.lostDeltas} frames lost, ${gw.count - gw.completeStreams} streams incomplete`,
+    onTime ? "" : `the latest frame ${fmt(added - ALLOWANCE_MS, 0)} ms past the allowance ` +
+      `(needs ${fmt(floor.delayMs.max + ALLOWANCE_MS, 0)} ms at most)`,
+  ].filter(Boolean);
+  return {
+    id: "held_late",
+    target,
+    measured: `${gw.count} streams: latest frame ${fmt(gw.delayMs.max, 1)} ms vs the floor's ` +
+      `${fmt(floor.delayMs.max, 1)} ms (${fmt(added, 1)} ms more); p99 ` +
+      `${fmt(gw.delayMs.p99, 1)} vs ${fmt(floor.delayMs.p99, 1)} ms; frames over ` +
+      `${s.lateMs} ms ${gw.lateDeltas} vs ${floor.lateDeltas}; ${gw.lostDeltas} lost`,
+    met,
+    gap: met ? "" : `missed: ${misses.join("; ")}`,
+    closeWith: met || onTime ? "" : lateAdvice(s, gw, floor),
+  };
+}
+
+export function heldChecks(s: HeldResult): TargetCheck[] {
+  return [memoryCheck(s), lateCheck(s)];
+}
