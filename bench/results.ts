@@ -228,7 +228,7 @@ export interface BenchResults {
     /** Absent from runs before it existed. */
     cpuCost?: CpuCostResult;
   };
-  /** Where pulsegate's CPU goes under load (inspector profile), when it was taken. */
+  /** Where pulsegate's CPU goes under load (an in-process CPU profile), when it was taken. */
   hotPath: HotPathProfile | null;
   /** The same for streamed answers. */
   hotPathStream: HotPathProfile | null;

@@ -61,7 +61,7 @@ export async function startPulsegate(
     config: Record<string, unknown>;
     history: boolean;
     timeScale?: number;
-    /** Extra `deno run` flags, e.g. `--inspect` for the profile. */
+    /** Extra `deno run` flags, e.g. V8 flags for an experiment. */
     denoFlags?: string[];
   },
 ): Promise<Service> {

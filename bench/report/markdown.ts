@@ -412,9 +412,12 @@ function hotPath(r: BenchResults): string {
   return [
     "## Where pulsegate's CPU goes",
     "",
-    `V8 CPU profiles of a fresh gateway's serving thread (history on) over the inspector, taken ` +
-    `after the scenarios. Self time, as a share of all non-idle samples. The history writer's ` +
-    `worker thread is not in them (see scenario 5 for its CPU).`,
+    `V8 CPU profiles of a fresh gateway's serving thread (history on), taken after the ` +
+    `scenarios by an in-process \`node:inspector\` session (bench/self_profiler.ts): with the ` +
+    `\`--inspect\` server attached instead, the runtime reports every fetch to the network panel ` +
+    `and tees each response body for it, which inflated fetch and Web Streams in earlier ` +
+    `profiles. Self time, as a share of all non-idle samples. The history writer's worker ` +
+    `thread is not in them (see scenario 5 for its CPU).`,
     ...(p
       ? [
         "",
