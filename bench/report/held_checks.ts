@@ -16,14 +16,19 @@ function largest(s: HeldResult, target: string): HeldRow | undefined {
   return s.rows.filter((x) => x.target === target).sort((a, b) => b.count - a.count)[0];
 }
 
-function memoryAdvice(r: HeldRow, floor: HeldRow | undefined): string {
+function memoryAdvice(r: HeldRow, floors: { floor?: HeldRow; js?: HeldRow }): string {
   const rest = r.bytesPerStream - (r.heapBytesPerStream ?? 0) - (r.externalBytesPerStream ?? 0);
+  const { floor, js } = floors;
   return (floor
     ? `The floor holds a stream for ${kib(floor.bytesPerStream)} at ${floor.count} streams ` +
-      `(Deno's fetch and serve, a socket pair each). `
+      `(Deno's fetch and serve, a socket pair each)` +
+      (js
+        ? `; the JS relay, which reads the upstream body and feeds Deno.serve a stream of its ` +
+          `own, for ${kib(js.bytesPerStream)} at ${js.count}. `
+        : ". ")
     : "") +
     `Of pulsegate's ${kib(r.bytesPerStream)}: ${kib(r.externalBytesPerStream)} is external ` +
-    `memory, mostly the buffer a pending read holds (16 KiB, reused: ` +
+    `memory (the buffer a pending read holds starts at 1 KiB and grows only for big reads: ` +
     `gateway/forward/body_reader.ts; Deno's own reads allocate 64 KiB each); ` +
     `${kib(r.heapBytesPerStream)} is JS heap (each stream's request, hop, timers and its ` +
     `client stream); the other ${kib(rest)} is native (sockets, buffers) and heap slack.`;
@@ -45,7 +50,7 @@ function memoryCheck(s: HeldResult): TargetCheck {
     met,
     gap: met ? "" : `missed by ${kib(r.bytesPerStream - limit)} per stream ` +
       `(${fmt(r.bytesPerStream / limit)}× the limit)`,
-    closeWith: met ? "" : memoryAdvice(r, floor),
+    closeWith: met ? "" : memoryAdvice(r, { floor, js: largest(s, "floor_js") }),
   };
 }
 
@@ -67,8 +72,18 @@ function lateAdvice(s: HeldResult, gw: HeldRow, floor: HeldRow): string {
     `${fmt(perFrame(floor), 0)} µs (${frames} frames; holding and keep-alives included). ` +
     `The latest frame by stream count: ${byCount}. At this count pulsegate's heap holds about ` +
     `${fmt(((gw.heapBytesPerStream ?? NaN) * gw.count) / MiB, 0)} MiB of live stream state ` +
-    "for the garbage collector to walk. This scenario is not profiled; the CPU per delta of " +
-    "scenario 6 (below) is the same relay work without the held state.";
+    "for the garbage collector to walk. " + jsRelayLate(s, gw) +
+    "This scenario is not profiled; the CPU per delta of scenario 6 (below) is the same relay " +
+    "work without the held state.";
+}
+
+/** How late the JS relay's content came at the same count, where it was held too. */
+function jsRelayLate(s: HeldResult, gw: HeldRow): string {
+  const js = s.rows.find((x) => x.target === "floor_js" && x.count === gw.count);
+  if (!js) return "";
+  return `The JS relay held at ${js.count}: median ${fmt(js.delayMs.p50, 1)} ms, p99 ` +
+    `${fmt(js.delayMs.p99, 1)} ms, latest ${fmt(js.delayMs.max, 0)} ms, ` +
+    `${fmt(js.proxyCpuSeconds, 1)} s of CPU. `;
 }
 
 function lateCheck(s: HeldResult): TargetCheck {

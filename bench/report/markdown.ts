@@ -248,7 +248,8 @@ function held(r: BenchResults): string {
     `Resident memory is read from /proc once all are held; then the fake sends each stream ` +
     `${s.deltas} deltas ${s.deltaGapMs} ms apart. Late: delay over ${s.lateMs} ms. Each count ` +
     `runs on a fresh gateway process; the floor row is a reference for what holding a socket ` +
-    `pair costs at all, and for how late content comes when nothing but the runtime relays it ` +
+    `pair costs at all, and for how late content comes when nothing but the runtime relays it; ` +
+    `the JS relay row, for the same once each chunk passes through JavaScript ` +
     `(issue 16 allows pulsegate's latest frame 50 ms more than the floor's at the same count).`,
     "",
     table(

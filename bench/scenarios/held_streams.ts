@@ -110,12 +110,17 @@ export async function heldStreams(ctx: BenchContext): Promise<HeldResult> {
       await gw.stop();
     }
   }
-  if (p.floorCount) {
-    const floor = await startFloor(ctx.layout, { fake: ctx.stack.fake.url, name: "floor_held" });
+  // The floors at the largest count: what holding a socket pair costs at all, and what it costs
+  // once each chunk is read and written in JavaScript (the JS relay).
+  for (const floorMode of p.floorCount ? ["pass", "js"] as const : []) {
+    const target = floorMode === "js" ? "floor_js" : "floor";
+    const floor = await startFloor(ctx.layout, {
+      fake: ctx.stack.fake.url,
+      name: `${target}_held`,
+      mode: floorMode,
+    });
     try {
-      rows.push(
-        await holdThrough(ctx, { target: "floor", proxy: floor, count: p.floorCount, mode }),
-      );
+      rows.push(await holdThrough(ctx, { target, proxy: floor, count: p.floorCount!, mode }));
     } finally {
       await floor.stop();
     }
