@@ -163,9 +163,9 @@ export async function handleProxy(
   };
   try {
     if (admitted instanceof GatewayError) return endWith(admitted);
-    const started = await begin(request, { ...opts, live, admitted });
+    const started = await begin(request, { codec, ctx: opts.ctx, deps, live, admitted });
     if (started instanceof GatewayError) return endWith(started);
-    const fdeps: ForwardDeps = { ...deps, config: started.config };
+    const fdeps = forwardDeps(deps, started.config);
     const fwd = {
       live,
       ir: started.ir,
@@ -189,6 +189,17 @@ export async function handleProxy(
   } catch (err) {
     return endWith(GatewayError.from(err));
   }
+}
+
+/** The forward stage's deps under one config, made once per config rather than per request. */
+const forwardDepsMade = new WeakMap<ProxyDeps, { config: Config; deps: ForwardDeps }>();
+
+function forwardDeps(deps: ProxyDeps, config: Config): ForwardDeps {
+  const made = forwardDepsMade.get(deps);
+  if (made?.config === config) return made.deps;
+  const fdeps: ForwardDeps = { ...deps, config };
+  forwardDepsMade.set(deps, { config, deps: fdeps });
+  return fdeps;
 }
 
 interface Started {
@@ -223,8 +234,15 @@ async function begin(
     live.record.sessionId ??= ir.sessionHint === undefined ? null : boundedSession(ir.sessionHint);
     const route = routeFor(config, { model: ir.model, keyId: key });
     live.metricsRoute = route.model;
-    await admitKey(config, { keyId: key, meter: deps.keyMeter, now: deps.clock.now });
-    await checkGuardrails(body, { model: ir.model, deps });
+    // Each is null when its feature is off: nothing to await then.
+    const keyAdmission = admitKey(config, {
+      keyId: key,
+      meter: deps.keyMeter,
+      now: deps.clock.now,
+    });
+    if (keyAdmission) await keyAdmission;
+    const guardrails = checkGuardrails(body, { model: ir.model, deps });
+    if (guardrails) await guardrails;
     return { config, ir, body, route };
   } catch (err) {
     return GatewayError.from(err);

@@ -5,7 +5,7 @@ import {
   type ForwardRequest,
   passesBodyThrough,
 } from "../forward/hop.ts";
-import type { Route } from "../config/schema.ts";
+import type { Config, Route, Upstream } from "../config/schema.ts";
 import type { UpstreamKind } from "../formats/format.ts";
 
 /**
@@ -51,7 +51,7 @@ export function planCandidates(
   opts: { deps: ForwardDeps; sessionId: string | null; accept?: (c: Candidate) => boolean },
 ): Candidate[] {
   const { deps } = opts;
-  const byId = new Map(deps.config.upstreams.map((u) => [u.id, u]));
+  const byId = upstreamsById(deps.config);
   const all: Candidate[] = [];
   for (const candidate of route.candidates) {
     const upstream = byId.get(candidate.upstream);
@@ -70,6 +70,18 @@ export function planCandidates(
   const first = ordered.findIndex((c) => c.upstream.id === affine);
   if (first > 0) ordered.unshift(...ordered.splice(first, 1));
   return ordered;
+}
+
+const upstreamMaps = new WeakMap<Config, Map<string, Upstream>>();
+
+/** A config's upstreams by id, made once per config. */
+function upstreamsById(config: Config): Map<string, Upstream> {
+  let byId = upstreamMaps.get(config);
+  if (!byId) {
+    byId = new Map(config.upstreams.map((u) => [u.id, u]));
+    upstreamMaps.set(config, byId);
+  }
+  return byId;
 }
 
 /**
