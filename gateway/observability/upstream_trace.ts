@@ -24,11 +24,9 @@ const servers = new Map<string, Server>();
 
 /** The span's `server.address` and `server.port` of a call to `url`. */
 function serverOf(url: string): Server {
-  // Scheme and authority end at the first "/", "?" or "#" after "//" (an absolute http(s) URL).
-  const from = url.indexOf("//") + 2;
-  let end = from;
-  while (end < url.length && !"/?#".includes(url[end]!)) end++;
-  const origin = url.slice(0, end);
+  // Up to the path: it holds the whole authority (no "/" in there), and more is only a longer key.
+  const end = url.indexOf("/", url.indexOf("//") + 2);
+  const origin = end < 0 ? url : url.slice(0, end);
   let server = servers.get(origin);
   if (server) return server;
   const parsed = new URL(url);
