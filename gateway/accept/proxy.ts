@@ -67,10 +67,17 @@ interface Admitted {
  * replace another request's row (docs/security.md). A refused request gets a
  * generated id for its own row.
  */
-async function admit(
+interface Admission {
+  id: string;
+  admitted: Admitted | GatewayError;
+  refused?: boolean;
+}
+
+/** Synchronous unless a caller-chosen id must be looked up: most requests await nothing here. */
+function admit(
   request: Request,
   opts: { asked: string | null; deps: ProxyDeps },
-): Promise<{ id: string; admitted: Admitted | GatewayError; refused?: boolean }> {
+): Admission | Promise<Admission> {
   const { asked, deps } = opts;
   let admitted: Admitted;
   try {
@@ -88,8 +95,15 @@ async function admit(
     });
     return { id: crypto.randomUUID(), admitted: err };
   }
-  if (await deps.requestIdTaken(asked)) return duplicate(asked, "was already used");
-  return { id: asked, admitted };
+  return askedIdFree(asked, { admitted, deps });
+}
+
+async function askedIdFree(
+  asked: string,
+  opts: { admitted: Admitted; deps: ProxyDeps },
+): Promise<Admission> {
+  if (await opts.deps.requestIdTaken(asked)) return duplicate(asked, "was already used");
+  return { id: asked, admitted: opts.admitted };
 }
 
 function duplicate(asked: string, why: string): { id: string; admitted: GatewayError } {
@@ -112,7 +126,10 @@ export async function handleProxy(
 ): Promise<Response> {
   const { codec, deps } = opts;
   const asked = request.headers.get("x-request-id");
-  let { id, admitted, refused = false } = await admit(request, { asked, deps });
+  const admission = admit(request, { asked, deps });
+  let { id, admitted, refused = false } = admission instanceof Promise
+    ? await admission
+    : admission;
   if (refused && admitted instanceof GatewayError && !deps.refusedBudget.take()) {
     // Beyond the budget a refusal costs no row and no queue slot (docs/security.md).
     deps.metrics.refusedUnrecorded.inc();
