@@ -35,6 +35,7 @@ export function inexpressible(
  * "skipped: chat-up: built-in tool web_search", or "" when none was skipped.
  */
 export function describeSkipped(skipped: ReadonlyMap<string, readonly string[]>): string {
+  if (skipped.size === 0) return ""; // the usual case, asked once per request
   const parts = [...skipped].map(([upstream, missing]) => `${upstream}: ${missing.join(", ")}`);
   return parts.length ? `skipped: ${parts.join("; ")}` : "";
 }
