@@ -102,6 +102,24 @@ Deno.test("a body nested exactly to the limit is taken", async () => {
   assert.equal(calls, 1);
 });
 
+Deno.test("brackets inside strings do not count, whatever their escapes; the nesting after them does", async () => {
+  const brackets = "[{".repeat(MAX_JSON_DEPTH);
+  // An escaped quote does not end the string; an escaped backslash before a quote does.
+  const inString = `"say \\"${brackets}\\\\"`;
+  const taken = `{"model":"smart","messages":[{"role":"user","content":${inString}}]}`;
+  const deep = `{"model":"smart","messages":[{"role":"user","content":"a\\\\"}],` +
+    `"x":${nested(MAX_JSON_DEPTH)}}`;
+  const calls = await withGateway(async (gw) => {
+    const ok = await postJson(`${gw.url}/v1/chat/completions`, taken);
+    assert.equal(ok.status, 200);
+    await ok.body?.cancel();
+    const refused = await postJson(`${gw.url}/v1/chat/completions`, deep);
+    assert.equal(refused.status, 400);
+    assert.match((await refused.json()).error.message, /deeper than/);
+  });
+  assert.equal(calls, 1);
+});
+
 Deno.test("a 10 MB deep body is refused quickly, and /healthz answers meanwhile", async () => {
   await withGateway(async (gw) => {
     const half = 5 * 1024 * 1024;

@@ -142,6 +142,18 @@ Deno.test("cross-site changes to the admin and control endpoints are refused, wi
       });
       assert.equal(abort.status, 403);
       await abort.body?.cancel();
+      // The check reads the path the router serves: percent-encoding does not slip past it.
+      for (const path of ["/%73essions/s/abort", "/%61dmin/api/config"]) {
+        const encoded = await fetch(`${gw.url}${path}`, {
+          method: path.includes("config") ? "PATCH" : "POST",
+          headers: { origin: "http://evil.example", authorization: `Bearer ${ADMIN}` },
+          body: path.includes("config")
+            ? JSON.stringify({ failover: { idle_timeout_secs: 60 } })
+            : null,
+        });
+        assert.equal(encoded.status, 403, path);
+        assert.equal((await encoded.json()).error.code, "gw.client.cross_site", path);
+      }
 
       // The page's own calls (same origin) and scripts (no Origin) go through.
       const own = await patch({ origin: gw.url, "sec-fetch-site": "same-origin" });

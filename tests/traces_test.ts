@@ -2,7 +2,11 @@ import assert from "node:assert/strict";
 import type { AttemptOutcome, RequestRecord } from "../db/records.ts";
 import type { ConfigInput } from "../gateway/config/schema.ts";
 import { otlpTraces } from "../gateway/observability/otlp_traces.ts";
-import { parseTraceparent } from "../gateway/observability/trace_context.ts";
+import {
+  incomingTrace,
+  newSpanId,
+  parseTraceparent,
+} from "../gateway/observability/trace_context.ts";
 import { eventually, postJson, startTestGateway, type TestGateway } from "./harness.ts";
 import { chatError, chatStream, chatWhole } from "./fake_upstreams/openai_chat_script.ts";
 import * as anthropicFake from "./fake_upstreams/anthropic_script.ts";
@@ -468,6 +472,23 @@ Deno.test("traceparent parsing follows W3C Trace Context", () => {
   });
   for (const bad of BAD_TRACEPARENTS) assert.equal(parseTraceparent(bad), null, bad);
   assert.equal(parseTraceparent(null), null);
+});
+
+Deno.test("new trace and span ids are valid W3C ids and never repeat, across refills of the random pool", () => {
+  const seen = new Set<string>();
+  // Well past one 4 KiB draw of random bytes (24 bytes a request, 8 a span).
+  for (let i = 0; i < 1_000; i++) {
+    const trace = incomingTrace(new Headers(), { recording: false });
+    const span = newSpanId();
+    assert.match(trace.traceId, /^[0-9a-f]{32}$/);
+    assert.match(trace.spanId, /^[0-9a-f]{16}$/);
+    assert.match(span, /^[0-9a-f]{16}$/);
+    for (const id of [trace.traceId, trace.spanId, span]) {
+      assert.ok(!seen.has(id), `id ${id} repeated`);
+      seen.add(id);
+    }
+    assert.notEqual(parseTraceparent(`00-${trace.traceId}-${span}-01`), null);
+  }
 });
 
 Deno.test("attempt outcomes map to span statuses: hedge lost is unset, every failure is ERROR", () => {

@@ -91,9 +91,12 @@ export function clientHeaders(format: ClientFormat, request: Request): ClientHea
     const value = request.headers.get(name);
     if (value !== null) headers.push([name, value]);
   }
-  const params = new URL(request.url).searchParams;
   const query: [string, string][] = [];
-  for (const name of FORWARDED_QUERY[format]) {
+  const names = FORWARDED_QUERY[format];
+  // Most calls have no query at all: no URL parse for them.
+  if (names.length === 0 || !request.url.includes("?")) return { headers, query };
+  const params = new URL(request.url).searchParams;
+  for (const name of names) {
     for (const value of params.getAll(name)) query.push([name, value]);
   }
   return { headers, query };

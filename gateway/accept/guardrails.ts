@@ -74,13 +74,23 @@ export interface GuardrailDeps {
  * the request body the upstream would see, and `guardrail.unchecked` when the
  * rules could not read it all and `on_unchecked` is `block`. The rules run on
  * a worker within `budget_ms` (docs/security.md, "Guardrails are bounded").
+ * Answers null when the guardrails are off.
  */
-export async function checkGuardrails(
+export function checkGuardrails(
   body: unknown,
   opts: { model: string; deps: GuardrailDeps },
-): Promise<void> {
+): Promise<void> | null {
   const rails = opts.deps.state.guardrails();
-  if (!rails.enabled) return;
+  // Off (the default): null, so the request path awaits nothing for them.
+  if (!rails.enabled) return null;
+  return checkEnabled(body, { ...opts, rails });
+}
+
+async function checkEnabled(
+  body: unknown,
+  opts: { model: string; deps: GuardrailDeps; rails: Guardrails },
+): Promise<void> {
+  const { rails } = opts;
   const rules = rails.rules.filter((rule) =>
     rule.enabled && (!rule.routes || rule.routes.includes(opts.model))
   );

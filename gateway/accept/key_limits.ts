@@ -109,20 +109,35 @@ export function meteredBilling(
   opts: { keyId: string | null; meter?: KeyUsageMeter },
 ): Billing {
   const { keyId, meter } = opts;
-  const key = config.keys.find((k) => k.id === keyId);
-  if (!key || !limited(key) || !meter) return billingFor(config);
+  const key = keyId === null ? undefined : config.keys.find((k) => k.id === keyId);
+  if (!key || !limited(key) || !meter) return plainBilling(config);
   return billingFor(config, { onBilled: (billed) => meter.add(key.id, billedUse(billed)) });
+}
+
+/** Billing with no meter to tell keeps no state of its own: one per config serves every request. */
+const plainBillings = new WeakMap<Config, Billing>();
+
+function plainBilling(config: Config): Billing {
+  let billing = plainBillings.get(config);
+  if (!billing) {
+    billing = billingFor(config);
+    plainBillings.set(config, billing);
+  }
+  return billing;
 }
 
 function billedUse(billed: Billed) {
   return { tokens: billed.tokens, costUsd: billed.costUsd ?? 0 };
 }
 
-export async function admitKey(
+/** The admission check of a request under its key; null when there is nothing to check. */
+export function admitKey(
   config: Config,
   opts: { keyId: string | null; meter?: KeyUsageMeter; now: () => number },
-): Promise<void> {
+): Promise<void> | null {
+  if (opts.keyId === null || !opts.meter) return null;
   const key = config.keys.find((k) => k.id === opts.keyId);
-  if (!key || !opts.meter) return;
-  await admitUnderKeyLimits(key, { meter: opts.meter, now: opts.now });
+  // A key without limits is not metered: no await on its requests' path either.
+  if (!key || !limited(key)) return null;
+  return admitUnderKeyLimits(key, { meter: opts.meter, now: opts.now });
 }

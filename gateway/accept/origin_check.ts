@@ -30,7 +30,10 @@ const OWN_FETCH_SITES = new Set(["same-origin", "none"]);
 
 export function originCheck(deps: OriginCheckDeps): MiddlewareHandler {
   return async (c, next) => {
-    const refusal = hostRefusal(c.req.raw, deps) ?? crossSiteRefusal(c.req.raw, deps);
+    // The path the router matched (percent-decoded), so what is checked is what is served.
+    const path = c.req.path;
+    const refusal = hostRefusal(c.req.raw, { path, deps }) ??
+      crossSiteRefusal(c.req.raw, { path, deps });
     if (refusal) return errorFor(c.req.raw, refusal);
     await next();
   };
@@ -42,8 +45,12 @@ export function openMode(deps: OriginCheckDeps): boolean {
   return !deps.adminToken || !deps.state.config?.keys.length;
 }
 
-function hostRefusal(request: Request, deps: OriginCheckDeps): GatewayError | null {
-  const openMetrics = deps.metricsOpen === true && new URL(request.url).pathname === "/metrics";
+function hostRefusal(
+  request: Request,
+  opts: { path: string; deps: OriginCheckDeps },
+): GatewayError | null {
+  const { deps } = opts;
+  const openMetrics = deps.metricsOpen === true && opts.path === "/metrics";
   if (!openMode(deps) && !openMetrics) return null;
   const host = requestHost(request);
   const name = hostName(host);
@@ -57,9 +64,13 @@ function hostRefusal(request: Request, deps: OriginCheckDeps): GatewayError | nu
   );
 }
 
-function crossSiteRefusal(request: Request, deps: OriginCheckDeps): GatewayError | null {
+function crossSiteRefusal(
+  request: Request,
+  opts: { path: string; deps: OriginCheckDeps },
+): GatewayError | null {
+  const { deps } = opts;
   if (SAFE_METHODS.has(request.method)) return null;
-  if (!CHANGES_CHECKED.test(new URL(request.url).pathname)) return null;
+  if (!CHANGES_CHECKED.test(opts.path)) return null;
   const site = request.headers.get("sec-fetch-site");
   const origin = request.headers.get("origin");
   const foreignSite = site !== null && !OWN_FETCH_SITES.has(site.toLowerCase());
@@ -92,13 +103,24 @@ function requestHost(request: Request): string {
   return request.headers.get("host") ?? new URL(request.url).host;
 }
 
+/**
+ * Host names already parsed: clients send the same few Host values on every request. Bounded,
+ * since the values are the clients' to choose.
+ */
+const hostNames = new Map<string, string | null>();
+
 /** The host name of a Host header, lower case, without port or a trailing dot; null if bad. */
 function hostName(host: string): string | null {
+  let name = hostNames.get(host);
+  if (name !== undefined) return name;
   try {
-    return new URL(`http://${host}`).hostname.replace(/\.$/, "");
+    name = new URL(`http://${host}`).hostname.replace(/\.$/, "");
   } catch {
-    return null;
+    name = null;
   }
+  if (hostNames.size >= 256) hostNames.clear();
+  hostNames.set(host, name);
+  return name;
 }
 
 function isLoopbackName(name: string): boolean {

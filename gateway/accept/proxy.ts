@@ -67,10 +67,17 @@ interface Admitted {
  * replace another request's row (docs/security.md). A refused request gets a
  * generated id for its own row.
  */
-async function admit(
+interface Admission {
+  id: string;
+  admitted: Admitted | GatewayError;
+  refused?: boolean;
+}
+
+/** Synchronous unless a caller-chosen id must be looked up: most requests await nothing here. */
+function admit(
   request: Request,
   opts: { asked: string | null; deps: ProxyDeps },
-): Promise<{ id: string; admitted: Admitted | GatewayError; refused?: boolean }> {
+): Admission | Promise<Admission> {
   const { asked, deps } = opts;
   let admitted: Admitted;
   try {
@@ -88,8 +95,15 @@ async function admit(
     });
     return { id: crypto.randomUUID(), admitted: err };
   }
-  if (await deps.requestIdTaken(asked)) return duplicate(asked, "was already used");
-  return { id: asked, admitted };
+  return askedIdFree(asked, { admitted, deps });
+}
+
+async function askedIdFree(
+  asked: string,
+  opts: { admitted: Admitted; deps: ProxyDeps },
+): Promise<Admission> {
+  if (await opts.deps.requestIdTaken(asked)) return duplicate(asked, "was already used");
+  return { id: asked, admitted: opts.admitted };
 }
 
 function duplicate(asked: string, why: string): { id: string; admitted: GatewayError } {
@@ -112,7 +126,10 @@ export async function handleProxy(
 ): Promise<Response> {
   const { codec, deps } = opts;
   const asked = request.headers.get("x-request-id");
-  let { id, admitted, refused = false } = await admit(request, { asked, deps });
+  const admission = admit(request, { asked, deps });
+  let { id, admitted, refused = false } = admission instanceof Promise
+    ? await admission
+    : admission;
   if (refused && admitted instanceof GatewayError && !deps.refusedBudget.take()) {
     // Beyond the budget a refusal costs no row and no queue slot (docs/security.md).
     deps.metrics.refusedUnrecorded.inc();
@@ -139,7 +156,8 @@ export async function handleProxy(
   }
   deps.metrics.inflight++;
   const onClientGone = () => live.controller.abort(clientDisconnected());
-  request.signal.addEventListener("abort", onClientGone, { once: true });
+  // No `{ once: true }`: cleanup removes it, and the options object costs about a microsecond.
+  request.signal.addEventListener("abort", onClientGone);
   let settle!: () => void;
   const ended = new Promise<void>((resolve) => (settle = resolve));
   deps.pending.add(ended);
@@ -163,9 +181,9 @@ export async function handleProxy(
   };
   try {
     if (admitted instanceof GatewayError) return endWith(admitted);
-    const started = await begin(request, { ...opts, live, admitted });
+    const started = await begin(request, { codec, ctx: opts.ctx, deps, live, admitted });
     if (started instanceof GatewayError) return endWith(started);
-    const fdeps: ForwardDeps = { ...deps, config: started.config };
+    const fdeps = forwardDeps(deps, started.config);
     const fwd = {
       live,
       ir: started.ir,
@@ -189,6 +207,17 @@ export async function handleProxy(
   } catch (err) {
     return endWith(GatewayError.from(err));
   }
+}
+
+/** The forward stage's deps under one config, made once per config rather than per request. */
+const forwardDepsMade = new WeakMap<ProxyDeps, { config: Config; deps: ForwardDeps }>();
+
+function forwardDeps(deps: ProxyDeps, config: Config): ForwardDeps {
+  const made = forwardDepsMade.get(deps);
+  if (made?.config === config) return made.deps;
+  const fdeps: ForwardDeps = { ...deps, config };
+  forwardDepsMade.set(deps, { config, deps: fdeps });
+  return fdeps;
 }
 
 interface Started {
@@ -223,8 +252,15 @@ async function begin(
     live.record.sessionId ??= ir.sessionHint === undefined ? null : boundedSession(ir.sessionHint);
     const route = routeFor(config, { model: ir.model, keyId: key });
     live.metricsRoute = route.model;
-    await admitKey(config, { keyId: key, meter: deps.keyMeter, now: deps.clock.now });
-    await checkGuardrails(body, { model: ir.model, deps });
+    // Each is null when its feature is off: nothing to await then.
+    const keyAdmission = admitKey(config, {
+      keyId: key,
+      meter: deps.keyMeter,
+      now: deps.clock.now,
+    });
+    if (keyAdmission) await keyAdmission;
+    const guardrails = checkGuardrails(body, { model: ir.model, deps });
+    if (guardrails) await guardrails;
     return { config, ir, body, route };
   } catch (err) {
     return GatewayError.from(err);

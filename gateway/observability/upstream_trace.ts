@@ -14,6 +14,32 @@ const PROVIDERS: Record<UpstreamKind, string> = {
 
 const DEFAULT_PORTS: Record<string, number> = { "http:": 80, "https:": 443 };
 
+interface Server {
+  address: string;
+  port: number | undefined;
+}
+
+/** Per scheme and authority: an upstream's calls all go to the same one, so it is parsed once. */
+const servers = new Map<string, Server>();
+
+/** The span's `server.address` and `server.port` of a call to `url`. */
+function serverOf(url: string): Server {
+  // Up to the path: it holds the whole authority (no "/" in there), and more is only a longer key.
+  const end = url.indexOf("/", url.indexOf("//") + 2);
+  const origin = end < 0 ? url : url.slice(0, end);
+  let server = servers.get(origin);
+  if (server) return server;
+  const parsed = new URL(url);
+  server = {
+    address: parsed.hostname.replace(/^\[(.*)\]$/, "$1"),
+    port: parsed.port ? Number(parsed.port) : DEFAULT_PORTS[parsed.protocol],
+  };
+  // Bounded: upstreams are few, but a url may carry a per-call part in its authority.
+  if (servers.size >= 256) servers.clear();
+  servers.set(origin, server);
+  return server;
+}
+
 /** The parts of a hop (gateway/forward/hop.ts) the hook reads. */
 export interface TracedHop {
   req: { live: { record: RequestRecord } };
@@ -32,10 +58,10 @@ export function traceUpstream(request: Pick<Request, "url" | "headers">, hop: Tr
   const { trace } = hop.req.live.record;
   const attempt = hop.attempt.record;
   if (!attempt.trace) return;
-  const url = new URL(request.url);
+  const server = serverOf(request.url);
   attempt.trace.provider = PROVIDERS[hop.upstream.kind];
-  attempt.trace.serverAddress = url.hostname.replace(/^\[(.*)\]$/, "$1");
-  attempt.trace.serverPort = url.port ? Number(url.port) : DEFAULT_PORTS[url.protocol];
+  attempt.trace.serverAddress = server.address;
+  attempt.trace.serverPort = server.port;
   if (!trace) return;
   if (trace.recorded) {
     request.headers.set("traceparent", formatTraceparent(trace, attempt.trace.spanId));

@@ -5,7 +5,7 @@ import {
   type ForwardRequest,
   passesBodyThrough,
 } from "../forward/hop.ts";
-import type { Route } from "../config/schema.ts";
+import type { Config, Route, Upstream } from "../config/schema.ts";
 import type { UpstreamKind } from "../formats/format.ts";
 
 /**
@@ -35,6 +35,7 @@ export function inexpressible(
  * "skipped: chat-up: built-in tool web_search", or "" when none was skipped.
  */
 export function describeSkipped(skipped: ReadonlyMap<string, readonly string[]>): string {
+  if (skipped.size === 0) return ""; // the usual case, asked once per request
   const parts = [...skipped].map(([upstream, missing]) => `${upstream}: ${missing.join(", ")}`);
   return parts.length ? `skipped: ${parts.join("; ")}` : "";
 }
@@ -51,7 +52,7 @@ export function planCandidates(
   opts: { deps: ForwardDeps; sessionId: string | null; accept?: (c: Candidate) => boolean },
 ): Candidate[] {
   const { deps } = opts;
-  const byId = new Map(deps.config.upstreams.map((u) => [u.id, u]));
+  const byId = upstreamsById(deps.config);
   const all: Candidate[] = [];
   for (const candidate of route.candidates) {
     const upstream = byId.get(candidate.upstream);
@@ -70,6 +71,18 @@ export function planCandidates(
   const first = ordered.findIndex((c) => c.upstream.id === affine);
   if (first > 0) ordered.unshift(...ordered.splice(first, 1));
   return ordered;
+}
+
+const upstreamMaps = new WeakMap<Config, Map<string, Upstream>>();
+
+/** A config's upstreams by id, made once per config. */
+function upstreamsById(config: Config): Map<string, Upstream> {
+  let byId = upstreamMaps.get(config);
+  if (!byId) {
+    byId = new Map(config.upstreams.map((u) => [u.id, u]));
+    upstreamMaps.set(config, byId);
+  }
+  return byId;
 }
 
 /**

@@ -8,7 +8,9 @@ const labelKeys = new Map<string, string>();
 
 /** Rendered label sets, cached: the same few sets are counted on every request. */
 function labelKey(labels: Labels): string {
-  const id = Object.values(labels).join("\u0000") + "\u0001" + Object.keys(labels).join("\u0000");
+  // One pass, no arrays: this runs several times per request.
+  let id = "";
+  for (const name in labels) id += `${name}\u0000${labels[name]}\u0001`;
   let key = labelKeys.get(id);
   if (key === undefined) {
     key = renderLabels(labels);
@@ -51,12 +53,10 @@ class Histogram {
   observe(labels: Labels, seconds: number): void {
     const key = labelKey(labels);
     const s = this.series.get(key) ?? { counts: BUCKETS.map(() => 0), sum: 0, count: 0 };
-    BUCKETS.forEach((b, i) => {
-      if (seconds <= b) s.counts[i] = (s.counts[i] ?? 0) + 1;
-    });
+    for (let i = BUCKETS.length - 1; i >= 0 && seconds <= BUCKETS[i]!; i--) s.counts[i]!++;
     s.sum += seconds;
     s.count++;
-    this.series.set(key, s);
+    if (s.count === 1) this.series.set(key, s);
   }
   /** One series' count and sum (zero when it has none). */
   get(labels: Labels = {}): { count: number; sum: number } {
