@@ -276,9 +276,23 @@ export function maxTokensField(
   upstream: Upstream,
   model: string,
 ): "max_tokens" | "max_completion_tokens" {
-  const host = URL.parse(upstreamBaseUrl(upstream))?.hostname ?? "";
-  const openAi = host === "api.openai.com" || host.endsWith(".openai.azure.com");
-  return openAi || REASONING_MODEL.test(model) ? "max_completion_tokens" : "max_tokens";
+  return isOpenAiHost(upstreamBaseUrl(upstream)) || REASONING_MODEL.test(model)
+    ? "max_completion_tokens"
+    : "max_tokens";
+}
+
+/** By base URL, parsed once each: every hop to a Chat upstream asks (bounded, like the config). */
+const OPENAI_HOSTS = new Map<string, boolean>();
+
+function isOpenAiHost(baseUrl: string): boolean {
+  let known = OPENAI_HOSTS.get(baseUrl);
+  if (known === undefined) {
+    const host = URL.parse(baseUrl)?.hostname ?? "";
+    known = host === "api.openai.com" || host.endsWith(".openai.azure.com");
+    if (OPENAI_HOSTS.size >= 1024) OPENAI_HOSTS.clear();
+    OPENAI_HOSTS.set(baseUrl, known);
+  }
+  return known;
 }
 
 const REASONING_MODEL = /(?:^|\/)(?:o\d+(?:-|$)|gpt-(?:[5-9]|\d\d))/i;
