@@ -1,4 +1,4 @@
-import type { InStatement } from "@libsql/client";
+import type { InArgs, InStatement } from "@libsql/client";
 import { type Db, DEFAULT_BUSY_TIMEOUT_MS, writing } from "./client.ts";
 import { historyWorkerMain } from "./history_worker.ts";
 
@@ -62,6 +62,7 @@ export function workerExecutor(
     for (const pending of waiting.values()) pending.reject(new Error(event.message));
     waiting.clear();
   };
+  const texts = sqlTexts();
   const call = (message: Record<string, unknown>) =>
     new Promise<void>((resolve, reject) => {
       const id = next++;
@@ -83,12 +84,43 @@ export function workerExecutor(
         if (opts.fallback) return await opts.fallback.run(statements);
         await opened; // rethrows why the worker could not start
       }
-      await call({ statements });
+      await call({ statements: statements.map(texts.compact) });
     },
     close: async () => {
       if (await started) await call({ close: true }).catch(() => {});
       worker.terminate();
       await opts.fallback?.close();
+    },
+  };
+}
+
+/** A statement as posted to the worker: its text, or the number of a text sent before. */
+interface PostedStatement {
+  sql?: string;
+  ref?: number;
+  args?: InArgs;
+}
+
+// Texts the worker keeps; the history writer reuses a few dozen (one per row count), others are
+// sent whole each time once this many are known.
+const MAX_KEPT_TEXTS = 256;
+
+/**
+ * Sends each statement text to the worker once. Structured clone copies every string it posts,
+ * and an upsert of many rows is kilobytes of SQL: the serving thread would copy it per batch.
+ */
+function sqlTexts(): { compact: (statement: InStatement) => PostedStatement } {
+  const known = new Map<string, number>();
+  return {
+    compact: (statement) => {
+      const { sql, args }: { sql: string; args?: InArgs } = typeof statement === "string"
+        ? { sql: statement }
+        : statement;
+      const ref = known.get(sql);
+      if (ref !== undefined) return { ref, args };
+      if (known.size >= MAX_KEPT_TEXTS) return { sql, args };
+      known.set(sql, known.size);
+      return { sql, ref: known.size - 1, args };
     },
   };
 }

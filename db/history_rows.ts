@@ -1,4 +1,4 @@
-import type { InStatement, Row } from "@libsql/client";
+import type { InStatement, InValue, Row } from "@libsql/client";
 import type { AttemptOutcome, AttemptRow, FailureSource, RequestRow } from "./records.ts";
 import { bind, flag, memberOrNull, num, numOrNull, text, textOrNull } from "./row_values.ts";
 
@@ -90,6 +90,11 @@ interface Table<T> {
   readonly rowsPerStatement: number;
   /** SQL condition on the stored row; a conflicting row is only updated where it holds. */
   readonly updateWhere?: string;
+  /**
+   * The statement for each row count, built on first use: every batch reuses the same few
+   * strings, which also lets the worker executor send each text once (db/batch_executor.ts).
+   */
+  readonly sqlByRows: string[];
 }
 
 // Rows per statement are bounded by bound parameters; 999 is the oldest SQLite default limit,
@@ -110,6 +115,7 @@ function table<T>(
     keys: opts.keys,
     rowsPerStatement,
     updateWhere: opts.updateWhere,
+    sqlByRows: [],
   };
 }
 
@@ -144,12 +150,15 @@ function upsertMany<T extends { [K in keyof T]: Field }>(
   records: readonly T[],
 ): InStatement[] {
   const statements: InStatement[] = [];
-  for (let start = 0; start < records.length; start += into.rowsPerStatement) {
-    const chunk = records.slice(start, start + into.rowsPerStatement);
-    statements.push({
-      sql: upsertSql(into, chunk.length),
-      args: chunk.flatMap((record) => into.fields.map((field) => bind(record[field]))),
-    });
+  const { fields, rowsPerStatement } = into;
+  for (let start = 0; start < records.length; start += rowsPerStatement) {
+    const end = Math.min(records.length, start + rowsPerStatement);
+    const args: InValue[] = [];
+    for (let at = start; at < end; at++) {
+      const record = records[at]!;
+      for (const field of fields) args.push(bind(record[field]));
+    }
+    statements.push({ sql: into.sqlByRows[end - start] ??= upsertSql(into, end - start), args });
   }
   return statements;
 }

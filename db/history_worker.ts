@@ -8,7 +8,8 @@
  * package itself and shares no closure with this module.
  */
 export async function historyWorkerMain(): Promise<void> {
-  type Statement = { sql: string; args?: unknown[] };
+  // `sql` is sent with the first use of a text, `ref` alone after (db/batch_executor.ts).
+  type Statement = { sql?: string; ref?: number; args?: unknown };
   type Message = {
     id: number;
     open?: { url: string; authToken?: string; timeoutMs: number };
@@ -22,7 +23,14 @@ export async function historyWorkerMain(): Promise<void> {
   const port = globalThis as unknown as Port;
   const { createClient } = await import("@libsql/client");
   let client: ReturnType<typeof createClient> | null = null;
-  const handle = async (message: Message) => {
+  const texts: string[] = [];
+  const expand = ({ sql, ref, args }: Statement) => {
+    if (sql !== undefined && ref !== undefined) texts[ref] = sql;
+    const text = sql ?? (ref === undefined ? undefined : texts[ref]);
+    if (text === undefined) throw new Error(`history worker: unknown statement ${ref}`);
+    return { sql: text, args };
+  };
+  const handle = async (message: Message, statements: { sql: string; args?: unknown }[]) => {
     if (message.open) {
       const { url, authToken, timeoutMs } = message.open;
       client = createClient({ url, authToken, timeout: timeoutMs });
@@ -35,7 +43,7 @@ export async function historyWorkerMain(): Promise<void> {
       return;
     }
     try {
-      await client.batch((message.statements ?? []) as never, "write");
+      await client.batch(statements as never, "write");
     } catch (err) {
       // A failed local write can leave its pooled connection unusable: start afresh (see writing()).
       if (client.protocol === "file" && !client.closed) void client.reconnect();
@@ -45,7 +53,9 @@ export async function historyWorkerMain(): Promise<void> {
   port.onmessage = async (event) => {
     const { id } = event.data;
     try {
-      await handle(event.data);
+      // Expanded first, so texts are learnt even when the batch is refused.
+      const statements = (event.data.statements ?? []).map(expand);
+      await handle(event.data, statements);
       port.postMessage({ id });
     } catch (err) {
       const code = err instanceof Error && "code" in err ? String(err.code) : undefined;

@@ -271,6 +271,11 @@ export class HistoryWriter {
       const batch = this.#oldest(this.#batchSize, { dueBy: opts.all ? Infinity : this.#now() });
       if (!batch.length) return true;
       if (!await this.#writeBatch(batch)) return false;
+      // A short batch emptied the queue of due rows: the background loop leaves the rows that
+      // came in while it was written to the next tick (`#rearm`). Chasing them at once would
+      // shrink every batch to what one write's duration gathers, and each batch has a fixed
+      // cost on both threads (post, transaction, commit) however few rows it carries.
+      if (!opts.all && batch.length < this.#batchSize) return true;
       // Let requests in between batches (they may share this thread with the driver).
       await new Promise((resolve) => setTimeout(resolve, 0));
     }

@@ -56,3 +56,37 @@ Deno.test("where the worker cannot open the database, the fallback writes instea
     }
   });
 });
+
+Deno.test("a statement text sent once is reused by later batches, even after a refused batch", async () => {
+  await withTempDb(async ({ db, url }) => {
+    const executor = workerExecutor(url);
+    const insert = "INSERT INTO instances (id, started_at, heartbeat_at) VALUES (?, ?, ?)";
+    try {
+      await executor.run([{ sql: insert, args: ["t1", 1, 1] }]);
+      await executor.run([{ sql: insert, args: ["t2", 2, 2] }, {
+        sql: insert,
+        args: ["t3", 3, 3],
+      }]);
+      // The worker learns a text from a batch it refuses, and the next batch names it by number.
+      const upsert = "INSERT INTO instances (id, started_at, heartbeat_at) VALUES (?, ?, ?) " +
+        "ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at";
+      await assert.rejects(executor.run([
+        { sql: upsert, args: ["t4", 4, 4] },
+        { sql: insert, args: ["t1", 1, 1] },
+      ]));
+      await executor.run([{ sql: upsert, args: ["t1", 9, 9] }, {
+        sql: upsert,
+        args: ["t5", 5, 5],
+      }]);
+      const rows = await db.client.execute("SELECT id, heartbeat_at FROM instances ORDER BY id");
+      assert.deepEqual(rows.rows.map((r) => [r.id, r.heartbeat_at]), [
+        ["t1", 9],
+        ["t2", 2],
+        ["t3", 3],
+        ["t5", 5],
+      ]);
+    } finally {
+      await executor.close();
+    }
+  });
+});

@@ -313,3 +313,40 @@ Deno.test("deferred open rows: a short request is written once, a long one as op
     }
   });
 });
+
+Deno.test("rows that arrive while a batch is written wait for the next tick, as one batch", async () => {
+  const runs: { rows: number; done: () => void }[] = [];
+  const timers: (() => void)[] = [];
+  const writer = new HistoryWriter(null as never, {
+    executor: {
+      run: (statements) =>
+        new Promise<void>((done) => {
+          let values = 0;
+          for (const s of statements) {
+            if (typeof s !== "string" && Array.isArray(s.args)) values += s.args.length;
+          }
+          runs.push({ rows: values / 25, done }); // a request row binds 25 values
+        }),
+      close: () => Promise.resolve(),
+    },
+    after: (_ms, fn) => {
+      timers.push(fn);
+      return () => {};
+    },
+  });
+  writer.writeRequest(requestRecord({ id: "r1", state: "closed" }));
+  timers.shift()!();
+  assert.deepEqual(runs.map((r) => r.rows), [1]);
+  writer.writeRequest(requestRecord({ id: "r2", state: "closed" }));
+  writer.writeRequest(requestRecord({ id: "r3", state: "closed" }));
+  runs[0]!.done();
+  await new Promise((resolve) => setTimeout(resolve, 30));
+  assert.deepEqual(runs.map((r) => r.rows), [1], "r2 and r3 wait for the timer");
+  assert.equal(timers.length, 1, "the loop re-armed its timer for them");
+  timers.shift()!();
+  assert.deepEqual(runs.map((r) => r.rows), [1, 2]);
+  runs[1]!.done();
+  await new Promise((resolve) => setTimeout(resolve, 30));
+  assert.equal(writer.stats().written, 3);
+  assert.equal(writer.stats().pending, 0);
+});
