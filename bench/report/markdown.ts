@@ -418,7 +418,9 @@ function hotPath(r: BenchResults): string {
     `\`--inspect\` server attached instead, the runtime reports every fetch to the network panel ` +
     `and tees each response body for it, which inflated fetch and Web Streams in earlier ` +
     `profiles. Self time, as a share of all non-idle samples. The history writer's worker ` +
-    `thread is not in them (see scenario 5 for its CPU).`,
+    `thread is not in them (see scenario 5 for its CPU). Line numbers are the profiler's: of ` +
+    `the JavaScript the runtime made of each TypeScript file, so up to tens of lines before ` +
+    `the function's line in the source (type declarations are gone).`,
     ...(p
       ? [
         "",
