@@ -44,7 +44,11 @@ export function methodSection(r: BenchResults): string {
     "its min–max, so a change smaller than that spread is not shown by a run. For a " +
     "before/after on a busy machine, `bench/cpu_ab.ts --base DIR` runs the same measure on " +
     "this checkout and another (e.g. `git archive main | tar -x -C DIR`) in alternation, and " +
-    "`bench/profile_gateway.ts --route stream64|zero|delay20` profiles one route in a minute.",
+    "`bench/profile_gateway.ts --route stream64|zero|delay20` profiles one route in a minute " +
+    "(`PROF_DUMP=FILE` keeps the raw profile, for a call-tree view). A bench gateway also " +
+    "writes a heap snapshot on `POST /heap/snapshot?path=FILE` at its control port " +
+    "(bench/gateway_entry.ts): compare two, taken before and while streams are held, to see " +
+    "what a held stream keeps alive.",
     "- **Time scale.** Only scenario 4 scales time (`PULSEGATE_TIME_SCALE`), to make the 15 s " +
     "opening hold and keep-alive interval short enough to hold thousands of streams in seconds.",
     "- **File limit.** Each spawned process raises its soft `ulimit -n` (to the hard limit " +
