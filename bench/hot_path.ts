@@ -47,10 +47,31 @@ export interface ProfileEnv extends LoadEnv {
   log(message: string): void;
 }
 
-interface ProfileNode {
+export interface ProfileNode {
   id: number;
   callFrame: { functionName: string; url: string; lineNumber: number };
   hitCount?: number;
+}
+
+/** A V8 CPU profile as `Profiler.stop` answers it: times in µs on the profiled process's clock. */
+export interface CpuProfile {
+  nodes: ProfileNode[];
+  startTime: number;
+  samples?: number[];
+  timeDeltas?: number[];
+}
+
+/** The profile's nodes with hit counts of only the samples taken `fromUs` after it started. */
+export function nodesAfter(profile: CpuProfile, fromUs: number): ProfileNode[] {
+  const hits = new Map<number, number>();
+  let at = profile.startTime;
+  const samples = profile.samples ?? [];
+  for (let i = 0; i < samples.length; i++) {
+    at += profile.timeDeltas?.[i] ?? 0;
+    if (at - profile.startTime < fromUs) continue;
+    hits.set(samples[i]!, (hits.get(samples[i]!) ?? 0) + 1);
+  }
+  return profile.nodes.map((node) => ({ ...node, hitCount: hits.get(node.id) ?? 0 }));
 }
 
 /** Repository-relative paths, and npm packages by their own name. */

@@ -4,6 +4,7 @@
  * `bench/latency_vs_load.svg` and `docs/benchmarks.md` under DIR (default: the repository).
  * `--render` measures nothing: it rewrites the checks, doc and chart from DIR's results.json.
  */
+import { profileHeldContent } from "./held_profile.ts";
 import type { BenchContext } from "./context.ts";
 import { cpuSnapshot, describeMachine, pinning, waitForQuiet } from "./machine.ts";
 import { AUTOCANNON, defaultToolsDir, ensureNodeTools, PORTKEY } from "./npm_tools.ts";
@@ -72,6 +73,7 @@ async function run(args: Args): Promise<BenchResults> {
   let scenarios: BenchResults["scenarios"];
   let hot: BenchResults["hotPath"] = null;
   let hotStream: BenchResults["hotPathStream"] = null;
+  let hotHeld: BenchResults["hotPathHeld"] = null;
   try {
     scenarios = {
       addedLatency: await addedLatency(ctx),
@@ -84,6 +86,7 @@ async function run(args: Args): Promise<BenchResults> {
     if (args.profile.name === "full") {
       hot = await profileHotPath({ ...ctx, fake: stack.fake.url });
       hotStream = await profileHotPath({ ...ctx, fake: stack.fake.url }, STREAM_HOT_PATH);
+      hotHeld = await profileHeldContent(ctx);
     }
   } finally {
     await stack.stop();
@@ -115,7 +118,8 @@ async function run(args: Args): Promise<BenchResults> {
     scenarios,
     hotPath: hot,
     hotPathStream: hotStream,
-    targets: checkTargets(scenarios, { hot, hotStream, machine }),
+    hotPathHeld: hotHeld,
+    targets: checkTargets(scenarios, { hot, hotStream, hotHeld, machine }),
   };
 }
 
@@ -150,6 +154,7 @@ async function rerender(out: string): Promise<BenchResults> {
   results.targets = checkTargets(results.scenarios, {
     hot: results.hotPath,
     hotStream: results.hotPathStream,
+    hotHeld: results.hotPathHeld ?? null,
     machine: results.machine,
   });
   return results;

@@ -232,6 +232,8 @@ export interface BenchResults {
   hotPath: HotPathProfile | null;
   /** The same for streamed answers. */
   hotPathStream: HotPathProfile | null;
+  /** The serving thread while scenario 4's largest count gets its content (held_profile.ts). */
+  hotPathHeld?: HotPathProfile | null;
   targets: TargetCheck[];
 }
 

@@ -10,6 +10,8 @@ export interface Context {
   /** The serving thread's profiles: whole answers, streams. */
   hot: HotPathProfile | null;
   hotStream: HotPathProfile | null;
+  /** The same while held streams get their content; absent from older runs. */
+  hotHeld?: HotPathProfile | null;
   machine: Machine | null;
 }
 

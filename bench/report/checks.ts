@@ -266,6 +266,7 @@ export function checkTargets(
     scenarios: s,
     hot: opts.hot ?? null,
     hotStream: opts.hotStream ?? null,
+    hotHeld: opts.hotHeld ?? null,
     machine: opts.machine ?? null,
   };
   return [
@@ -273,7 +274,7 @@ export function checkTargets(
     streamGapCheck(ctx),
     cpuRequestCheck(ctx),
     floorThroughputCheck(s.throughput, ctx),
-    ...heldChecks(s.heldStreams),
+    ...heldChecks(s.heldStreams, ctx.hotHeld ?? null),
     rssCheck(ctx),
     ...latencyChecks(s.addedLatency, ctx),
     portkeyCheck(s.throughput),

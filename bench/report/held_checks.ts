@@ -2,8 +2,8 @@
  * Issue 16's held-stream targets (scenario 4): memory per held stream, and how late the content
  * after 5,000 held streams arrives against the floor held at the same count.
  */
-import type { HeldResult, HeldRow, TargetCheck } from "../results.ts";
-import { fmt, unmeasured } from "./check_parts.ts";
+import type { HeldResult, HeldRow, HotPathProfile, TargetCheck } from "../results.ts";
+import { fmt, shareOf, unmeasured } from "./check_parts.ts";
 
 const LIMIT_KIB = 80;
 const FULL_COUNT = 5_000;
@@ -54,7 +54,12 @@ function memoryCheck(s: HeldResult): TargetCheck {
   };
 }
 
-function lateAdvice(s: HeldResult, gw: HeldRow, floor: HeldRow): string {
+function lateAdvice(
+  s: HeldResult,
+  rows: { gw: HeldRow; floor: HeldRow },
+  hot: HotPathProfile | null,
+): string {
+  const { gw, floor } = rows;
   const frames = gw.count * s.deltas;
   const perFrame = (r: HeldRow) => (r.proxyCpuSeconds * 1e6) / (r.count * s.deltas);
   const byCount = s.rows.filter((x) => x.target === "pulsegate")
@@ -72,9 +77,21 @@ function lateAdvice(s: HeldResult, gw: HeldRow, floor: HeldRow): string {
     `${fmt(perFrame(floor), 0)} µs (${frames} frames; holding and keep-alives included). ` +
     `The latest frame by stream count: ${byCount}. At this count pulsegate's heap holds about ` +
     `${fmt(((gw.heapBytesPerStream ?? NaN) * gw.count) / MiB, 0)} MiB of live stream state ` +
-    "for the garbage collector to walk. " + jsRelayLate(s, gw) +
-    "This scenario is not profiled; the CPU per delta of scenario 6 (below) is the same relay " +
-    "work without the held state.";
+    "for the garbage collector to walk. " + jsRelayLate(s, gw) + heldProfileText(hot);
+}
+
+/** What the profile of the content phase (bench/held_profile.ts) says, where it was taken. */
+function heldProfileText(hot: HotPathProfile | null): string {
+  if (!hot) {
+    return "The content phase was not profiled in this run; the CPU per delta of scenario 6 " +
+      "(below) is the same relay work without the held state.";
+  }
+  const f = hot.byFile;
+  const ours = shareOf(f, /^(gateway|db)\//);
+  return `In the profile of the content phase (below, ${hot.seconds} s after the release) ` +
+    `GC takes ${fmt(shareOf(f, /garbage/), 1)} %, Web Streams ` +
+    `${fmt(shareOf(f, /06_streams/), 1)} %, pulsegate's own files ${fmt(ours, 1)} % ` +
+    `(the 15 busiest files), the rest is the runtime's I/O and promises.`;
 }
 
 /** How late the JS relay's content came at the same count, where it was held too. */
@@ -86,7 +103,7 @@ function jsRelayLate(s: HeldResult, gw: HeldRow): string {
     `${fmt(js.proxyCpuSeconds, 1)} s of CPU. `;
 }
 
-function lateCheck(s: HeldResult): TargetCheck {
+function lateCheck(s: HeldResult, hot: HotPathProfile | null): TargetCheck {
   const target = `${FULL_COUNT.toLocaleString("en")} held streams then content: no frame ` +
     `later than ${ALLOWANCE_MS} ms more than the floor's (issue 16)`;
   const gw = largest(s, "pulsegate");
@@ -117,10 +134,10 @@ function lateCheck(s: HeldResult): TargetCheck {
       `${s.lateMs} ms ${gw.lateDeltas} vs ${floor.lateDeltas}; ${gw.lostDeltas} lost`,
     met,
     gap: met ? "" : `missed: ${misses.join("; ")}`,
-    closeWith: met || onTime ? "" : lateAdvice(s, gw, floor),
+    closeWith: met || onTime ? "" : lateAdvice(s, { gw, floor }, hot),
   };
 }
 
-export function heldChecks(s: HeldResult): TargetCheck[] {
-  return [memoryCheck(s), lateCheck(s)];
+export function heldChecks(s: HeldResult, hot: HotPathProfile | null = null): TargetCheck[] {
+  return [memoryCheck(s), lateCheck(s, hot)];
 }

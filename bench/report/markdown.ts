@@ -409,7 +409,8 @@ function profileTables(p: HotPathProfile, functions: number): string[] {
 function hotPath(r: BenchResults): string {
   const p = r.hotPath;
   const st = r.hotPathStream ?? null;
-  if (!p && !st) return "";
+  const held = r.hotPathHeld ?? null;
+  if (!p && !st && !held) return "";
   return [
     "## Where pulsegate's CPU goes",
     "",
@@ -437,6 +438,16 @@ function hotPath(r: BenchResults): string {
         `(64 deltas 20 ms apart; ${n(st.rps, 1)} streams/s under the profiler).`,
         "",
         ...profileTables(st, 15),
+      ]
+      : []),
+    ...(held
+      ? [
+        "",
+        `**Held streams' content**: ${n(held.concurrency, 0)} streams held as in scenario 4, ` +
+        `the profile summed over the ${held.seconds} s after the fake released them ` +
+        `(${n(held.rps, 0)} frames/s relayed).`,
+        "",
+        ...profileTables(held, 15),
       ]
       : []),
   ].join("\n");

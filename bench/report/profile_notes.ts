@@ -27,15 +27,17 @@ export function cpuAdvice(hot: HotPathProfile | null): string {
     `Request objects ${fmt(requests, 1)} %; the rest of fetch ${fmt(fetchRest, 1)} %, which ` +
     `the floor pays too; building, queuing and posting history rows ${historyShare(hot)}; GC ` +
     `${shareText(f, /garbage/)}. Fetch is handed a url and init (each adapter's \`buildPost\`), ` +
-    "and the answer is read into one reused buffer (gateway/forward/body_reader.ts); what is " +
-    "left is the stream machinery of the answer's body and of Deno.serve, history, and GC.";
+    "and the answer is read into a buffer kept from request to request " +
+    "(gateway/forward/body_reader.ts); what is left is the stream machinery of the answer's " +
+    "body and of Deno.serve, history, and GC.";
 }
 
 /** What the streams profile says, and the one known cause left on that path. */
 export function streamAdvice(hot: HotPathProfile | null): string {
   const cut =
     "A plain Chat text delta is no longer parsed (gateway/formats/openai_chat/stream.ts " +
-    "`quickChat`), and one upstream read is one write to the client; what is left is the stream " +
+    "`quickChat`), one upstream read is one write to the client, and events passed on unchanged " +
+    "go out as the bytes they came in (gateway/formats/sse_stream.ts); what is left is the stream " +
     "machinery: the upstream body's reader and the client's stream, which Deno.serve pumps " +
     "chunk by chunk in JavaScript (the floor hands its fetch body to Deno.serve whole).";
   if (!hot) return cut;

@@ -38,14 +38,32 @@ async function settledInflight(gateway: string): Promise<number> {
   return last;
 }
 
-async function holdThrough(
+/** The fake's mode for this profile's held streams. */
+export function heldMode(ctx: BenchContext): string {
+  const p = ctx.profile.held;
+  return `held-${MAX_SILENCE_MS}-${p.deltas}-${p.deltaGapMs}`;
+}
+
+/** A fresh pulsegate for held streams, on the scenario's time scale. */
+export function startHeldGateway(ctx: BenchContext, opts: { name: string }): Promise<Service> {
+  return startPulsegate(ctx.layout, {
+    name: opts.name,
+    dir: `${ctx.workDir}/${opts.name}`,
+    config: gatewayConfig({ fake: ctx.stack.fake.url, routes: { held: heldMode(ctx) } }),
+    history: true,
+    timeScale: TIME_SCALE,
+  });
+}
+
+/** The load job that holds `count` streams through a proxy, then has the fake release them. */
+export function heldJob(
   ctx: BenchContext,
   opts: { target: TargetId; proxy: Service; count: number; mode: string },
-): Promise<HeldRow> {
+): HeldJob {
   const p = ctx.profile.held;
   const endpoints = { fake: ctx.stack.fake.url, [opts.target]: opts.proxy.url };
   const rampMs = (opts.count / p.openPerSecond) * 1000;
-  const job: HeldJob = {
+  return {
     request: requestFor(opts.target, { endpoints, mode: opts.mode, route: "held", stream: true }),
     count: opts.count,
     openPerSecond: p.openPerSecond,
@@ -58,6 +76,13 @@ async function holdThrough(
     holdTimeoutMs: rampMs + HOLD_MS + 15_000,
     endTimeoutMs: p.deltas * p.deltaGapMs + 20_000,
   };
+}
+
+async function holdThrough(
+  ctx: BenchContext,
+  opts: { target: TargetId; proxy: Service; count: number; mode: string },
+): Promise<HeldRow> {
+  const job = heldJob(ctx, opts);
   ctx.log(`held streams: ${opts.count} through ${opts.target}`);
   const cpuBefore = await opts.proxy.cpuMs();
   const r = await loadJob<HeldJobResult>(ctx, {
@@ -94,16 +119,10 @@ async function holdThrough(
 
 export async function heldStreams(ctx: BenchContext): Promise<HeldResult> {
   const p = ctx.profile.held;
-  const mode = `held-${MAX_SILENCE_MS}-${p.deltas}-${p.deltaGapMs}`;
+  const mode = heldMode(ctx);
   const rows: HeldRow[] = [];
   for (const count of p.counts) {
-    const gw = await startPulsegate(ctx.layout, {
-      name: `pulsegate_held_${count}`,
-      dir: `${ctx.workDir}/held_${count}`,
-      config: gatewayConfig({ fake: ctx.stack.fake.url, routes: { held: mode } }),
-      history: true,
-      timeScale: TIME_SCALE,
-    });
+    const gw = await startHeldGateway(ctx, { name: `pulsegate_held_${count}` });
     try {
       rows.push(await holdThrough(ctx, { target: "pulsegate", proxy: gw, count, mode }));
     } finally {
