@@ -1,5 +1,6 @@
 import { clientError, GatewayError } from "../runtime/gateway_error.ts";
 import { clientDisconnected } from "../forward/stop_reasons.ts";
+import { concatBytes } from "../runtime/join_bytes.ts";
 
 /** docs/design.md "Client API": the default limit on a request body. */
 export const BODY_LIMIT_BYTES = 32 * 1024 * 1024;
@@ -60,13 +61,7 @@ async function countedBody(
     if (err instanceof GatewayError) throw err;
     throw opts.signal.aborted ? opts.signal.reason : clientDisconnected();
   }
-  const bytes = new Uint8Array(size);
-  let at = 0;
-  for (const c of chunks) {
-    bytes.set(c, at);
-    at += c.byteLength;
-  }
-  return bytes;
+  return concatBytes(chunks);
 }
 
 function parse(text: string): unknown {

@@ -1,5 +1,6 @@
 import { StreamChannel } from "./client_channel.ts";
 import { FIRST_READ_BYTES } from "./body_reader.ts";
+import { concatBytes } from "../runtime/join_bytes.ts";
 import type { ClientStreamEncoder, ClientStreamShape, UpstreamFrame } from "../formats/format.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
 import { runCandidates, type RunHop } from "./failover.ts";
@@ -234,27 +235,15 @@ function finishes(frame: UpstreamFrame): boolean {
   return frame.finishes ?? frame.events.some((e) => e.type === "finish");
 }
 
+/** One read's output as one chunk; events cut from one chunk and passed on whole are that chunk. */
 function concat(parts: Uint8Array[]): Uint8Array {
-  let size = 0;
-  let adjacent = true;
-  for (let i = 0; i < parts.length; i++) {
-    const part = parts[i]!;
-    const prev = parts[i - 1];
-    if (prev) {
-      adjacent &&= part.buffer === prev.buffer &&
-        part.byteOffset === prev.byteOffset + prev.byteLength;
-    }
-    size += part.byteLength;
-  }
-  // Events cut from one chunk and passed on whole are that chunk again: no copy.
-  if (adjacent) return new Uint8Array(parts[0]!.buffer, parts[0]!.byteOffset, size);
-  const bytes = new Uint8Array(size);
-  let at = 0;
+  const first = parts[0]!;
+  let end = first.byteOffset;
   for (const part of parts) {
-    bytes.set(part, at);
-    at += part.byteLength;
+    if (part.buffer !== first.buffer || part.byteOffset !== end) return concatBytes(parts);
+    end += part.byteLength;
   }
-  return bytes;
+  return new Uint8Array(first.buffer, first.byteOffset, end - first.byteOffset);
 }
 
 /**
