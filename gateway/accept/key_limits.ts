@@ -4,6 +4,7 @@ import { GatewayError } from "../runtime/gateway_error.ts";
 import type { KeyUsageRow } from "../../db/key_usage_store.ts";
 import type { KeyUsageMeter } from "./key_usage_meter.ts";
 import { budgetPeriod, slidingUse } from "./usage_windows.ts";
+import { onePer } from "../runtime/memo.ts";
 
 /** A key's use against its limits (admin page, and the checks below). */
 export interface KeyUse {
@@ -115,16 +116,7 @@ export function meteredBilling(
 }
 
 /** Billing with no meter to tell keeps no state of its own: one per config serves every request. */
-const plainBillings = new WeakMap<Config, Billing>();
-
-function plainBilling(config: Config): Billing {
-  let billing = plainBillings.get(config);
-  if (!billing) {
-    billing = billingFor(config);
-    plainBillings.set(config, billing);
-  }
-  return billing;
-}
+const plainBilling = onePer((config: Config) => billingFor(config));
 
 function billedUse(billed: Billed) {
   return { tokens: billed.tokens, costUsd: billed.costUsd ?? 0 };

@@ -2,6 +2,7 @@ import type { MiddlewareHandler } from "hono";
 import { clientError, type GatewayError } from "../runtime/gateway_error.ts";
 import { errorFor } from "./not_found.ts";
 import type { RunState } from "./proxy.ts";
+import { boundedMemo } from "../runtime/memo.ts";
 
 /**
  * What a web page in the operator's browser must not be able to do (docs/security.md):
@@ -104,24 +105,16 @@ function requestHost(request: Request): string {
 }
 
 /**
- * Host names already parsed: clients send the same few Host values on every request. Bounded,
- * since the values are the clients' to choose.
+ * The host name of a Host header, lower case, without port or a trailing dot; null if bad.
+ * Clients send the same few Host values on every request: each is parsed once.
  */
-const hostNames = new Map<string, string | null>();
-
-/** The host name of a Host header, lower case, without port or a trailing dot; null if bad. */
-function hostName(host: string): string | null {
-  let name = hostNames.get(host);
-  if (name !== undefined) return name;
+const hostName = boundedMemo((host: string): string | null => {
   try {
-    name = new URL(`http://${host}`).hostname.replace(/\.$/, "");
+    return new URL(`http://${host}`).hostname.replace(/\.$/, "");
   } catch {
-    name = null;
+    return null;
   }
-  if (hostNames.size >= 256) hostNames.clear();
-  hostNames.set(host, name);
-  return name;
-}
+}, { max: 256 });
 
 function isLoopbackName(name: string): boolean {
   return name === "localhost" || name === "[::1]" || /^127\.\d+\.\d+\.\d+$/.test(name);

@@ -2,6 +2,7 @@ import type { AttemptRecord, RequestRecord } from "../../db/records.ts";
 import type { Upstream } from "../config/schema.ts";
 import type { UpstreamKind } from "../formats/format.ts";
 import { formatTraceparent } from "./trace_context.ts";
+import { boundedMemo } from "../runtime/memo.ts";
 
 /** `gen_ai.provider.name` of each upstream kind (OpenTelemetry GenAI conventions). */
 const PROVIDERS: Record<UpstreamKind, string> = {
@@ -19,25 +20,23 @@ interface Server {
   port: number | undefined;
 }
 
-/** Per scheme and authority: an upstream's calls all go to the same one, so it is parsed once. */
-const servers = new Map<string, Server>();
+/**
+ * Per scheme and authority: an upstream's calls all go to the same one, so it is parsed once
+ * (bounded: upstreams are few, but a url may carry a per-call part in its authority).
+ */
+const serverAt = boundedMemo((origin: string): Server => {
+  const parsed = new URL(origin);
+  return {
+    address: parsed.hostname.replace(/^\[(.*)\]$/, "$1"),
+    port: parsed.port ? Number(parsed.port) : DEFAULT_PORTS[parsed.protocol],
+  };
+}, { max: 256 });
 
 /** The span's `server.address` and `server.port` of a call to `url`. */
 function serverOf(url: string): Server {
   // Up to the path: it holds the whole authority (no "/" in there), and more is only a longer key.
   const end = url.indexOf("/", url.indexOf("//") + 2);
-  const origin = end < 0 ? url : url.slice(0, end);
-  let server = servers.get(origin);
-  if (server) return server;
-  const parsed = new URL(url);
-  server = {
-    address: parsed.hostname.replace(/^\[(.*)\]$/, "$1"),
-    port: parsed.port ? Number(parsed.port) : DEFAULT_PORTS[parsed.protocol],
-  };
-  // Bounded: upstreams are few, but a url may carry a per-call part in its authority.
-  if (servers.size >= 256) servers.clear();
-  servers.set(origin, server);
-  return server;
+  return serverAt(end < 0 ? url : url.slice(0, end));
 }
 
 /** The parts of a hop (gateway/forward/hop.ts) the hook reads. */

@@ -7,6 +7,7 @@ import {
 } from "../forward/hop.ts";
 import type { Config, Route, Upstream } from "../config/schema.ts";
 import type { UpstreamKind } from "../formats/format.ts";
+import { onePer } from "../runtime/memo.ts";
 
 /**
  * What an upstream of `kind` could not be sent of this request, or nothing.
@@ -73,17 +74,10 @@ export function planCandidates(
   return ordered;
 }
 
-const upstreamMaps = new WeakMap<Config, Map<string, Upstream>>();
-
 /** A config's upstreams by id, made once per config. */
-function upstreamsById(config: Config): Map<string, Upstream> {
-  let byId = upstreamMaps.get(config);
-  if (!byId) {
-    byId = new Map(config.upstreams.map((u) => [u.id, u]));
-    upstreamMaps.set(config, byId);
-  }
-  return byId;
-}
+const upstreamsById = onePer((config: Config) =>
+  new Map<string, Upstream>(config.upstreams.map((u) => [u.id, u]))
+);
 
 /**
  * "Equal" candidates are neighbours with the same model name on different

@@ -21,6 +21,7 @@ import {
 } from "../../accept/request_fields.ts";
 import { isRecord } from "../json.ts";
 import { systemText } from "../system_turns.ts";
+import { boundedMemo } from "../../runtime/memo.ts";
 
 /** Where parsed input lands: system text, turns, and what only a Chat upstream can take. */
 interface Into {
@@ -281,19 +282,11 @@ export function maxTokensField(
     : "max_tokens";
 }
 
-/** By base URL, parsed once each: every hop to a Chat upstream asks (bounded, like the config). */
-const OPENAI_HOSTS = new Map<string, boolean>();
-
-function isOpenAiHost(baseUrl: string): boolean {
-  let known = OPENAI_HOSTS.get(baseUrl);
-  if (known === undefined) {
-    const host = URL.parse(baseUrl)?.hostname ?? "";
-    known = host === "api.openai.com" || host.endsWith(".openai.azure.com");
-    if (OPENAI_HOSTS.size >= 1024) OPENAI_HOSTS.clear();
-    OPENAI_HOSTS.set(baseUrl, known);
-  }
-  return known;
-}
+/** By base URL, parsed once each: every hop to a Chat upstream asks. */
+const isOpenAiHost = boundedMemo((baseUrl: string): boolean => {
+  const host = URL.parse(baseUrl)?.hostname ?? "";
+  return host === "api.openai.com" || host.endsWith(".openai.azure.com");
+}, { max: 1024 });
 
 const REASONING_MODEL = /(?:^|\/)(?:o\d+(?:-|$)|gpt-(?:[5-9]|\d\d))/i;
 
