@@ -10,9 +10,9 @@
  * `--base` runs that checkout's gateway (its bench/gateway_entry.ts) as a second target, e.g.
  * `git archive main | tar -x -C /tmp/base`, for a before/after in the same conditions.
  */
-import { pinning } from "./machine.ts";
+import { benchLayout } from "./machine.ts";
 import { defaultToolsDir, ensureNodeTools } from "./npm_tools.ts";
-import { type Layout, Service } from "./services.ts";
+import { Service } from "./services.ts";
 import { MAIN_ROUTES, REPO_ROOT, startFake, startFloor } from "./stack.ts";
 import { gatewayConfig } from "./targets.ts";
 import { measureCpu, spreadOf } from "./scenarios/cpu_cost.ts";
@@ -30,13 +30,7 @@ const concurrency = Number(option("concurrency", "16"));
 const base = option("base", "");
 
 const workDir = await Deno.makeTempDir({ prefix: "pulsegate-cpu-ab-" });
-const pins = await pinning(navigator.hardwareConcurrency);
-const layout: Layout = {
-  proxyCpus: pins?.proxy ?? null,
-  loadCpus: pins?.load ?? null,
-  nofile: 65_536,
-  logDir: workDir,
-};
+const layout = await benchLayout({ cpus: navigator.hardwareConcurrency, logDir: workDir });
 
 async function gateway(name: string, root: string, fake: string): Promise<Service> {
   const dir = `${workDir}/${name}`;

@@ -1,4 +1,5 @@
 import type { Machine } from "./results.ts";
+import type { Layout } from "./services.ts";
 
 async function readOr(path: string, fallback: string): Promise<string> {
   try {
@@ -41,6 +42,17 @@ export async function pinning(cpus: number): Promise<{ proxy: string; load: stri
   const taskset = await commandLine("taskset", ["-c", "0", "true"]);
   if (taskset === null) return null;
   return { proxy: "0", load: cpus > 2 ? `1-${cpus - 1}` : "1" };
+}
+
+/** Where a bench run's processes go (see `pinning`), and where their logs are written. */
+export async function benchLayout(opts: { cpus: number; logDir: string }): Promise<Layout> {
+  const pins = await pinning(opts.cpus);
+  return {
+    proxyCpus: pins?.proxy ?? null,
+    loadCpus: pins?.load ?? null,
+    nofile: 65_536,
+    logDir: opts.logDir,
+  };
 }
 
 /** CPU time, in ms: the whole machine's busy time and this process's own plus its children's. */

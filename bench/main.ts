@@ -6,7 +6,7 @@
  */
 import { profileHeldContent } from "./held_profile.ts";
 import type { BenchContext } from "./context.ts";
-import { cpuSnapshot, describeMachine, pinning, waitForQuiet } from "./machine.ts";
+import { benchLayout, cpuSnapshot, describeMachine, waitForQuiet } from "./machine.ts";
 import { AUTOCANNON, defaultToolsDir, ensureNodeTools, PORTKEY } from "./npm_tools.ts";
 import { FULL, type Profile, QUICK } from "./profile.ts";
 import { profileHotPath, STREAM_HOT_PATH } from "./hot_path.ts";
@@ -20,7 +20,6 @@ import { historyWrites } from "./scenarios/history_writes.ts";
 import { cpuCost } from "./scenarios/cpu_cost.ts";
 import { streaming } from "./scenarios/streaming.ts";
 import { throughput } from "./scenarios/throughput.ts";
-import type { Layout } from "./services.ts";
 import { REPO_ROOT, startStack } from "./stack.ts";
 
 interface Args {
@@ -45,14 +44,8 @@ async function run(args: Args): Promise<BenchResults> {
   const log = (message: string) =>
     console.error(`[bench ${((performance.now() - started) / 1000).toFixed(1)}s] ${message}`);
   const machine = await describeMachine();
-  const pins = await pinning(machine.cpus);
   const workDir = await Deno.makeTempDir({ prefix: "pulsegate-bench-" });
-  const layout: Layout = {
-    proxyCpus: pins?.proxy ?? null,
-    loadCpus: pins?.load ?? null,
-    nofile: 65_536,
-    logDir: `${workDir}/logs`,
-  };
+  const layout = await benchLayout({ cpus: machine.cpus, logDir: `${workDir}/logs` });
   await Deno.mkdir(layout.logDir, { recursive: true });
   log(`${args.profile.name} run; work dir ${workDir}; tools in ${defaultToolsDir()}`);
   const tools = await ensureNodeTools({

@@ -6,9 +6,8 @@
  *     [--concurrency 64] [--seconds 4] [--top 25]
  */
 import { DEFAULT_HOT_PATH, type HotPathOptions, profileHotPath } from "./hot_path.ts";
-import { pinning } from "./machine.ts";
+import { benchLayout } from "./machine.ts";
 import { defaultToolsDir, ensureNodeTools } from "./npm_tools.ts";
-import type { Layout } from "./services.ts";
 import { startFake } from "./stack.ts";
 
 function option(name: string): string | undefined {
@@ -26,13 +25,7 @@ const opts: HotPathOptions = {
   top: Number(option("top") ?? 25),
 };
 const workDir = await Deno.makeTempDir({ prefix: "pulsegate-profile-" });
-const pins = await pinning(navigator.hardwareConcurrency);
-const layout: Layout = {
-  proxyCpus: pins?.proxy ?? null,
-  loadCpus: pins?.load ?? null,
-  nofile: 65_536,
-  logDir: workDir,
-};
+const layout = await benchLayout({ cpus: navigator.hardwareConcurrency, logDir: workDir });
 const tools = await ensureNodeTools({ dir: defaultToolsDir(), installPortkey: false });
 const fake = await startFake(layout);
 try {
