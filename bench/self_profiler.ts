@@ -3,25 +3,32 @@
  * `--inspect` server: with it attached the runtime reports every fetch to the inspector's network
  * panel, and tees and base64-encodes each response body for it (`getInspectorNetwork` in the
  * runtime's fetch), which in a gateway's profile showed as a fifth of fetch's time and inflated the
- * Web Streams share; an in-process session does not switch that on.
+ * Web Streams share; an in-process session does not switch that on. The session's answers do not
+ * hold the event loop open: it serves a process that has something else pending (the bench
+ * gateway's servers); a script with nothing else pending exits in the middle of a call.
  */
 import inspector from "node:inspector";
 
 export class SelfProfiler {
   #session: inspector.Session | null = null;
 
+  /** Connected on first use, so a gateway that is never profiled has no session. */
+  #connected(): inspector.Session {
+    if (!this.#session) {
+      this.#session = new inspector.Session();
+      this.#session.connect();
+    }
+    return this.#session;
+  }
+
   #post<T>(method: string, params?: Record<string, unknown>): Promise<T> {
-    const session = this.#session!;
+    const session = this.#connected();
     return new Promise((resolve, reject) =>
       session.post(method, params ?? {}, (err, result) => err ? reject(err) : resolve(result as T))
     );
   }
 
   async start(samplingUs: number): Promise<void> {
-    if (!this.#session) {
-      this.#session = new inspector.Session();
-      this.#session.connect();
-    }
     await this.#post("Profiler.enable");
     await this.#post("Profiler.setSamplingInterval", { interval: samplingUs });
     await this.#post("Profiler.start");
@@ -29,10 +36,7 @@ export class SelfProfiler {
 
   /** Writes a heap snapshot (the `.heapsnapshot` JSON DevTools reads) to `path`. */
   async heapSnapshot(path: string): Promise<void> {
-    if (!this.#session) {
-      this.#session = new inspector.Session();
-      this.#session.connect();
-    }
+    const session = this.#connected();
     const file = await Deno.open(path, { write: true, create: true, truncate: true });
     const encoder = new TextEncoder();
     let writing = Promise.resolve();
@@ -42,12 +46,12 @@ export class SelfProfiler {
         for (let at = 0; at < bytes.length;) at += await file.write(bytes.subarray(at));
       });
     };
-    this.#session.on("HeapProfiler.addHeapSnapshotChunk", onChunk);
+    session.on("HeapProfiler.addHeapSnapshotChunk", onChunk);
     try {
       await this.#post("HeapProfiler.takeHeapSnapshot", { reportProgress: false });
       await writing;
     } finally {
-      this.#session.off("HeapProfiler.addHeapSnapshotChunk", onChunk);
+      session.off("HeapProfiler.addHeapSnapshotChunk", onChunk);
       file.close();
     }
   }
