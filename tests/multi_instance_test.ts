@@ -136,3 +136,43 @@ Deno.test("without a peer secret an abort reaches only the instance's own reques
     await up.close();
   }
 });
+
+/** Two instances on one database, each with its own address and the shared peer secret. */
+async function twoPeers(upstreamUrl: string) {
+  const dir = await Deno.makeTempDir({ prefix: "pulsegate-multi-" });
+  const [portA, portB] = [freePort(), freePort()];
+  const env = (port: number) => ({
+    PULSEGATE_ADMIN_TOKEN: "shared-admin",
+    PULSEGATE_PEER_SECRET: "peer-secret",
+    PULSEGATE_PUBLIC_URL: `http://127.0.0.1:${port}`,
+  });
+  const scale = 0.1; // see the first test
+  const config = chatRoute([upstreamUrl], { failover: { idle_timeout_secs: 3600 } });
+  const a = await startTestGateway(config, { dir, env: env(portA), port: portA, scale });
+  const b = await startTestGateway(undefined, { dir, env: env(portB), port: portB, scale });
+  return { a, b, dir, env, scale };
+}
+
+Deno.test("a session stored as a digest is aborted at another instance by its client's name", async () => {
+  const up = startFakeUpstream({ fallback: () => headersNever });
+  const { a, b } = await twoPeers(up.url);
+  try {
+    const name = "conv with spaces"; // outside the request-id rule: A keeps its digest
+    const one = postJson(`${a.url}/v1/chat/completions`, body, {
+      "x-request-id": "digest-on-a",
+      "x-session-id": name,
+    });
+    await running(a, "digest-on-a");
+    const viaB = await fetch(`${b.url}/sessions/${encodeURIComponent(name)}/abort`, {
+      method: "POST",
+      headers: ADMIN,
+    });
+    assert.equal(viaB.status, 200);
+    assert.deepEqual(await viaB.json(), { requests: ["digest-on-a"] });
+    assert.equal((await one).status, 499);
+  } finally {
+    await a.stop();
+    await b.stop();
+    await up.close();
+  }
+});
