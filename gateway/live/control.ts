@@ -51,7 +51,12 @@ export function controlRoutes(deps: ControlDeps): Hono {
   const scopeOf = async (request: Request): Promise<AbortScope | Response> => {
     if (isForwarded(request)) {
       const now = deps.clock.now();
-      const scope = await peerScope(request, { secret: deps.peerSecret, now, seen });
+      const scope = await peerScope(request, {
+        secret: deps.peerSecret,
+        now,
+        seen,
+        self: deps.instanceId,
+      });
       return scope ?? deny(401, "instance call without a valid peer signature");
     }
     if (isAdmin(request, access())) return { admin: true };
