@@ -12,7 +12,7 @@ import { rawRequest } from "./raw_http.ts";
 
 const ask = { model: "smart", messages: [{ role: "user", content: "hi" }] };
 
-async function assertBadHost(answer: { status: number; headers: Headers; text: string }) {
+function assertBadHost(answer: { status: number; headers: Headers; text: string }): void {
   assert.equal(answer.status, 400);
   assert.equal(answer.headers.get("x-pulsegate-error-code"), "gw.client.bad_host");
   assert.ok(answer.headers.get("x-request-id"));
@@ -26,21 +26,21 @@ Deno.test("a path inside the Host header is refused, not routed", async () => {
     up!.setHandler(() => chatWhole({ text: ["ok"], usage: { input: 1, output: 1 } }));
     // GET /api/session was answered from /admin/api/session: the Host's path was prepended.
     const session = await rawRequest(`${gw.url}/api/session`, { host: "localhost/admin" });
-    await assertBadHost(session);
+    assertBadHost(session);
     assert.doesNotMatch(session.text, /tokenRequired/);
     // The same trick on a change: nothing reaches the abort endpoints or the proxy.
     const abort = await rawRequest(`${gw.url}/abort`, {
       method: "POST",
       host: `127.0.0.1:${gw.port}/request/x`,
     });
-    await assertBadHost(abort);
+    assertBadHost(abort);
     const proxied = await rawRequest(`${gw.url}/completions`, {
       method: "POST",
       host: "localhost/v1/chat",
       headers: { "content-type": "application/json" },
       body: JSON.stringify(ask),
     });
-    await assertBadHost(proxied);
+    assertBadHost(proxied);
     assert.equal(up!.calls.length, 0);
   });
 });
@@ -71,7 +71,7 @@ Deno.test("only host[:port] is a Host: names, IPv4, bracketed IPv6, an optional 
     for (const host of bad) {
       const answer = await rawRequest(`${gw.url}/healthz`, { host });
       assert.equal(answer.status, 400, JSON.stringify(host));
-      await assertBadHost(answer);
+      assertBadHost(answer);
     }
     // Open mode (no admin token, no keys) serves loopback names, which all pass.
     const good = [
@@ -104,7 +104,7 @@ Deno.test("with an admin token and keys any well-formed name is served; a malfor
       host: "gateway.example/admin",
       headers: auth,
     });
-    await assertBadHost(answer);
+    assertBadHost(answer);
   }, {
     config: ([url]) => ({ ...chatRoute([url!]), keys: [{ id: "app", key_env: "APP_KEY" }] }),
     env: { PULSEGATE_ADMIN_TOKEN: ADMIN, APP_KEY: "k" },
