@@ -10,7 +10,10 @@ import { plainErrorResponse } from "./not_found.ts";
  * therefore checked before anything reads the URL built from it (docs/security.md "Host headers").
  */
 
-/** A name (letters, digits, `-`, `_` in dot-separated labels, an optional final dot), an IPv4 address or a bracketed IPv6 address, then an optional port. */
+/**
+ * A name (letters, digits, `-`, `_` in dot-separated labels, an optional final dot), an IPv4
+ * address or a bracketed IPv6 address, then an optional port.
+ */
 const HOST =
   /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_-]{1,63}(?:\.[A-Za-z0-9_-]{1,63})*\.?)(?::(\d{1,5}))?$/;
 
