@@ -7,6 +7,7 @@ import { listModels } from "./accept/model_list.ts";
 import { serveModelPath } from "./accept/model_paths.ts";
 import { installFallbacks, refuseOtherMethods } from "./accept/not_found.ts";
 import { originCheck } from "./accept/origin_check.ts";
+import { badHostResponse } from "./accept/host_header.ts";
 import { handleProxy } from "./accept/proxy.ts";
 
 export interface ServerDeps extends ControlDeps {
@@ -16,6 +17,15 @@ export interface ServerDeps extends ControlDeps {
   ready: () => { ok: boolean; reason?: string };
   /** PULSEGATE_PUBLIC_URL, an origin besides the Host's own that the admin page may use. */
   publicUrl?: string;
+}
+
+/**
+ * What Deno.serve runs: the Host header is checked before the app, whose router reads its path
+ * out of the URL the runtime built from that header (`gateway/accept/host_header.ts`).
+ */
+export function createHandler(deps: ServerDeps): Deno.ServeHandler {
+  const app = createApp(deps);
+  return (request, info) => badHostResponse(request) ?? app.fetch(request, info);
 }
 
 /** All routes of the one process: proxy, control, metrics, admin, health. */

@@ -18,7 +18,7 @@ import { demoConfig } from "./demo/demo.ts";
 import { createLogger, type Logger } from "./runtime/logger.ts";
 import { Metrics } from "./runtime/metrics.ts";
 import type { RunState } from "./accept/proxy.ts";
-import { createApp } from "./server.ts";
+import { createHandler } from "./server.ts";
 import { isLoopback, type Settings } from "./settings.ts";
 import type { Slots } from "./route/slots.ts";
 import { shuttingDown } from "./forward/stop_reasons.ts";
@@ -151,7 +151,7 @@ async function start(
     hostname: settings.host,
     port: settings.port,
     onListen: () => {},
-  }, createApp(deps).fetch);
+  }, createHandler(deps));
   let serving: Promise<void> | null = null;
   const stopServing = () => serving ??= server.shutdown();
   closers.add("server", stopServing);

@@ -232,7 +232,7 @@ export class LiveRequest {
     r.outcome = err ? "error" : "success";
     r.failureSource = err?.source ?? null;
     r.errorCode = err?.code ?? null;
-    r.errorMessage = err ? err.publicMessage : null;
+    r.errorMessage = err ? err.recordedMessage : null;
     r.costUsd = requestCost(this.attempts.map((a) => a.record));
     const { metrics } = this.deps;
     const route = this.metricsRoute ?? UNKNOWN_ROUTE;

@@ -36,6 +36,7 @@ export const ERROR_CODES = {
   "gw.client.unsupported": { source: "client", status: 400 },
   "gw.client.unsupported_media_type": { source: "client", status: 415 },
   "gw.client.host_not_allowed": { source: "client", status: 403 },
+  "gw.client.bad_host": { source: "client", status: 400 },
   "gw.client.cross_site": { source: "client", status: 403 },
   "gw.slots.full": { source: "gateway", status: 429 },
   "gw.key.rate_limited": { source: "client", status: 429 },
