@@ -14,7 +14,11 @@ export interface ServerDeps extends ControlDeps {
   admin: AdminDeps;
   /** The demo's simulated upstreams; `caller` is the peer address the request came from. */
   demo: ((request: Request, caller: Deno.NetAddr | undefined) => Promise<Response | null>) | null;
-  ready: () => { ok: boolean; reason?: string };
+  /**
+   * /readyz: `ok` when all is well; `serving` when this instance can serve though something is
+   * not (history not being recorded), which keeps it in a load balancer (docs/deploy.md).
+   */
+  ready: () => { ok: boolean; serving?: boolean; reason?: string };
   /** PULSEGATE_PUBLIC_URL, an origin besides the Host's own that the admin page may use. */
   publicUrl?: string;
 }
@@ -55,7 +59,7 @@ export function createApp(deps: ServerDeps): Hono {
   app.get("/healthz", (c) => c.json({ ok: true }));
   app.get("/readyz", (c) => {
     const ready = deps.ready();
-    return c.json(ready, ready.ok ? 200 : 503);
+    return c.json(ready, ready.ok || ready.serving ? 200 : 503);
   });
   app.route("/", controlRoutes(deps));
   app.route("/", adminRoutes(deps.admin));

@@ -48,6 +48,8 @@ export interface StartOptions {
   metricsOpen?: boolean;
   /** Told about each history batch written (the benchmark measures them). */
   onHistoryBatch?: (batch: { ms: number; rows: number }) => void;
+  /** Bound on history rows kept in memory while the database is away; default HISTORY_MEMORY_ROWS. */
+  historyMemoryRows?: number;
 }
 
 export interface Gateway {
@@ -98,6 +100,7 @@ async function start(
     log,
     closers,
     onHistoryBatch: opts.onHistoryBatch,
+    memoryRows: opts.historyMemoryRows,
     onDropped: (rows) => metrics.historyDropped.inc({}, rows),
     env: opts.env,
   });

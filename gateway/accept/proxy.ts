@@ -12,6 +12,7 @@ import { checkGuardrails, type Guardrails } from "./guardrails.ts";
 import type { GuardrailMatcher } from "./guardrail_matcher.ts";
 import { requireJsonContentType } from "./json_content_type.ts";
 import { readJsonBody } from "./read_body.ts";
+import type { KeyRefusalBudget } from "./key_refusal_budget.ts";
 import type { RefusedBudget } from "./refused_budget.ts";
 import { boundedSession, headerSession } from "./session_ids.ts";
 import { isRecord } from "../formats/json.ts";
@@ -54,6 +55,8 @@ export interface ProxyDeps extends Omit<ForwardDeps, "config"> {
   keyMeter?: KeyUsageMeter;
   /** How many refused requests still get a row this minute (docs/security.md). */
   refusedBudget: RefusedBudget;
+  /** How many of each key's requests refused after auth still get a row this minute. */
+  keyRefusals: KeyRefusalBudget;
 }
 
 interface Admitted {
@@ -71,6 +74,8 @@ interface Admission {
   id: string;
   admitted: Admitted | GatewayError;
   refused?: boolean;
+  /** The key auth found, even when the request is refused after it (its refusal budget). */
+  keyId?: string | null;
 }
 
 /** Synchronous unless a caller-chosen id must be looked up: most requests await nothing here. */
@@ -93,7 +98,7 @@ function admit(
     const err = clientError("x-request-id must be 1-128 characters of A-Za-z0-9._:-", {
       param: "x-request-id",
     });
-    return { id: crypto.randomUUID(), admitted: err };
+    return { id: crypto.randomUUID(), admitted: err, keyId: admitted.keyId };
   }
   return askedIdFree(asked, { admitted, deps });
 }
@@ -102,7 +107,9 @@ async function askedIdFree(
   asked: string,
   opts: { admitted: Admitted; deps: ProxyDeps },
 ): Promise<Admission> {
-  if (await opts.deps.requestIdTaken(asked)) return duplicate(asked, "was already used");
+  if (await opts.deps.requestIdTaken(asked)) {
+    return { ...duplicate(asked, "was already used"), keyId: opts.admitted.keyId };
+  }
   return { id: asked, admitted: opts.admitted };
 }
 
@@ -127,9 +134,11 @@ export async function handleProxy(
   const { codec, deps } = opts;
   const asked = request.headers.get("x-request-id");
   const admission = admit(request, { asked, deps });
-  let { id, admitted, refused = false } = admission instanceof Promise
+  let { id, admitted, refused = false, keyId = null } = admission instanceof Promise
     ? await admission
     : admission;
+  // The key auth found: the refusal budget the request's row counts against (docs/security.md).
+  if (!(admitted instanceof GatewayError)) keyId = admitted.keyId;
   if (refused && admitted instanceof GatewayError && !deps.refusedBudget.take()) {
     // Beyond the budget a refusal costs no row and no queue slot (docs/security.md).
     deps.metrics.refusedUnrecorded.inc();
@@ -149,7 +158,14 @@ export async function handleProxy(
     keyId: admitted instanceof GatewayError ? null : admitted.keyId,
     sessionId: headerSession(codec.format, request.headers),
     trace: incomingTrace(request.headers, { recording: deps.state.tracing?.() ?? false }),
-  }, { clock: deps.clock, sink: deps.sink, metrics: deps.metrics, expendable: refused });
+  }, {
+    clock: deps.clock,
+    sink: deps.sink,
+    metrics: deps.metrics,
+    expendable: refused,
+    // Before auth the budget above applies; after it, the key's own (docs/security.md).
+    refusal: refused ? undefined : deps.keyRefusals.reserve(keyId),
+  });
   deps.registry.add(live);
   if (!(admitted instanceof GatewayError)) {
     live.billing = meteredBilling(admitted.config, { keyId: admitted.keyId, meter: deps.keyMeter });

@@ -101,6 +101,10 @@ export class Metrics {
     "pulsegate_refused_unrecorded_total",
     "Refused requests (401/403/503 before auth) beyond the per-minute history budget: counted, not recorded.",
   );
+  keyRefusalsUnrecorded = new Counter(
+    "pulsegate_key_refusals_unrecorded_total",
+    "Requests refused after auth and before any upstream call (rate limited, bad body, unknown model, ...) beyond their key's per-minute history budget: counted, not recorded.",
+  );
   guardrailUnchecked = new Counter(
     "pulsegate_guardrail_unchecked_total",
     "Requests the guardrails could not check in full, by reason and outcome (blocked, allowed).",
@@ -122,6 +126,7 @@ export class Metrics {
     this.aborts.inc({}, 0);
     this.historyDropped.inc({}, 0);
     this.refusedUnrecorded.inc({}, 0);
+    this.keyRefusalsUnrecorded.inc({}, 0);
   }
   /** Filled in at render time by the owner of cooldown state. */
   cooldown: () => Array<{ upstream: string; paused: boolean }> = () => [];
@@ -155,6 +160,7 @@ export class Metrics {
       this.historyDropped.render(),
       this.guardrailUnchecked.render(),
       this.refusedUnrecorded.render(),
+      this.keyRefusalsUnrecorded.render(),
     ].join("\n") + "\n";
   }
 }
