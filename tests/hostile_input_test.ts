@@ -3,6 +3,7 @@ import { openDatabase } from "../db/client.ts";
 import { KEY_REFUSED_ROWS_PER_MINUTE } from "../gateway/accept/refused_budget.ts";
 import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
+import { type HealthPolls, pollHealth } from "./health_poll.ts";
 import { spawnGateway } from "./spawn_gateway.ts";
 
 /**
@@ -240,35 +241,6 @@ function corpus(): HostileCase[] {
     )
   );
   return [...perFormat, ...PATH_CASES, ...METHOD_CASES, NO_MODEL_CASE, ...EXTRA_CASES];
-}
-
-interface HealthPolls {
-  times: number[];
-  failures: string[];
-}
-
-/**
- * Polls /healthz from a worker thread until stopped (tests/health_poller_worker.ts); resolves
- * once the first poll is in.
- */
-async function pollHealth(url: string): Promise<{ stop(): Promise<HealthPolls> }> {
-  const worker = new Worker(new URL("./health_poller_worker.ts", import.meta.url), {
-    type: "module",
-  });
-  const polling = Promise.withResolvers<void>();
-  const done = Promise.withResolvers<HealthPolls>();
-  worker.onmessage = (event: MessageEvent<HealthPolls | "polling">) =>
-    event.data === "polling" ? polling.resolve() : done.resolve(event.data);
-  worker.postMessage({ url });
-  await polling.promise;
-  return {
-    async stop() {
-      worker.postMessage("stop");
-      const polls = await done.promise;
-      worker.terminate();
-      return polls;
-    },
-  };
 }
 
 interface Answer {

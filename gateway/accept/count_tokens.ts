@@ -92,7 +92,7 @@ export async function handleCountTokens(
     const config = configInForce(deps.state);
     const keyId = authorize(request, { config, loopback: deps.state.loopback, env: deps.env });
     requireJsonContentType(request);
-    const body = await readJsonBody(request, { signal: request.signal });
+    const body = await readJsonBody(request, { signal: request.signal, clock: deps.clock });
     if (!isRecord(body)) {
       throw clientError("request body must be a JSON object", { code: "gw.client.invalid_json" });
     }

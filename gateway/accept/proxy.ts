@@ -22,6 +22,8 @@ import { forwardWhole } from "../forward/whole_forward.ts";
 import { incomingTrace } from "../observability/trace_context.ts";
 import { admitKey, meteredBilling } from "./key_limits.ts";
 import type { KeyUsageMeter } from "./key_usage_meter.ts";
+import { KeyInFlight } from "./key_in_flight.ts";
+import { onePer } from "../runtime/memo.ts";
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -125,7 +127,8 @@ function duplicate(asked: string, why: string): { id: string; admitted: GatewayE
  * One client request from arrival to its recorded end. The row is opened
  * right after auth and the id check (a refused request gets a row under a
  * generated id), before the body is read, so bad input is recorded too, and
- * closed by a `finally`, so no path skips it.
+ * closed by a `finally`, so no path skips it. The key's place in progress,
+ * taken before the body is read, is given back when the row closes.
  */
 export async function handleProxy(
   request: Request,
@@ -178,9 +181,11 @@ export async function handleProxy(
   const ended = new Promise<void>((resolve) => (settle = resolve));
   deps.pending.add(ended);
   let cleaned = false;
+  let releaseKey: (() => void) | null = null;
   const cleanup = () => {
     if (cleaned) return;
     cleaned = true;
+    releaseKey?.();
     request.signal.removeEventListener("abort", onClientGone);
     deps.registry.drop(live);
     deps.metrics.inflight--;
@@ -197,6 +202,9 @@ export async function handleProxy(
   };
   try {
     if (admitted instanceof GatewayError) return endWith(admitted);
+    const held = await admitBeforeBody(request, { deps, admitted });
+    if (held instanceof GatewayError) return endWith(held);
+    releaseKey = held;
     const started = await begin(request, { codec, ctx: opts.ctx, deps, live, admitted });
     if (started instanceof GatewayError) return endWith(started);
     const fdeps = forwardDeps(deps, started.config);
@@ -236,6 +244,41 @@ function forwardDeps(deps: ProxyDeps, config: Config): ForwardDeps {
   return fdeps;
 }
 
+/** Places in progress per key (`keys[].max_in_flight`), one count per proxy. */
+const keyInFlight = onePer((deps: ProxyDeps) => new KeyInFlight(deps.metrics));
+
+/**
+ * What is decided before a byte of the body is read (docs/security.md "Request bodies and
+ * per-key concurrency"): the content type, the key's places in progress, then its rpm, tpm and
+ * budget (which count the request). A refused request never has its body read: it is answered
+ * even when its body never comes. Answers the release of the key's place (null without a key),
+ * or the refusal.
+ */
+async function admitBeforeBody(
+  request: Request,
+  opts: { deps: ProxyDeps; admitted: Admitted },
+): Promise<(() => void) | null | GatewayError> {
+  const { deps } = opts;
+  const { config, keyId } = opts.admitted;
+  let release: (() => void) | null = null;
+  try {
+    requireJsonContentType(request);
+    const key = keyId === null ? undefined : config.keys.find((k) => k.id === keyId);
+    if (key) {
+      const taken = keyInFlight(deps).take(key);
+      if (taken instanceof GatewayError) return taken;
+      release = taken;
+    }
+    // Null when the key has no limits or there is no meter: nothing to await then.
+    const keyAdmission = admitKey(config, { keyId, meter: deps.keyMeter, now: deps.clock.now });
+    if (keyAdmission) await keyAdmission;
+    return release;
+  } catch (err) {
+    release?.();
+    return GatewayError.from(err);
+  }
+}
+
 interface Started {
   config: Config;
   ir: IrRequest;
@@ -243,7 +286,7 @@ interface Started {
   route: Config["routes"][number];
 }
 
-/** Everything after auth before the first upstream call: body, route. Errors are returned, not thrown. */
+/** Everything after admission before the first upstream call: body, route. Errors are returned, not thrown. */
 async function begin(
   request: Request,
   opts: {
@@ -257,8 +300,7 @@ async function begin(
   const { deps, live } = opts;
   const { config, keyId: key } = opts.admitted;
   try {
-    requireJsonContentType(request);
-    const body = await readJsonBody(request, { signal: live.signal });
+    const body = await readJsonBody(request, { signal: live.signal, clock: deps.clock });
     if (!isRecord(body)) {
       throw clientError("request body must be a JSON object", { code: "gw.client.invalid_json" });
     }
@@ -268,13 +310,7 @@ async function begin(
     live.record.sessionId ??= ir.sessionHint === undefined ? null : boundedSession(ir.sessionHint);
     const route = routeFor(config, { model: ir.model, keyId: key });
     live.metricsRoute = route.model;
-    // Each is null when its feature is off: nothing to await then.
-    const keyAdmission = admitKey(config, {
-      keyId: key,
-      meter: deps.keyMeter,
-      now: deps.clock.now,
-    });
-    if (keyAdmission) await keyAdmission;
+    // Null when guardrails are off: nothing to await then.
     const guardrails = checkGuardrails(body, { model: ir.model, deps });
     if (guardrails) await guardrails;
     return { config, ir, body, route };

@@ -119,6 +119,10 @@ export class Metrics {
     "Time from a stop (abort, disconnect, timeout, lost hedge, shutdown) to the upstream connection's close, by upstream and reason.",
   );
   inflight = 0;
+  keyInFlight = new Counter(
+    "pulsegate_key_in_flight_requests",
+    "Requests in progress per gateway key (keys[].max_in_flight), from admission to the row's close.",
+  );
 
   constructor() {
     // Unlabelled counters read 0 from the start, so a scrape can tell "none" from "missing".
@@ -148,6 +152,7 @@ export class Metrics {
       this.requests.render(),
       this.attempts.render(),
       inflight,
+      this.keyInFlight.render("gauge"),
       this.disconnects.render(),
       this.aborts.render(),
       this.idleTimeouts.render(),
