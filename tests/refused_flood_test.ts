@@ -83,9 +83,12 @@ Deno.test("the writer drops refused rows first, and never a real one for them", 
   });
 });
 
-const FLOOD_KEYS = { FLOOD_KEY: "sk-flood", PAY_KEY: "sk-pay" };
+const FLOOD_KEYS = { FLOOD_KEY: "sk-flood", PAY_KEY: "sk-pay", SLOPPY_KEY: "sk-sloppy" };
 
-/** Two keys on one priced route: `flooder` at rpm 3, `payer` unlimited and billed. */
+/**
+ * Keys on one priced route: `flooder` at rpm 3, `payer` unlimited and billed, `sloppy` unlimited
+ * (its bad bodies are refused as bad input, not by a rate limit checked before the body).
+ */
 function floodConfig(url: string): ConfigInput {
   return {
     upstreams: [{
@@ -98,6 +101,7 @@ function floodConfig(url: string): ConfigInput {
     keys: [
       { id: "flooder", key_env: "FLOOD_KEY", rpm: 3 },
       { id: "payer", key_env: "PAY_KEY" },
+      { id: "sloppy", key_env: "SLOPPY_KEY" },
     ],
   };
 }
@@ -186,7 +190,7 @@ Deno.test("with the history queue full during an outage, refusal floods never pu
     // After auth (429 beyond rpm, bad bodies) and before it (401): far more than the queue holds.
     const limited = await flood(gw.url, { key: "sk-flood", count: 500 });
     assert.deepEqual([...limited].sort(), [[200, 3], [429, 497]]);
-    const bad = await flood(gw.url, { key: "sk-flood", count: 200, body: "{not json" });
+    const bad = await flood(gw.url, { key: "sk-sloppy", count: 200, body: "{not json" });
     assert.deepEqual([...bad], [[400, 200]]);
     const wrong = await flood(gw.url, { key: "sk-wrong", count: 200 });
     assert.deepEqual([...wrong], [[401, 200]]);
