@@ -139,6 +139,8 @@ export interface HealthView {
   at: number;
   demo: boolean;
   upstreams: UpstreamHealth[];
+  /** Why history is not being recorded right now (database away, writes failing); null when it is. */
+  history: string | null;
 }
 
 export interface SafeModeView {

@@ -15,6 +15,8 @@ export interface HealthInputs {
   inFlight: (upstream: string) => number;
   cooldown: (upstream: string) => CooldownState;
   recent: Map<string, AttemptSample[]>;
+  /** Why history is not being recorded right now; null when it is. */
+  history?: string | null;
 }
 
 /** Every configured upstream with its slots, cooldown and recent attempts, in config order. */
@@ -36,7 +38,7 @@ export function healthView(inputs: HealthInputs): HealthView {
       recent: summarise(inputs.recent.get(u.id) ?? []),
     };
   });
-  return { at: inputs.now, demo: inputs.demo, upstreams };
+  return { at: inputs.now, demo: inputs.demo, upstreams, history: inputs.history ?? null };
 }
 
 /** Counts by outcome; attempts still in progress have none and are left out. */

@@ -47,6 +47,11 @@ export interface AdminDeps extends AccessDeps {
   log?: Logger;
   /** Why history is not reaching the database (none on this platform, or away); null when it is. */
   historyNotice?: () => string | null;
+  /**
+   * Why history is not being recorded right now: the notice above, or the database's writes
+   * failing (docs/deploy.md "Readiness"); null while rows land. The page and health say it.
+   */
+  historyProblem?: () => string | null;
   /** The history rows held in memory while the database is not there; null once it is. */
   memoryHistory?: () => MemoryRows | null;
   /** More JSON APIs under /admin/api/, behind the same guard (e.g. docs/observability.md observability). */
@@ -81,7 +86,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
   });
   // The page itself carries no data, so it loads without a token and asks for one.
   app.get("/admin", (c) => {
-    const historyNotice = deps.historyNotice?.() ?? null;
+    const historyNotice = (deps.historyProblem ?? deps.historyNotice)?.() ?? null;
     const html = historyNotice === null ? page : renderAdminPage({
       demo: deps.demo,
       assets: { script: ADMIN_SCRIPT.name, style: ADMIN_STYLE.name },
@@ -121,6 +126,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
       inFlight: (id) => deps.slots.inFlight(id),
       cooldown: (id) => deps.cooldowns.get(id),
       recent,
+      history: deps.historyProblem?.() ?? null,
     }));
   });
   mountConfig(app, deps);

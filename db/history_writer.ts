@@ -7,12 +7,15 @@ import type { AttemptRecord, RequestRecord } from "./records.ts";
 export interface HistoryWriterOptions {
   /** Delay between the first queued row and its write, batching the rows that follow. */
   flushEveryMs?: number;
-  /** Bound on queued rows while the database is away; the oldest are dropped beyond it. */
+  /**
+   * Bound on queued rows while the database is away. A real row beyond it pushes out the oldest
+   * expendable row, or the oldest row when none is queued; an expendable row is not queued.
+   */
   maxPending?: number;
   /**
-   * Bound on queued expendable rows (refused requests, docs/security.md); beyond it their
-   * oldest are dropped. They are also the first to go when `maxPending` is hit, so a flood of
-   * refused requests never pushes out a row of an authenticated one.
+   * Bound on queued expendable rows (requests refused before any upstream call,
+   * docs/security.md "Refused floods"); an expendable row beyond it is not queued. So a flood of
+   * refused requests never pushes out a real row (one that reached an upstream, or billed).
    */
   maxExpendable?: number;
   /** Rows per write transaction. */
@@ -52,6 +55,10 @@ export interface HistoryWriterStats {
   /** Rows the database refused on their own (a constraint, not an outage); never retried. */
   rejected: number;
   lastError: string | null;
+  /** When the writes began to fail (`now` ms); null while the last write succeeded. */
+  failingSince: number | null;
+  /** The `maxPending` bound. */
+  capacity: number;
 }
 
 /** `dueAt`: the background loop leaves the row queued until then (epoch ms from `now`). */
@@ -61,7 +68,10 @@ type Pending =
 
 type Entry = readonly [key: string, pending: Pending];
 
-/** How a request row is queued: an expendable one (a refused request) goes first when full. */
+/**
+ * How a request row is queued: an expendable one (a request that has not reached an upstream)
+ * goes first when the queue is full, and is not queued at all when it is full.
+ */
 export interface WriteOptions {
   expendable?: boolean;
 }
@@ -75,7 +85,7 @@ const RETRY_FLOOR_MS = 25;
  * Rows are keyed (request id; request id + hop), so a later version of a row replaces a queued
  * earlier one and a request opened and closed within one batch is written once. When the
  * database is locked or unreachable the rows stay queued and are retried with backoff; only the
- * `maxPending` bound ever discards them.
+ * `maxPending` and `maxExpendable` bounds ever discard them, expendable rows first.
  */
 export class HistoryWriter {
   readonly #executor: BatchExecutor;
@@ -102,6 +112,7 @@ export class HistoryWriter {
   #failures = 0;
   #rejected = 0;
   #lastError: string | null = null;
+  #failingSince: number | null = null;
 
   constructor(db: Db, opts: HistoryWriterOptions = {}) {
     this.#executor = opts.executor ?? inProcessExecutor(db);
@@ -120,11 +131,9 @@ export class HistoryWriter {
   writeRequest(record: RequestRecord, opts: WriteOptions = {}): void {
     const dueAt = record.state === "open" ? this.#now() + this.#deferOpenMs : 0;
     const key = `r\u0000${record.id}`;
-    this.#enqueue(key, { kind: "request", row: { ...record }, dueAt });
-    if (opts.expendable) {
-      this.#expendable.add(key);
-      while (this.#expendable.size > this.#maxExpendable) this.#dropOldest();
-    }
+    const pending: Pending = { kind: "request", row: { ...record }, dueAt };
+    if (opts.expendable) this.#enqueueExpendable(key, pending);
+    else this.#enqueue(key, pending);
   }
 
   /** Whether a row for this request id is queued and not yet written. */
@@ -133,6 +142,8 @@ export class HistoryWriter {
   }
 
   writeAttempt(record: AttemptRecord): void {
+    // A request with a hop reached an upstream: its queued row is no longer expendable.
+    if (this.#expendable.size) this.#expendable.delete(`r\u0000${record.requestId}`);
     const key = `a\u0000${record.requestId}\u0000${record.hop}`;
     const dueAt = record.outcome === null ? this.#now() + this.#deferOpenMs : 0;
     this.#enqueue(key, { kind: "attempt", row: { ...record }, dueAt });
@@ -194,6 +205,8 @@ export class HistoryWriter {
       failures: this.#failures,
       rejected: this.#rejected,
       lastError: this.#lastError,
+      failingSince: this.#failingSince,
+      capacity: this.#maxPending,
     };
   }
 
@@ -202,6 +215,21 @@ export class HistoryWriter {
     this.#pending.set(key, pending);
     while (this.#pending.size > this.#maxPending) this.#dropOldest();
     if (this.#disarmTimer === null && this.#draining === null) this.#arm(this.#flushEveryMs);
+  }
+
+  /**
+   * An expendable row takes no room a real row needs: with the queue or the expendable rows at
+   * their bound it is not queued (counted as dropped). A newer version of a queued row always
+   * fits, since it replaces that row.
+   */
+  #enqueueExpendable(key: string, pending: Pending): void {
+    this.#remove(key);
+    if (this.#pending.size >= this.#maxPending || this.#expendable.size >= this.#maxExpendable) {
+      this.#countDropped(1);
+      return;
+    }
+    this.#enqueue(key, pending);
+    this.#expendable.add(key);
   }
 
   /** The oldest expendable row if any is queued, else the oldest row. */
@@ -316,11 +344,14 @@ export class HistoryWriter {
     this.#forget(batch);
     this.#written += batch.length;
     this.#failStreak = 0;
+    this.#failingSince = null;
   }
 
+  /** The database answered (a row of its own is wrong): it is not failing. */
   #reject(batch: Entry[], err: unknown): boolean {
     this.#forget(batch);
     this.#rejected += batch.length;
+    this.#failingSince = null;
     this.#noteError(err);
     return true;
   }
@@ -335,6 +366,7 @@ export class HistoryWriter {
   #fail(err: unknown): boolean {
     this.#failures++;
     this.#failStreak++;
+    this.#failingSince ??= this.#now();
     this.#noteError(err);
     return false;
   }

@@ -7,15 +7,29 @@ import { listModels } from "./accept/model_list.ts";
 import { serveModelPath } from "./accept/model_paths.ts";
 import { installFallbacks, refuseOtherMethods } from "./accept/not_found.ts";
 import { originCheck } from "./accept/origin_check.ts";
+import { badHostResponse } from "./accept/host_header.ts";
 import { handleProxy } from "./accept/proxy.ts";
 
 export interface ServerDeps extends ControlDeps {
   admin: AdminDeps;
   /** The demo's simulated upstreams; `caller` is the peer address the request came from. */
   demo: ((request: Request, caller: Deno.NetAddr | undefined) => Promise<Response | null>) | null;
-  ready: () => { ok: boolean; reason?: string };
+  /**
+   * /readyz: `ok` when all is well; `serving` when this instance can serve though something is
+   * not (history not being recorded), which keeps it in a load balancer (docs/deploy.md).
+   */
+  ready: () => { ok: boolean; serving?: boolean; reason?: string };
   /** PULSEGATE_PUBLIC_URL, an origin besides the Host's own that the admin page may use. */
   publicUrl?: string;
+}
+
+/**
+ * What Deno.serve runs: the Host header is checked before the app, whose router reads its path
+ * out of the URL the runtime built from that header (`gateway/accept/host_header.ts`).
+ */
+export function createHandler(deps: ServerDeps): Deno.ServeHandler {
+  const app = createApp(deps);
+  return (request, info) => badHostResponse(request) ?? app.fetch(request, info);
 }
 
 /** All routes of the one process: proxy, control, metrics, admin, health. */
@@ -45,7 +59,7 @@ export function createApp(deps: ServerDeps): Hono {
   app.get("/healthz", (c) => c.json({ ok: true }));
   app.get("/readyz", (c) => {
     const ready = deps.ready();
-    return c.json(ready, ready.ok ? 200 : 503);
+    return c.json(ready, ready.ok || ready.serving ? 200 : 503);
   });
   app.route("/", controlRoutes(deps));
   app.route("/", adminRoutes(deps.admin));

@@ -18,7 +18,7 @@ import { demoConfig } from "./demo/demo.ts";
 import { createLogger, type Logger } from "./runtime/logger.ts";
 import { Metrics } from "./runtime/metrics.ts";
 import type { RunState } from "./accept/proxy.ts";
-import { createApp } from "./server.ts";
+import { createHandler } from "./server.ts";
 import { isLoopback, type Settings } from "./settings.ts";
 import type { Slots } from "./route/slots.ts";
 import { shuttingDown } from "./forward/stop_reasons.ts";
@@ -48,6 +48,8 @@ export interface StartOptions {
   metricsOpen?: boolean;
   /** Told about each history batch written (the benchmark measures them). */
   onHistoryBatch?: (batch: { ms: number; rows: number }) => void;
+  /** Bound on history rows kept in memory while the database is away; default HISTORY_MEMORY_ROWS. */
+  historyMemoryRows?: number;
 }
 
 export interface Gateway {
@@ -98,6 +100,7 @@ async function start(
     log,
     closers,
     onHistoryBatch: opts.onHistoryBatch,
+    memoryRows: opts.historyMemoryRows,
     onDropped: (rows) => metrics.historyDropped.inc({}, rows),
     env: opts.env,
   });
@@ -151,7 +154,7 @@ async function start(
     hostname: settings.host,
     port: settings.port,
     onListen: () => {},
-  }, createApp(deps).fetch);
+  }, createHandler(deps));
   let serving: Promise<void> | null = null;
   const stopServing = () => serving ??= server.shutdown();
   closers.add("server", stopServing);

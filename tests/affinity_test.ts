@@ -203,3 +203,74 @@ Deno.test("a session id under two keys is two sessions: one key's pin never stee
     await b.close();
   }
 });
+
+Deno.test("count_tokens follows the key's own session pin, and no other key's", async () => {
+  // Each upstream counts a different number, so a count tells which upstream was asked.
+  const anthropicUp = (tokens: number) =>
+    startFakeUpstream({
+      fallback: (call) => ({
+        body: [{
+          send: call.path.endsWith("/count_tokens")
+            ? JSON.stringify({ input_tokens: tokens })
+            : anthropicFake.wholeBody({ text: ["ok"], usage: { input: 1, output: 1 } }),
+        }],
+      }),
+    });
+  const a = anthropicUp(11);
+  const b = anthropicUp(22);
+  const gw = await startTestGateway({
+    failover: { failures_to_pause: 100, retries_per_candidate: 0 },
+    upstreams: [
+      { id: "up1", kind: "anthropic", base_url: a.url },
+      { id: "up2", kind: "anthropic", base_url: b.url },
+    ],
+    routes: [{
+      model: "smart",
+      candidates: [{ upstream: "up1", model: "m1" }, { upstream: "up2", model: "m2" }],
+    }],
+    keys: [{ id: "ka", key_env: "KEY_A" }, { id: "kb", key_env: "KEY_B" }],
+  }, {
+    env: { KEY_A: "secret-a", KEY_B: "secret-b" },
+    // The token counter's 10 s deadline is real time here: scaled, a loaded machine misses it.
+    scale: 1,
+  });
+  const post = (path: string, opts: { key: string; session?: string; user?: string }) =>
+    postJson(`${gw.url}${path}`, {
+      model: "smart",
+      max_tokens: 16,
+      messages,
+      ...(opts.user ? { metadata: { user_id: opts.user } } : {}),
+    }, {
+      "x-api-key": opts.key,
+      "anthropic-version": "2023-06-01",
+      ...(opts.session ? { "x-session-id": opts.session } : {}),
+    });
+  const counted = async (opts: { key: string; session?: string; user?: string }) => {
+    const res = await post("/v1/messages/count_tokens", opts);
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get("x-pulsegate-token-count"), "upstream");
+    return (await res.json()).input_tokens;
+  };
+  try {
+    a.enqueue({ status: 500, body: [{ send: anthropicFake.errorBody(500, "hiccup") }] });
+    const first = await post("/v1/messages", { key: "secret-a", session: "conv-7" });
+    assert.equal(first.status, 200);
+    await first.body?.cancel();
+    assert.deepEqual([a.calls.length, b.calls.length], [1, 1], "key a's conv-7 pinned to up2");
+
+    assert.equal(await counted({ key: "secret-a", session: "conv-7" }), 22, "a's own pin: up2");
+    assert.equal(
+      await counted({ key: "secret-a", user: "conv-7" }),
+      22,
+      "the session named in the body, as generation reads it",
+    );
+    assert.equal(await counted({ key: "secret-b", session: "conv-7" }), 11, "b is not pinned");
+    // The name key a's pin is stored under, sent raw by key b, must not reach that pin.
+    const stolen = JSON.stringify(["ka", "conv-7"]);
+    assert.equal(await counted({ key: "secret-b", session: stolen }), 11, "b cannot use a's pin");
+  } finally {
+    await gw.stop();
+    await a.close();
+    await b.close();
+  }
+});

@@ -142,8 +142,9 @@ Deno.test("a database URL on a closed port: requests are served, rows kept, /rea
     assert.match(gw.log, /"event":"history.database_unreachable"/);
     assert.equal(await ask(gw.url), "served", "the config file runs though it is not stored");
     const ready = await readyz(gw.url);
-    assert.equal(ready.status, 200);
-    assert.equal(ready.body.ok, true);
+    assert.equal(ready.status, 200, "it serves: it stays in the load balancer");
+    assert.deepEqual([ready.body.ok, ready.body.serving], [false, true], "all is not well");
+    assert.match(String(ready.body.reason), /^history database unreachable since \S+: /);
     assert.match(String(ready.body.history), /^history database unreachable since \S+: /);
     assert.ok(rowsKept(ready.body) >= 1, "the request's rows wait for the database");
     const admin = await fetch(`${gw.url}/admin`);

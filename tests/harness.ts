@@ -28,6 +28,8 @@ export async function startTestGateway(
     /** Default 0: any free port. */
     port?: number;
     metricsOpen?: boolean;
+    /** Bound on history rows kept in memory while the database is away (default 100 000). */
+    historyMemoryRows?: number;
   } = {},
 ): Promise<TestGateway> {
   const dir = opts.dir ?? await Deno.makeTempDir({ prefix: "pulsegate-test-" });
@@ -45,6 +47,7 @@ export async function startTestGateway(
     configFile: config,
     quiet: true,
     metricsOpen: opts.metricsOpen ?? true,
+    historyMemoryRows: opts.historyMemoryRows,
   });
   return {
     ...gw,

@@ -67,3 +67,48 @@ Deno.test("rows still queued when the database is away at shutdown are counted a
     await up.close();
   }
 });
+
+Deno.test("while every history write fails, /readyz, the admin page and its health panel say so", async () => {
+  const up = startFakeUpstream({
+    fallback: () => chatWhole({ text: ["ok"], usage: { input: 1, output: 1 } }),
+  });
+  const gw = await startTestGateway(chatRoute([up.url]));
+  const lock = await lockDatabase(`file:${gw.dir}/pulsegate.db`);
+  let locked = true;
+  const readyz = async () => {
+    const res = await fetch(`${gw.url}/readyz`);
+    return { status: res.status, body: await res.json() as Record<string, unknown> };
+  };
+  try {
+    const res = await postJson(`${gw.url}/v1/chat/completions`, {
+      model: "smart",
+      messages: [{ role: "user", content: "hi" }],
+    });
+    assert.equal(res.status, 200, "serving goes on");
+    await res.body?.cancel();
+    assert.equal(await gw.writer.flush(), false);
+    const ready = await readyz();
+    assert.equal(ready.status, 200, "this instance can still serve: it stays in the balancer");
+    assert.equal(ready.body.ok, false);
+    assert.equal(ready.body.serving, true);
+    assert.match(String(ready.body.reason), /^history writes failing since \S+: .*locked/);
+    assert.match(String(ready.body.history), /2 rows kept in memory \(at most 100000/);
+    const page = await (await fetch(`${gw.url}/admin`)).text();
+    assert.match(
+      page,
+      /role="alert">History is not being saved to a database: history writes fail/,
+    );
+    const health = await (await fetch(`${gw.url}/admin/api/health`)).json();
+    assert.match(String(health.history), /^history writes failing since /);
+
+    await lock.release();
+    locked = false;
+    assert.equal(await gw.writer.flush(), true);
+    assert.deepEqual(await readyz(), { status: 200, body: { ok: true } });
+    assert.equal((await (await fetch(`${gw.url}/admin/api/health`)).json()).history, null);
+  } finally {
+    if (locked) await lock.release();
+    await gw.stop();
+    await up.close();
+  }
+});

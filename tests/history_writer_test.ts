@@ -1,6 +1,8 @@
 import { eventually } from "./harness.ts";
 import assert from "node:assert/strict";
 import { countRequests, getRequest, listAttempts, requestExists } from "../db/history_queries.ts";
+import type { InStatement } from "@libsql/client";
+import { inProcessExecutor } from "../db/batch_executor.ts";
 import { HistoryWriter } from "../db/history_writer.ts";
 import { closeInterruptedRows, heartbeat, registerInstance } from "../db/instances.ts";
 import type { RequestRecord } from "../db/records.ts";
@@ -43,6 +45,8 @@ Deno.test("a request opened and closed within one batch is written once, as clos
       failures: 0,
       rejected: 0,
       lastError: null,
+      failingSince: null,
+      capacity: 100_000,
     });
     assert.deepEqual(await getRequest(db, "req-1"), closed);
     assert.equal(await countRequests(db), 1);
@@ -349,4 +353,32 @@ Deno.test("rows that arrive while a batch is written wait for the next tick, as 
   await new Promise((resolve) => setTimeout(resolve, 30));
   assert.equal(writer.stats().written, 3);
   assert.equal(writer.stats().pending, 0);
+});
+
+Deno.test("failingSince: set by the first failed write, kept through retries, cleared by a success", async () => {
+  await withTempDb(async ({ db }) => {
+    let now = 5_000;
+    let down = true;
+    const executor = {
+      run: (statements: InStatement[]) =>
+        down ? Promise.reject(new Error("database or disk is full")) : inner.run(statements),
+      close: () => Promise.resolve(),
+    };
+    const inner = inProcessExecutor(db);
+    const writer = new HistoryWriter(db, { ...manualTimers, executor, now: () => now });
+    writer.writeRequest(closed);
+    assert.equal(writer.stats().failingSince, null, "nothing written yet: nothing failed");
+    assert.equal(await writer.flush(), false);
+    assert.deepEqual([writer.stats().failingSince, writer.stats().lastError], [
+      5_000,
+      "database or disk is full",
+    ]);
+    now = 9_000;
+    assert.equal(await writer.flush(), false);
+    assert.equal(writer.stats().failingSince, 5_000, "since the first failure of the run");
+    down = false;
+    assert.equal(await writer.flush(), true);
+    assert.equal(writer.stats().failingSince, null);
+    assert.ok(await getRequest(db, "req-1"));
+  });
 });

@@ -1,7 +1,9 @@
 import assert from "node:assert/strict";
 import { openDatabase } from "../db/client.ts";
+import { KEY_REFUSED_ROWS_PER_MINUTE } from "../gateway/accept/refused_budget.ts";
 import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
+import { type HealthPolls, pollHealth } from "./health_poll.ts";
 import { spawnGateway } from "./spawn_gateway.ts";
 
 /**
@@ -241,35 +243,6 @@ function corpus(): HostileCase[] {
   return [...perFormat, ...PATH_CASES, ...METHOD_CASES, NO_MODEL_CASE, ...EXTRA_CASES];
 }
 
-interface HealthPolls {
-  times: number[];
-  failures: string[];
-}
-
-/**
- * Polls /healthz from a worker thread until stopped (tests/health_poller_worker.ts); resolves
- * once the first poll is in.
- */
-async function pollHealth(url: string): Promise<{ stop(): Promise<HealthPolls> }> {
-  const worker = new Worker(new URL("./health_poller_worker.ts", import.meta.url), {
-    type: "module",
-  });
-  const polling = Promise.withResolvers<void>();
-  const done = Promise.withResolvers<HealthPolls>();
-  worker.onmessage = (event: MessageEvent<HealthPolls | "polling">) =>
-    event.data === "polling" ? polling.resolve() : done.resolve(event.data);
-  worker.postMessage({ url });
-  await polling.promise;
-  return {
-    async stop() {
-      worker.postMessage("stop");
-      const polls = await done.promise;
-      worker.terminate();
-      return polls;
-    },
-  };
-}
-
 interface Answer {
   c: HostileCase;
   status: number;
@@ -298,6 +271,18 @@ async function send(url: string, c: HostileCase): Promise<Answer> {
   return { c, status: res.status, id: res.headers.get("x-request-id"), problems };
 }
 
+/**
+ * The case sent with the i-th of `keys` in place of KEY. Spread over keys, every case stays
+ * within its key's budget of recorded refusals (docs/security.md "Refused floods"), so each can
+ * be checked for its row.
+ */
+function withKey(c: HostileCase, key: string): HostileCase {
+  const headers = Object.fromEntries(
+    Object.entries(c.headers).map(([name, value]) => [name, value.replaceAll(KEY, key)]),
+  );
+  return { ...c, headers };
+}
+
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.floor(sorted.length / 2)] ?? Infinity;
@@ -309,22 +294,30 @@ Deno.test("a corpus of bad requests: 4xx in the caller's format, recorded, /heal
   });
   const dir = await Deno.makeTempDir({ prefix: "pulsegate-hostile-" });
   const config = `${dir}/config.json`;
+  // The corpus three times over: a longer flood, and more polls to judge it by.
+  const corpusCases = [...corpus(), ...corpus(), ...corpus()];
+  const keys = Array.from(
+    { length: Math.ceil(corpusCases.length / KEY_REFUSED_ROWS_PER_MINUTE) },
+    (_, k) => ({ id: `hostile-${k}`, key_env: `PULSEGATE_KEY_HOSTILE_${k}`, key: `${KEY}-${k}` }),
+  );
+  const cases = corpusCases.map((c, i) => withKey(c, keys[i % keys.length]!.key));
   await Deno.writeTextFile(
     config,
     JSON.stringify({
       upstreams: [{ id: "up1", kind: "openai-chat", base_url: up.url }],
       routes: [{ model: MODEL, candidates: [{ upstream: "up1", model: "m" }] }],
-      keys: [{ id: "hostile", key_env: "PULSEGATE_KEY_HOSTILE" }],
+      keys: keys.map(({ id, key_env }) => ({ id, key_env })),
     }),
   );
   const gw = await spawnGateway(dir, {
-    env: { PULSEGATE_CONFIG: config, PULSEGATE_KEY_HOSTILE: KEY },
+    env: {
+      PULSEGATE_CONFIG: config,
+      ...Object.fromEntries(keys.map((k) => [k.key_env, k.key])),
+    },
   });
   const db = await openDatabase(`file:${dir}/pulsegate.db`, { busyTimeoutMs: 5_000 });
   let health: HealthPolls = { times: [], failures: [] };
   try {
-    // The corpus three times over: a longer flood, and more polls to judge it by.
-    const cases = [...corpus(), ...corpus(), ...corpus()];
     const poller = await pollHealth(gw.url);
     const answers: Answer[] = [];
     const problems: string[] = [];

@@ -127,6 +127,31 @@ Deno.test("rpm 2: the third request in the minute gets 429 with Retry-After in e
   });
 });
 
+Deno.test("rpm holds while the usage counters cannot be read but can be written", async () => {
+  await withLimits(async (gw, calls) => {
+    // Reads of the shared counters fail (docs/scaling.md "Key limits"); their writes still land.
+    const client = gw.db.client;
+    const batch = client.batch.bind(client);
+    client.batch = (statements, mode) =>
+      mode === "read" ? Promise.reject(new Error("reads down")) : batch(statements, mode);
+    try {
+      const statuses: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        const res = await postJson(`${gw.url}/v1/chat/completions`, {
+          model: "smart",
+          messages: [{ role: "user", content: "q" }],
+        }, { authorization: "Bearer sk-oai" });
+        await res.body?.cancel();
+        statuses.push(res.status);
+      }
+      assert.deepEqual(statuses, [200, 200, 429, 429, 429], "this process's own count holds rpm 2");
+      assert.equal(calls(), 2);
+    } finally {
+      client.batch = batch;
+    }
+  });
+});
+
 Deno.test("tpm counts billed tokens: 100 billed with tpm 50 refuses the next request", async () => {
   await withLimits(async (gw, calls) => {
     const openai = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: "sk-tpm", maxRetries: 0 });

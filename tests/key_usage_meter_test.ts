@@ -1,5 +1,10 @@
 import assert from "node:assert/strict";
+import type { InStatement, TransactionMode } from "@libsql/client";
+import type { Db } from "../db/client.ts";
+import { admitUnderKeyLimits } from "../gateway/accept/key_limits.ts";
 import { KeyUsageMeter } from "../gateway/accept/key_usage_meter.ts";
+import type { GatewayKey } from "../gateway/config/schema.ts";
+import type { Logger } from "../gateway/runtime/logger.ts";
 import { createClock } from "../gateway/runtime/clock.ts";
 import { withTempDb } from "./db_helpers.ts";
 import { TEST_SCALE } from "./harness.ts";
@@ -66,5 +71,90 @@ Deno.test("meter: a database that fails keeps the use counted here and writes it
     await pastCache();
     await a.refresh(["k"]);
     assert.equal(sum(a.rows("k")), 2, "counted once after the read");
+  });
+});
+
+/** A database whose reads fail (while `down` says so) and whose writes succeed. */
+function failingReads(db: Db, down = () => true): Db {
+  const client = new Proxy(db.client, {
+    get: (target, name) =>
+      name === "batch"
+        ? (statements: InStatement[], mode?: TransactionMode) =>
+          mode === "read" && down()
+            ? Promise.reject(new Error("reads down"))
+            : target.batch(statements, mode)
+        : Reflect.get(target, name).bind(target),
+  });
+  return { ...db, client };
+}
+
+Deno.test("meter: while reads fail and writes succeed, this process's own use still counts", async () => {
+  await withTempDb(async ({ db }) => {
+    const clock = createClock(TEST_SCALE);
+    let down = true;
+    const meter = new KeyUsageMeter({ db: failingReads(db, () => down), clock });
+    for (let i = 0; i < 4; i++) {
+      await meter.refresh(["k"]);
+      meter.add("k", { requests: 1, costUsd: 0.25 });
+      await meter.flush();
+      await pastCache();
+    }
+    await meter.refresh(["k"]);
+    assert.equal(sum(meter.rows("k")), 4, "every written request is still counted here");
+    assert.equal(cost(meter.rows("k")), 1);
+    const stored = await db.client.execute(
+      "SELECT SUM(requests) AS n FROM key_usage WHERE kind = 'second'",
+    );
+    assert.equal(Number(stored.rows[0]?.n), 4, "and written");
+    down = false;
+    await pastCache();
+    await meter.refresh(["k"]);
+    assert.equal(sum(meter.rows("k")), 4, "once reads are back, counted once");
+    assert.equal(cost(meter.rows("k")), 1);
+  });
+});
+
+Deno.test("meter: rpm holds while reads fail and writes succeed", async () => {
+  await withTempDb(async ({ db }) => {
+    const clock = createClock(TEST_SCALE);
+    const meter = new KeyUsageMeter({ db: failingReads(db), clock });
+    const key = { id: "k", key_env: "K", rpm: 3 } as GatewayKey;
+    const verdicts: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const verdict = await admitUnderKeyLimits(key, { meter, now: clock.now }).then(
+        () => "admitted",
+        (err) => err.code,
+      );
+      verdicts.push(verdict);
+      await meter.flush();
+      await pastCache();
+    }
+    assert.deepEqual(verdicts, [
+      ...Array(3).fill("admitted"),
+      ...Array(3).fill("gw.key.rate_limited"),
+    ]);
+  });
+});
+
+Deno.test("meter: a failing read is retried once per cache period, and logged once", async () => {
+  await withTempDb(async ({ db }) => {
+    let reads = 0;
+    const counted = failingReads(db);
+    const client = new Proxy(counted.client, {
+      get: (target, name) =>
+        name === "batch"
+          ? (statements: InStatement[], mode?: TransactionMode) => {
+            if (mode === "read") reads++;
+            return target.batch(statements, mode);
+          }
+          : Reflect.get(target, name).bind(target),
+    });
+    const events: string[] = [];
+    const log: Logger = { event: (name) => void events.push(name) };
+    // Scale 1: the cache lasts a real second, far longer than these refreshes take.
+    const meter = new KeyUsageMeter({ db: { ...db, client }, clock: createClock(1), log });
+    for (let i = 0; i < 10; i++) await meter.refresh(["k"]);
+    assert.equal(reads, 1, "not one read per request while the database fails them");
+    assert.deepEqual(events, ["key_usage.read_failed"]);
   });
 });

@@ -136,3 +136,135 @@ Deno.test("without a peer secret an abort reaches only the instance's own reques
     await up.close();
   }
 });
+
+/** Two instances on one database, each with its own address and the shared peer secret. */
+async function twoPeers(upstreamUrl: string) {
+  const dir = await Deno.makeTempDir({ prefix: "pulsegate-multi-" });
+  const [portA, portB] = [freePort(), freePort()];
+  const env = (port: number) => ({
+    PULSEGATE_ADMIN_TOKEN: "shared-admin",
+    PULSEGATE_PEER_SECRET: "peer-secret",
+    PULSEGATE_PUBLIC_URL: `http://127.0.0.1:${port}`,
+  });
+  const scale = 0.1; // see the first test
+  const config = chatRoute([upstreamUrl], { failover: { idle_timeout_secs: 3600 } });
+  const a = await startTestGateway(config, { dir, env: env(portA), port: portA, scale });
+  const b = await startTestGateway(undefined, { dir, env: env(portB), port: portB, scale });
+  return { a, b, dir, env, scale };
+}
+
+Deno.test("a session stored as a digest is aborted at another instance by its client's name", async () => {
+  const up = startFakeUpstream({ fallback: () => headersNever });
+  const { a, b } = await twoPeers(up.url);
+  try {
+    const name = "conv with spaces"; // outside the request-id rule: A keeps its digest
+    const one = postJson(`${a.url}/v1/chat/completions`, body, {
+      "x-request-id": "digest-on-a",
+      "x-session-id": name,
+    });
+    await running(a, "digest-on-a");
+    const viaB = await fetch(`${b.url}/sessions/${encodeURIComponent(name)}/abort`, {
+      method: "POST",
+      headers: ADMIN,
+    });
+    assert.equal(viaB.status, 200);
+    assert.deepEqual(await viaB.json(), { requests: ["digest-on-a"] });
+    assert.equal((await one).status, 499);
+  } finally {
+    await a.stop();
+    await b.stop();
+    await up.close();
+  }
+});
+
+/** An on-path observer: passes every call on to `target` and keeps a copy of it. */
+function recordingRelay() {
+  const seen: Array<{ path: string; headers: Headers; body: string }> = [];
+  let target = "";
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
+    const path = new URL(req.url).pathname;
+    const body = await req.text();
+    seen.push({ path, headers: new Headers(req.headers), body });
+    const res = await fetch(`${target}${path}`, { method: req.method, headers: req.headers, body });
+    return new Response(await res.arrayBuffer(), { status: res.status, headers: res.headers });
+  });
+  return {
+    url: `http://127.0.0.1:${server.addr.port}`,
+    seen,
+    to: (url: string) => (target = url),
+    close: () => server.shutdown(),
+  };
+}
+
+Deno.test("a captured peer abort is refused by a restarted instance and by any other", async () => {
+  const up = startFakeUpstream({ fallback: () => headersNever });
+  const relay = recordingRelay();
+  const dir = await Deno.makeTempDir({ prefix: "pulsegate-multi-" });
+  const env = (url: string) => ({
+    PULSEGATE_ADMIN_TOKEN: "shared-admin",
+    PULSEGATE_PEER_SECRET: "peer-secret",
+    PULSEGATE_PUBLIC_URL: url,
+  });
+  const scale = 0.1; // see the first test
+  const config = chatRoute([up.url], { failover: { idle_timeout_secs: 3600 } });
+  // A is reached by its peers only through the relay, which keeps a copy of each call.
+  let a = await startTestGateway(config, { dir, env: env(relay.url), scale });
+  relay.to(a.url);
+  const portB = freePort();
+  const b = await startTestGateway(undefined, {
+    dir,
+    env: env(`http://127.0.0.1:${portB}`),
+    port: portB,
+    scale,
+  });
+  const start = (gw: TestGateway, id: string) =>
+    postJson(`${gw.url}/v1/chat/completions`, body, { "x-request-id": id, "x-session-id": "s" });
+  try {
+    const first = start(a, "before-restart");
+    await running(a, "before-restart");
+    const genuine = await fetch(`${b.url}/sessions/s/abort`, { method: "POST", headers: ADMIN });
+    assert.equal(genuine.status, 200);
+    assert.deepEqual(await genuine.json(), { requests: ["before-restart"] });
+    assert.equal((await first).status, 499);
+    assert.equal(relay.seen.length, 1, "B's signed call to A went through the relay");
+    const captured = relay.seen[0]!;
+    const replay = (gw: TestGateway) =>
+      fetch(`${gw.url}${captured.path}`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          "x-pulsegate-forwarded": captured.headers.get("x-pulsegate-forwarded")!,
+          "x-pulsegate-peer-signature": captured.headers.get("x-pulsegate-peer-signature")!,
+          "x-pulsegate-peer-timestamp": captured.headers.get("x-pulsegate-peer-timestamp")!,
+        },
+        body: captured.body,
+      });
+
+    // A restarts well inside the signature's 30 s window, as a new instance on the same address.
+    await a.stop();
+    a = await startTestGateway(undefined, { dir, env: env(relay.url), scale });
+    relay.to(a.url);
+    const second = start(a, "after-restart");
+    const onB = start(b, "on-b");
+    await running(a, "after-restart");
+    await running(b, "on-b");
+    for (const [gw, id] of [[a, "after-restart"], [b, "on-b"]] as const) {
+      const replayed = await replay(gw);
+      assert.equal(replayed.status, 401, `the replay to ${id}'s instance is refused`);
+      assert.equal((await replayed.json()).error.code, "control.unauthorized");
+      assert.ok(gw.registry.has(id), `${id} runs on`);
+    }
+
+    // The restarted A still takes genuine aborts from B, addressed to it.
+    const again = await fetch(`${b.url}/sessions/s/abort`, { method: "POST", headers: ADMIN });
+    assert.equal(again.status, 200);
+    assert.deepEqual((await again.json()).requests.sort(), ["after-restart", "on-b"]);
+    assert.equal((await second).status, 499);
+    assert.equal((await onB).status, 499);
+  } finally {
+    await a.stop();
+    await b.stop();
+    await relay.close();
+    await up.close();
+  }
+});

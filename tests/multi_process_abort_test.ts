@@ -234,20 +234,31 @@ Deno.test("two gateway processes: an abort at either stops a request from its fi
       });
       assert.equal(res.status, 200);
       const path = "/request/guarded-1/abort";
-      const body = JSON.stringify({ scope: { admin: true } });
-      const forged = (headers: Record<string, string>) =>
+      // A signed call names the instance it is for: A's id, new at each of A's starts.
+      const idOf = async (url: string) =>
+        String(
+          (await db.client.execute({ sql: "SELECT id FROM instances WHERE url = ?", args: [url] }))
+            .rows[0]!.id,
+        );
+      const body = JSON.stringify({ scope: { admin: true }, to: await idOf(a.url) });
+      const forged = (headers: Record<string, string>, sent = body) =>
         fetch(`${a.url}${path}`, {
           method: "POST",
           headers: { [FORWARDED_HEADER]: "1", "content-type": "application/json", ...headers },
-          body,
+          body: sent,
         });
-      const signed = (secret: string, now: number) =>
-        signPeerCall({ method: "POST", path, body }, { secret, now });
+      const signed = (secret: string, now: number, sent = body) =>
+        signPeerCall({ method: "POST", path, body: sent }, { secret, now });
+      const forB = JSON.stringify({ scope: { admin: true }, to: await idOf(b.url) });
+      const forNone = JSON.stringify({ scope: { admin: true } });
       const refusals = [
         await forged({}), // no signature, and a caller's admin token does not stand in for one
         await forged(ADMIN),
         await forged(await signed("wrong-secret", Date.now())),
         await forged(await signed(PEER_SECRET, Date.now() - 2 * PEER_SIGNATURE_WINDOW_MS)),
+        // Correctly signed, but addressed to another instance, or to none.
+        await forged(await signed(PEER_SECRET, Date.now(), forB), forB),
+        await forged(await signed(PEER_SECRET, Date.now(), forNone), forNone),
       ];
       for (const refused of refusals) {
         assert.equal(refused.status, 401);
@@ -302,6 +313,7 @@ Deno.test("two gateway processes: an abort at either stops a request from its fi
           }
           const body = call.body;
           assert.deepEqual(JSON.parse(body).scope, { admin: false, keyId: "a" });
+          assert.equal(JSON.parse(body).to, "recorder", "addressed to that one instance");
           const path = new URL(call.url).pathname;
           assert.equal(path, "/request/nowhere-2/abort");
           assert.ok(

@@ -11,13 +11,14 @@ export interface RawAnswer {
 
 export async function rawRequest(
   url: string,
-  opts: { method?: string; host: string; headers?: Record<string, string>; body?: string },
+  /** `host: null` sends no Host header at all. */
+  opts: { method?: string; host: string | null; headers?: Record<string, string>; body?: string },
 ): Promise<RawAnswer> {
   const target = new URL(url);
   const body = new TextEncoder().encode(opts.body ?? "");
   const lines = [
     `${opts.method ?? "GET"} ${target.pathname}${target.search} HTTP/1.1`,
-    `host: ${opts.host}`,
+    ...(opts.host === null ? [] : [`host: ${opts.host}`]),
     "connection: close",
     `content-length: ${body.byteLength}`,
     ...Object.entries(opts.headers ?? {}).map(([name, value]) => `${name}: ${value}`),

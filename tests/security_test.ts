@@ -172,3 +172,61 @@ Deno.test("models: listing and retrieving need a key and show only the key's rou
     ]);
   });
 });
+
+Deno.test("a route the key may not use answers exactly like a route that does not exist", async () => {
+  await withKeyedGateway(async (gw, up) => {
+    const asB = {
+      ...bearer(KEYS.KEY_B),
+      "x-api-key": KEYS.KEY_B,
+      "x-goog-api-key": KEYS.KEY_B,
+      "anthropic-version": "2023-06-01",
+    };
+    /** Status, error headers and body of one call, with the model's name blanked out. */
+    const answer = async (model: string, call: (model: string) => Promise<Response>) => {
+      const res = await call(model);
+      return {
+        status: res.status,
+        source: res.headers.get("x-pulsegate-error"),
+        code: res.headers.get("x-pulsegate-error-code"),
+        body: (await res.text()).replaceAll(model, "MODEL"),
+      };
+    };
+    const surfaces: Record<string, (model: string) => Promise<Response>> = {
+      chat: (model) => postJson(`${gw.url}/v1/chat/completions`, chat(model), asB),
+      messages: (model) =>
+        postJson(`${gw.url}/v1/messages`, { ...chat(model), max_tokens: 16 }, asB),
+      count_tokens: (model) => postJson(`${gw.url}/v1/messages/count_tokens`, chat(model), asB),
+      gemini: (model) =>
+        postJson(`${gw.url}/v1beta/models/${model}:generateContent`, {
+          contents: [{ role: "user", parts: [{ text: "hi" }] }],
+        }, asB),
+      gemini_count: (model) =>
+        postJson(`${gw.url}/v1beta/models/${model}:countTokens`, {
+          contents: [{ role: "user", parts: [{ text: "hi" }] }],
+        }, asB),
+      model: (model) => fetch(`${gw.url}/v1/models/${model}`, { headers: bearer(KEYS.KEY_B) }),
+      gemini_model: (model) =>
+        fetch(`${gw.url}/v1beta/models/${model}`, { headers: { "x-goog-api-key": KEYS.KEY_B } }),
+    };
+    for (const [surface, call] of Object.entries(surfaces)) {
+      const forbidden = await answer("smart", call); // a route, but not key b's
+      const absent = await answer("nosuch", call); // no route at all
+      assert.equal(forbidden.status, 404, surface);
+      assert.equal(forbidden.code, "gw.client.unknown_model", surface);
+      assert.deepEqual(forbidden, absent, surface);
+    }
+    assert.equal(up.calls.length, 0);
+
+    // The operator still reads why in history; the caller never does.
+    const res = await postJson(`${gw.url}/v1/chat/completions`, chat("smart"), {
+      ...bearer(KEYS.KEY_B),
+      "x-request-id": "not-b-route",
+    });
+    assert.equal(res.status, 404);
+    assert.doesNotMatch(await res.text(), /may not/);
+    const { request } = await gw.row("not-b-route");
+    assert.equal(request.status, 404);
+    assert.equal(request.errorCode, "gw.client.unknown_model");
+    assert.match(request.errorMessage ?? "", /key 'b' may not use route 'smart'/);
+  });
+});

@@ -6,8 +6,13 @@ import {
   boundedSession,
   headerSession,
 } from "../gateway/accept/session_ids.ts";
-import { postJson, startTestGateway, type TestGateway } from "./harness.ts";
-import { chatError, chatStream, chatWhole } from "./fake_upstreams/openai_chat_script.ts";
+import { eventually, postJson, startTestGateway, type TestGateway } from "./harness.ts";
+import {
+  chatError,
+  chatStream,
+  chatWhole,
+  headersNever,
+} from "./fake_upstreams/openai_chat_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
 
 const answer = { text: ["ok"], usage: { input: 1, output: 1 } };
@@ -203,6 +208,56 @@ Deno.test("sessions: an id outside the request-id rule is kept as a short digest
     assert.equal(res.status, 200);
     await res.text();
     assert.equal(await sessionOf(gw, "sess-huge"), boundedSession(user));
+  } finally {
+    await gw.stop();
+    await up.close();
+  }
+});
+
+Deno.test("sessions: a session stored as a digest is aborted by the name its client used", async () => {
+  const up = startFakeUpstream({ fallback: () => headersNever });
+  const gw = await startTestGateway({
+    failover: { idle_timeout_secs: 3600 },
+    upstreams: [{ id: "up", kind: "openai-chat", base_url: up.url }],
+    routes: [{ model: "smart", candidates: [{ upstream: "up", model: "m" }] }],
+  });
+  const start = (id: string, opts: { header?: string; user?: string }) =>
+    postJson(`${gw.url}/v1/chat/completions`, {
+      model: "smart",
+      messages,
+      ...(opts.user ? { user: opts.user } : {}),
+    }, { "x-request-id": id, ...(opts.header ? { "x-session-id": opts.header } : {}) });
+  const abort = (session: string) =>
+    fetch(`${gw.url}/sessions/${encodeURIComponent(session)}/abort`, { method: "POST" });
+  try {
+    const spaced = "conv with spaces"; // outside the request-id rule: kept as its digest
+    const long = `u-${"x".repeat(300)}`; // over 128 characters: kept as its digest
+    const running = [
+      start("digest-header", { header: spaced }),
+      start("digest-user", { user: long }),
+      start("plain", { header: "plain-conv" }),
+    ];
+    await eventually(() =>
+      ["digest-header", "digest-user", "plain"].every((id) => gw.registry.has(id))
+    );
+    assert.equal(gw.registry.get("digest-header")!.record.sessionId, boundedSession(spaced));
+
+    const byHeaderName = await abort(spaced);
+    assert.equal(byHeaderName.status, 200);
+    assert.deepEqual(await byHeaderName.json(), { requests: ["digest-header"] });
+    const byBodyName = await abort(long);
+    assert.equal(byBodyName.status, 200);
+    assert.deepEqual(await byBodyName.json(), { requests: ["digest-user"] });
+    for (const res of await Promise.all(running.slice(0, 2))) {
+      assert.equal(res.status, 499);
+      await res.body?.cancel();
+    }
+    // The stored digest (what the admin page shows and its button sends) names it as well, and
+    // an id inside the rule is its own name.
+    const byDigest = await abort(boundedSession("plain-conv"));
+    assert.equal(byDigest.status, 200);
+    assert.deepEqual(await byDigest.json(), { requests: ["plain"] });
+    await (await running[2]!).body?.cancel();
   } finally {
     await gw.stop();
     await up.close();

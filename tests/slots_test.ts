@@ -2,7 +2,12 @@
 import assert from "node:assert/strict";
 import type { ConfigInput } from "../gateway/config/schema.ts";
 import { eventually, postJson, startTestGateway } from "./harness.ts";
-import { chatStream, silentAfterHeaders } from "./fake_upstreams/openai_chat_script.ts";
+import {
+  chatStream,
+  chatStreamHeld,
+  chatWhole,
+  silentAfterHeaders,
+} from "./fake_upstreams/openai_chat_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
 
 // TEST_SCALE 0.01: idle timeout 300 ms, opening hold 150 ms, keep-alive every 150 ms.
@@ -66,6 +71,69 @@ Deno.test("a slot given up on is free at once", async () => {
     assert.ok(aEnded - started < 1500, "A ended at its idle timeout, not later");
     assert.equal(gw.slots.inFlight("up1"), 0);
     assert.equal(gw.metrics.inflight, 0);
+  } finally {
+    await gw.stop();
+    await up.close();
+  }
+});
+
+Deno.test("fair share: one key's queue of streams does not lock another key out of a full upstream", async () => {
+  const up = startFakeUpstream();
+  const config: ConfigInput = {
+    // Streams held by the test (30 s idle window); 3 s of slot wait.
+    failover: { idle_timeout_secs: 3000, slot_wait_secs: 300 },
+    upstreams: [{ id: "up1", kind: "openai-chat", base_url: up.url, max_in_flight: 2 }],
+    routes: [{ model: "smart", candidates: [{ upstream: "up1", model: "m" }] }],
+    keys: [
+      { id: "a", key_env: "PULSEGATE_KEY_A" },
+      { id: "b", key_env: "PULSEGATE_KEY_B" },
+    ],
+  };
+  const gw = await startTestGateway(config, {
+    env: { PULSEGATE_KEY_A: "sk-a", PULSEGATE_KEY_B: "sk-b" },
+  });
+  const gates = new Map(["A1", "A2", "A3", "A4"].map((n) => [n, Promise.withResolvers<void>()]));
+  const asked = (call: { json: unknown }) =>
+    (call.json as { messages: { content: string }[] }).messages[0]!.content;
+  up.setHandler((call) => {
+    const gate = gates.get(asked(call));
+    return gate ? chatStreamHeld({ text: ["a"] }, gate.promise) : chatWhole({ text: ["b"] });
+  });
+  const send = (key: string, content: string, stream: boolean) =>
+    postJson(`${gw.url}/v1/chat/completions`, {
+      model: "smart",
+      stream,
+      messages: [{ role: "user", content }],
+    }, { authorization: `Bearer ${key}` });
+  const waiting = () => gw.registry.all().filter((l) => l.state === "waiting_for_slot").length;
+  try {
+    // Key a holds both slots with streams and has two more waiting for one.
+    const held = [await send("sk-a", "A1", true), await send("sk-a", "A2", true)];
+    assert.equal(gw.slots.heldBy("up1", "a"), 2);
+    const queued = [send("sk-a", "A3", true), send("sk-a", "A4", true)];
+    await eventually(() => waiting() === 2, { what: "A3 and A4 waiting" });
+    const b = send("sk-b", "B", false);
+    await eventually(() => waiting() === 3, { what: "B waiting behind them" });
+
+    // The first slot to free goes to key b, which holds none, not to key a's next in line.
+    gates.get("A1")!.resolve();
+    await held[0]!.text();
+    const answer = await b;
+    assert.equal(answer.status, 200, await answer.clone().text());
+    assert.equal((await answer.json()).choices[0].message.content, "b");
+    assert.deepEqual(up.calls.map(asked).slice(0, 3), ["A1", "A2", "B"]);
+
+    for (const gate of gates.values()) gate.resolve();
+    for (const res of [held[1]!, ...(await Promise.all(queued))]) {
+      assert.equal(res.status, 200);
+      assert.match(await res.text(), /\[DONE\]/);
+    }
+    await eventually(() => gw.metrics.inflight === 0, { what: "every request ended" });
+    assert.equal(gw.slots.inFlight("up1"), 0);
+    assert.equal(gw.slots.heldBy("up1", "a"), 0);
+    assert.equal(gw.slots.heldBy("up1", "b"), 0);
+    assert.equal(gw.metrics.keyInFlight.get({ key: "a" }), 0);
+    assert.equal(gw.metrics.keyInFlight.get({ key: "b" }), 0);
   } finally {
     await gw.stop();
     await up.close();

@@ -46,23 +46,24 @@ export function authorize(
   return key.id;
 }
 
-/** The enabled route `model` names, if the key may use it; throws 404 or 403. */
+/**
+ * The enabled route `model` names, if the key may use it; throws 404 otherwise. A route the key
+ * may not use is answered exactly like one that does not exist, so a key cannot map the routes
+ * it is not given (docs/security.md "Routes a key may not use"); only the history row says why.
+ */
 export function routeFor(config: Config, opts: { model: string; keyId: string | null }): Route {
   const route = config.routes.find((r) => r.model === opts.model && r.enabled);
-  if (!route) {
-    throw clientError(
-      `model '${opts.model}' is not a route of this gateway; GET /v1/models lists them`,
-      {
-        code: "gw.client.unknown_model",
-        param: "model",
-      },
-    );
-  }
   const keyRoutes = config.keys.find((k) => k.id === opts.keyId)?.routes;
-  if (keyRoutes && !keyRoutes.includes(route.model)) {
-    throw clientError(`this key may not use model '${route.model}'`, {
-      code: "gw.client.forbidden",
-    });
-  }
-  return route;
+  const refused = route && keyRoutes && !keyRoutes.includes(route.model);
+  if (route && !refused) return route;
+  throw clientError(
+    `model '${opts.model}' is not a route of this gateway; GET /v1/models lists them`,
+    {
+      code: "gw.client.unknown_model",
+      param: "model",
+      recorded: refused
+        ? `key '${opts.keyId}' may not use route '${route.model}' (answered as an unknown model)`
+        : undefined,
+    },
+  );
 }

@@ -16,6 +16,8 @@ import { readJsonBody } from "./read_body.ts";
 import { isRecord, parseJson } from "../formats/json.ts";
 import { estimateInputTokens } from "./token_estimate.ts";
 import { readCapped, UPSTREAM_CAPS } from "../formats/upstream_caps.ts";
+import { affinitySession } from "../route/affinity.ts";
+import { requestSession } from "./session_ids.ts";
 
 /** A counter upstream slower than this is not waited for: the estimate answers instead. */
 const COUNT_TIMEOUT_MS = 10_000;
@@ -90,13 +92,13 @@ export async function handleCountTokens(
     const config = configInForce(deps.state);
     const keyId = authorize(request, { config, loopback: deps.state.loopback, env: deps.env });
     requireJsonContentType(request);
-    const body = await readJsonBody(request, { signal: request.signal });
+    const body = await readJsonBody(request, { signal: request.signal, clock: deps.clock });
     if (!isRecord(body)) {
       throw clientError("request body must be a JSON object", { code: "gw.client.invalid_json" });
     }
     const ir = codec.parseRequest(countedRequest(codec, body), opts.ctx);
     const route = routeFor(config, { model: ir.model, keyId });
-    const counted = await count({ request, ir, body, codec, route }, { ...deps, config });
+    const counted = await count({ request, ir, body, codec, route, keyId }, { ...deps, config });
     return countResponse(codec, { counted, requestId });
   } catch (err) {
     return errorResponse(codec, GatewayError.from(err), { requestId });
@@ -116,11 +118,20 @@ interface CountRequest {
   body: Json;
   codec: ClientCodec;
   route: Route;
+  keyId: string | null;
 }
 
 async function count(req: CountRequest, deps: ForwardDeps & ProxyDeps): Promise<Counted> {
   const estimate = (): Counted => ({ how: "estimated", tokens: estimateInputTokens(req.ir) });
-  const sessionId = req.request.headers.get("x-session-id");
+  // The session as generation names and pins it, in the key's own namespace
+  // (docs/security.md "Sessions are per key"): a count goes where the conversation runs.
+  const sessionId = affinitySession({
+    keyId: req.keyId,
+    sessionId: requestSession(req.codec.format, {
+      headers: req.request.headers,
+      hint: req.ir.sessionHint,
+    }),
+  });
   const [first] = planCandidates(req.route, { deps, sessionId });
   const counter = first && COUNTERS[first.upstream.kind];
   if (!first || !counter) return estimate();

@@ -29,7 +29,10 @@ interface Increment {
 }
 
 interface Snapshot {
+  /** When the last read of the key's rows began, successful or not: the cache runs from it. */
   readStartedAt: number;
+  /** Every increment of this process's written before this is counted in `rows`. */
+  coveredUntil: number;
   rows: KeyUsageRow[];
 }
 
@@ -38,6 +41,11 @@ interface Snapshot {
  * limits"): the last read of the key's rows, plus this process's own increments that read
  * may not include yet. Increments are written in the background, batched; reads are cached
  * for about a second, so another instance's use shows here within that.
+ *
+ * When reads fail (or time out) while writes succeed, this process's own written increments
+ * are folded into the key's snapshot rather than forgotten: limits then hold on this
+ * process's own count, which can only under-count what other instances admit
+ * (docs/security.md "Key limits when the database cannot be read").
  */
 export class KeyUsageMeter {
   #increments: Increment[] = [];
@@ -46,6 +54,7 @@ export class KeyUsageMeter {
   #flushing: Promise<void> | null = null;
   #flushQueued = false;
   #lastPrune = 0;
+  #readsFailing = false;
 
   constructor(private deps: { db: Db; clock: Clock; log?: Logger }) {}
 
@@ -80,7 +89,7 @@ export class KeyUsageMeter {
     const rows = [...(snap?.rows ?? [])];
     for (const inc of this.#increments) {
       if (inc.keyId !== keyId) continue;
-      if (snap && inc.doneAt !== null && inc.doneAt < snap.readStartedAt) continue;
+      if (snap && inc.doneAt !== null && inc.doneAt < snap.coveredUntil) continue;
       rows.push(...incrementRows(inc).map(({ keyId: _, ...row }) => row));
     }
     return rows;
@@ -99,16 +108,19 @@ export class KeyUsageMeter {
     let reading = this.#reads.get(keyId);
     if (reading) return reading;
     const readStartedAt = this.deps.clock.now();
-    const read = readKeyUsage(this.deps.db, {
-      keyIds: [keyId],
-      secondsAfter: readStartedAt - WINDOW_MS - 1_000,
-      daysFrom: Math.min(monthStart(readStartedAt), dayStart(readStartedAt)),
-    }).then((found) => {
-      // A read that outlived its timeout must not replace a newer one.
-      if ((this.#snapshots.get(keyId)?.readStartedAt ?? -1) >= readStartedAt) return;
-      this.#snapshots.set(keyId, { readStartedAt, rows: found.get(keyId) ?? [] });
-      this.#forgetCovered();
-    }, (err) => this.deps.log?.event("key_usage.read_failed", { error: String(err) }));
+    const read = readKeyUsage(this.deps.db, { keyIds: [keyId], ...readSpan(readStartedAt) })
+      .then((found) => {
+        if (this.#readsFailing) {
+          this.#readsFailing = false;
+          this.deps.log?.event("key_usage.reads_back", {});
+        }
+        // A read that outlived its timeout must not replace a newer one, nor one holding own
+        // increments it may not include.
+        if ((this.#snapshots.get(keyId)?.coveredUntil ?? -1) >= readStartedAt) return;
+        const rows = found.get(keyId) ?? [];
+        this.#snapshots.set(keyId, { readStartedAt, coveredUntil: readStartedAt, rows });
+        this.#forgetCovered();
+      }, (err) => this.#readFailed(keyId, { readStartedAt, err }));
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, READ_TIMEOUT_MS)));
     reading = Promise.race([read, timeout]).finally(() => {
@@ -120,17 +132,72 @@ export class KeyUsageMeter {
   }
 
   /**
-   * A written increment is kept only while a read that may miss it is in use or in flight:
-   * every later read includes it. So the list stays as short as the writes in the last second.
+   * The read failed: the key's written increments go into its snapshot (so they keep counting
+   * though no read includes them), and the failed read starts the cache like a good one, so a
+   * database that fails is asked once a second per key, not once per request. Logged once per
+   * run of failures.
+   */
+  #readFailed(keyId: string, opts: { readStartedAt: number; err: unknown }): void {
+    if (!this.#readsFailing) {
+      this.#readsFailing = true;
+      this.deps.log?.event("key_usage.read_failed", { error: String(opts.err) });
+    }
+    this.#fold(keyId);
+    const snap = this.#snapshots.get(keyId);
+    if (snap) snap.readStartedAt = Math.max(snap.readStartedAt, opts.readStartedAt);
+  }
+
+  /**
+   * A written increment is counted in a key's snapshot once it is covered: by a read that began
+   * after it was written (which drops it from the list), or by folding it in. While a read that
+   * may miss it is in flight it stays in the list. So the list stays as short as the writes in
+   * flight, whether reads succeed or not.
    */
   #forgetCovered(): void {
-    const now = this.deps.clock.now();
-    const fresh = CACHE_MS * this.deps.clock.scale;
+    const uncovered = new Set<string>();
     this.#increments = this.#increments.filter((inc) => {
       if (inc.doneAt === null || this.#reads.has(inc.keyId)) return true;
       const snap = this.#snapshots.get(inc.keyId);
-      return snap !== undefined && inc.doneAt >= snap.readStartedAt &&
-        now - snap.readStartedAt < fresh;
+      if (snap !== undefined && inc.doneAt < snap.coveredUntil) return false;
+      uncovered.add(inc.keyId);
+      return true;
+    });
+    for (const keyId of uncovered) this.#fold(keyId);
+  }
+
+  /**
+   * Moves the key's written increments that its snapshot does not cover into the snapshot's
+   * rows. A later read that begins after this includes them and replaces the snapshot; one that
+   * began before is ignored (`coveredUntil`). Rows past the read's span are dropped, so a
+   * snapshot holds at most about 62 second rows and 31 day rows.
+   */
+  #fold(keyId: string): void {
+    const now = this.deps.clock.now();
+    const snap = this.#snapshots.get(keyId) ??
+      { readStartedAt: -Infinity, coveredUntil: -Infinity, rows: [] };
+    const rows = new Map(snap.rows.map((r) => [`${r.kind}:${r.start}`, { ...r }]));
+    this.#increments = this.#increments.filter((inc) => {
+      if (inc.keyId !== keyId || inc.doneAt === null) return true;
+      if (inc.doneAt >= snap.coveredUntil) {
+        for (const { keyId: _, ...row } of incrementRows(inc)) {
+          const known = rows.get(`${row.kind}:${row.start}`);
+          if (!known) rows.set(`${row.kind}:${row.start}`, row);
+          else {
+            known.requests += row.requests;
+            known.tokens += row.tokens;
+            known.costUsd += row.costUsd;
+          }
+        }
+      }
+      return false;
+    });
+    const span = readSpan(now);
+    this.#snapshots.set(keyId, {
+      readStartedAt: snap.readStartedAt,
+      coveredUntil: now,
+      rows: [...rows.values()].filter((r) =>
+        r.kind === "second" ? r.start > span.secondsAfter : r.start >= span.daysFrom
+      ),
     });
   }
 
@@ -171,6 +238,14 @@ export class KeyUsageMeter {
     this.#lastPrune = now;
     await pruneKeySeconds(this.deps.db, now - 2 * WINDOW_MS);
   }
+}
+
+/** The rows a read at `at` returns: the sliding minute's seconds, and the month's days. */
+function readSpan(at: number): { secondsAfter: number; daysFrom: number } {
+  return {
+    secondsAfter: at - WINDOW_MS - 1_000,
+    daysFrom: Math.min(monthStart(at), dayStart(at)),
+  };
 }
 
 function incrementRows(inc: Increment): KeyUsageIncrement[] {

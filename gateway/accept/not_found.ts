@@ -35,9 +35,14 @@ export function errorFor(request: Request, err: GatewayError): Response {
   const requestId = crypto.randomUUID();
   const codec = clientCodecOf(request);
   if (codec) return errorResponse(codec, err, { requestId });
+  return plainErrorResponse(err, { requestId });
+}
+
+/** The operator surface's error: `{"error": {code, message}}`, with the gateway's error headers. */
+export function plainErrorResponse(err: GatewayError, opts: { requestId: string }): Response {
   return new Response(JSON.stringify({ error: { code: err.code, message: err.publicMessage } }), {
     status: err.status,
-    headers: baseHeaders(requestId, {
+    headers: baseHeaders(opts.requestId, {
       "content-type": "application/json",
       "x-pulsegate-error": err.source,
       [ERROR_CODE_HEADER]: err.code,

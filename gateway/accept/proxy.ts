@@ -12,6 +12,7 @@ import { checkGuardrails, type Guardrails } from "./guardrails.ts";
 import type { GuardrailMatcher } from "./guardrail_matcher.ts";
 import { requireJsonContentType } from "./json_content_type.ts";
 import { readJsonBody } from "./read_body.ts";
+import type { KeyRefusalBudget } from "./key_refusal_budget.ts";
 import type { RefusedBudget } from "./refused_budget.ts";
 import { boundedSession, headerSession } from "./session_ids.ts";
 import { isRecord } from "../formats/json.ts";
@@ -21,6 +22,8 @@ import { forwardWhole } from "../forward/whole_forward.ts";
 import { incomingTrace } from "../observability/trace_context.ts";
 import { admitKey, meteredBilling } from "./key_limits.ts";
 import type { KeyUsageMeter } from "./key_usage_meter.ts";
+import { KeyInFlight } from "./key_in_flight.ts";
+import { onePer } from "../runtime/memo.ts";
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -54,6 +57,8 @@ export interface ProxyDeps extends Omit<ForwardDeps, "config"> {
   keyMeter?: KeyUsageMeter;
   /** How many refused requests still get a row this minute (docs/security.md). */
   refusedBudget: RefusedBudget;
+  /** How many of each key's requests refused after auth still get a row this minute. */
+  keyRefusals: KeyRefusalBudget;
 }
 
 interface Admitted {
@@ -71,6 +76,8 @@ interface Admission {
   id: string;
   admitted: Admitted | GatewayError;
   refused?: boolean;
+  /** The key auth found, even when the request is refused after it (its refusal budget). */
+  keyId?: string | null;
 }
 
 /** Synchronous unless a caller-chosen id must be looked up: most requests await nothing here. */
@@ -93,7 +100,7 @@ function admit(
     const err = clientError("x-request-id must be 1-128 characters of A-Za-z0-9._:-", {
       param: "x-request-id",
     });
-    return { id: crypto.randomUUID(), admitted: err };
+    return { id: crypto.randomUUID(), admitted: err, keyId: admitted.keyId };
   }
   return askedIdFree(asked, { admitted, deps });
 }
@@ -102,7 +109,9 @@ async function askedIdFree(
   asked: string,
   opts: { admitted: Admitted; deps: ProxyDeps },
 ): Promise<Admission> {
-  if (await opts.deps.requestIdTaken(asked)) return duplicate(asked, "was already used");
+  if (await opts.deps.requestIdTaken(asked)) {
+    return { ...duplicate(asked, "was already used"), keyId: opts.admitted.keyId };
+  }
   return { id: asked, admitted: opts.admitted };
 }
 
@@ -118,7 +127,8 @@ function duplicate(asked: string, why: string): { id: string; admitted: GatewayE
  * One client request from arrival to its recorded end. The row is opened
  * right after auth and the id check (a refused request gets a row under a
  * generated id), before the body is read, so bad input is recorded too, and
- * closed by a `finally`, so no path skips it.
+ * closed by a `finally`, so no path skips it. The key's place in progress,
+ * taken before the body is read, is given back when the row closes.
  */
 export async function handleProxy(
   request: Request,
@@ -127,9 +137,11 @@ export async function handleProxy(
   const { codec, deps } = opts;
   const asked = request.headers.get("x-request-id");
   const admission = admit(request, { asked, deps });
-  let { id, admitted, refused = false } = admission instanceof Promise
+  let { id, admitted, refused = false, keyId = null } = admission instanceof Promise
     ? await admission
     : admission;
+  // The key auth found: the refusal budget the request's row counts against (docs/security.md).
+  if (!(admitted instanceof GatewayError)) keyId = admitted.keyId;
   if (refused && admitted instanceof GatewayError && !deps.refusedBudget.take()) {
     // Beyond the budget a refusal costs no row and no queue slot (docs/security.md).
     deps.metrics.refusedUnrecorded.inc();
@@ -149,7 +161,14 @@ export async function handleProxy(
     keyId: admitted instanceof GatewayError ? null : admitted.keyId,
     sessionId: headerSession(codec.format, request.headers),
     trace: incomingTrace(request.headers, { recording: deps.state.tracing?.() ?? false }),
-  }, { clock: deps.clock, sink: deps.sink, metrics: deps.metrics, expendable: refused });
+  }, {
+    clock: deps.clock,
+    sink: deps.sink,
+    metrics: deps.metrics,
+    expendable: refused,
+    // Before auth the budget above applies; after it, the key's own (docs/security.md).
+    refusal: refused ? undefined : deps.keyRefusals.reserve(keyId),
+  });
   deps.registry.add(live);
   if (!(admitted instanceof GatewayError)) {
     live.billing = meteredBilling(admitted.config, { keyId: admitted.keyId, meter: deps.keyMeter });
@@ -162,9 +181,11 @@ export async function handleProxy(
   const ended = new Promise<void>((resolve) => (settle = resolve));
   deps.pending.add(ended);
   let cleaned = false;
+  let releaseKey: (() => void) | null = null;
   const cleanup = () => {
     if (cleaned) return;
     cleaned = true;
+    releaseKey?.();
     request.signal.removeEventListener("abort", onClientGone);
     deps.registry.drop(live);
     deps.metrics.inflight--;
@@ -181,6 +202,9 @@ export async function handleProxy(
   };
   try {
     if (admitted instanceof GatewayError) return endWith(admitted);
+    const held = await admitBeforeBody(request, { deps, admitted });
+    if (held instanceof GatewayError) return endWith(held);
+    releaseKey = held;
     const started = await begin(request, { codec, ctx: opts.ctx, deps, live, admitted });
     if (started instanceof GatewayError) return endWith(started);
     const fdeps = forwardDeps(deps, started.config);
@@ -220,6 +244,41 @@ function forwardDeps(deps: ProxyDeps, config: Config): ForwardDeps {
   return fdeps;
 }
 
+/** Places in progress per key (`keys[].max_in_flight`), one count per proxy. */
+const keyInFlight = onePer((deps: ProxyDeps) => new KeyInFlight(deps.metrics));
+
+/**
+ * What is decided before a byte of the body is read (docs/security.md "Request bodies and
+ * per-key concurrency"): the content type, the key's places in progress, then its rpm, tpm and
+ * budget (which count the request). A refused request never has its body read: it is answered
+ * even when its body never comes. Answers the release of the key's place (null without a key),
+ * or the refusal.
+ */
+async function admitBeforeBody(
+  request: Request,
+  opts: { deps: ProxyDeps; admitted: Admitted },
+): Promise<(() => void) | null | GatewayError> {
+  const { deps } = opts;
+  const { config, keyId } = opts.admitted;
+  let release: (() => void) | null = null;
+  try {
+    requireJsonContentType(request);
+    const key = keyId === null ? undefined : config.keys.find((k) => k.id === keyId);
+    if (key) {
+      const taken = keyInFlight(deps).take(key);
+      if (taken instanceof GatewayError) return taken;
+      release = taken;
+    }
+    // Null when the key has no limits or there is no meter: nothing to await then.
+    const keyAdmission = admitKey(config, { keyId, meter: deps.keyMeter, now: deps.clock.now });
+    if (keyAdmission) await keyAdmission;
+    return release;
+  } catch (err) {
+    release?.();
+    return GatewayError.from(err);
+  }
+}
+
 interface Started {
   config: Config;
   ir: IrRequest;
@@ -227,7 +286,7 @@ interface Started {
   route: Config["routes"][number];
 }
 
-/** Everything after auth before the first upstream call: body, route. Errors are returned, not thrown. */
+/** Everything after admission before the first upstream call: body, route. Errors are returned, not thrown. */
 async function begin(
   request: Request,
   opts: {
@@ -241,8 +300,7 @@ async function begin(
   const { deps, live } = opts;
   const { config, keyId: key } = opts.admitted;
   try {
-    requireJsonContentType(request);
-    const body = await readJsonBody(request, { signal: live.signal });
+    const body = await readJsonBody(request, { signal: live.signal, clock: deps.clock });
     if (!isRecord(body)) {
       throw clientError("request body must be a JSON object", { code: "gw.client.invalid_json" });
     }
@@ -252,13 +310,7 @@ async function begin(
     live.record.sessionId ??= ir.sessionHint === undefined ? null : boundedSession(ir.sessionHint);
     const route = routeFor(config, { model: ir.model, keyId: key });
     live.metricsRoute = route.model;
-    // Each is null when its feature is off: nothing to await then.
-    const keyAdmission = admitKey(config, {
-      keyId: key,
-      meter: deps.keyMeter,
-      now: deps.clock.now,
-    });
-    if (keyAdmission) await keyAdmission;
+    // Null when guardrails are off: nothing to await then.
     const guardrails = checkGuardrails(body, { model: ir.model, deps });
     if (guardrails) await guardrails;
     return { config, ir, body, route };

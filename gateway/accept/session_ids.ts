@@ -28,6 +28,19 @@ export function headerSession(format: ClientFormat, headers: Headers): string | 
   return null;
 }
 
+/**
+ * The session a request names, as generation records it: its headers first
+ * (`headerSession`), else a body field (`IrRequest.sessionHint`), bounded.
+ */
+export function requestSession(
+  format: ClientFormat,
+  opts: { headers: Headers; hint: string | undefined },
+): string | null {
+  const named = headerSession(format, opts.headers);
+  if (named !== null) return named;
+  return opts.hint === undefined ? null : boundedSession(opts.hint);
+}
+
 /** A session id follows the request-id rule (docs/design.md, "Abort and disconnect"). */
 const SESSION_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 

@@ -76,10 +76,17 @@ const PRICES_AND_LIMITS = [
   "A request over any of them is answered 429 in the client's own format with `Retry-After` " +
   "(seconds until the window frees, or until the budget's period ends) and code " +
   "`gw.key.rate_limited` or `gw.key.budget_exhausted`; it is recorded and no upstream is called. " +
-  "The check runs after auth and the route, before guardrails and any upstream; token counting " +
+  "The check runs after auth and the content type and before the body is read (so a request " +
+  "with a bad body or an unknown model still counts towards `rpm`); token counting " +
   "(`/v1/messages/count_tokens`) bills nothing and is neither limited nor counted. The counters " +
   "live in the database, so instances sharing one share the limits, within about a second " +
   "(docs/scaling.md).",
+  "A key's `max_in_flight` caps its requests in progress at once in one gateway process: a " +
+  "place is taken before the body is read and given back when the request's row closes " +
+  "(a stream holds it until it ends or its client leaves). One more is answered 429 " +
+  "`gw.key.max_in_flight` with a `Retry-After` of 1 s, recorded, before its body is read and " +
+  "without counting towards `rpm`. `pulsegate_key_in_flight_requests{key}` shows each key's " +
+  'count (docs/security.md "Request bodies and per-key concurrency").',
 ];
 
 const INTRO = [

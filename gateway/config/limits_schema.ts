@@ -47,6 +47,14 @@ function perMinute(what: string, verb: string) {
 
 /** The key fields, spread into the key schema. */
 export const keyLimitFields = () => ({
+  max_in_flight: z.int({ error: "must be a whole number between 1 and 1000000" })
+    .min(1, { error: "must be at least 1" }).max(1_000_000, { error: "must be at most 1000000" })
+    .optional().describe(
+      "Most requests this key may have in progress at once in one gateway process, counted " +
+        "from admission (before the body is read) until the request's row closes, streams " +
+        "included; more are answered 429 (gw.key.max_in_flight) with Retry-After. Omit for " +
+        "no limit.",
+    ),
   rpm: perMinute("requests", "send"),
   tpm: perMinute("billed tokens (input + output of finished attempts)", "use"),
   budget: BudgetSchema.optional().describe(

@@ -206,12 +206,15 @@ async function takeSlot(
 ): Promise<(() => void) | null> {
   const { deps, req } = opts;
   const max = target.upstream.max_in_flight;
-  const now = deps.slots.tryAcquire(target.upstream.id, max);
+  // Slots are shared fairly between keys (route/fair_share.ts).
+  const key = req.live.record.keyId;
+  const now = deps.slots.tryAcquire(target.upstream.id, max, { key });
   if (now || !opts.wait) return now;
   req.live.state = "waiting_for_slot";
   return await deps.slots.acquire(target.upstream.id, max, {
     waitMs: deps.config.failover.slot_wait_secs * 1000,
     signal: opts.signal ?? req.live.signal,
+    key,
   });
 }
 
@@ -230,6 +233,7 @@ async function waitForAny(
       const release = await deps.slots.acquire(target.upstream.id, target.upstream.max_in_flight, {
         waitMs: deps.config.failover.slot_wait_secs * 1000,
         signal: race.signal,
+        key: req.live.record.keyId,
       });
       if (release) race.abort();
       return release ? { target, release } : null;

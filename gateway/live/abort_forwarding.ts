@@ -114,20 +114,28 @@ async function askPeers(
     noteForwardingOff(deps);
     return [];
   }
-  const body = JSON.stringify({ scope: opts.scope, from: deps.instanceId });
-  const signed = await signPeerCall({ method: "POST", path, body }, {
-    secret: deps.peerSecret,
-    now: deps.clock.now(),
-  });
-  const headers = new Headers({
-    [FORWARDED_HEADER]: "1",
-    "content-type": "application/json",
-    ...signed,
-  });
+  const { peerSecret } = deps;
+  const now = deps.clock.now();
   const stop = new AbortController();
   const timer = setTimeout(() => stop.abort(), PEER_ANSWER_MS);
   try {
     return await Promise.all(peers.map(async (peer) => {
+      // Each call names the one instance it is for, whose id is new at every start: a copy can
+      // be played neither to another instance nor to this one once restarted (docs/scaling.md).
+      const body = JSON.stringify({
+        scope: opts.scope,
+        from: deps.instanceId,
+        to: peer.instanceId,
+      });
+      const signed = await signPeerCall({ method: "POST", path, body }, {
+        secret: peerSecret,
+        now,
+      });
+      const headers = new Headers({
+        [FORWARDED_HEADER]: "1",
+        "content-type": "application/json",
+        ...signed,
+      });
       const reply = await askPeer(`${peer.url}${path}`, {
         init: { headers, body },
         signal: stop.signal,

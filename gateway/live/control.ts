@@ -14,6 +14,7 @@ import { type AbortScope, mayAbort } from "./abort_scope.ts";
 import { peerScope, SeenSignatures } from "./peer_scope.ts";
 import { ERROR_CODE_HEADER } from "../runtime/gateway_error.ts";
 import { abortedByOperator } from "../forward/stop_reasons.ts";
+import { boundedSession } from "../accept/session_ids.ts";
 
 export interface ControlDeps extends ProxyDeps {
   adminToken: string | undefined;
@@ -50,7 +51,12 @@ export function controlRoutes(deps: ControlDeps): Hono {
   const scopeOf = async (request: Request): Promise<AbortScope | Response> => {
     if (isForwarded(request)) {
       const now = deps.clock.now();
-      const scope = await peerScope(request, { secret: deps.peerSecret, now, seen });
+      const scope = await peerScope(request, {
+        secret: deps.peerSecret,
+        now,
+        seen,
+        self: deps.instanceId,
+      });
       return scope ?? deny(401, "instance call without a valid peer signature");
     }
     if (isAdmin(request, access())) return { admin: true };
@@ -78,7 +84,9 @@ export function controlRoutes(deps: ControlDeps): Hono {
     return stoppedOrNotRunning([], { code: "control.request_not_running", silent: remote.silent });
   });
   app.post("/sessions/:id/abort", async (c) => {
-    const id = c.req.param("id");
+    // The name the client used, kept as requests keep it (a digest outside the request-id rule);
+    // a stored digest names itself, so a peer or the admin page may send either.
+    const id = boundedSession(c.req.param("id"));
     const scope = await scopeOf(c.req.raw);
     if (scope instanceof Response) return scope;
     // Another key's requests under the same id are another session: left alone, never a 403.

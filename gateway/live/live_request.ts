@@ -23,9 +23,46 @@ export const UNKNOWN_ROUTE = "unknown";
 
 /** Where rows go; the history writer in production, an array in unit tests. */
 export interface HistorySink {
-  /** `expendable`: a refused request's row, which the writer drops first when full. */
+  /**
+   * `expendable`: the row of a request that has not reached an upstream (and may be refused),
+   * which the writer drops first when full and does not queue when full (docs/security.md
+   * "Refused floods"). A hop written for the request makes its queued row real again.
+   */
   writeRequest(r: RequestRecord, opts?: { expendable?: boolean }): void;
   writeAttempt(a: AttemptRecord): void;
+}
+
+/**
+ * A request's place in its key's budget of recorded refusals (docs/security.md "Refused
+ * floods"). `held` when it was admitted: its row is kept should it end before any upstream
+ * call. `claim` tries for a place at that end when none was held then; `release` gives a held
+ * place back once the request reaches an upstream.
+ */
+export interface RefusalSlot {
+  readonly held: boolean;
+  /** True when a place is held, taking one now if there is one left. */
+  claim(): boolean;
+  release(): void;
+}
+
+/**
+ * How a request's row is written: `real` always (it reached an upstream, or is not under a
+ * refusal budget), `expendable` (it may still end before any upstream call: dropped first when
+ * the writer is full), or `unwritten` (its key's budget had no place when it was admitted: no
+ * open row; written once it reaches an upstream, or at its end if a place is left then).
+ */
+type RowKind = "real" | "expendable" | "unwritten";
+
+/** Ends of the caller's doing that are not the gateway refusing it: always recorded. */
+const NOT_REFUSALS: ReadonlySet<string> = new Set(["gw.client.disconnected"]);
+
+/**
+ * Whether an end before any upstream call is the gateway refusing the caller (bad input,
+ * unknown model, forbidden route, key limits, guardrails, a reused request id), which its key's
+ * budget bounds; the gateway's, the config's or an operator's failures are always recorded.
+ */
+function isRefusal(err: GatewayError | undefined): boolean {
+  return err !== undefined && err.source === "client" && !NOT_REFUSALS.has(err.code);
 }
 
 export interface LiveRequestInit {
@@ -116,10 +153,21 @@ export class LiveRequest {
   /** Prices hops and meters the key; set once the request is admitted (docs/config.md). */
   billing: Billing | null = null;
   #finished = false;
+  #row: RowKind;
 
+  /**
+   * `expendable`: a refused request's row (already within its budget). `refusal`: an admitted
+   * request's slot in its key's refusal budget; without one the row is always written.
+   */
   constructor(
     init: LiveRequestInit,
-    readonly deps: { clock: Clock; sink: HistorySink; metrics: Metrics; expendable?: boolean },
+    readonly deps: {
+      clock: Clock;
+      sink: HistorySink;
+      metrics: Metrics;
+      expendable?: boolean;
+      refusal?: RefusalSlot;
+    },
   ) {
     this.record = {
       ...init,
@@ -142,7 +190,15 @@ export class LiveRequest {
       tokensEstimated: false,
       costUsd: null,
     };
-    deps.sink.writeRequest({ ...this.record }, { expendable: deps.expendable });
+    const slot = deps.refusal;
+    this.#row = slot === undefined
+      ? deps.expendable ? "expendable" : "real"
+      : slot.held
+      ? "expendable"
+      : "unwritten";
+    if (this.#row !== "unwritten") {
+      deps.sink.writeRequest({ ...this.record }, { expendable: this.#row === "expendable" });
+    }
   }
 
   get clock(): Clock {
@@ -183,8 +239,34 @@ export class LiveRequest {
     this.record.upstream = upstream;
     this.record.upstreamModel = model;
     this.state = "waiting_for_headers";
+    if (this.#row !== "real") this.#reachedUpstream();
     this.flushAttempt(attempt);
     return attempt;
+  }
+
+  /**
+   * Whether the row of a request ending before any upstream call is written. A refusal keeps
+   * its place in the key's budget (taking one now if it held none); any other end is recorded
+   * regardless and gives a held place back. Either row is expendable.
+   */
+  #keepsRow(err: GatewayError | undefined): boolean {
+    const slot = this.deps.refusal;
+    this.#row = "expendable";
+    if (slot === undefined) return true;
+    if (isRefusal(err)) return slot.claim();
+    slot.release();
+    return true;
+  }
+
+  /**
+   * Its first hop: the row is real from now on and its refusal slot goes back. A queued
+   * expendable row is made real by the hop written next (`HistorySink`); one never written
+   * (the budget had no place) is written now.
+   */
+  #reachedUpstream(): void {
+    if (this.#row === "unwritten") this.deps.sink.writeRequest({ ...this.record });
+    this.#row = "real";
+    this.deps.refusal?.release();
   }
 
   flushAttempt(attempt: Attempt): void {
@@ -244,7 +326,7 @@ export class LiveRequest {
     r.outcome = err ? "error" : "success";
     r.failureSource = err?.source ?? null;
     r.errorCode = err?.code ?? null;
-    r.errorMessage = err ? err.publicMessage : null;
+    r.errorMessage = err ? err.recordedMessage : null;
     r.costUsd = requestCost(this.attempts.map((a) => a.record));
     const { metrics } = this.deps;
     const route = this.metricsRoute ?? UNKNOWN_ROUTE;
@@ -259,6 +341,11 @@ export class LiveRequest {
         metrics.tokens.inc({ upstream, direction: "output" }, a.record.outputTokens);
       }
     }
-    this.deps.sink.writeRequest({ ...r }, { expendable: this.deps.expendable });
+    if (this.#row !== "real" && !this.#keepsRow(err)) {
+      // Refused before any upstream call beyond its key's budget: answered, counted, no row.
+      metrics.keyRefusalsUnrecorded.inc();
+      return;
+    }
+    this.deps.sink.writeRequest({ ...r }, { expendable: this.#row === "expendable" });
   }
 }

@@ -10,7 +10,8 @@ import { joinBytes } from "../runtime/join_bytes.ts";
 
 /**
  * Signatures already honoured, until their window closes: a call copied off the wire cannot be
- * played again. Bounded by the window: at most the calls of the last minute.
+ * played again to this instance while it runs (a restarted one has a new id, which the copy does
+ * not name). Bounded by the window: at most the calls of the last minute.
  */
 export class SeenSignatures {
   #until = new Map<string, number>();
@@ -29,13 +30,14 @@ export class SeenSignatures {
 
 /**
  * The scope a forwarded abort acts for, read from its signed body; null when the call is not
- * signed with this instance's peer secret (or there is none), is stale, or names no scope.
- * Credential headers on it are ignored: an instance never vouches for a caller by passing on
- * its key (docs/scaling.md).
+ * signed with this instance's peer secret (or there is none), is stale, is addressed to another
+ * instance (`to`, the receiver's id, new at every start), was already honoured, or names no
+ * scope. Credential headers on it are ignored: an instance never vouches for a caller by passing
+ * on its key (docs/scaling.md).
  */
 export async function peerScope(
   request: Request,
-  opts: { secret: string | undefined; now: number; seen: SeenSignatures },
+  opts: { secret: string | undefined; now: number; seen: SeenSignatures; self: string },
 ): Promise<AbortScope | null> {
   if (!opts.secret) return null;
   const body = await boundedText(request);
@@ -46,9 +48,11 @@ export async function peerScope(
     now: opts.now,
   });
   if (!valid) return null;
-  if (!opts.seen.fresh(request.headers.get(PEER_SIGNATURE_HEADER) ?? "", opts.now)) return null;
   const parsed = parseJson(body);
-  return scopeFromJson(isRecord(parsed) ? parsed.scope : null);
+  // Signed for another instance, or for this address before a restart: a copy, not a call to us.
+  if (!isRecord(parsed) || parsed.to !== opts.self) return null;
+  if (!opts.seen.fresh(request.headers.get(PEER_SIGNATURE_HEADER) ?? "", opts.now)) return null;
+  return scopeFromJson(parsed.scope);
 }
 
 /** The body as text, or null past the bound: read no further than that, whatever it claims. */

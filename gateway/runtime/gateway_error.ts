@@ -35,6 +35,11 @@ export interface GatewayErrorInit {
   upstreamCode?: string;
   upstreamKind?: UpstreamKind;
   upstreamAnswer?: UpstreamErrorAnswer;
+  /**
+   * What history records instead of the client's message, where the row must say more than the
+   * caller may learn (docs/security.md "Routes a key may not use").
+   */
+  recorded?: string;
   cause?: unknown;
 }
 
@@ -54,6 +59,7 @@ export class GatewayError extends Error {
   readonly upstreamCode?: string;
   readonly upstreamKind?: UpstreamKind;
   readonly upstreamAnswer?: UpstreamErrorAnswer;
+  readonly recorded?: string;
 
   constructor(message: string, init: GatewayErrorInit) {
     super(message, { cause: init.cause });
@@ -69,6 +75,7 @@ export class GatewayError extends Error {
     this.upstreamCode = init.upstreamCode;
     this.upstreamKind = init.upstreamKind;
     this.upstreamAnswer = init.upstreamAnswer;
+    this.recorded = init.recorded;
   }
 
   /** The message a client reads: what happened, plus the chain of candidates. */
@@ -78,6 +85,11 @@ export class GatewayError extends Error {
       ...(this.skipped ? [this.skipped] : []),
     ];
     return chain.length ? `${this.message} (${chain.join("; ")})` : this.message;
+  }
+
+  /** The message history records: the client's, unless the row must say more. */
+  get recordedMessage(): string {
+    return this.recorded ?? this.publicMessage;
   }
 
   withTried(tried: string[]): GatewayError {
@@ -102,6 +114,7 @@ export class GatewayError extends Error {
       upstreamCode: this.upstreamCode,
       upstreamKind: this.upstreamKind,
       upstreamAnswer: this.upstreamAnswer,
+      recorded: this.recorded,
       cause: this.cause,
     };
   }
@@ -118,12 +131,13 @@ export class GatewayError extends Error {
 
 export function clientError(
   message: string,
-  opts: { code?: GatewayCode; status?: number; param?: string } = {},
+  opts: { code?: GatewayCode; status?: number; param?: string; recorded?: string } = {},
 ): GatewayError {
   return new GatewayError(message, {
     code: opts.code ?? "gw.client.invalid_request",
     source: "client",
     status: opts.status,
     param: opts.param,
+    recorded: opts.recorded,
   });
 }

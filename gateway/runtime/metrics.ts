@@ -101,6 +101,10 @@ export class Metrics {
     "pulsegate_refused_unrecorded_total",
     "Refused requests (401/403/503 before auth) beyond the per-minute history budget: counted, not recorded.",
   );
+  keyRefusalsUnrecorded = new Counter(
+    "pulsegate_key_refusals_unrecorded_total",
+    "Requests refused after auth and before any upstream call (rate limited, bad body, unknown model, ...) beyond their key's per-minute history budget: counted, not recorded.",
+  );
   guardrailUnchecked = new Counter(
     "pulsegate_guardrail_unchecked_total",
     "Requests the guardrails could not check in full, by reason and outcome (blocked, allowed).",
@@ -115,6 +119,10 @@ export class Metrics {
     "Time from a stop (abort, disconnect, timeout, lost hedge, shutdown) to the upstream connection's close, by upstream and reason.",
   );
   inflight = 0;
+  keyInFlight = new Counter(
+    "pulsegate_key_in_flight_requests",
+    "Requests in progress per gateway key (keys[].max_in_flight), from admission to the row's close.",
+  );
 
   constructor() {
     // Unlabelled counters read 0 from the start, so a scrape can tell "none" from "missing".
@@ -122,6 +130,7 @@ export class Metrics {
     this.aborts.inc({}, 0);
     this.historyDropped.inc({}, 0);
     this.refusedUnrecorded.inc({}, 0);
+    this.keyRefusalsUnrecorded.inc({}, 0);
   }
   /** Filled in at render time by the owner of cooldown state. */
   cooldown: () => Array<{ upstream: string; paused: boolean }> = () => [];
@@ -143,6 +152,7 @@ export class Metrics {
       this.requests.render(),
       this.attempts.render(),
       inflight,
+      this.keyInFlight.render("gauge"),
       this.disconnects.render(),
       this.aborts.render(),
       this.idleTimeouts.render(),
@@ -155,6 +165,7 @@ export class Metrics {
       this.historyDropped.render(),
       this.guardrailUnchecked.render(),
       this.refusedUnrecorded.render(),
+      this.keyRefusalsUnrecorded.render(),
     ].join("\n") + "\n";
   }
 }

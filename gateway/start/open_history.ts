@@ -39,6 +39,8 @@ export async function openHistory(
     log: Logger;
     closers: Closers;
     onHistoryBatch?: (batch: { ms: number; rows: number }) => void;
+    /** Rows kept in memory while the database is away; default HISTORY_MEMORY_ROWS (tests lower it). */
+    memoryRows?: number;
     /** Told how many rows the writer dropped (the queue full, or abandoned at shutdown). */
     onDropped?: (rows: number) => void;
     env: (name: string) => string | undefined;
@@ -80,7 +82,7 @@ export async function openHistory(
       if (readiness.ready) log.event("history.write_failed", { error: String(err) });
     },
     onDropped: opts.onDropped,
-    maxPending: HISTORY_MEMORY_ROWS,
+    maxPending: opts.memoryRows ?? HISTORY_MEMORY_ROWS,
   });
   closers.add("history writer", async () => {
     if (!await writer.close()) {

@@ -1,5 +1,6 @@
 import type { AdminDeps } from "../../admin/routes.ts";
 import type { KeyUsageMeter } from "../accept/key_usage_meter.ts";
+import { KeyRefusalBudget } from "../accept/key_refusal_budget.ts";
 import { RefusedBudget } from "../accept/refused_budget.ts";
 import { requestExists } from "../../db/history_queries.ts";
 import type { RunState } from "../accept/proxy.ts";
@@ -17,7 +18,8 @@ import type { Logger } from "../runtime/logger.ts";
 import type { Metrics } from "../runtime/metrics.ts";
 import type { ServerDeps } from "../server.ts";
 import type { Settings } from "../settings.ts";
-import { type History, HISTORY_MEMORY_ROWS } from "./open_history.ts";
+import { historyAtRisk, historyProblem } from "./history_health.ts";
+import type { History } from "./open_history.ts";
 
 export interface ServerParts {
   settings: Settings;
@@ -63,6 +65,7 @@ export function serverDeps(parts: ServerParts): ServerDeps {
     requestIdTaken: async (id) =>
       writer.holdsRequest(id) || await requestExists(db, id).catch(() => false),
     refusedBudget: new RefusedBudget(clock),
+    keyRefusals: new KeyRefusalBudget(clock),
     adminToken: parts.settings.adminToken,
     peerSecret: parts.settings.peerSecret,
     publicUrl: parts.settings.publicUrl,
@@ -74,6 +77,7 @@ export function serverDeps(parts: ServerParts): ServerDeps {
     admin: {
       ...adminDeps(control, { demo: parts.demo, apis: parts.adminApis }),
       historyNotice: () => history.readiness.describe(),
+      historyProblem: () => historyProblem(history),
       memoryHistory: () => history.readiness.ready ? null : writer.queuedRows(),
     },
     demo: parts.demo
@@ -81,19 +85,17 @@ export function serverDeps(parts: ServerParts): ServerDeps {
         serveDemoUpstream(request, { clock, caller, self: parts.settings.host })
       : null,
     ready: () => {
-      const ready: { ok: boolean; reason?: string; history?: string } = state.shuttingDown
+      const serving: Readiness = state.shuttingDown
         ? { ok: false, reason: "shutting down" }
         : state.config
         ? { ok: true }
         : { ok: false, reason: `safe mode: ${state.safeModeReason}` };
-      // Serving goes on without the database, so this does not take the instance out of a
-      // load balancer; it is here so that whoever looks sees at once that history is at risk.
-      const away = history.readiness.describe();
-      if (away !== null) {
-        ready.history = `${away}; ${writer.stats().pending} rows kept in memory (at most ` +
-          `${HISTORY_MEMORY_ROWS}, the oldest dropped beyond)`;
-      }
-      return ready;
+      // docs/deploy.md "Readiness": serving goes on while history cannot be recorded, so the
+      // status (what a load balancer reads) stays 200; the body says that all is not well.
+      const atRisk = historyAtRisk(history);
+      if (atRisk === null) return serving;
+      if (!serving.ok) return { ...serving, history: atRisk };
+      return { ok: false, serving: true, reason: historyProblem(history)!, history: atRisk };
     },
   };
 }
@@ -117,4 +119,12 @@ function adminDeps(
     log: deps.log,
     apis: opts.apis,
   };
+}
+
+/** The /readyz body: `serving` is what its status says, when `ok` alone would not. */
+interface Readiness {
+  ok: boolean;
+  serving?: boolean;
+  reason?: string;
+  history?: string;
 }

@@ -20,6 +20,11 @@ export function UpstreamHealth({ health }: UpstreamHealthProps) {
         <button type="button" class="quiet" onClick={() => health.refresh()}>Refresh</button>
       </header>
       {health.error.value && <p class="notice error" role="alert">{health.error.value}</p>}
+      {view?.history && (
+        <p class="notice error history-problem" role="alert">
+          History is not being recorded: {view.history}
+        </p>
+      )}
       {health.result.value && (
         <p class={`notice ${health.result.value.ok ? "ok" : "error"}`} role="status">
           {health.result.value.text}
