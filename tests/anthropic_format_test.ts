@@ -98,7 +98,12 @@ const pulseCases: { name: string; event: string; data: unknown; content: boolean
     data: { type: "brand_new_event" },
     content: true,
   },
-  { name: "unparseable data counts as content", event: "weird", data: "{not json", content: true },
+  {
+    name: "an unknown event whose data is a bare string counts as content",
+    event: "weird",
+    data: "not an object",
+    content: true,
+  },
 ];
 
 for (const c of pulseCases) {
@@ -116,6 +121,12 @@ Deno.test("anthropic pulse: decodeStream agrees, and SSE comments are keep-alive
   ];
   const frames = await decode(blocks);
   assert.deepEqual(frames.map((f) => f.content), [false, ...pulseCases.map((c) => c.content)]);
+});
+
+Deno.test("anthropic pulse: data that is not JSON counts as content, as a broken stream's error", async () => {
+  const [frame] = await decode(["event: content_block_delta\ndata: {not json\n\n"]);
+  assert.equal(frame?.content, true);
+  assert.equal(frame?.error?.code, "gw.upstream.bad_response");
 });
 
 // ---------------------------------------------------------------- requests

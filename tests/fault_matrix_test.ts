@@ -2,11 +2,14 @@
  * The fault matrix: every fault of tests/fault_matrix/faults.ts × the faulty
  * upstream's place in the route (only candidate, first of two, last of two) ×
  * client format × streamed or whole × upstream kind (the client's own and one
- * it is translated to). Each cell's expectation is derived from docs/design.md "Failover before content", not
- * written by hand, and checked as invariants: what the client received byte
- * for byte (one answer at most, no byte of an abandoned hop, the right status
- * and ending), the rows, which upstream was called how often, cooldown, the
- * in-flight gauge and that every upstream connection was closed.
+ * it is translated to). Each cell's expectation is derived, not written by
+ * hand: from how the faulty hop ends (the fault table) through the gateway's
+ * own verdict table (gateway/forward/verdict.ts, which tests/verdict_test.ts
+ * holds to docs/design.md), and checked as invariants: what the client
+ * received byte for byte (one answer at most, no byte of an abandoned hop,
+ * the right status and ending), the rows, which upstream was called how
+ * often, cooldown, the in-flight gauge and that every upstream connection was
+ * closed.
  */
 import assert from "node:assert/strict";
 import type { UpstreamKind } from "../gateway/formats/format.ts";
@@ -22,6 +25,7 @@ import {
 import { WIRES } from "./fault_matrix/wire.ts";
 import { type Call, type Script, startFakeUpstream } from "./fake_upstreams/server.ts";
 import { startTestGateway, type TestGateway } from "./harness.ts";
+import { type Verdict, verdictFor } from "../gateway/forward/verdict.ts";
 
 /**
  * 30 s of idle timeout last 4.5 s and the 15 s opening hold 2.25 s. Every hop that should answer
@@ -36,6 +40,8 @@ const POOL = 24;
 /** Far beyond any cell's own timers (the longest waits two idle windows, 9 s). */
 const CELL_LIMIT_MS = 30_000;
 const POSITIONS = ["only", "first", "last"] as const;
+/** The matrix's `retries_per_candidate`. */
+const RETRIES = 1;
 /** `FAULT_MATRIX_ONLY=http_500,garbage_bytes` runs just those faults, when hunting one down. */
 const ONLY = Deno.env.get("FAULT_MATRIX_ONLY");
 type Position = typeof POSITIONS[number];
@@ -66,24 +72,33 @@ interface Expected {
    */
   inStream: boolean | "maybe";
   paused: boolean;
+  /** The faulty hop's verdict (gateway/forward/verdict.ts). */
+  verdict: Verdict;
+  /** The caller's own error (an upstream's 4xx passed on), not the upstream's failure. */
+  callers: boolean;
 }
 
 function expected(cell: Cell): Expected {
   const b = cell.behaviour;
-  const fHops = b.effect === "fail_before" && b.retried ? 2 : 1;
-  const failsOver = b.effect === "fail_before" && cell.position === "first";
-  const winner: Role | null = b.effect === "ok" ? "f" : failsOver ? "g" : null;
+  // A fault that ends after content has reached the client with its first text.
+  const content = b.effect === "fail_after" || b.effect === "ok";
+  const verdict = verdictFor(b.how, { content, resuming: false, overflow: false });
+  const fHops = verdict.step === "retry" ? 1 + RETRIES : 1;
+  const movesOn = verdict.step === "retry" || verdict.step === "next";
+  const failsOver = movesOn && cell.position === "first";
+  const winner: Role | null = verdict.step === "done" ? "f" : failsOver ? "g" : null;
+  const callers = verdict.step === "stop" && !content;
   const said = cell.fault.text ?? FAULT_TEXT;
   const early = cell.stream && cell.client.answersEarly;
   const inStream = winner !== null || !cell.stream
     ? false
-    : b.effect === "fail_after" || (early && b.slow)
+    : content || (early && b.slow)
     ? true
     : early
     ? "maybe"
     : false;
   return {
-    status: winner || inStream === true ? 200 : b.effect === "reject" ? 400 : b.status ?? 504,
+    status: winner || inStream === true ? 200 : callers ? b.status ?? 400 : b.status ?? 504,
     hops: [
       ...(cell.position === "last" ? ["p" as const] : []),
       ...Array<Role>(fHops).fill("f"),
@@ -94,11 +109,13 @@ function expected(cell: Cell): Expected {
       ? said.join("")
       : winner === "g"
       ? GOOD_TEXT.join("")
-      : b.effect === "fail_after"
+      : content
       ? said[0]!
       : "",
     inStream,
-    paused: b.effect === "fail_before",
+    paused: verdict.cooldown !== undefined,
+    verdict,
+    callers,
   };
 }
 
@@ -243,7 +260,7 @@ async function runCell(
   if (answered instanceof Error) return [`${label(cell)}: no answer: ${answered.message}`];
   const { res, text } = answered;
   const b = cell.behaviour;
-  const source = b.effect === "reject" ? "client" : "upstream";
+  const source = want.callers ? "client" : "upstream";
   const inStream = !want.winner && res.status === 200;
   check(
     inStream ? want.inStream !== false : res.status === want.status,
@@ -257,7 +274,7 @@ async function runCell(
     check(seen.starts <= 1, `${seen.starts} answer starts`);
     check(!seen.trailing, "bytes after the end of the answer");
     check(seen.end === (want.winner ? "done" : "error"), `stream ended ${seen.end}`);
-    if (inStream && b.code && b.effect !== "reject") {
+    if (inStream && b.code && !want.callers) {
       check(seen.error?.match(CODE)?.[0] === b.code, `error event ${seen.error?.slice(0, 200)}`);
     }
   } else {
@@ -273,7 +290,7 @@ async function runCell(
       res.headers.get("x-pulsegate-error") === source,
       `x-pulsegate-error ${res.headers.get("x-pulsegate-error")}`,
     );
-    if (b.code && b.effect !== "reject") {
+    if (b.code && !want.callers) {
       check(text.match(CODE)?.[0] === b.code, `error body ${text.slice(0, 200)}`);
     }
   }
@@ -297,7 +314,7 @@ async function runCell(
     hops.join(",") === want.hops.join(","),
     `hops ${hops.join(",")}, expected ${want.hops.join(",")}`,
   );
-  const fOutcome = b.effect === "ok" ? "success" : b.slow ? "idle_timeout" : "error";
+  const fOutcome = want.verdict.outcome;
   for (const a of attempts) {
     const role = a.upstream.slice(cell.route.length + 1);
     const outcome = role === "f" ? fOutcome : role === "g" ? "success" : "error";

@@ -100,6 +100,8 @@ interface Outcome {
 }
 
 interface Scenario {
+  /** Its row in docs/liveness.md "The fault-injection scorecard". */
+  doc: string;
   name: string;
   primary: Handler;
   fallback?: Handler;
@@ -120,6 +122,7 @@ interface Scenario {
 
 const SCENARIOS: Scenario[] = [
   {
+    doc: "429 with Retry-After",
     name: "429 with Retry-After: waited out, then the same candidate answers",
     primary: inTurn(
       { ...chatError(429, "slow down"), headers: { "retry-after": "2" } },
@@ -131,6 +134,7 @@ const SCENARIOS: Scenario[] = [
     }],
   },
   {
+    doc: "persistent 429 / persistent 503",
     name: "persistent 429: retried once, then the fallback answers",
     primary: () => ({ ...chatError(429, "slow down"), headers: { "retry-after": "1" } }),
     outcomes: [{
@@ -143,6 +147,7 @@ const SCENARIOS: Scenario[] = [
     }],
   },
   {
+    doc: "persistent 429 / persistent 503",
     name: "persistent 503: retried once, then the fallback answers",
     primary: () => chatError(503, "overloaded"),
     outcomes: [{
@@ -155,6 +160,7 @@ const SCENARIOS: Scenario[] = [
     }],
   },
   {
+    doc: "one 500",
     name: "one 500: the retry on the same candidate answers",
     primary: inTurn(chatError(500, "oops"), answer("p")),
     outcomes: [{
@@ -163,6 +169,7 @@ const SCENARIOS: Scenario[] = [
     }],
   },
   {
+    doc: "TCP reset before content",
     name: "TCP reset before any content: retried once, then the fallback answers",
     primary: () => ({ headers: { "content-type": "text/event-stream" }, body: [{ reset: true }] }),
     outcomes: [{
@@ -175,6 +182,7 @@ const SCENARIOS: Scenario[] = [
     }],
   },
   {
+    doc: "no response",
     name: "no response: the idle timeout gives up on it, the fallback answers",
     primary: () => headersNever,
     outcomes: [{
@@ -183,6 +191,7 @@ const SCENARIOS: Scenario[] = [
     }],
   },
   {
+    doc: "slow first token (20 s), limit 15 s",
     name: "slow first token (20 s) with first_content_timeout_secs 15: the fallback answers",
     // The first token would come at 20 s (200 ms scaled), keep-alives until then.
     primary: (call) => slowFirstToken(call, { ms: 200, text: tokens("p") }),
@@ -194,6 +203,7 @@ const SCENARIOS: Scenario[] = [
     }],
   },
   {
+    doc: "stream cut after 40 of 60 tokens",
     name: "stream cut after 40 of 60 tokens: the fallback continues it, one whole answer",
     primary: () => partial(40, [{ reset: true }]),
     fallback: continues,
@@ -206,6 +216,7 @@ const SCENARIOS: Scenario[] = [
     calls: { f: 1 },
   },
   {
+    doc: "stream stall after 20 tokens",
     name: "stream stall after 20 tokens: the idle timeout gives up, the fallback continues it",
     primary: () => partial(20, [{ hang: true }]),
     fallback: continues,
@@ -221,6 +232,7 @@ const SCENARIOS: Scenario[] = [
     calls: { f: 1 },
   },
   {
+    doc: "malformed chunk before content",
     name: "malformed chunk before content: the fallback answers",
     primary: () => partial(0, [{ send: "data: {not json\n\n" }, { hang: true }]),
     outcomes: [{
@@ -229,6 +241,7 @@ const SCENARIOS: Scenario[] = [
     }],
   },
   {
+    doc: "no `[DONE]` and no finish reason",
     name: "no [DONE] and no finish reason after content: an error event, not a success",
     primary: () => partial(TOKENS, []),
     outcomes: [{
@@ -238,6 +251,7 @@ const SCENARIOS: Scenario[] = [
     calls: { f: 0 },
   },
   {
+    doc: "context length exceeded",
     name: "context length exceeded with on_context_overflow: the larger window answers",
     primary: () => CONTEXT_REFUSAL,
     route: { on_context_overflow: "next" },
@@ -248,6 +262,7 @@ const SCENARIOS: Scenario[] = [
     }],
   },
   {
+    doc: "content filter (400)",
     name: "content filter: the provider's refusal is the caller's, not tried elsewhere",
     primary: () => ({
       status: 400,
@@ -267,6 +282,7 @@ const SCENARIOS: Scenario[] = [
     calls: { f: 0 },
   },
   {
+    doc: "fallback that rejects prefill",
     name: "fallback that rejects prefill: the cut is told as it was, never the 400",
     primary: () => partial(40, [{ reset: true }]),
     fallback: rejectsPrefill,
@@ -282,6 +298,7 @@ const SCENARIOS: Scenario[] = [
     calls: { f: 1 },
   },
   {
+    doc: "flapping primary",
     name: "flapping primary: each answer whole, from one upstream, no pause while it recovers",
     primary: inTurn(
       chatError(503, "down"),
@@ -300,6 +317,7 @@ const SCENARIOS: Scenario[] = [
     ],
   },
   {
+    doc: "fail-over accounting",
     name: "fail-over accounting: the rows say which hops ran and why, and cooldown follows",
     // A Retry-After too long to wait out pauses the primary; the fallback's 500 is retried.
     // An hour (36 s scaled): a minute lasted 600 ms, which the first request alone outlasted on a
@@ -445,6 +463,11 @@ for (const [n, s] of SCENARIOS.entries()) {
   });
 }
 
-Deno.test("the scorecard has its 16 scenarios", () => {
-  assert.equal(SCENARIOS.length, 16);
+Deno.test("the scorecard's scenarios are the rows docs/liveness.md gives for it, in order", async () => {
+  const doc = await Deno.readTextFile(new URL("../docs/liveness.md", import.meta.url));
+  const section = doc.slice(doc.indexOf("## The fault-injection scorecard"));
+  const rows = section.split("\n").filter((line) => line.startsWith("| ")).slice(2)
+    .map((line) => line.split("|")[1]!.trim());
+  const told = SCENARIOS.map((s) => s.doc).filter((row, i, all) => all[i - 1] !== row);
+  assert.deepEqual(told, rows);
 });

@@ -2,34 +2,42 @@ import { describeSkipped, inexpressible, planCandidates } from "../route/candida
 import { affinitySession } from "../route/affinity.ts";
 import type { UpstreamKind } from "../formats/format.ts";
 import { clientError, GatewayError } from "../runtime/gateway_error.ts";
-import {
-  type Candidate,
-  type ForwardDeps,
-  type ForwardRequest,
-  Hop,
-  type HopResult,
-} from "./hop.ts";
+import { type Candidate, type ForwardDeps, type ForwardRequest, Hop } from "./hop.ts";
+import type { HopEnding } from "./hop_ending.ts";
 import { stopReason } from "./stop_reasons.ts";
-import { HedgeRace, type Outcome } from "./hedge_race.ts";
+import { HedgeRace } from "./hedge_race.ts";
 import type { Lane } from "./hedge_lane.ts";
 import { ContextOverflow } from "../route/context_overflow.ts";
 import { isContextOverflow } from "../formats/context_overflow.ts";
-
-/** The backoff before retrying the same candidate, in configured seconds. */
-const RETRY_BACKOFF_SECS = 0.5;
-/** A Retry-After longer than this is not waited out: the next candidate is tried. */
-const MAX_RETRY_WAIT_SECS = 10;
-
-export type RunHop = (hop: Hop, opts: { isLast: boolean }) => Promise<HopResult>;
+import { type Answered, type Failed, settle, type Settled } from "./settle.ts";
+import { retryWait } from "./verdict.ts";
 
 /**
- * The candidate loop of docs/design.md "Failover before content", in four steps: plan the candidates; try each
- * in order (with its retries); if some were full, wait once for the first of
- * them to free a slot and try it; then report. A hop's result reaches the loop
- * whole: `stop` ends the request there (a failure after content reached the
- * client, the caller's own error, an abort), so a started answer is never
- * handed to another candidate. Answers the error to give the client, or null
- * when a hop delivered the answer.
+ * One hop's work: send, read, and say how it ended (hop_ending.ts). It
+ * decides nothing: `settle` does, by the verdict table.
+ */
+export type RunHop = (hop: Hop, opts: { isLast: boolean }) => Promise<HopEnding>;
+
+/** What one candidate (with its retries) came to. */
+export type Outcome = Answered | Failed<"next" | "stop">;
+
+/** Told of every hop's settled end (mid-stream resume watches the loop through it). */
+export type OnSettled = (hop: Hop, settled: Settled) => void;
+
+interface LoopOpts {
+  deps: ForwardDeps;
+  runHop: RunHop;
+  onSettled?: OnSettled;
+}
+
+/**
+ * The candidate loop of docs/design.md "Failover before content", in four
+ * steps: plan the candidates; try each in order (with its retries); if some
+ * were full, wait once for the first of them to free a slot and try it; then
+ * report. What follows each hop is the verdict table's (verdict.ts): `stop`
+ * ends the request there, so a started answer is never handed to another
+ * candidate. Answers the error to give the client, or null when a hop
+ * delivered the answer.
  *
  * A route that hedges (docs/liveness.md, "Hedged start") runs the same loop
  * through a race: a candidate silent for `hedge_after_secs` lets the loop go
@@ -38,7 +46,7 @@ export type RunHop = (hop: Hop, opts: { isLast: boolean }) => Promise<HopResult>
  */
 export async function runCandidates(
   req: ForwardRequest,
-  opts: { deps: ForwardDeps; runHop: RunHop },
+  opts: LoopOpts,
 ): Promise<GatewayError | null> {
   const { plan, skipped } = planFor(req, opts.deps);
   const race = HedgeRace.for(req, { deps: opts.deps, plan });
@@ -51,9 +59,7 @@ export async function runCandidates(
 
 async function tryInOrder(
   req: ForwardRequest,
-  opts: {
-    deps: ForwardDeps;
-    runHop: RunHop;
+  opts: LoopOpts & {
     plan: Candidate[];
     skipped: Map<string, string[]>;
     race: HedgeRace | null;
@@ -83,43 +89,39 @@ async function tryInOrder(
     const isLast = i === plan.length - 1 && !full.length;
     const start = (lane: Lane | null = null) =>
       tryCandidate(req, { ...opts, target, release, isLast, tried, lane });
-    // Hedged: "hedge" means this candidate is still running, silent, and the next joins it.
     const more = i < plan.length - 1;
-    const result = race ? await race.run(target, { start, release, more }) : await start();
-    if (result === "hedge") continue;
-    // A refusal is a `stop` when it is the HTTP answer, a `next` when it came inside a stream.
-    const movesOn = result.kind !== "done" && overflow.movesOn(result.error, target);
-    if (result.kind !== "next" && !movesOn) return ended(result, { req, chain });
+    const outcome = race ? await race.run(target, { start, release, more }) : await start();
+    // Still running, silent past its hedge delay: the next candidate starts beside it.
+    if (!outcome) continue;
+    if (outcome.step !== "next") return ended(outcome, { req, chain });
     if (stopReason(live.signal)) return stopReason(live.signal)!;
-    failed = result.error;
+    overflow.note(outcome.error, target);
+    failed = outcome.error;
   }
   const rest = await race?.drain();
-  if (rest && rest.kind !== "next") return ended(rest, { req, chain });
+  if (rest && rest.step !== "next") return ended(rest, { req, chain });
   if (rest) failed = rest.error;
   const waitable = full.filter((target) => !overflow.skips(target));
   if (waitable.length) {
     const freed = await waitForAny(waitable, { req, deps });
     if (stopReason(live.signal)) return stopReason(live.signal)!;
     if (freed) {
-      const result = await tryCandidate(req, { ...freed, isLast: true, tried, ...opts });
-      if (result.kind !== "next") return ended(result, { req, chain });
-      failed = result.error;
+      const outcome = await tryCandidate(req, { ...freed, isLast: true, tried, ...opts });
+      if (outcome.step !== "next") return ended(outcome, { req, chain });
+      failed = outcome.error;
     }
   }
   return failed ? exhausted(failed, { chain, deps }) : slotsFull(deps);
 }
 
 /**
- * A hop that ended the request: no error when it answered; the request's own
- * stop told as it is (the row says "client disconnected", nothing more);
- * anything else with the candidates tried.
+ * A candidate that ended the request: no error when it answered; the
+ * request's own stop told as it is (the row says "client disconnected",
+ * nothing more); anything else with the candidates tried.
  */
-function ended(
-  result: { kind: "done" } | { kind: "stop"; error: GatewayError },
-  opts: { req: ForwardRequest; chain: Chain },
-): GatewayError | null {
-  if (result.kind === "done") return null;
-  return stopReason(opts.req.live.signal) ?? result.error.with(opts.chain);
+function ended(outcome: Outcome, opts: { req: ForwardRequest; chain: Chain }): GatewayError | null {
+  if (outcome.step === "done") return null;
+  return stopReason(opts.req.live.signal) ?? outcome.error.with(opts.chain);
 }
 
 /** The candidates to try, and why any was passed over as unable to take the request. */
@@ -144,17 +146,14 @@ function planFor(
 }
 
 /**
- * One candidate, retried on retryable failures before content. Answers the
- * last hop's result: only `done`, `next` or `stop` (a `retry` left over when
- * retries run out is a `next`).
+ * One candidate, retried while the verdict says `retry` and retries last
+ * (`retryWait`). Each hop's end is settled here, the one place (settle.ts).
  */
 async function tryCandidate(
   req: ForwardRequest,
-  opts: {
+  opts: LoopOpts & {
     target: Candidate;
     release: () => void;
-    deps: ForwardDeps;
-    runHop: RunHop;
     isLast: boolean;
     tried: string[];
     /** Its lane in a hedge race: a lost race stops its retries too. */
@@ -164,34 +163,34 @@ async function tryCandidate(
   const { target, deps, lane } = opts;
   const signal = lane?.signal ?? req.live.signal;
   const stopped = () => stopReason(req.live.signal) ?? stopReason(signal);
+  const retries = deps.config.failover.retries_per_candidate;
   let release: (() => void) | null = opts.release;
   for (let retry = 0;; retry++) {
     if (!release) {
       release = await takeSlot(target, { req, deps, wait: true, signal });
-      if (!release) return { kind: "stop", error: stopped() ?? slotsFull(deps) };
+      if (!release) return { step: "stop", error: stopped() ?? slotsFull(deps), resumable: false };
     }
     if (opts.tried.at(-1) !== target.upstream.id) opts.tried.push(target.upstream.id);
-    const hop = new Hop(req, { target, deps, release, lane });
-    let result: HopResult;
+    const hop = new Hop(req, { target, deps, release, signal, gate: lane ?? undefined });
+    let ending: HopEnding;
     try {
       // A retry still to come could answer too: until then this hop is not the last word.
-      const isLast = opts.isLast && retry >= deps.config.failover.retries_per_candidate;
-      result = await opts.runHop(hop, { isLast });
+      ending = await opts.runHop(hop, { isLast: opts.isLast && retry >= retries });
     } catch (err) {
-      result = hop.thrown(err);
+      ending = hop.endingOf(err);
     } finally {
       hop.close();
       release = null;
     }
-    if (result.kind !== "retry") return result;
-    const wait = result.delaySecs ?? RETRY_BACKOFF_SECS * 2 ** retry;
-    if (retry >= deps.config.failover.retries_per_candidate || wait > MAX_RETRY_WAIT_SECS) {
-      return { kind: "next", error: result.error };
-    }
+    const settled = settle(hop, ending);
+    opts.onSettled?.(hop, settled);
+    if (settled.step !== "retry") return settled;
+    const wait = retryWait(retry, { retries, retryAfterSecs: settled.error.retryAfterSecs });
+    if (wait === null) return { ...settled, step: "next" };
     try {
       await deps.clock.sleep(wait * 1000, signal);
     } catch {
-      return { kind: "stop", error: stopped() ?? result.error };
+      return { step: "stop", error: stopped() ?? settled.error, resumable: false };
     }
   }
 }
@@ -279,10 +278,10 @@ function slotsFull(deps: ForwardDeps): GatewayError {
 }
 
 /**
- * No candidate is left (docs/design.md "Failover before content"): `timeout_status` in the client's format,
- * except when every upstream asked us to slow down, which stays a 429, and
- * when the last refused the prompt as too long for it (docs/liveness.md),
- * which is the caller's to read as the provider said it.
+ * No candidate is left (docs/design.md "Failover before content"): `timeout_status` in the
+ * client's format, except when the last asked us to slow down, which stays a
+ * 429, and when the last refused the prompt as too long for it
+ * (docs/liveness.md), which is the caller's to read as the provider said it.
  */
 function exhausted(last: GatewayError, opts: { chain: Chain; deps: ForwardDeps }): GatewayError {
   if (last.code === "gw.upstream.rate_limited" || isContextOverflow(last)) {

@@ -1,10 +1,8 @@
 import type { Route, RouteCandidate } from "../config/schema.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
-import type { Candidate, ForwardDeps, ForwardRequest, Hop, HopResult } from "./hop.ts";
+import type { Candidate, ForwardDeps, ForwardRequest } from "./hop.ts";
 import { hedgeLost, Lane, type LaneOwner } from "./hedge_lane.ts";
-
-/** What one candidate (with its retries) came to, as the candidate loop sees it. */
-export type Outcome = Exclude<HopResult, { kind: "retry" }>;
+import type { Outcome } from "./failover.ts";
 
 /**
  * Hedged start (docs/liveness.md, "Hedged start"): a candidate silent for
@@ -36,24 +34,25 @@ export class HedgeRace implements LaneOwner {
 
   /**
    * Starts a candidate in a lane of its own and waits for the race to say
-   * what happens next: `"hedge"` when the lanes running stayed silent for the
-   * candidate's `hedge_after_secs` and the next candidate should start beside
-   * them; otherwise the outcome that ends this step of the loop (the
-   * winner's, a caller's error, or the last failure once no lane is left).
+   * what happens next: null when the lanes running stayed silent for the
+   * candidate's `hedge_after_secs`, so the next candidate starts beside them;
+   * otherwise the outcome that ends this step of the loop (the winner's, a
+   * caller's error, or the last failure once no lane is left).
    */
   async run(
     target: Candidate,
     opts: { start: (lane: Lane | null) => Promise<Outcome>; release: () => void; more: boolean },
-  ): Promise<Outcome | "hedge"> {
+  ): Promise<Outcome | null> {
     if (this.#over) return await opts.start(null);
     if (this.#decided) {
       opts.release();
       return await this.#next(null);
     }
-    const lane = new Lane(this);
+    const lane = new Lane(this, target);
     const ended = opts.start(lane).catch((err): Outcome => ({
-      kind: "stop",
+      step: "stop",
       error: GatewayError.from(err),
+      resumable: false,
     }));
     this.#lanes.set(lane, ended.then((outcome) => ({ lane, outcome })));
     const secs = hedgeAfterSecs(this.req.route, target.candidate);
@@ -63,9 +62,9 @@ export class HedgeRace implements LaneOwner {
   }
 
   /** Resolves after `secs` of the candidate's silence, unless the race moves on first. */
-  #hedgeAfter(secs: number): Promise<"hedge"> {
+  #hedgeAfter(secs: number): Promise<typeof SILENT> {
     return new Promise((fire) => {
-      this.#cancelTimer = this.deps.clock.after(secs * 1000, () => fire("hedge"));
+      this.#cancelTimer = this.deps.clock.after(secs * 1000, () => fire(SILENT));
     });
   }
 
@@ -75,8 +74,7 @@ export class HedgeRace implements LaneOwner {
    */
   async drain(): Promise<Outcome | null> {
     if (!this.#lanes.size) return null;
-    const outcome = await this.#next(null);
-    return outcome === "hedge" ? null : outcome;
+    return await this.#next(null);
   }
 
   /** Waits for the lanes still running; after the loop ends this way, none is left behind. */
@@ -86,41 +84,42 @@ export class HedgeRace implements LaneOwner {
     this.#lanes.clear();
   }
 
-  async #next(hedge: Promise<"hedge"> | null): Promise<Outcome | "hedge"> {
+  async #next(hedge: Promise<typeof SILENT> | null): Promise<Outcome | null> {
     let failed: Outcome | null = null;
     try {
       while (this.#lanes.size) {
         const timer = hedge && !this.#decided ? [hedge] : [];
         const next = await Promise.race([...this.#lanes.values(), ...timer]);
-        if (next === "hedge") {
+        if (next === SILENT) {
           if (this.#decided) continue;
           this.#hedges++;
-          return "hedge";
+          return null;
         }
         this.#lanes.delete(next.lane);
         const { lane, outcome } = next;
         if (this.#decided && lane !== this.#winner) continue;
         if (lane === this.#winner) this.#over = true;
-        else if (outcome.kind === "next") {
+        else if (outcome.step === "next") {
           failed = outcome;
           continue;
         } else this.#decide(null, hedgeLost());
         await this.settle();
         return outcome;
       }
-      return failed ?? { kind: "next", error: noLane() };
+      return failed ?? { step: "next", error: noLane(), resumable: false };
     } finally {
       this.#cancelTimer();
     }
   }
 
   /** A lane's hop reached its first content: true for the first, which stops all the others. */
-  claim(lane: Lane, hop: Hop): boolean {
+  claim(lane: Lane): boolean {
     if (this.#decided) return this.#winner === lane;
-    this.#decide(lane, hedgeLost(hop.upstream.id));
+    const { upstream, candidate } = lane.target;
+    this.#decide(lane, hedgeLost(upstream.id));
     const record = this.req.live.record;
-    record.upstream = hop.upstream.id;
-    record.upstreamModel = hop.attempt.record.model;
+    record.upstream = upstream.id;
+    record.upstreamModel = candidate.model;
     return true;
   }
 
@@ -141,6 +140,9 @@ export class HedgeRace implements LaneOwner {
     for (const lane of this.#lanes.keys()) if (lane !== winner) lane.stop(reason);
   }
 }
+
+/** The hedge timer's word: the lanes running stayed silent for the candidate's hedge delay. */
+const SILENT = Symbol("silent");
 
 /** The hedge delay of a candidate: its own, else its route's; undefined when it does not hedge. */
 function hedgeAfterSecs(route: Route, candidate: RouteCandidate): number | undefined {

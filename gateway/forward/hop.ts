@@ -8,21 +8,23 @@ import type {
   UpstreamAdapter,
   UpstreamKind,
 } from "../formats/format.ts";
-import { type GatewayCode, GatewayError } from "../runtime/gateway_error.ts";
+import type { GatewayError } from "../runtime/gateway_error.ts";
 import { IdleTimer } from "./idle_timer.ts";
 import { type ChunkReader, reusingReader } from "./body_reader.ts";
-import { firstContentSecs, startFirstContentTimer } from "./first_content_timer.ts";
-import type { IrRequest, IrUsage } from "../formats/ir.ts";
+import { startFirstContentTimer } from "./first_content_timer.ts";
+import type { IrRequest } from "../formats/ir.ts";
 import type { Attempt, LiveRequest } from "../live/live_request.ts";
 import type { Logger } from "../runtime/logger.ts";
 import type { Metrics } from "../runtime/metrics.ts";
 import type { Slots } from "../route/slots.ts";
-import { idleTimeout, stopReason } from "./stop_reasons.ts";
-import { isRetryableStatus, retryAfterSecs } from "./upstream_error.ts";
-import { type Affinity, affinitySession } from "../route/affinity.ts";
-import type { Lane } from "./hedge_lane.ts";
+import { idleTimeout } from "./stop_reasons.ts";
+import { retryAfterSecs } from "./upstream_error.ts";
+import type { Affinity } from "../route/affinity.ts";
+import { type FirstContentGate, OPEN_GATE } from "./first_content_gate.ts";
+import { type HopEnding, statusEnding, thrownEnding } from "./hop_ending.ts";
 import { readCapped, UPSTREAM_CAPS } from "../formats/upstream_caps.ts";
 import { UsageLedger } from "./usage_ledger.ts";
+import { passesBodyThrough } from "./passthrough.ts";
 import { CancelTimer } from "./cancel_timer.ts";
 import { traceUpstream } from "../observability/upstream_trace.ts";
 
@@ -31,13 +33,6 @@ import { traceUpstream } from "../observability/upstream_trace.ts";
  * default DOMException would build a stack trace on every request.
  */
 const HOP_DONE = Object.freeze({ reason: "hop finished" });
-
-/** Stops of the whole request (not the upstream's doing) and the outcome a hop gets for each. */
-const REQUEST_STOPS: Partial<Record<GatewayCode, "aborted" | "client_disconnected">> = {
-  "gw.request.aborted": "aborted",
-  "gw.client.disconnected": "client_disconnected",
-  "gw.gateway.shutting_down": "aborted",
-};
 
 /** Everything the request path shares across requests. */
 export interface ForwardDeps {
@@ -64,37 +59,18 @@ export interface ForwardRequest {
   route: Route;
   /** The client's provider headers and query flags, for a same-format upstream. */
   clientHeaders?: ClientHeaders;
-  /** A mid-stream resume's request (docs/liveness.md): the prefill is in the IR, so it is always translated. */
-  prefilled?: boolean;
+  /**
+   * A mid-stream resume's request (docs/liveness.md): where its hops pick the
+   * answer up, in characters the client already has. The prefill is in the
+   * IR, so it is always translated.
+   */
+  resumeAt?: number;
 }
 
 export interface Candidate {
   upstream: Upstream;
   candidate: RouteCandidate;
 }
-
-/**
- * docs/design.md "Client API": an upstream of the client's own format is sent the client's body,
- * unchanged but for the model; any other gets a translation of the IR. This
- * is about the request only: whether the answer's bytes can pass through too
- * is the client's stream shape's business (Gemini's JSON array cannot).
- */
-export function passesBodyThrough(
-  req: Pick<ForwardRequest, "codec" | "prefilled">,
-  kind: UpstreamKind,
-): boolean {
-  return !req.prefilled && req.codec.format === kind;
-}
-
-/**
- * What one hop came to. `retry` and `next` are failures before content;
- * `stop` ends the request with an error the caller must see as is.
- */
-export type HopResult =
-  | { kind: "done" }
-  | { kind: "retry"; error: GatewayError; delaySecs?: number }
-  | { kind: "next"; error: GatewayError }
-  | { kind: "stop"; error: GatewayError };
 
 /** An upstream body read through a hop (see `Hop.reader`). */
 export interface HopReader<T> {
@@ -113,6 +89,7 @@ export class Hop {
   readonly idleSecs: number;
   /** What this hop received, for the tokens its upstream did not report (usage_ledger.ts). */
   readonly ledger = new UsageLedger();
+  readonly gate: FirstContentGate;
   #cancel: CancelTimer;
   #unlink: () => void;
   #stopFirstContent: () => void;
@@ -123,8 +100,10 @@ export class Hop {
       target: Candidate;
       deps: ForwardDeps;
       release: () => void;
-      /** Its lane when the candidate is hedged (see hedge_race.ts). */
-      lane?: Lane | null;
+      /** What stops it besides its own switch: the request's signal, or its lane's in a hedge race. */
+      signal?: AbortSignal;
+      /** Whether it may answer (see first_content_gate.ts); open unless hedged. */
+      gate?: FirstContentGate;
     },
   ) {
     const { live } = req;
@@ -135,12 +114,15 @@ export class Hop {
       metrics,
       upstream: upstream.id,
     });
-    opts.lane?.join(this);
+    this.gate = opts.gate ?? OPEN_GATE;
     this.attempt = live.startAttempt(upstream.id, candidate.model);
-    const forward = () => this.controller.abort(live.signal.reason);
-    if (live.signal.aborted) forward();
-    live.signal.addEventListener("abort", forward, { once: true });
-    this.#unlink = () => live.signal.removeEventListener("abort", forward);
+    this.attempt.record.resumeOffset = req.resumeAt ?? null;
+    if (this.gate.holdsUsage) this.attempt.holdUsage();
+    const stops = opts.signal ?? live.signal;
+    const forward = () => this.controller.abort(stops.reason);
+    if (stops.aborted) forward();
+    stops.addEventListener("abort", forward, { once: true });
+    this.#unlink = () => stops.removeEventListener("abort", forward);
     const failover = opts.deps.config.failover;
     this.idleSecs = failover.idle_timeout_secs;
     this.idle = new IdleTimer(opts.deps.clock, {
@@ -246,129 +228,34 @@ export class Hop {
     }
   }
 
-  /** Classifies a non-2xx answer (docs/design.md "Failover before content" taxonomy) after reading its body. */
-  async failedStatus(res: Response): Promise<HopResult> {
+  /** How a non-2xx answer ended the hop (hop_ending.ts), once its body is read. */
+  async failedStatus(res: Response): Promise<HopEnding> {
     // Read through the hop, so a stop while a slow error body trickles in closes it at once too.
     const read = res.body ? new Response(ReadableStream.from(this.read(res.body))) : res;
     const body = await readCapped(read, UPSTREAM_CAPS.errorBodyBytes);
-    const { clock, cooldowns } = this.opts.deps;
-    const retryAfter = retryAfterSecs(res.headers.get("retry-after"), clock.now());
+    const retryAfter = retryAfterSecs(res.headers.get("retry-after"), this.opts.deps.clock.now());
     const decoded = this.adapter.decodeError(res.status, body, { headers: res.headers });
     const error = retryAfter === undefined ? decoded : decoded.with({ retryAfterSecs: retryAfter });
-    if (error.source === "client") {
-      this.end("error", error);
-      return { kind: "stop", error };
-    }
-    this.fail(error);
-    if (res.status === 429 && retryAfter !== undefined) {
-      cooldowns.pauseFor(this.upstream.id, retryAfter);
-    }
-    if (isRetryableStatus(res.status)) return { kind: "retry", error, delaySecs: retryAfter };
-    return { kind: "next", error };
+    return statusEnding(res.status, error);
   }
 
-  /** Classifies a thrown error: our own stop reasons, or a broken connection. */
-  thrown(err: unknown): HopResult {
-    const reason = stopReason(this.controller.signal);
-    const stopped = reason && REQUEST_STOPS[reason.code];
-    if (reason && stopped) {
-      this.end(stopped, reason);
-      return { kind: "stop", error: reason };
-    }
-    if (reason?.code === "gw.upstream.hedge_lost") {
-      this.opts.lane?.lost(this, reason);
-      return { kind: "stop", error: reason };
-    }
-    if (
-      reason?.code === "gw.upstream.idle_timeout" ||
-      reason?.code === "gw.upstream.first_content_timeout"
-    ) {
-      this.reportIdle("before_content", reason.code);
-      this.fail(reason, "idle_timeout");
-      this.opts.deps.affinity.drop(this.req.route.model, {
-        sessionId: affinitySession(this.req.live.record),
-        upstream: this.upstream.id,
-      });
-      return { kind: "next", error: reason };
-    }
-    if (reason?.code === "gw.upstream.deadline") {
-      this.fail(reason);
-      return { kind: "next", error: reason };
-    }
-    if (err instanceof GatewayError && err.source === "client") {
-      // Input the translation finds malformed (tool arguments that are not an object): the
-      // caller's to fix, not a health fault. What a kind cannot express never gets this far:
-      // runCandidates skips such candidates (see inexpressible).
-      this.end("error", err);
-      return { kind: "stop", error: err };
-    }
-    if (err instanceof GatewayError) {
-      this.fail(err);
-      return { kind: "next", error: err };
-    }
-    const error = new GatewayError(
-      `could not reach upstream ${this.upstream.id}: ${err instanceof Error ? err.message : err}`,
-      { code: "gw.upstream.unreachable", cause: err },
-    );
-    this.fail(error);
-    return { kind: "retry", error };
+  /** How a thrown error ended the hop: our stop reason, or what went wrong upstream. */
+  endingOf(err: unknown): HopEnding {
+    return thrownEnding(err, {
+      signal: this.controller.signal,
+      upstream: this.upstream.id,
+      content: this.attempt.contentSeen,
+    });
   }
 
-  /** Counts and logs an idle timeout (`gw.upstream.idle_timeout {upstream, secs}`). */
-  reportIdle(
-    phase: "before_content" | "mid_stream",
-    code: GatewayCode = "gw.upstream.idle_timeout",
-  ): void {
-    const { metrics, log } = this.opts.deps;
-    const first = code === "gw.upstream.first_content_timeout";
-    const secs = first ? firstContentSecs(this) : this.idleSecs;
-    metrics.idleTimeouts.inc({ upstream: this.upstream.id, phase });
-    log.event(code, { upstream: this.upstream.id, secs });
-  }
-
-  /** A failure before content: charged to the upstream once, here. */
-  fail(error: GatewayError, outcome: "error" | "idle_timeout" = "error"): void {
-    if (this.attempt.ended) return;
-    this.end(outcome, error);
-    this.opts.deps.cooldowns.failure(this.upstream.id, error.code);
-  }
-
+  /** Records the attempt's end, with the tokens it billed (usage_ledger.ts); once. */
   end(outcome: Parameters<Attempt["end"]>[0], error?: GatewayError): void {
     if (this.attempt.ended) return;
     this.ledger.settle(this.attempt, { ir: this.req.ir, outcome });
     this.attempt.end(outcome, error);
   }
 
-  /**
-   * The first content: whether this hop may answer. Always true unless it is
-   * hedged and another hop got there first (then this one is being stopped).
-   */
-  claim(): boolean {
-    return this.opts.lane?.claim(this) ?? true;
-  }
-
-  /** Whether another hedged hop could still win, so nothing of this one may reach the client. */
-  get contested(): boolean {
-    return this.opts.lane?.contested() ?? false;
-  }
-
-  /** Usage the upstream reported; a hedged hop's reaches the request's row only if it wins. */
-  usage(usage: IrUsage): void {
-    if (this.opts.lane) this.opts.lane.usage(this, usage);
-    else this.attempt.usage(usage);
-  }
-
-  /** Content arrived: the upstream is healthy and the conversation stays with it. */
-  succeeded(): void {
-    this.opts.deps.cooldowns.success(this.upstream.id);
-    this.opts.deps.affinity.set(this.req.route.model, {
-      sessionId: affinitySession(this.req.live.record),
-      upstream: this.upstream.id,
-    });
-  }
-
   close(): void {
-    this.opts.lane?.leave(this);
     this.idle.stop();
     this.#stopFirstContent();
     this.#unlink();

@@ -1,16 +1,16 @@
 import type { GatewayError } from "../runtime/gateway_error.ts";
 import type { AttemptRecord } from "../../db/records.ts";
 import type { StreamChannel } from "./client_channel.ts";
-import { runCandidates, type RunHop } from "./failover.ts";
-import type { ForwardDeps, ForwardRequest, HopResult } from "./hop.ts";
+import { type OnSettled, runCandidates, type RunHop } from "./failover.ts";
+import type { ForwardDeps, ForwardRequest } from "./hop.ts";
 import { type StreamResume, withPrefill } from "./stream_resume.ts";
 import { stopReason } from "./stop_reasons.ts";
 
 /**
- * Mid-stream resume (docs/liveness.md). Wraps a stream's hops to learn which
- * upstreams were tried and whether the last one broke after its content went
- * out; `after` then hands such a break to the route's prefill-capable
- * candidates, one pass of the candidate loop per break. Everything else about
+ * Mid-stream resume (docs/liveness.md). Watches a stream's settled hops to
+ * learn which upstreams were tried and whether the last one broke after its
+ * content went out; `after` then hands such a break to the route's
+ * prefill-capable candidates, one pass of the candidate loop per break. Everything else about
  * the loop is unchanged: a started answer still goes to no other candidate
  * except as the continuation of exactly what the client has.
  */
@@ -30,17 +30,17 @@ export class ResumePass {
     return this.opts.resume.enabled;
   }
 
-  /** The first pass's hops: noted, otherwise untouched. */
-  watch(runHop: RunHop): RunHop {
-    return async (hop, opts) => {
-      this.#tried.add(hop.upstream.id);
-      const result = await runHop(hop, opts);
-      this.#broken = result.kind === "stop" && hop.attempt.contentSeen &&
-        !stopReason(this.req.live.signal);
-      if (this.#broken) this.#brokenRow = hop.attempt.record;
-      return result;
-    };
-  }
+  /**
+   * Every settled hop, of the first pass and of each resume: noted, otherwise
+   * untouched. A break the verdict table calls resumable, with the request
+   * itself still going, is one to mend.
+   */
+  readonly watch: OnSettled = (hop, settled) => {
+    this.#tried.add(hop.upstream.id);
+    this.#broken = settled.step === "stop" && settled.resumable &&
+      !stopReason(this.req.live.signal);
+    if (this.#broken) this.#brokenRow = hop.attempt.record;
+  };
 
   /**
    * After the candidate loop: a stream broken after content is resumed while a
@@ -66,29 +66,13 @@ export class ResumePass {
         ...req,
         ir: withPrefill(req.ir, point.prefill),
         route: { ...req.route, candidates },
-        prefilled: true,
-      }, { deps, runHop: this.#resuming(runHop, point.offset) });
+        resumeAt: point.offset,
+      }, { deps, runHop, onSettled: this.watch });
       if (!resumed) return null;
       const stop = stopReason(req.live.signal);
       if (stop) return stop;
       if (this.#broken) failure = resumed;
     }
     return failure;
-  }
-
-  /** A resuming hop: noted like any, its row carries the offset, and a refusal before its content moves on. */
-  #resuming(runHop: RunHop, offset: number): RunHop {
-    const watched = this.watch(runHop);
-    return async (hop, opts) => {
-      hop.attempt.record.resumeOffset = offset;
-      let result: HopResult;
-      try {
-        result = await watched(hop, opts);
-      } catch (err) {
-        result = hop.thrown(err);
-      }
-      if (result.kind !== "stop" || hop.attempt.contentSeen) return result;
-      return stopReason(this.req.live.signal) ? result : { kind: "next", error: result.error };
-    };
   }
 }

@@ -1,7 +1,10 @@
 import { baseHeaders } from "./client_channel.ts";
 import { runCandidates } from "./failover.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
-import type { ForwardDeps, ForwardRequest, Hop, HopResult } from "./hop.ts";
+import type { ForwardDeps, ForwardRequest, Hop } from "./hop.ts";
+import { ANSWERED, type HopEnding } from "./hop_ending.ts";
+import { wholePassesThrough } from "./passthrough.ts";
+import { settleContent } from "./settle.ts";
 import { deadlineExceeded } from "./stop_reasons.ts";
 import { oversized, UPSTREAM_CAPS } from "../formats/upstream_caps.ts";
 
@@ -18,21 +21,20 @@ export async function forwardWhole(
   const error = await runCandidates(req, {
     deps,
     runHop: async (hop) => {
-      const result = await wholeHop(hop, deps);
-      if ("response" in result) {
-        response = result.response;
-        return { kind: "done" };
-      }
-      return result;
+      const answer = await wholeHop(hop, deps);
+      if (!(answer instanceof Response)) return answer;
+      response = answer;
+      return ANSWERED;
     },
   });
   return { response, error };
 }
 
-async function wholeHop(hop: Hop, deps: ForwardDeps): Promise<HopResult | { response: Response }> {
+/** One hop of a whole answer: the client's response, or how the hop ended without one. */
+async function wholeHop(hop: Hop, deps: ForwardDeps): Promise<HopEnding | Response> {
   const cancelDeadline = startDeadline(hop, deps);
   try {
-    const passthrough = hop.req.codec.format === hop.upstream.kind;
+    const passthrough = wholePassesThrough(hop.req, hop.upstream.kind);
     const res = await hop.send();
     if (!res.ok || !res.body) return await hop.failedStatus(res);
     const text = await readUntilContent(hop, res.body);
@@ -40,21 +42,18 @@ async function wholeHop(hop: Hop, deps: ForwardDeps): Promise<HopResult | { resp
       const error = new GatewayError(`upstream ${hop.upstream.id} sent an empty answer`, {
         code: "gw.upstream.bad_response",
       });
-      hop.fail(error);
-      return { kind: "next", error };
+      return { how: "bad_response", error };
     }
     const ir = hop.adapter.decodeWhole(text);
     hop.ledger.answer(ir);
     hop.attempt.usage(ir.usage);
-    hop.attempt.firstContent();
-    hop.succeeded();
-    hop.end("success");
+    settleContent(hop);
     hop.req.live.contentSent();
     const body = passthrough ? text : JSON.stringify(
       hop.req.codec.encodeWhole({ ...ir, model: ir.model || hop.req.ir.model }, hop.req.ctx),
     );
     const headers = baseHeaders(hop.req.live.record.id, { "content-type": "application/json" });
-    return { response: new Response(body, { status: 200, headers }) };
+    return new Response(body, { status: 200, headers });
   } finally {
     cancelDeadline();
   }
@@ -86,7 +85,7 @@ async function readUntilContent(hop: Hop, body: ReadableStream<Uint8Array>): Pro
       else if (text.trim() !== "") {
         started = true;
         // Hedged: the first byte is the race point; a hop that lost it is being stopped.
-        if (!hop.claim()) throw hop.controller.signal.reason;
+        if (!hop.gate.claim()) throw hop.controller.signal.reason;
         hop.idle.touch();
         hop.req.live.state = "streaming";
       }

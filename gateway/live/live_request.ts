@@ -83,6 +83,8 @@ export class Attempt {
   contentSeen = false;
   /** Cached input among `inputTokens`, kept for pricing; the row has no column for it. */
   cachedTokens: number | null = null;
+  /** Usage kept off the request's row until this hop may answer (a hedged hop: first_content_gate.ts). */
+  #held: IrUsage[] | null = null;
   constructor(readonly record: AttemptRecord, private owner: LiveRequest) {}
 
   headers(status: number): void {
@@ -91,17 +93,27 @@ export class Attempt {
     this.owner.flushAttempt(this);
   }
 
+  /** The hop answers the client from here on: usage it held goes to the request's row. */
   firstContent(): void {
     if (this.contentSeen) return;
     this.contentSeen = true;
     this.record.firstContentMs = this.owner.clock.now() - this.record.startedAt;
+    const held = this.#held ?? [];
+    this.#held = null;
+    for (const usage of held) this.owner.usage(usage);
+  }
+
+  /** Until its first content, the usage this hop reports stays on its own row. */
+  holdUsage(): void {
+    if (!this.contentSeen) this.#held ??= [];
   }
 
   usage(usage: IrUsage): void {
     this.record.inputTokens = usage.inputTokens ?? this.record.inputTokens;
     this.record.outputTokens = usage.outputTokens ?? this.record.outputTokens;
     this.cachedTokens = usage.cachedTokens ?? this.cachedTokens;
-    this.owner.usage(usage);
+    if (this.#held) this.#held.push(usage);
+    else this.owner.usage(usage);
   }
 
   /** This hop answered the client and its tokens are partly estimated (usage_ledger.ts). */

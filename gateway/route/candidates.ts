@@ -1,10 +1,6 @@
 import { unsupportedBuiltins } from "../formats/builtin_tools.ts";
-import {
-  type Candidate,
-  type ForwardDeps,
-  type ForwardRequest,
-  passesBodyThrough,
-} from "../forward/hop.ts";
+import type { Candidate, ForwardDeps, ForwardRequest } from "../forward/hop.ts";
+import { passesBodyThrough } from "../forward/passthrough.ts";
 import type { Config, Route, Upstream } from "../config/schema.ts";
 import type { UpstreamKind } from "../formats/format.ts";
 import { onePer } from "../runtime/memo.ts";
@@ -18,7 +14,7 @@ import { onePer } from "../runtime/memo.ts";
  * those (`drop_unsupported_tools`).
  */
 export function inexpressible(
-  req: Pick<ForwardRequest, "codec" | "ir" | "prefilled"> & {
+  req: Pick<ForwardRequest, "codec" | "ir" | "resumeAt"> & {
     route?: Pick<Route, "drop_unsupported_tools">;
   },
   opts: { kind: UpstreamKind; deps: Pick<ForwardDeps, "adapters"> },

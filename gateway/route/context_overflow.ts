@@ -15,25 +15,21 @@ interface Target {
  * option, or before any refusal, it passes every candidate.
  */
 export class ContextOverflow {
-  readonly #on: boolean;
   /** The window of the last candidate that refused; null before any refusal. */
   #window: number | null = null;
   readonly #refused = new Set<string>();
 
-  constructor(route: Pick<Route, "on_context_overflow">) {
-    this.#on = route.on_context_overflow === "next";
-  }
+  constructor(readonly route: Pick<Route, "on_context_overflow">) {}
 
   /**
-   * Whether a candidate's error is a context-length refusal to move on from.
-   * Records the refusal: a refusing candidate with no `context_window` counts
-   * as the smallest, so any candidate with a known window may follow it.
+   * Notes a candidate's failure: a context-length refusal the route moves on
+   * from is remembered, and a refusing candidate with no `context_window`
+   * counts as the smallest, so any candidate with a known window may follow.
    */
-  movesOn(error: GatewayError, target: Target): boolean {
-    if (!this.#on || !isContextOverflow(error)) return false;
+  note(error: GatewayError, target: Target): void {
+    if (!movesOnOverflow(this.route, error)) return;
     this.#window = target.candidate.context_window ?? 0;
     this.#refused.add(requestKey(target));
-    return true;
   }
 
   /** Whether a candidate is passed over after a refusal. */
@@ -43,6 +39,14 @@ export class ContextOverflow {
     const window = target.candidate.context_window;
     return window === undefined || window <= this.#window;
   }
+}
+
+/** Whether `error` is a context-length refusal that `route` moves on to a larger window. */
+export function movesOnOverflow(
+  route: Pick<Route, "on_context_overflow">,
+  error: GatewayError,
+): boolean {
+  return route.on_context_overflow === "next" && isContextOverflow(error);
 }
 
 /** One upstream sent one model: the same request, whichever place in the chain names it. */

@@ -10,6 +10,7 @@ import type { GatewayCode } from "../../gateway/runtime/gateway_error.ts";
 import type { Script, Step } from "../fake_upstreams/server.ts";
 import { asText, type Chunk, upToFirstText, type Wire } from "./wire.ts";
 import { UPSTREAM_CAPS } from "../../gateway/formats/upstream_caps.ts";
+import type { How } from "../../gateway/forward/verdict.ts";
 
 export type Effect = "fail_before" | "fail_after" | "reject" | "ok";
 
@@ -17,6 +18,9 @@ export type Effect = "fail_before" | "fail_after" | "reject" | "ok";
 export interface Behaviour {
   /** A script for the fake upstream, or a connection-level fault. */
   serve: "refused" | "reset_before_headers" | ((wire: Wire, text: string[]) => Script);
+  /** How the faulty hop ends, in the gateway's words (gateway/forward/verdict.ts). */
+  how: How;
+  /** What docs/design.md says follows; tests/verdict_test.ts holds the verdict table to it. */
   effect: Effect;
   /** Retried once on the same candidate before failing over. */
   retried?: boolean;
@@ -64,7 +68,7 @@ const started = (rest: Step[]) => (wire: Wire, text: string[]) =>
 
 const statusFault = (
   status: number,
-  opts: Partial<Behaviour> & { code: GatewayCode; headers?: Record<string, string> },
+  opts: Partial<Behaviour> & { code: GatewayCode; how: How; headers?: Record<string, string> },
 ): Fault => {
   const { headers = {}, ...more } = opts;
   const behaviour: Behaviour = {
@@ -79,8 +83,14 @@ const statusFault = (
   return { name: `http_${status}`, stream: behaviour, whole: behaviour };
 };
 
-const idle = { effect: "fail_before", slow: true, code: "gw.upstream.idle_timeout" } as const;
+const idle = {
+  how: "idle_timeout",
+  effect: "fail_before",
+  slow: true,
+  code: "gw.upstream.idle_timeout",
+} as const;
 const broken = {
+  how: "connection",
   effect: "fail_before",
   retried: true,
   code: "gw.upstream.unreachable",
@@ -95,25 +105,30 @@ const OVERSIZED_PRELUDE = (() => {
 })();
 
 const endlessErrorEffect = {
+  how: "overloaded",
   effect: "fail_before",
   retried: true,
   code: "gw.upstream.error",
 } as const;
 
 export const FAULTS: Fault[] = [
-  ...[500, 502, 503, 504].map((status) => statusFault(status, { code: "gw.upstream.error" })),
+  ...[500, 502, 503, 504].map((status) =>
+    statusFault(status, { how: "overloaded", code: "gw.upstream.error" })
+  ),
   statusFault(429, {
+    how: "rate_limited",
     code: "gw.upstream.rate_limited",
     status: 429,
     headers: { "retry-after": "1" },
   }),
   statusFault(400, {
+    how: "rejected",
     code: "gw.upstream.rejected",
     effect: "reject",
     retried: false,
     status: 400,
   }),
-  statusFault(401, { code: "gw.upstream.credentials", retried: false }),
+  statusFault(401, { how: "refused", code: "gw.upstream.credentials", retried: false }),
   {
     name: "connection_refused",
     stream: { serve: "refused", ...broken },
@@ -161,13 +176,14 @@ export const FAULTS: Fault[] = [
   },
   {
     name: "whitespace_only",
-    stream: { serve: (wire) => sse(wire, [{ send: "  \n\n  \n" }]), ...bad },
-    whole: { serve: () => whole([{ send: "  \n\n  \n" }]), ...bad },
+    stream: { serve: (wire) => sse(wire, [{ send: "  \n\n  \n" }]), how: "unfinished", ...bad },
+    whole: { serve: () => whole([{ send: "  \n\n  \n" }]), how: "bad_response", ...bad },
   },
   {
     name: "content_then_silence",
     stream: {
       serve: started([{ hang: true }]),
+      how: "idle_timeout",
       effect: "fail_after",
       slow: true,
       code: "gw.upstream.idle_timeout_mid_stream",
@@ -184,6 +200,7 @@ export const FAULTS: Fault[] = [
       // reset are lost with it (a stream's error drops what is queued), and then no content
       // reached the client at all, which is another cell.
       serve: started([{ wait: 100 }, { reset: true }]),
+      how: "connection",
       effect: "fail_after",
       code: "gw.upstream.error",
     },
@@ -197,6 +214,7 @@ export const FAULTS: Fault[] = [
     stream: {
       serve: (wire, text) =>
         sse(wire, [...steps(wire.stream(text).slice(0, wire.opening)), { send: wire.errorEvent }]),
+      how: "stream_error",
       effect: "fail_before",
     },
   },
@@ -204,20 +222,30 @@ export const FAULTS: Fault[] = [
     name: "error_event_after_content",
     stream: {
       serve: (wire) => started([{ send: wire.errorEvent }])(wire, FAULT_TEXT),
+      how: "stream_error",
       effect: "fail_after",
     },
   },
   {
     name: "error_event_only",
-    stream: { serve: (wire) => sse(wire, [{ send: wire.errorEvent }]), effect: "fail_before" },
+    stream: {
+      serve: (wire) => sse(wire, [{ send: wire.errorEvent }]),
+      how: "stream_error",
+      effect: "fail_before",
+    },
   },
   {
     name: "garbage_bytes",
     stream: {
       serve: (wire) => sse(wire, [{ send: "<html>\n\ndata: <b>oops</b>\n\n" }]),
+      how: "stream_error",
       ...bad,
     },
-    whole: { serve: () => whole([{ send: "<html><b>oops</b></html>" }]), ...bad },
+    whole: {
+      serve: () => whole([{ send: "<html><b>oops</b></html>" }]),
+      how: "bad_response",
+      ...bad,
+    },
   },
   {
     name: "truncated_frame",
@@ -227,14 +255,24 @@ export const FAULTS: Fault[] = [
         const cut = upToFirstText(wire, text).length;
         return sse(wire, [...steps(chunks.slice(0, cut)), { send: halfOf(chunks[cut]!) }]);
       },
+      how: "stream_error",
       effect: "fail_after",
       code: "gw.upstream.bad_response",
     },
-    whole: { serve: (wire, text) => whole([{ send: halfOf(wire.whole(text)) }]), ...bad },
+    whole: {
+      serve: (wire, text) => whole([{ send: halfOf(wire.whole(text)) }]),
+      how: "bad_response",
+      ...bad,
+    },
   },
   {
     name: "close_without_finish",
-    stream: { serve: started([]), effect: "fail_after", code: "gw.upstream.incomplete" },
+    stream: {
+      serve: started([]),
+      how: "unfinished",
+      effect: "fail_after",
+      code: "gw.upstream.incomplete",
+    },
   },
   {
     name: "one_event_over_1mib",
@@ -244,8 +282,16 @@ export const FAULTS: Fault[] = [
     // window must cover building, sending and parsing over 1 MiB in the one process the other
     // cells share. Seen taking 1.7 s on a loaded 2-core machine, so 120 s (18 s scaled).
     idleSecs: 120,
-    stream: { serve: (wire, text) => sse(wire, steps(wire.stream(text))), effect: "ok" },
-    whole: { serve: (wire, text) => whole([{ send: wire.whole(text) }]), effect: "ok" },
+    stream: {
+      serve: (wire, text) => sse(wire, steps(wire.stream(text))),
+      how: "answered",
+      effect: "ok",
+    },
+    whole: {
+      serve: (wire, text) => whole([{ send: wire.whole(text) }]),
+      how: "answered",
+      effect: "ok",
+    },
   },
   {
     name: "line_never_ends",
@@ -268,6 +314,7 @@ export const FAULTS: Fault[] = [
     kinds: ["bedrock"],
     stream: {
       serve: (wire) => sse(wire, [{ send: OVERSIZED_PRELUDE }, { hang: true }]),
+      how: "stream_error",
       effect: "fail_before",
       code: "gw.upstream.oversized",
     },
@@ -277,6 +324,7 @@ export const FAULTS: Fault[] = [
     kinds: ["bedrock"],
     stream: {
       serve: started([{ send: OVERSIZED_PRELUDE }, { hang: true }]),
+      how: "stream_error",
       effect: "fail_after",
       code: "gw.upstream.oversized",
     },
@@ -291,12 +339,14 @@ export const FAULTS: Fault[] = [
     name: "non_json_error_body",
     stream: {
       serve: () => htmlError(502),
+      how: "overloaded",
       effect: "fail_before",
       retried: true,
       code: "gw.upstream.error",
     },
     whole: {
       serve: () => htmlError(502),
+      how: "overloaded",
       effect: "fail_before",
       retried: true,
       code: "gw.upstream.error",
@@ -307,6 +357,7 @@ export const FAULTS: Fault[] = [
     kinds: ["openai-chat", "anthropic"],
     stream: {
       serve: (wire, text) => sse(wire, steps(wire.stream(text).slice(0, -1))),
+      how: "answered",
       effect: "ok",
     },
   },

@@ -1,0 +1,61 @@
+import { type GatewayCode, GatewayError } from "../runtime/gateway_error.ts";
+import { stopReason } from "./stop_reasons.ts";
+import { isRetryableStatus } from "./upstream_error.ts";
+import type { How } from "./verdict.ts";
+
+/** How a hop ended (verdict.ts decides what follows); every ending but an answer has its error. */
+export type HopEnding = { how: "answered"; error?: undefined } | {
+  how: Exclude<How, "answered">;
+  error: GatewayError;
+};
+
+export const ANSWERED: HopEnding = Object.freeze({ how: "answered" });
+
+/** The reasons we stop a hop (they travel as its AbortSignal's reason), as endings. */
+const STOPS: Partial<Record<GatewayCode, Exclude<How, "answered">>> = {
+  "gw.request.aborted": "aborted",
+  "gw.client.disconnected": "client_gone",
+  "gw.gateway.shutting_down": "shutdown",
+  "gw.upstream.hedge_lost": "hedge_lost",
+  "gw.upstream.idle_timeout": "idle_timeout",
+  "gw.upstream.idle_timeout_mid_stream": "idle_timeout",
+  "gw.upstream.first_content_timeout": "first_content_timeout",
+  "gw.upstream.deadline": "deadline",
+};
+
+/** An upstream's error status, as decoded into `error` (docs/architecture.md "Errors"). */
+export function statusEnding(status: number, error: GatewayError): HopEnding {
+  if (error.source === "client") return { how: "rejected", error };
+  if (status === 429) return { how: "rate_limited", error };
+  return { how: isRetryableStatus(status) ? "overloaded" : "refused", error };
+}
+
+/**
+ * What a thrown error says of how the hop ended: the stop we put on its
+ * signal, if any; else the caller's input the translation refused, an answer
+ * the gateway could not read, or a failed connection (which, after content,
+ * is the stream breaking off).
+ */
+export function thrownEnding(
+  err: unknown,
+  opts: { signal: AbortSignal; upstream: string; content: boolean },
+): HopEnding {
+  const reason = stopReason(opts.signal);
+  const stop = reason && STOPS[reason.code];
+  if (reason && stop) return { how: stop, error: reason };
+  const detail = err instanceof Error ? err.message : String(err);
+  if (opts.content) {
+    const error = new GatewayError(`upstream ${opts.upstream} broke off its stream: ${detail}`, {
+      code: "gw.upstream.error",
+    });
+    return { how: "connection", error };
+  }
+  if (err instanceof GatewayError) {
+    return { how: err.source === "client" ? "caller_input" : "bad_response", error: err };
+  }
+  const error = new GatewayError(`could not reach upstream ${opts.upstream}: ${detail}`, {
+    code: "gw.upstream.unreachable",
+    cause: err,
+  });
+  return { how: "connection", error };
+}

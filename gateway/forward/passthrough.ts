@@ -1,0 +1,40 @@
+import type { ClientStreamShape, UpstreamKind } from "../formats/format.ts";
+import type { ForwardRequest } from "./hop.ts";
+import type { StreamResume } from "./stream_resume.ts";
+
+/**
+ * "Pass through", defined once. The request and the answer pass through
+ * separately: a same-format upstream is sent the client's own body, while its
+ * answer's bytes reach the client unchanged only where the client's shape takes
+ * them as they are (Gemini's JSON array takes no SSE) and nothing must rewrite
+ * them (a resumable stream's client whose ids come from the upstream).
+ */
+
+/**
+ * docs/design.md "Client API": an upstream of the client's own format is sent
+ * the client's body, unchanged but for the model; any other gets a
+ * translation of the IR. A resume's request carries its prefill in the IR,
+ * so it is always translated.
+ */
+export function passesBodyThrough(
+  req: Pick<ForwardRequest, "codec" | "resumeAt">,
+  kind: UpstreamKind,
+): boolean {
+  return req.resumeAt === undefined && req.codec.format === kind;
+}
+
+/** Whether a whole answer from `kind` goes to the client as the upstream wrote it. */
+export function wholePassesThrough(
+  req: Pick<ForwardRequest, "codec">,
+  kind: UpstreamKind,
+): boolean {
+  return req.codec.format === kind;
+}
+
+/** Whether a streamed answer's bytes from `kind` go to the client as they came. */
+export function streamPassesThrough(
+  kind: UpstreamKind,
+  opts: { shape: ClientStreamShape; resume: StreamResume },
+): boolean {
+  return opts.resume.passesThrough(opts.shape.passthroughFrom === kind);
+}

@@ -1,0 +1,215 @@
+import type { StreamChannel } from "./client_channel.ts";
+import { FIRST_READ_BYTES } from "./body_reader.ts";
+import { concatBytes } from "../runtime/join_bytes.ts";
+import type { ClientStreamEncoder, ClientStreamShape, UpstreamFrame } from "../formats/format.ts";
+import { GatewayError } from "../runtime/gateway_error.ts";
+import type { Hop } from "./hop.ts";
+import { ANSWERED, type HopEnding } from "./hop_ending.ts";
+import { settleContent } from "./settle.ts";
+import type { StreamResume } from "./stream_resume.ts";
+import { streamPassesThrough } from "./passthrough.ts";
+import { hidesUsage, isUsageOnlyChunk, withoutUsage } from "./usage_chunk.ts";
+
+/** docs/design.md "Failover before content": the most a held opening may buffer. */
+export const HOLD_LIMIT_BYTES = 1024 * 1024;
+
+export interface PumpOpts {
+  /** Whether no other candidate could still answer once this hop's headers went out. */
+  isLast: boolean;
+  shape: ClientStreamShape;
+  channel: StreamChannel;
+  encoder: ClientStreamEncoder;
+  /** Mid-stream resume's view of the answer (docs/liveness.md); inert when the route has it off. */
+  resume: StreamResume;
+}
+
+/**
+ * One hop's stream, from its upstream body to the client: frames held until
+ * the first content (docs/design.md "Failover before content", at most
+ * HOLD_LIMIT_BYTES), then passed on as they come, each read's output written
+ * at once in one chunk where it can be. It says how the hop ended and
+ * decides nothing else: a thrown error (a stop, a broken body) goes to the
+ * candidate loop as it is.
+ */
+export class StreamPump {
+  readonly #held: UpstreamFrame[] = [];
+  #heldBytes = 0;
+  /** The upstream said its answer is complete: a finish reason, or the format's end marker. */
+  #finished = false;
+  #terminal = false;
+  /** What one upstream read makes for the client. */
+  readonly #out: Uint8Array[] = [];
+  readonly #passthrough: boolean;
+  readonly #hideUsage: boolean;
+
+  constructor(readonly hop: Hop, readonly opts: PumpOpts) {
+    this.#passthrough = streamPassesThrough(hop.upstream.kind, opts);
+    this.#hideUsage = hidesUsage(hop.req);
+  }
+
+  /** Reads `body` to its end, or to the first frame that ends the hop. */
+  async run(body: ReadableStream<Uint8Array>): Promise<HopEnding> {
+    const { hop } = this;
+    const decoder = hop.adapter.frameDecoder?.();
+    if (decoder) {
+      const reader = hop.reader(body, { reuse: true, firstBytes: FIRST_READ_BYTES });
+      try {
+        for (let chunk = await reader.next(); chunk; chunk = await reader.next()) {
+          const ending = this.#take(decoder.push(chunk));
+          const waiting = this.#flush();
+          if (waiting) await waiting;
+          if (ending) return ending;
+        }
+      } finally {
+        reader.close();
+      }
+      const ending = this.#take(decoder.end());
+      await this.#flush();
+      if (ending) return ending;
+    } else {
+      const reader = hop.reader(body.pipeThrough(hop.adapter.decodeStream()));
+      try {
+        for (let frame = await reader.next(); frame; frame = await reader.next()) {
+          const ending = this.#take([frame]);
+          await this.#flush();
+          if (ending) return ending;
+        }
+      } finally {
+        reader.close();
+      }
+    }
+    return await this.#bodyEnded();
+  }
+
+  /** One read's frames; an ending stops the hop there. */
+  #take(frames: UpstreamFrame[]): HopEnding | null {
+    const { hop } = this;
+    for (const frame of frames) {
+      hop.ledger.frame(frame);
+      if (frame.usage) hop.attempt.usage(frame.usage);
+      this.#terminal ||= frame.terminal === true;
+      this.#finished ||= this.#terminal || finishes(frame);
+      if (frame.error) return { how: "stream_error", error: frame.error };
+      if (frame.content) this.#content(frame);
+      else this.#keepAlive(frame);
+    }
+    return null;
+  }
+
+  #content(frame: UpstreamFrame): void {
+    const { hop } = this;
+    const { channel } = this.opts;
+    const live = hop.req.live;
+    hop.idle.touch();
+    if (!hop.attempt.contentSeen) {
+      // Hedged: another hop may have claimed the answer already; this one is then being stopped.
+      if (!hop.gate.claim()) throw hop.controller.signal.reason;
+      settleContent(hop);
+      channel.stopKeepAlives();
+      channel.sendHeaders();
+      this.#release();
+      live.contentSent();
+    }
+    live.lastContentAt = hop.opts.deps.clock.now();
+    this.#output(frame);
+  }
+
+  /** A keep-alive frame: passed on only where no other candidate could still answer. */
+  #keepAlive(frame: UpstreamFrame): void {
+    const { hop, opts } = this;
+    if (
+      hop.attempt.contentSeen || (opts.isLast && opts.channel.headersSent && !hop.gate.contested)
+    ) {
+      this.#release();
+      this.#output(frame);
+    } else if (this.#heldBytes + frame.raw.byteLength <= HOLD_LIMIT_BYTES) {
+      this.#held.push(frame);
+      this.#heldBytes += frame.raw.byteLength;
+    }
+  }
+
+  #release(): void {
+    for (const frame of this.#held) this.#output(frame);
+    this.#held.length = 0;
+  }
+
+  #output(frame: UpstreamFrame): void {
+    const { resume, encoder } = this.opts;
+    // Bytes passed on as they came need no events: a quick read's are then never built.
+    if (this.#passthrough && !resume.enabled) return this.#passRaw(frame);
+    const events = withoutUsage(resume.pass(frame), this.#hideUsage);
+    if (resume.resuming && frame.usage) this.hop.req.live.usage(resume.usage);
+    if (this.#passthrough) {
+      // A passed-through start is shadowed, so a resume can carry on where the client's stream is.
+      for (const e of events) encoder.encode(e);
+      return this.#passRaw(frame);
+    }
+    for (const e of events) {
+      const bytes = encoder.encode(e);
+      if (bytes) this.#out.push(bytes);
+    }
+  }
+
+  #passRaw(frame: UpstreamFrame): void {
+    if (frame.raw.byteLength && !(this.#hideUsage && isUsageOnlyChunk(frame))) {
+      this.#out.push(frame.raw);
+    }
+  }
+
+  /** Writes what one read made; a promise only when the client is behind (see `offer`). */
+  #flush(): Promise<void> | undefined {
+    const out = this.#out;
+    if (out.length === 0) return;
+    const bytes = out.length === 1 ? out[0]! : concat(out);
+    out.length = 0;
+    return this.opts.channel.offer(bytes) ? this.#drain() : undefined;
+  }
+
+  /** A client slow to drain what we have is not upstream silence: the idle clock waits too. */
+  async #drain(): Promise<void> {
+    const { idle } = this.hop;
+    idle.pause();
+    try {
+      await this.opts.channel.drained();
+    } finally {
+      idle.resume();
+    }
+  }
+
+  /** The body ended: an answer only if content came and the upstream said it was complete. */
+  async #bodyEnded(): Promise<HopEnding> {
+    const { hop } = this;
+    const id = hop.upstream.id;
+    if (!hop.attempt.contentSeen) {
+      const error = new GatewayError(`upstream ${id} closed the stream before any content`, {
+        code: "gw.upstream.bad_response",
+      });
+      return { how: "unfinished", error };
+    }
+    if (!this.#finished) {
+      // Content went out, so nothing can be tried instead: the client is told the answer was cut.
+      const error = new GatewayError(
+        `upstream ${id} ended its stream before the answer was finished`,
+        { code: "gw.upstream.incomplete" },
+      );
+      return { how: "unfinished", error };
+    }
+    await this.opts.channel.end({ passthrough: this.#passthrough, marked: this.#terminal });
+    return ANSWERED;
+  }
+}
+
+function finishes(frame: UpstreamFrame): boolean {
+  return frame.finishes ?? frame.events.some((e) => e.type === "finish");
+}
+
+/** One read's output as one chunk; events cut from one chunk and passed on whole are that chunk. */
+function concat(parts: Uint8Array[]): Uint8Array {
+  const first = parts[0]!;
+  let end = first.byteOffset;
+  for (const part of parts) {
+    if (part.buffer !== first.buffer || part.byteOffset !== end) return concatBytes(parts);
+    end += part.byteLength;
+  }
+  return new Uint8Array(first.buffer, first.byteOffset, end - first.byteOffset);
+}

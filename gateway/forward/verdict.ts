@@ -1,0 +1,185 @@
+import type { AttemptOutcome } from "../../db/records.ts";
+
+/**
+ * How a hop ended, in the hop's own words: what the upstream did, or why we
+ * stopped it. The hop, the stream pump and the whole-answer reader only say
+ * this (hop_ending.ts); what happens next is decided once, by the table below.
+ */
+export type How =
+  /** It finished its answer. */
+  | "answered"
+  /** It answered the caller's own 4xx (not 401/403/408/429). */
+  | "rejected"
+  /** It answered 429. */
+  | "rate_limited"
+  /** It answered 500, 502, 503, 504 or 529. */
+  | "overloaded"
+  /** It answered another error status: our credentials (401/403), 408, 501, ... */
+  | "refused"
+  /** The connection failed: refused, reset, or broken off while the body came. */
+  | "connection"
+  /** Its stream carried an error: an error event, or a frame the gateway cannot read. */
+  | "stream_error"
+  /** Its answer is one the gateway cannot read: not the format, empty, over a cap. */
+  | "bad_response"
+  /** Its body ended before the answer did (no content at all, or no finish reason). */
+  | "unfinished"
+  /** It went silent past the idle timeout. */
+  | "idle_timeout"
+  /** It sent no first content within `first_content_timeout_secs`. */
+  | "first_content_timeout"
+  /** A whole answer missed `whole_answer_deadline`. */
+  | "deadline"
+  /** Translating the request for it found the caller's input malformed. */
+  | "caller_input"
+  /** The request was aborted by an operator. */
+  | "aborted"
+  /** The client went away. */
+  | "client_gone"
+  /** The gateway is shutting down. */
+  | "shutdown"
+  /** Another hedged hop reached its first content first. */
+  | "hedge_lost";
+
+/**
+ * What happens after a hop: `done` (it answered), `retry` (the same candidate
+ * again, see `retryOrNext`), `next` (the next candidate), `stop` (the request
+ * ends with this hop's error).
+ */
+export type Step = "done" | "retry" | "next" | "stop";
+
+export interface Verdict {
+  step: Step;
+  /** The attempt row's outcome. */
+  outcome: AttemptOutcome;
+  /**
+   * Charged to the upstream's cooldown (docs/design.md "Cooldown");
+   * `charge_and_pause` also pauses it for the answer's Retry-After.
+   */
+  cooldown?: "charge" | "charge_and_pause";
+  /** The session's pin to this upstream is dropped for the turn. */
+  dropsAffinity?: true;
+  /** Counted (and logged) as an idle timeout in this phase. */
+  idle?: "before_content" | "mid_stream";
+  /** A break after content that mid-stream resume may mend (docs/liveness.md). */
+  resumable?: true;
+}
+
+/** Where the request stood when the hop ended. */
+export interface Place {
+  /** This hop's content reached the client (a whole answer: it was decoded). */
+  content: boolean;
+  /** This hop continues an answer another hop broke off (docs/liveness.md). */
+  resuming: boolean;
+  /**
+   * The error is a context-length refusal and the route moves such a request
+   * on to a larger window (`on_context_overflow: "next"`, docs/liveness.md).
+   */
+  overflow: boolean;
+}
+
+interface Row {
+  /** Before this hop's first content reached the client. */
+  before: Verdict;
+  /** After it: nothing else may be tried (docs/design.md "After content"). */
+  after: Verdict;
+  /** Before content, continuing a broken answer (else `before`): a refusal is not the caller's. */
+  resuming?: Verdict;
+  /** After content, continuing a broken answer (else `after`). */
+  resumed?: Verdict;
+  /** Changes before content when the refusal is of the prompt's length and the route moves on. */
+  overflow?: Partial<Verdict>;
+}
+
+/** After content, a failure of the upstream's ends the stream (and may be resumed). */
+const BROKE_OFF: Verdict = { step: "stop", outcome: "error", resumable: true };
+/** The request itself stopped: said as it is, nothing charged, nothing resumed. */
+const stopped = (outcome: AttemptOutcome): Row => ({
+  before: { step: "stop", outcome },
+  after: { step: "stop", outcome },
+});
+const ANSWERED: Verdict = { step: "done", outcome: "success" };
+const CHARGED_NEXT: Verdict = { step: "next", outcome: "error", cooldown: "charge" };
+const SILENT: Verdict = {
+  step: "next",
+  outcome: "idle_timeout",
+  cooldown: "charge",
+  dropsAffinity: true,
+  idle: "before_content",
+};
+/** A refusal that is the caller's to read, unless it is a continuation's or the prompt's length. */
+const CALLERS: Row = {
+  before: { step: "stop", outcome: "error" },
+  after: { step: "stop", outcome: "error" },
+  resuming: { step: "next", outcome: "error" },
+  overflow: { step: "next" },
+};
+
+/**
+ * The one table of docs/design.md "Failover before content" and "After
+ * content": how a hop ended × where the request stood → what happens next,
+ * the attempt's outcome, and what it costs the upstream. Everything after
+ * content is `stop` or `done`, so a started answer is never handed to another
+ * candidate (tests/verdict_test.ts checks every cell).
+ */
+export const VERDICTS: Readonly<Record<How, Row>> = {
+  answered: {
+    before: ANSWERED,
+    after: ANSWERED,
+    resumed: { step: "done", outcome: "resumed" },
+  },
+  rejected: CALLERS,
+  rate_limited: {
+    before: { step: "retry", outcome: "error", cooldown: "charge_and_pause" },
+    after: BROKE_OFF,
+  },
+  overloaded: { before: { step: "retry", outcome: "error", cooldown: "charge" }, after: BROKE_OFF },
+  refused: { before: CHARGED_NEXT, after: BROKE_OFF },
+  connection: { before: { step: "retry", outcome: "error", cooldown: "charge" }, after: BROKE_OFF },
+  // A context-length refusal is not a health fault, in a stream or as a status.
+  stream_error: { before: CHARGED_NEXT, after: BROKE_OFF, overflow: { cooldown: undefined } },
+  bad_response: { before: CHARGED_NEXT, after: BROKE_OFF },
+  unfinished: { before: CHARGED_NEXT, after: BROKE_OFF },
+  idle_timeout: {
+    before: SILENT,
+    after: { step: "stop", outcome: "idle_timeout", idle: "mid_stream", resumable: true },
+  },
+  first_content_timeout: {
+    before: SILENT,
+    after: { step: "stop", outcome: "idle_timeout", idle: "mid_stream", resumable: true },
+  },
+  deadline: { before: CHARGED_NEXT, after: { step: "stop", outcome: "error" } },
+  caller_input: { ...CALLERS, overflow: undefined },
+  aborted: stopped("aborted"),
+  client_gone: stopped("client_disconnected"),
+  shutdown: stopped("aborted"),
+  hedge_lost: stopped("hedge_lost"),
+};
+
+/** The verdict for one hop: its row's column for the place, with an overflow's changes. */
+export function verdictFor(how: How, place: Place): Verdict {
+  const row = VERDICTS[how];
+  if (place.content) return (place.resuming && row.resumed) || row.after;
+  const verdict = (place.resuming && row.resuming) || row.before;
+  return place.overflow && row.overflow ? { ...verdict, ...row.overflow } : verdict;
+}
+
+/** The backoff before retrying the same candidate, in configured seconds; it doubles per retry. */
+export const RETRY_BACKOFF_SECS = 0.5;
+/** A Retry-After longer than this is not waited out: the next candidate is tried. */
+export const MAX_RETRY_WAIT_SECS = 10;
+
+/**
+ * A `retry` goes to the same candidate while `retries_per_candidate` lasts,
+ * after the upstream's Retry-After or the backoff, unless that wait is longer
+ * than MAX_RETRY_WAIT_SECS; otherwise it is the next candidate's turn.
+ * Answers the wait in configured seconds, or null for `next`.
+ */
+export function retryWait(
+  retry: number,
+  opts: { retries: number; retryAfterSecs?: number },
+): number | null {
+  if (retry >= opts.retries) return null;
+  const wait = opts.retryAfterSecs ?? RETRY_BACKOFF_SECS * 2 ** retry;
+  return wait > MAX_RETRY_WAIT_SECS ? null : wait;
+}

@@ -1,0 +1,494 @@
+/**
+ * The candidate loop (gateway/forward/failover.ts) in virtual time: real candidates, slots,
+ * cooldown, affinity, hedge race and resume pass, with a scripted `runHop` in place of HTTP.
+ * Each test runs in microseconds of real time and reads its timings exactly; the end-to-end
+ * suites (the fault matrix above all) stay the net for the wire.
+ */
+import assert from "node:assert/strict";
+import { type ConfigInput, type Route } from "../gateway/config/schema.ts";
+import { validateConfig } from "../gateway/config/validate.ts";
+import { CLIENT_CODECS, UPSTREAM_ADAPTERS } from "../gateway/formats/formats.ts";
+import { runCandidates, type RunHop } from "../gateway/forward/failover.ts";
+import type { ForwardDeps, ForwardRequest, Hop } from "../gateway/forward/hop.ts";
+import { ANSWERED, type HopEnding } from "../gateway/forward/hop_ending.ts";
+import { ResumePass } from "../gateway/forward/resume_pass.ts";
+import { settleContent } from "../gateway/forward/settle.ts";
+import { StreamResume } from "../gateway/forward/stream_resume.ts";
+import { abortedByOperator } from "../gateway/forward/stop_reasons.ts";
+import type { StreamChannel } from "../gateway/forward/client_channel.ts";
+import { upstreamStatusError } from "../gateway/forward/upstream_error.ts";
+import { LiveRequest } from "../gateway/live/live_request.ts";
+import { Affinity, affinitySession } from "../gateway/route/affinity.ts";
+import { Cooldowns } from "../gateway/route/cooldown.ts";
+import { Slots } from "../gateway/route/slots.ts";
+import { GatewayError } from "../gateway/runtime/gateway_error.ts";
+import { createLogger } from "../gateway/runtime/logger.ts";
+import { Metrics } from "../gateway/runtime/metrics.ts";
+import type { AttemptRecord, RequestRecord } from "../db/records.ts";
+import { VirtualClock } from "./virtual_clock.ts";
+
+/** What a scripted upstream does on one call. */
+interface Act {
+  /** Virtual ms before anything happens (cut short by the hop's stop, which then ends it). */
+  wait?: number;
+  /** Its first content reaches the client, as a stream pump would report it. */
+  content?: string;
+  /** How it then ends; "silent": never, until something stops the hop. */
+  end: HopEnding | "silent";
+}
+
+const answers: Act = { end: ANSWERED };
+const fails = (status: number, retryAfterSecs?: number): Act => ({
+  end: {
+    how: status === 429 ? "rate_limited" : "overloaded",
+    error: failure(status, retryAfterSecs),
+  },
+});
+const silent: Act = { end: "silent" };
+
+function failure(status: number, retryAfterSecs?: number): GatewayError {
+  return upstreamStatusError(status, { retryAfterSecs, kind: "openai-chat" });
+}
+
+interface Call {
+  upstream: string;
+  at: number;
+  isLast: boolean;
+  resumeAt?: number;
+  prefill?: string;
+}
+
+/** A request through the loop: its deps, its rows, and the calls each upstream saw. */
+function engine(
+  input: { routes: ConfigInput["routes"]; failover?: ConfigInput["failover"]; ids: string[] },
+  opts: { script: Record<string, Act[]>; session?: string },
+) {
+  const checked = validateConfig({
+    failover: input.failover,
+    upstreams: input.ids.map((id) => ({ id, kind: "openai-chat", base_url: "http://127.0.0.1:9" })),
+    routes: input.routes,
+  });
+  if (!checked.ok) throw new Error(JSON.stringify(checked.problems));
+  const config = checked.config;
+  const clock = new VirtualClock();
+  const metrics = new Metrics();
+  const requests: RequestRecord[] = [];
+  const attempts = new Map<string, AttemptRecord>();
+  const deps: ForwardDeps = {
+    clock,
+    config,
+    adapters: UPSTREAM_ADAPTERS,
+    cooldowns: new Cooldowns(clock, {
+      policy: () => ({
+        failuresToPause: config.failover.failures_to_pause,
+        pauseSecs: config.failover.pause_secs,
+        maxPauseSecs: config.failover.max_pause_secs,
+      }),
+      save: () => {},
+    }),
+    slots: new Slots(clock),
+    affinity: new Affinity(),
+    metrics,
+    log: createLogger({ quiet: true }),
+    env: () => undefined,
+    fetch: () => Promise.reject(new Error("no network in the engine tests")),
+  };
+  const live = new LiveRequest({
+    id: "r1",
+    instanceId: "i1",
+    clientFormat: "openai-chat",
+    route: "r",
+    stream: true,
+    keyId: null,
+    sessionId: opts.session ?? null,
+  }, {
+    clock,
+    metrics,
+    sink: {
+      writeRequest: (r) => requests.push(r),
+      writeAttempt: (a) => attempts.set(`${a.hop}`, a),
+    },
+  });
+  const body = { model: "r", messages: [{ role: "user", content: "hi" }], stream: true };
+  const codec = CLIENT_CODECS.chat;
+  const route = config.routes[0] as Route;
+  const req: ForwardRequest = {
+    live,
+    ir: codec.parseRequest(body, {}),
+    body,
+    codec,
+    ctx: {},
+    route,
+  };
+  const calls: Call[] = [];
+  const left = new Map(Object.entries(opts.script).map(([id, acts]) => [id, [...acts]]));
+  const runHop: RunHop = async (hop, { isLast }) => {
+    const id = hop.upstream.id;
+    const last = hop.req.ir.messages.at(-1);
+    calls.push({
+      upstream: id,
+      at: clock.elapsed,
+      isLast,
+      resumeAt: hop.req.resumeAt,
+      prefill: last?.role === "assistant" && last.content[0]?.type === "text"
+        ? last.content[0].text
+        : undefined,
+    });
+    const act = left.get(id)?.shift();
+    if (!act) throw new Error(`${id} was called more often than scripted`);
+    return await play(hop, act);
+  };
+  const play = async (hop: Hop, act: Act): Promise<HopEnding> => {
+    const { signal } = hop.controller;
+    if (act.wait) await clock.sleep(act.wait, signal);
+    if (act.content !== undefined) {
+      if (!hop.gate.claim()) throw signal.reason;
+      hop.idle.touch();
+      settleContent(hop);
+      resume?.pass({ events: [{ type: "text", text: act.content }] });
+      live.contentSent();
+    }
+    if (act.end !== "silent") return act.end;
+    await new Promise((_, reject) => {
+      if (signal.aborted) reject(signal.reason);
+      signal.addEventListener("abort", () => reject(signal.reason), { once: true });
+    });
+    throw new Error("unreachable");
+  };
+  let resume: StreamResume | null = null;
+  return {
+    clock,
+    deps,
+    req,
+    live,
+    calls,
+    metrics,
+    /** The attempt rows, in hop order: [upstream, outcome, error code]. */
+    hops: () => [...attempts.values()].map((a) => [a.upstream, a.outcome, a.errorCode] as const),
+    run: () => clock.run(runCandidates(req, { deps, runHop })),
+    /** The stream path's loop with mid-stream resume, as stream_forward.ts runs it. */
+    runResuming: () => {
+      resume = StreamResume.for(req, { client: "openai-chat" });
+      const channel = { startKeepAlives() {} } as unknown as StreamChannel;
+      const pass = new ResumePass(req, { deps, resume, channel });
+      return clock.run((async () => {
+        const error = await runCandidates(req, { deps, runHop, onSettled: pass.watch });
+        return await pass.after(error, runHop);
+      })());
+    },
+  };
+}
+
+const two = (extra: Partial<ConfigInput["routes"][number]> = {}) => ({
+  ids: ["a", "b"],
+  routes: [{
+    model: "r",
+    candidates: [{ upstream: "a", model: "ma" }, { upstream: "b", model: "mb" }],
+    ...extra,
+  }],
+});
+const at = (calls: Call[]) => calls.map((c) => `${c.upstream}@${c.at}`);
+
+Deno.test("engine: a 5xx is retried after 0.5 s, doubling, while retries last; then the next answers", async () => {
+  const e = engine({ ...two(), failover: { retries_per_candidate: 2 } }, {
+    script: { a: [fails(500), fails(503), fails(502)], b: [{ content: "hi", end: ANSWERED }] },
+  });
+  assert.equal(await e.run(), null);
+  assert.deepEqual(at(e.calls), ["a@0", "a@500", "a@1500", "b@1500"]);
+  assert.deepEqual(e.hops().map((h) => h[1]), ["error", "error", "error", "success"]);
+  // Three failures in a row pause the upstream (failures_to_pause defaults to 3).
+  assert.equal(e.deps.cooldowns.isPaused("a"), true);
+  assert.equal(e.deps.cooldowns.isPaused("b"), false);
+});
+
+Deno.test("engine: a 429's Retry-After is waited instead of the backoff, and pauses the upstream for it", async () => {
+  const e = engine(two(), { script: { a: [fails(429, 3), { content: "x", end: ANSWERED }] } });
+  let pausedDuring = false;
+  e.clock.after(2_999, () => (pausedDuring = e.deps.cooldowns.isPaused("a")));
+  assert.equal(await e.run(), null);
+  assert.deepEqual(at(e.calls), ["a@0", "a@3000"]);
+  assert.equal(pausedDuring, true);
+});
+
+Deno.test("engine: a Retry-After over 10 s is not waited out: the next candidate goes at once", async () => {
+  const e = engine(two(), { script: { a: [fails(429, 11)], b: [answers] } });
+  assert.equal(await e.run(), null);
+  assert.deepEqual(at(e.calls), ["a@0", "b@0"]);
+});
+
+Deno.test("engine: the last candidate's 429 stays a 429 with its Retry-After; other failures get timeout_status", async () => {
+  const limited = engine(two(), { script: { a: [fails(500), fails(500)], b: [fails(429, 20)] } });
+  const error = await limited.run();
+  assert.deepEqual([error?.status, error?.code, error?.retryAfterSecs], [
+    429,
+    "gw.upstream.rate_limited",
+    20,
+  ]);
+  const down = engine(two(), { script: { a: [fails(429, 20)], b: [fails(500), fails(502)] } });
+  assert.deepEqual([(await down.run())?.status], [504]);
+});
+
+Deno.test("engine: the caller's 4xx ends the request there, uncharged", async () => {
+  const rejected: Act = {
+    end: { how: "rejected", error: upstreamStatusError(400, { kind: "openai-chat" }) },
+  };
+  const e = engine(two(), { script: { a: [rejected] } });
+  const error = await e.run();
+  assert.deepEqual([error?.status, error?.code], [400, "gw.upstream.rejected"]);
+  assert.deepEqual(at(e.calls), ["a@0"]);
+  assert.equal(e.deps.cooldowns.get("a").consecutiveFailures, 0);
+});
+
+Deno.test("engine: silence before content fails over at once after the idle timeout, never retried, and unpins the session", async () => {
+  const e = engine({ ...two(), failover: { idle_timeout_secs: 30 } }, {
+    script: { a: [silent], b: [{ content: "x", end: ANSWERED }] },
+    session: "s1",
+  });
+  const session = affinitySession(e.live.record);
+  e.deps.affinity.set("r", { sessionId: session, upstream: "a" });
+  let pinDuringB: string | undefined = "unset";
+  const answerB = e.calls;
+  assert.equal(await e.run(), null);
+  pinDuringB = e.deps.affinity.get("r", session);
+  assert.deepEqual(at(answerB), ["a@0", "b@30000"]);
+  assert.deepEqual(e.hops().map((h) => h[1]), ["idle_timeout", "success"]);
+  assert.equal(pinDuringB, "b");
+  assert.equal(e.metrics.idleTimeouts.get({ upstream: "a", phase: "before_content" }), 1);
+});
+
+Deno.test("engine: a first-content timeout gives up on a silent candidate sooner than the idle timeout", async () => {
+  const e = engine({
+    ...two({ first_content_timeout_secs: 5 }),
+    failover: { idle_timeout_secs: 30 },
+  }, {
+    script: { a: [silent], b: [answers] },
+  });
+  assert.equal(await e.run(), null);
+  assert.deepEqual(at(e.calls), ["a@0", "b@5000"]);
+  assert.deepEqual(e.hops()[0], ["a", "idle_timeout", "gw.upstream.first_content_timeout"]);
+});
+
+Deno.test("engine: a break after content ends the request: nothing else is tried, nothing charged", async () => {
+  const broke: Act = {
+    content: "Hel",
+    wait: 100,
+    end: { how: "connection", error: new GatewayError("reset", { code: "gw.upstream.error" }) },
+  };
+  const e = engine(two(), { script: { a: [broke] } });
+  const error = await e.run();
+  assert.equal(error?.code, "gw.upstream.error");
+  assert.deepEqual(at(e.calls), ["a@0"]);
+  assert.equal(e.deps.cooldowns.get("a").consecutiveFailures, 0);
+});
+
+Deno.test("engine: a new conversation skips a full upstream; a session waits for its own", async () => {
+  const cfg = {
+    ids: ["a", "b"],
+    routes: two().routes,
+    failover: { slot_wait_secs: 10 },
+  };
+  const fresh = engine(cfg, { script: { b: [answers] } });
+  const held = fresh.deps.slots.tryAcquire("a", 1);
+  const limit = (e: typeof fresh) => e.deps.config.upstreams.forEach((u) => (u.max_in_flight = 1));
+  limit(fresh);
+  assert.ok(held);
+  assert.equal(await fresh.run(), null);
+  assert.deepEqual(at(fresh.calls), ["b@0"]);
+
+  const pinned = engine(cfg, { script: { a: [answers] }, session: "s1" });
+  limit(pinned);
+  pinned.deps.affinity.set("r", { sessionId: affinitySession(pinned.live.record), upstream: "a" });
+  const release = pinned.deps.slots.tryAcquire("a", 1)!;
+  pinned.clock.after(2_000, release);
+  assert.equal(await pinned.run(), null);
+  assert.deepEqual(at(pinned.calls), ["a@2000"]);
+});
+
+Deno.test("engine: every candidate full: one wait for the first to free, else 429 gw.slots.full", async () => {
+  const cfg = { ...two(), failover: { slot_wait_secs: 10 } };
+  const freed = engine(cfg, { script: { b: [answers] } });
+  freed.deps.config.upstreams.forEach((u) => (u.max_in_flight = 1));
+  freed.deps.slots.tryAcquire("a", 1);
+  const releaseB = freed.deps.slots.tryAcquire("b", 1)!;
+  freed.clock.after(4_000, releaseB);
+  assert.equal(await freed.run(), null);
+  assert.deepEqual(at(freed.calls), ["b@4000"]);
+
+  const never = engine(cfg, { script: {} });
+  never.deps.config.upstreams.forEach((u) => (u.max_in_flight = 1));
+  never.deps.slots.tryAcquire("a", 1);
+  never.deps.slots.tryAcquire("b", 1);
+  const error = await never.run();
+  assert.deepEqual([error?.status, error?.code, error?.retryAfterSecs, never.clock.elapsed], [
+    429,
+    "gw.slots.full",
+    10,
+    10_000,
+  ]);
+});
+
+Deno.test("engine: a hedge starts the next candidate beside a silent one; the first content wins, the other is hedge_lost", async () => {
+  const e = engine(two({ hedge_after_secs: 2 }), {
+    script: { a: [silent], b: [{ wait: 500, content: "x", end: ANSWERED }] },
+  });
+  assert.equal(await e.run(), null);
+  assert.deepEqual(at(e.calls), ["a@0", "b@2000"]);
+  assert.deepEqual(e.hops().map((h) => [h[0], h[1]]), [["a", "hedge_lost"], ["b", "success"]]);
+  assert.equal(e.live.record.upstream, "b");
+  assert.equal(e.clock.elapsed, 2_500);
+  assert.equal(e.deps.cooldowns.get("a").consecutiveFailures, 0, "losing a race is no failure");
+});
+
+Deno.test("engine: a hedged candidate that fails lets the race go on without it", async () => {
+  const e = engine(
+    {
+      ids: ["a", "b", "c"],
+      routes: [{
+        model: "r",
+        hedge_after_secs: 1,
+        max_hedges: 2,
+        candidates: ["a", "b", "c"].map((id) => ({ upstream: id, model: `m${id}` })),
+      }],
+      failover: { retries_per_candidate: 0 },
+    },
+    {
+      script: {
+        a: [{ wait: 1_500, end: { how: "overloaded", error: failure(500) } }],
+        b: [silent],
+        c: [{ wait: 200, content: "x", end: ANSWERED }],
+      },
+    },
+  );
+  assert.equal(await e.run(), null);
+  // b hedges at 1 s; a fails at 1.5 s; b stays silent a second, so c starts beside it at 2 s.
+  assert.deepEqual(at(e.calls), ["a@0", "b@1000", "c@2000"]);
+  assert.deepEqual(e.hops().map((h) => h[1]), ["error", "hedge_lost", "success"]);
+});
+
+Deno.test("engine: a context-length refusal moves to a larger window, passing over smaller ones", async () => {
+  const tooLong = upstreamStatusError(400, {
+    kind: "openai-chat",
+    body: JSON.stringify({
+      error: {
+        message: "too long",
+        type: "invalid_request_error",
+        code: "context_length_exceeded",
+      },
+    }),
+  });
+  const e = engine({
+    ids: ["a", "b", "c"],
+    routes: [{
+      model: "r",
+      on_context_overflow: "next",
+      candidates: [
+        { upstream: "a", model: "small", context_window: 8_000 },
+        { upstream: "b", model: "same", context_window: 8_000 },
+        { upstream: "c", model: "large", context_window: 200_000 },
+      ],
+    }],
+  }, { script: { a: [{ end: { how: "rejected", error: tooLong } }], c: [answers] } });
+  assert.equal(await e.run(), null);
+  assert.deepEqual(at(e.calls), ["a@0", "c@0"]);
+  assert.equal(e.deps.cooldowns.get("a").consecutiveFailures, 0);
+});
+
+Deno.test("engine: an abort ends the request at any step, starting nothing after it and holding no slot", async () => {
+  interface AbortStep {
+    name: string;
+    abortAt: number;
+    script: Record<string, Act[]>;
+    hops: string[];
+    outcomes: string[];
+  }
+  const steps: AbortStep[] = [
+    { name: "waiting for a slot", abortAt: 1_000, script: {}, hops: [], outcomes: [] },
+    {
+      name: "in the backoff",
+      abortAt: 200,
+      script: { a: [fails(500)] },
+      hops: ["a@0"],
+      outcomes: ["error"],
+    },
+    {
+      name: "during a hop",
+      abortAt: 1_000,
+      script: { a: [silent] },
+      hops: ["a@0"],
+      outcomes: ["aborted"],
+    },
+    {
+      name: "after content",
+      abortAt: 1_000,
+      script: { a: [{ content: "x", end: "silent" }] },
+      hops: ["a@0"],
+      outcomes: ["aborted"],
+    },
+  ];
+  for (const step of steps) {
+    const e = engine({ ...two(), failover: { slot_wait_secs: 10 } }, {
+      script: step.script,
+      session: "s",
+    });
+    if (step.name === "waiting for a slot") {
+      e.deps.config.upstreams.forEach((u) => (u.max_in_flight = 1));
+      e.deps.affinity.set("r", { sessionId: affinitySession(e.live.record), upstream: "a" });
+      e.deps.slots.tryAcquire("a", 1);
+    }
+    e.clock.after(step.abortAt, () => e.live.controller.abort(abortedByOperator()));
+    const error = await e.run();
+    assert.equal(error?.code, "gw.request.aborted", step.name);
+    assert.deepEqual(at(e.calls), step.hops, step.name);
+    assert.equal(e.clock.elapsed, step.abortAt, step.name);
+    assert.equal(e.deps.slots.inFlight("b"), 0, step.name);
+    if (step.name !== "waiting for a slot") assert.equal(e.deps.slots.inFlight("a"), 0, step.name);
+    assert.deepEqual(e.hops().map((h) => h[1]), step.outcomes, step.name);
+  }
+});
+
+Deno.test("engine: a stream broken after content is resumed by a prefill candidate from where the client is", async () => {
+  const broke: Act = {
+    content: "Hello wor",
+    end: { how: "connection", error: new GatewayError("reset", { code: "gw.upstream.error" }) },
+  };
+  const e = engine({
+    ids: ["a", "b"],
+    routes: [{
+      model: "r",
+      resume_after_content: "prefill",
+      candidates: [
+        { upstream: "a", model: "ma" },
+        { upstream: "b", model: "mb", accepts_prefill: true },
+      ],
+    }],
+  }, {
+    script: {
+      a: [broke],
+      b: [
+        { end: { how: "rejected", error: upstreamStatusError(400, { kind: "openai-chat" }) } },
+      ],
+    },
+  });
+  // b refuses the prefill: a refusal of a continuation is no answer of the caller's, so the
+  // request ends with the break it tried to mend.
+  const error = await e.runResuming();
+  assert.equal(error?.code, "gw.upstream.error");
+  assert.deepEqual(e.calls.map((c) => [c.upstream, c.resumeAt, c.prefill]), [
+    ["a", undefined, undefined],
+    ["b", 9, "Hello wor"],
+  ]);
+
+  const mended = engine({
+    ids: ["a", "b"],
+    routes: [{
+      model: "r",
+      resume_after_content: "prefill",
+      candidates: [
+        { upstream: "a", model: "ma" },
+        { upstream: "b", model: "mb", accepts_prefill: true },
+      ],
+    }],
+  }, { script: { a: [broke], b: [{ content: "ld", end: ANSWERED }] } });
+  assert.equal(await mended.runResuming(), null);
+  assert.deepEqual(mended.hops().map((h) => [h[0], h[1]]), [["a", "error"], ["b", "resumed"]]);
+});

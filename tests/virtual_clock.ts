@@ -1,0 +1,93 @@
+import type { Clock } from "../gateway/runtime/clock.ts";
+
+interface Timer {
+  at: number;
+  seq: number;
+  fn: () => void;
+}
+
+/**
+ * The gateway's one clock (gateway/runtime/clock.ts) in virtual time, for
+ * tests where the network is not the point. Nothing fires by itself: `run`
+ * drives a promise to its end, letting every pending callback and microtask
+ * settle, then jumping to the next timer, and so on; a test of a 30 s idle
+ * timeout takes microseconds and cannot be late on a loaded machine.
+ */
+export class VirtualClock implements Clock {
+  readonly scale = 1;
+  #now: number;
+  #seq = 0;
+  #timers: Timer[] = [];
+
+  constructor(start = 1_700_000_000_000) {
+    this.#now = start;
+  }
+
+  now(): number {
+    return this.#now;
+  }
+
+  after(ms: number, fn: () => void): () => void {
+    const timer = { at: this.#now + Math.max(0, ms), seq: this.#seq++, fn };
+    this.#timers.push(timer);
+    return () => {
+      const at = this.#timers.indexOf(timer);
+      if (at >= 0) this.#timers.splice(at, 1);
+    };
+  }
+
+  sleep(ms: number, signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve, reject) => {
+      if (signal?.aborted) return reject(signal.reason);
+      const onAbort = () => {
+        cancel();
+        reject(signal?.reason);
+      };
+      const cancel = this.after(ms, () => {
+        signal?.removeEventListener("abort", onAbort);
+        resolve();
+      });
+      signal?.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+
+  unscale(realMs: number): number {
+    return realMs;
+  }
+
+  /** Virtual ms since the clock started (for readable assertions). */
+  get elapsed(): number {
+    return this.#now - 1_700_000_000_000;
+  }
+
+  /** Fires the timers due at the next instant any is due; false when none is pending. */
+  #fireNext(): boolean {
+    if (!this.#timers.length) return false;
+    this.#timers.sort((a, b) => a.at - b.at || a.seq - b.seq);
+    const at = this.#timers[0]!.at;
+    this.#now = Math.max(this.#now, at);
+    const due = this.#timers.filter((t) => t.at <= at);
+    this.#timers = this.#timers.filter((t) => t.at > at);
+    for (const timer of due) timer.fn();
+    return true;
+  }
+
+  /**
+   * Runs `work` to its end in virtual time. Throws if it can never end
+   * (nothing pending and not settled), or runs past `limitMs` of virtual time.
+   */
+  async run<T>(work: Promise<T>, opts: { limitMs?: number } = {}): Promise<T> {
+    let settled = false;
+    const tracked = work.finally(() => (settled = true));
+    const limit = this.#now + (opts.limitMs ?? 3_600_000);
+    for (;;) {
+      // A real macrotask turn lets every callback and microtask queued so far run.
+      await new Promise((resolve) => setTimeout(resolve, 0));
+      if (settled) return await tracked;
+      if (this.#now > limit) throw new Error(`still running after ${opts.limitMs} ms`);
+      if (!this.#fireNext()) {
+        throw new Error("stuck: nothing is pending and the work has not ended");
+      }
+    }
+  }
+}
