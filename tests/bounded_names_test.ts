@@ -139,3 +139,28 @@ Deno.test("an unexpected failure in the admin API is JSON in the admin's error s
     error: "Invalid string length",
   }]]);
 });
+
+Deno.test("admin documents (guardrails, destinations) are read with a size limit and the JSON guard", async () => {
+  await withGateway(async (gw) => {
+    const put = (path: string, body: string, method = "PUT") =>
+      fetch(`${gw.url}${path}`, { method, headers: { "content-type": "application/json" }, body });
+    const large = await put(
+      "/admin/api/guardrails",
+      JSON.stringify({ enabled: true, padding: "x".repeat(2 * MB) }),
+    );
+    assert.equal(large.status, 413);
+    assert.equal((await large.json()).error.code, "gw.client.body_too_large");
+    const deep = await put(
+      "/admin/api/destinations",
+      `{"kind":"otlp","x":${"[".repeat(500)}${"]".repeat(500)}}`,
+      "POST",
+    );
+    assert.equal(deep.status, 400);
+    const answer = await deep.json();
+    assert.equal(answer.error.code, "gw.client.invalid_json");
+    assert.match(answer.error.message, /nests deeper than 128 levels/);
+    const fine = await put("/admin/api/guardrails", JSON.stringify({ enabled: true }));
+    assert.equal(fine.status, 200);
+    await fine.body?.cancel();
+  });
+});
