@@ -2,6 +2,9 @@ import type { ErrorHandler } from "hono";
 import { isDatabaseError } from "../db/database_error.ts";
 import type { Logger } from "../gateway/runtime/logger.ts";
 
+/** The most of an unexpected error's message an answer or a log line carries. */
+const MAX_MESSAGE_CHARS = 500;
+
 export interface DatabaseErrorDeps {
   /** Why there is no database to read (none on this platform, or a remote one away); null when there is. */
   notice: () => string | null;
@@ -12,7 +15,9 @@ export interface DatabaseErrorDeps {
  * Admin endpoints fail when the database cannot answer: a client error (busy, locked, read-only,
  * a remote server away), or any failure while there is no database at all (docs/deploy.md). Both
  * answer 503 `admin.database_unavailable` with the reason (docs/admin.md), never a bare 500; for
- * a change the message says it was not stored. Any other error is answered as Hono would.
+ * a change the message says it was not stored. Any other error is a 500 `admin.internal` in the
+ * same JSON shape, logged, so a script or the page always reads `{"error": {code, message}}`
+ * (docs/security.md "Names are bounded").
  */
 export function databaseErrorHandler(deps: DatabaseErrorDeps): ErrorHandler {
   return (err, c) => {
@@ -21,8 +26,11 @@ export function databaseErrorHandler(deps: DatabaseErrorDeps): ErrorHandler {
     }
     const why = deps.notice();
     if (why === null && !isDatabaseError(err)) {
-      console.error(err);
-      return c.text("Internal Server Error", 500);
+      const error = err.message.slice(0, MAX_MESSAGE_CHARS);
+      if (deps.log) deps.log.event("admin.internal", { path: new URL(c.req.url).pathname, error });
+      else console.error(err);
+      const message = `the gateway could not answer this admin request: ${error}`;
+      return c.json({ error: { code: "admin.internal", message } }, 500);
     }
     deps.log?.event("admin.database_unavailable", {
       path: new URL(c.req.url).pathname,

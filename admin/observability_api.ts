@@ -7,6 +7,8 @@ import {
 import type { ObservabilityState } from "../gateway/observability/observability_state.ts";
 import { validateDocument } from "../gateway/observability/validate_document.ts";
 import { isRecord } from "../gateway/formats/json.ts";
+import { readJsonBody } from "../gateway/accept/read_body.ts";
+import { GatewayError } from "../gateway/runtime/gateway_error.ts";
 import type { ConfigProblem } from "../gateway/config/validate.ts";
 
 /**
@@ -17,7 +19,9 @@ export function observabilityApi(state: ObservabilityState): Hono {
   const app = new Hono();
   app.get("/admin/api/guardrails", (c) => c.json(state.guardrails));
   app.put("/admin/api/guardrails", async (c) => {
-    const checked = validateDocument(GuardrailsSchema, await body(c));
+    const read = await body(c);
+    if (read instanceof Response) return read;
+    const checked = validateDocument(GuardrailsSchema, read);
     if (!checked.ok) return invalid(c, checked.problems);
     await state.setGuardrails(checked.value);
     return c.json(checked.value);
@@ -25,6 +29,7 @@ export function observabilityApi(state: ObservabilityState): Hono {
   app.get("/admin/api/destinations", (c) => c.json({ destinations: state.destinations }));
   app.post("/admin/api/destinations", async (c) => {
     const raw = await body(c);
+    if (raw instanceof Response) return raw;
     const checked = validateDocument(DestinationCreateSchema, raw);
     if (!checked.ok) return invalid(c, checked.problems);
     const id = checked.value.id ?? `${checked.value.kind}-${crypto.randomUUID().slice(0, 8)}`;
@@ -42,6 +47,7 @@ export function observabilityApi(state: ObservabilityState): Hono {
     const current = state.destinations.find((d) => d.id === c.req.param("id"));
     if (!current) return notFound(c);
     const patch = await body(c);
+    if (patch instanceof Response) return patch;
     if (!isRecord(patch)) {
       return invalid(c, [{ path: "", message: "must be an object", kind: "invalid" }]);
     }
@@ -58,8 +64,21 @@ export function observabilityApi(state: ObservabilityState): Hono {
   return app;
 }
 
+/** Documents are small; anything near this is a mistake, not a document (as for a config). */
+const DOCUMENT_BODY_LIMIT = 1024 * 1024;
+
+/**
+ * The JSON body, read as the proxy reads one (a size limit, the JSON guard): a body too large is
+ * answered 413, one that is not JSON (or nests too deep) 400, in the admin's error shape.
+ */
 async function body(c: Context): Promise<unknown> {
-  return await c.req.json().catch(() => undefined);
+  try {
+    return await readJsonBody(c.req.raw, { limit: DOCUMENT_BODY_LIMIT, signal: c.req.raw.signal });
+  } catch (err) {
+    if (!(err instanceof GatewayError)) throw err;
+    const status = err.status === 413 ? 413 : 400;
+    return c.json({ error: { code: err.code, message: err.message } }, status);
+  }
 }
 
 function invalid(c: Context, problems: ConfigProblem[]): Response {

@@ -1,6 +1,6 @@
 import type { InStatement, InValue } from "@libsql/client";
 import type { Db } from "./client.ts";
-import { attemptFromRow, requestFromRow } from "./history_rows.ts";
+import { ATTEMPT_FIELDS, attemptFromRow, REQUEST_FIELDS, requestFromRow } from "./history_rows.ts";
 import type { AttemptRecord, RequestRecord } from "./records.ts";
 import { num } from "./row_values.ts";
 
@@ -49,9 +49,9 @@ export interface ListRequestsOptions extends RequestFilter {
 export const DEFAULT_PAGE = 50;
 export const MAX_PAGE = 500;
 
-const REQUEST_BY_ID = "SELECT * FROM requests WHERE id = ?";
+const REQUEST_BY_ID = `SELECT ${REQUEST_FIELDS} FROM requests WHERE id = ?`;
 const REQUEST_EXISTS = "SELECT 1 FROM requests WHERE id = ? LIMIT 1";
-const ATTEMPTS_OF = "SELECT * FROM attempts WHERE request_id = ? ORDER BY hop";
+const ATTEMPTS_OF = `SELECT ${ATTEMPT_FIELDS} FROM attempts WHERE request_id = ? ORDER BY hop`;
 
 export async function getRequest(db: Db, id: string): Promise<RequestRecord | null> {
   const result = await db.client.execute({ sql: REQUEST_BY_ID, args: [id] });
@@ -80,7 +80,8 @@ export async function listAttemptsFor(
   if (requestIds.length === 0) return chains;
   const marks = requestIds.map(() => "?").join(", ");
   const result = await db.client.execute({
-    sql: `SELECT * FROM attempts WHERE request_id IN (${marks}) ORDER BY request_id, hop`,
+    sql: `SELECT ${ATTEMPT_FIELDS} FROM attempts WHERE request_id IN (${marks}) ` +
+      "ORDER BY request_id, hop",
     args: [...requestIds],
   });
   for (const attempt of result.rows.map(attemptFromRow)) {
@@ -112,7 +113,8 @@ export async function countRequests(db: Db, filter: RequestFilter = {}): Promise
 export function listRequestsStatement(opts: ListRequestsOptions): InStatement {
   const { where, args } = whereClause(opts, opts.before);
   return {
-    sql: `SELECT * FROM ${source(opts)}${where} ORDER BY started_at DESC, id DESC LIMIT ?`,
+    sql: `SELECT ${REQUEST_FIELDS} FROM ${source(opts)}${where} ` +
+      "ORDER BY started_at DESC, id DESC LIMIT ?",
     args: [...args, pageSize(opts.limit)],
   };
 }

@@ -52,6 +52,36 @@ const ATTEMPT_COLUMNS: Record<keyof AttemptRow, string> = {
   resumeOffset: "resume_offset",
 };
 
+/**
+ * The longest a text column is read back. Rows are bounded when written (docs/security.md "Names
+ * are bounded"), but a row stored before that, or a message an upstream filled, must not make one
+ * history page megabytes long: the admin API once failed whole on 24 rows of 12 MB names.
+ */
+export const MAX_READ_CHARS = 2_100;
+
+/** Columns read back at most MAX_READ_CHARS long; the ids are not (they are keys and cursors). */
+const BOUNDED_COLUMNS = new Set([
+  "route",
+  "key_id",
+  "session_id",
+  "error_code",
+  "error_message",
+  "upstream",
+  "upstream_model",
+  "model",
+  "dropped_headers",
+]);
+
+function selectList(columns: Record<string, string>): string {
+  return Object.values(columns).map((column) =>
+    BOUNDED_COLUMNS.has(column) ? `substr(${column}, 1, ${MAX_READ_CHARS}) AS ${column}` : column
+  ).join(", ");
+}
+
+/** `SELECT` lists for the two tables with their text columns bounded (MAX_READ_CHARS). */
+export const REQUEST_FIELDS = selectList(REQUEST_COLUMNS);
+export const ATTEMPT_FIELDS = selectList(ATTEMPT_COLUMNS);
+
 const REQUEST_STATES: Record<RequestRow["state"], true> = {
   open: true,
   closed: true,

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { postJson, startTestGateway, type TestGateway } from "./harness.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
 import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
-import { MAX_JSON_DEPTH } from "../gateway/accept/read_body.ts";
+import { MAX_JSON_DEPTH, MAX_JSON_VALUES } from "../gateway/formats/json_guard.ts";
 import { validateConfig } from "../gateway/config/validate.ts";
 import type { Config, ConfigInput } from "../gateway/config/schema.ts";
 import type { UpstreamAdapter } from "../gateway/formats/format.ts";
@@ -146,6 +146,165 @@ Deno.test("a 10 MB deep body is refused quickly, and /healthz answers meanwhile"
     assert.ok(answer.ms < 5000, `deep body answered in ${answer.ms} ms`);
     assert.ok(Math.max(...health) < 2000, `slowest /healthz: ${Math.max(...health)} ms`);
   });
+});
+
+// --- the JSON texts inside a body ---------------------------------------------
+
+/** A conversation whose assistant called tool `f` with `args`, answered with `result`. */
+const chatCall = (args: string, result = "done") => ({
+  model: "smart",
+  messages: [
+    { role: "user", content: "hi" },
+    {
+      role: "assistant",
+      content: null,
+      tool_calls: [{ id: "c1", type: "function", function: { name: "f", arguments: args } }],
+    },
+    { role: "tool", tool_call_id: "c1", content: result },
+  ],
+});
+const responsesCall = (args: string, output = "done") => ({
+  model: "smart",
+  input: [
+    { role: "user", content: "hi" },
+    { type: "function_call", call_id: "c1", name: "f", arguments: args },
+    { type: "function_call_output", call_id: "c1", output },
+  ],
+});
+const anthropicResult = (content: string, metadata?: Record<string, unknown>) => ({
+  model: "smart",
+  max_tokens: 5,
+  ...(metadata ? { metadata } : {}),
+  messages: [
+    { role: "user", content: "hi" },
+    { role: "assistant", content: [{ type: "tool_use", id: "t1", name: "f", input: {} }] },
+    { role: "user", content: [{ type: "tool_result", tool_use_id: "t1", content }] },
+  ],
+});
+
+/** Where a client's JSON text sits inside its body, per format; each nests 200 deep. */
+const DEEP_TEXTS: { name: string; path: string; body: unknown; what: RegExp }[] = [
+  {
+    name: "Chat tool-call arguments",
+    path: "/v1/chat/completions",
+    body: chatCall(`{"a":${nested(200)}}`),
+    what: /arguments of tool call 'c1'/,
+  },
+  {
+    name: "Chat tool result",
+    path: "/v1/chat/completions",
+    body: chatCall("{}", nested(200)),
+    what: /result of tool call 'c1'/,
+  },
+  {
+    name: "Responses function_call arguments",
+    path: "/v1/responses",
+    body: responsesCall(`{"a":${nested(200)}}`),
+    what: /arguments of tool call 'c1'/,
+  },
+  {
+    name: "Responses function_call_output",
+    path: "/v1/responses",
+    body: responsesCall("{}", ` ${nested(200)}`),
+    what: /result of tool call 'c1'/,
+  },
+  {
+    name: "Anthropic tool_result",
+    path: "/v1/messages",
+    body: anthropicResult(`{"rows":${nested(200)}}`),
+    what: /result of tool call 't1'/,
+  },
+  {
+    name: "Anthropic metadata.user_id",
+    path: "/v1/messages",
+    body: anthropicResult("done", { user_id: `{"session_id":${nested(200)}}` }),
+    what: /metadata\.user_id/,
+  },
+];
+
+Deno.test("JSON texts inside a body (tool arguments and results) nested 200 deep: 400, recorded, never sent on", async () => {
+  const calls = await withGateway(async (gw) => {
+    for (const deep of DEEP_TEXTS) {
+      const res = await postJson(`${gw.url}${deep.path}`, deep.body);
+      const body = await res.json();
+      assert.equal(res.status, 400, `${deep.name}: ${JSON.stringify(body)}`);
+      assert.equal(res.headers.get("x-pulsegate-error-code"), "gw.client.invalid_json", deep.name);
+      const message = String(body.error.message);
+      assert.match(message, new RegExp(`nests deeper than ${MAX_JSON_DEPTH} levels`), deep.name);
+      assert.match(message, deep.what, deep.name);
+      const { request } = await gw.row(res.headers.get("x-request-id")!);
+      assert.equal(request.status, 400, deep.name);
+      assert.equal(request.errorCode, "gw.client.invalid_json", deep.name);
+    }
+    // The same texts within the limit are taken: a tool result that is not JSON, and JSON at
+    // the depth a body may have.
+    const fine = chatCall(`{"a":${nested(MAX_JSON_DEPTH - 1)}}`, "[[[ not json");
+    const res = await postJson(`${gw.url}/v1/chat/completions`, fine);
+    assert.equal(res.status, 200);
+    await res.body?.cancel();
+  });
+  assert.equal(calls, 1, "only the request within the limits reached the upstream");
+});
+
+Deno.test("a body and the JSON texts inside it hold at most MAX_JSON_VALUES values together", async () => {
+  const zeros = (n: number) => `[${"0,".repeat(n - 1)}0]`;
+  const calls = await withGateway(async (gw) => {
+    // A wide body: a million small values in a field nobody reads.
+    const wide = `{"model":"smart","messages":[],"x":${zeros(MAX_JSON_VALUES)}}`;
+    const refused = await postJson(`${gw.url}/v1/chat/completions`, wide);
+    const body = await refused.json();
+    assert.equal(refused.status, 400);
+    assert.equal(refused.headers.get("x-pulsegate-error-code"), "gw.client.invalid_json");
+    assert.match(body.error.message, /request body holds more than 1000000 JSON values/);
+    assert.equal((await gw.row(refused.headers.get("x-request-id")!)).request.status, 400);
+    // Two tool calls, each under the limit alone, over it together.
+    const half = zeros(MAX_JSON_VALUES / 2 + 10);
+    const twice = {
+      model: "smart",
+      messages: [
+        { role: "user", content: "hi" },
+        {
+          role: "assistant",
+          tool_calls: ["c1", "c2"].map((id) => ({
+            id,
+            type: "function",
+            function: { name: "f", arguments: `{"a":${half}}` },
+          })),
+        },
+      ],
+    };
+    const over = await postJson(`${gw.url}/v1/chat/completions`, twice);
+    assert.equal(over.status, 400);
+    assert.match((await over.json()).error.message, /arguments of tool call 'c2' holds more/);
+    // Just under the limit is taken.
+    const under = `{"model":"smart","messages":[],"x":${zeros(MAX_JSON_VALUES - 100)}}`;
+    const taken = await postJson(`${gw.url}/v1/chat/completions`, under);
+    assert.equal(taken.status, 200);
+    await taken.body?.cancel();
+  });
+  assert.equal(calls, 1);
+});
+
+Deno.test("tool-call arguments are parsed once per request, whatever the hops and their models", async () => {
+  const args = JSON.stringify({ city: "Paris", days: [1, 2, 3] });
+  const ir = chatClient.parseRequest(chatCall(args), {});
+  const parse = JSON.parse;
+  let parsed = 0;
+  JSON.parse = ((text: string, reviver?: Parameters<typeof parse>[1]) => {
+    if (text === args) parsed++;
+    return parse(text, reviver);
+  }) as typeof JSON.parse;
+  try {
+    const anthropic = await bodiesOf(anthropicUpstream, { ir }, ["c1", "c2", "c3"]);
+    await bodiesOf(geminiUpstream, { ir }, ["g1", "g2"]);
+    assert.deepEqual(
+      (anthropic[2]!.messages as { content: { input?: unknown }[] }[])[1]!.content[0]!.input,
+      { city: "Paris", days: [1, 2, 3] },
+    );
+  } finally {
+    JSON.parse = parse;
+  }
+  assert.equal(parsed, 1);
 });
 
 // --- serialised once per request ---------------------------------------------

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import type { ConfigInput } from "../gateway/config/schema.ts";
 import { postJson, startTestGateway } from "./harness.ts";
 import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
+import { wholeBody as geminiWhole } from "./fake_upstreams/gemini_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
 import { spawnGateway } from "./spawn_gateway.ts";
 import { GuardrailMatcher } from "../gateway/accept/guardrail_matcher.ts";
@@ -33,6 +34,8 @@ function putGuardrails(url: string, body: unknown): Promise<Response> {
 }
 
 const b64 = (text: string) => btoa(text);
+/** A memo holding the phrase, in the URL-safe alphabet (`-`, `_`) Gemini also takes. */
+const B64URL_MEMO = b64(`memo??>> ${PHRASE} ??>>`).replace(/\+/g, "-").replace(/\//g, "_");
 const tool = (description: string) => ({
   type: "function",
   function: { name: "lookup", description, parameters: { type: "object", properties: {} } },
@@ -124,6 +127,50 @@ const HIDING_PLACES: Array<[string, string, unknown]> = [
       parts: [{ inlineData: { mimeType: "text/plain", data: b64(PHRASE) } }],
     }],
   }],
+  [
+    "anthropic tool_use input key",
+    "/v1/messages",
+    {
+      model: "anth",
+      max_tokens: 5,
+      messages: [
+        { role: "user", content: "hi" },
+        {
+          role: "assistant",
+          content: [{ type: "tool_use", id: "t1", name: "lookup", input: { [PHRASE]: true } }],
+        },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: "t1", content: "ok" }] },
+      ],
+    },
+  ],
+  ["gemini functionCall args key", GEMINI, {
+    contents: [
+      { role: "user", parts: [{ text: "hi" }] },
+      { role: "model", parts: [{ functionCall: { name: "lookup", args: { [PHRASE]: 1 } } }] },
+      { role: "user", parts: [{ functionResponse: { name: "lookup", response: { ok: true } } }] },
+    ],
+  }],
+  ["gemini inline text/plain in base64url", GEMINI, {
+    contents: [{
+      role: "user",
+      parts: [{ inlineData: { mimeType: "text/plain", data: B64URL_MEMO } }],
+    }],
+  }],
+  ["chat tool call id", "/v1/chat/completions", {
+    model: "chat",
+    messages: [
+      { role: "user", content: "hi" },
+      {
+        role: "assistant",
+        tool_calls: [{
+          id: `call ${PHRASE}`,
+          type: "function",
+          function: { name: "lookup", arguments: "{}" },
+        }],
+      },
+      { role: "tool", tool_call_id: `call ${PHRASE}`, content: "ok" },
+    ],
+  }],
 ];
 
 /** The client's own error shape, per path. */
@@ -162,7 +209,7 @@ Deno.test("guardrails read every string the upstream sees: documents, search res
     }
     assert.equal(up.calls.length, 0, "no blocked request reached the upstream");
 
-    // Ids and binary file bytes are not text: a harmless request carrying them goes through.
+    // Binary file bytes are not text: a harmless request carrying them goes through.
     const fine = await postJson(
       `${gw.url}/v1/chat/completions`,
       chatUser([
@@ -297,6 +344,66 @@ Deno.test("text over max_checked_chars is not checked: on_unchecked blocks or al
     assert.match(
       metrics,
       /pulsegate_guardrail_unchecked_total\{reason="size",outcome="allowed"\} 1/,
+    );
+  } finally {
+    await gw.stop();
+    await up.close();
+  }
+});
+
+Deno.test("a file sent as text that cannot be decoded is unchecked: on_unchecked blocks or allows", async () => {
+  const up = startFakeUpstream({
+    fallback: () => ({
+      body: [{ send: geminiWhole({ text: ["ok"], usage: { input: 1, output: 1 } }) }],
+    }),
+  });
+  const gw = await startTestGateway(sameFormatRoutes(up.url));
+  const inline = (data: string, mimeType = "text/plain") => ({
+    contents: [{
+      role: "user",
+      parts: [{ text: "read this" }, { inlineData: { mimeType, data } }],
+    }],
+  });
+  const notBase64 = inline("this is not base64 !!!");
+  const notUtf8 = inline(btoa(String.fromCharCode(0xff, 0xfe, 0xfd)));
+  try {
+    assert.equal((await putGuardrails(gw.url, { enabled: true, rules: [RULE] })).status, 200);
+    assert.equal(B64URL_MEMO.search(/[-_]/) >= 0, true, "the memo needs the URL-safe alphabet");
+    for (const body of [notBase64, notUtf8]) {
+      const res = await postJson(`${gw.url}${GEMINI}`, body);
+      const answer = await res.json();
+      assert.equal(res.status, 400, JSON.stringify(answer));
+      assert.equal(res.headers.get("x-pulsegate-error-code"), "guardrail.unchecked");
+      assert.match(answer.error.message, /could not read a file sent as text/);
+      const { request } = await gw.row(res.headers.get("x-request-id")!);
+      assert.equal(request.errorCode, "guardrail.unchecked");
+    }
+    assert.equal(up.calls.length, 0);
+    // Binary bytes in a binary media type are not text, so nothing is left unread.
+    const image = await postJson(`${gw.url}${GEMINI}`, inline("!!!", "image/png"));
+    assert.equal(image.status, 200);
+    await image.body?.cancel();
+
+    const allow = { enabled: true, rules: [RULE], on_unchecked: "allow" };
+    assert.equal((await putGuardrails(gw.url, allow)).status, 200);
+    const through = await postJson(`${gw.url}${GEMINI}`, notBase64);
+    assert.equal(through.status, 200);
+    await through.body?.cancel();
+    // A rule that matches what could be read still blocks, unread files or not.
+    const both = inline("!!!");
+    both.contents[0]!.parts.push({ text: PHRASE } as never);
+    const blocked = await postJson(`${gw.url}${GEMINI}`, both);
+    assert.equal(blocked.status, 400);
+    assert.equal(blocked.headers.get("x-pulsegate-error-code"), "guardrail.blocked");
+    await blocked.body?.cancel();
+    const metrics = await (await fetch(`${gw.url}/metrics`)).text();
+    assert.match(
+      metrics,
+      /pulsegate_guardrail_unchecked_total\{reason="undecodable",outcome="blocked"\} 2/,
+    );
+    assert.match(
+      metrics,
+      /pulsegate_guardrail_unchecked_total\{reason="undecodable",outcome="allowed"\} 1/,
     );
   } finally {
     await gw.stop();

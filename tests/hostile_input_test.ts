@@ -1,10 +1,11 @@
 import assert from "node:assert/strict";
-import { openDatabase } from "../db/client.ts";
+import { type Db, openDatabase } from "../db/client.ts";
 import { KEY_REFUSED_ROWS_PER_MINUTE } from "../gateway/accept/refused_budget.ts";
 import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
-import { startFakeUpstream } from "./fake_upstreams/server.ts";
+import { type FakeUpstream, startFakeUpstream } from "./fake_upstreams/server.ts";
+import { eventually } from "./harness.ts";
 import { type HealthPolls, pollHealth } from "./health_poll.ts";
-import { spawnGateway } from "./spawn_gateway.ts";
+import { type SpawnedGateway, spawnGateway } from "./spawn_gateway.ts";
 
 /**
  * A generated corpus of bad requests thrown at a running gateway process (docs/security.md):
@@ -44,7 +45,18 @@ interface ClientShape {
   body(model: string): Record<string, unknown>;
   /** Fields of the right name and the wrong type, one case each. */
   wrongTypes: Record<string, unknown>[];
+  /**
+   * Bodies carrying `text`, a JSON text, where the format holds JSON as a string (tool-call
+   * arguments, tool results); none where it has no such string (Gemini).
+   */
+  jsonTexts(model: string, text: string): Record<string, unknown>[];
 }
+
+/** `[[[...]]]` nested `depth` deep, as JSON text. */
+const nested = (depth: number) => "[".repeat(depth) + "]".repeat(depth);
+/** A JSON array of `n` zeros. */
+const zeros = (n: number) => `[${"0,".repeat(n - 1)}0]`;
+const MB = 1024 * 1024;
 
 const SHAPES: ClientShape[] = [
   {
@@ -59,6 +71,10 @@ const SHAPES: ClientShape[] = [
       { messages: [{ role: 7, content: "hi" }] },
       { stream: "yes" },
     ],
+    jsonTexts: (model, text) => [
+      chatToolCall(model, { args: `{"a":${text}}`, result: "done" }),
+      chatToolCall(model, { args: "{}", result: text }),
+    ],
   },
   {
     format: "openai-responses",
@@ -68,6 +84,10 @@ const SHAPES: ClientShape[] = [
     wrongTypes: [{ model: 42 }, { input: 42 }, { input: [{ role: "user", content: 42 }] }, {
       stream: "yes",
     }],
+    jsonTexts: (model, text) => [
+      responsesCall(model, { args: `{"a":${text}}`, result: "done" }),
+      responsesCall(model, { args: "{}", result: text }),
+    ],
   },
   {
     format: "anthropic",
@@ -81,6 +101,20 @@ const SHAPES: ClientShape[] = [
       { max_tokens: "many" },
       { stream: "yes" },
     ],
+    jsonTexts: (model, text) => [{
+      model,
+      max_tokens: 16,
+      messages: [
+        { role: "user", content: "hi" },
+        { role: "assistant", content: [{ type: "tool_use", id: "t1", name: "f", input: {} }] },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: "t1", content: text }] },
+      ],
+    }, {
+      model,
+      max_tokens: 16,
+      metadata: { user_id: `{"session_id":${text}}` },
+      messages: [{ role: "user", content: "hi" }],
+    }],
   },
   {
     format: "gemini",
@@ -93,8 +127,36 @@ const SHAPES: ClientShape[] = [
       { contents: [{ role: "user", parts: [{ text: 42 }] }] },
       { generationConfig: "hot" },
     ],
+    jsonTexts: () => [],
   },
 ];
+
+/** A Chat conversation whose assistant called `f` with `args`, answered with `result`. */
+function chatToolCall(model: string, opts: { args: string; result: string }) {
+  return {
+    model,
+    messages: [
+      { role: "user", content: "hi" },
+      {
+        role: "assistant",
+        tool_calls: [{ id: "c1", type: "function", function: { name: "f", arguments: opts.args } }],
+      },
+      { role: "tool", tool_call_id: "c1", content: opts.result },
+    ],
+  };
+}
+
+/** The same in a Responses input. */
+function responsesCall(model: string, opts: { args: string; result: string }) {
+  return {
+    model,
+    input: [
+      { role: "user", content: "hi" },
+      { type: "function_call", call_id: "c1", name: "f", arguments: opts.args },
+      { type: "function_call_output", call_id: "c1", output: opts.result },
+    ],
+  };
+}
 
 const json = { "content-type": "application/json" };
 
@@ -158,6 +220,20 @@ const FORMAT_CASES: Array<(s: ClientShape) => HostileCase[]> = [
         recorded: true,
       };
     }),
+  // JSON nested deeper than 128 levels, in the body and in the JSON texts inside it
+  // (docs/security.md "Deep JSON").
+  (s) =>
+    [{ ...s.body(MODEL), x: JSON.parse(nested(200)) }, ...s.jsonTexts(MODEL, nested(200))].map(
+      (body, i) => ({
+        name: `JSON nested 200 deep (${i})`,
+        path: s.path(MODEL),
+        headers: { ...json, ...s.auth(KEY) },
+        body: JSON.stringify(body),
+        status: 400,
+        code: "gw.client.invalid_json",
+        recorded: true,
+      }),
+    ),
   // Request ids outside the rule: the caller's mistake, recorded under a generated id.
   (s) =>
     ["has space", "x".repeat(129), "semi;colon", "ünïcode"].map((id) => ({
@@ -231,8 +307,71 @@ const NO_MODEL_CASE: HostileCase = {
   recorded: true,
 };
 
-/** Cases the lead adds after merging other branches (deep JSON, upstream caps, guardrails). */
-const EXTRA_CASES: HostileCase[] = [];
+/**
+ * The bodies that stalled the gateway longest, `mb` megabytes each (docs/security.md "Deep
+ * JSON"): JSON texts nested millions deep inside a body (8 MB held the serving thread 10-13 s,
+ * 31 MB 235 s), millions of tiny values (30 MB took seconds to parse and walk), and a model name
+ * of megabytes (stored twice per row and echoed whole). The corpus throws them at 2 MB, in
+ * company; the test after it sends each at its full size, alone.
+ */
+function worstBodies(mb: number): Array<() => HostileCase> {
+  const half = Math.floor((mb * MB) / 2);
+  const invalid = { status: 400, code: "gw.client.invalid_json" };
+  const chat = "/v1/chat/completions";
+  const cases = [
+    {
+      name: "tool-call arguments nested deep",
+      path: chat,
+      body: () => JSON.stringify(chatToolCall(MODEL, { args: nested(half), result: "ok" })),
+      ...invalid,
+    },
+    {
+      name: "tool result nested deep",
+      path: chat,
+      body: () => JSON.stringify(chatToolCall(MODEL, { args: "{}", result: nested(half) })),
+      ...invalid,
+    },
+    {
+      name: "Responses arguments nested deep",
+      path: "/v1/responses",
+      body: () => JSON.stringify(responsesCall(MODEL, { args: nested(half), result: "ok" })),
+      ...invalid,
+    },
+    {
+      name: "a body of small values",
+      path: chat,
+      body: () => `{"model":"${MODEL}","messages":[],"x":${zeros(half)}}`,
+      ...invalid,
+    },
+    {
+      name: "tool-call arguments of small values",
+      path: chat,
+      body: () =>
+        JSON.stringify(chatToolCall(MODEL, { args: `{"a":${zeros(half)}}`, result: "ok" })),
+      ...invalid,
+    },
+    {
+      name: "a model name",
+      path: chat,
+      body: () => JSON.stringify(SHAPES[0]!.body("m".repeat(Math.min(mb, 12) * MB))),
+      status: 404,
+      code: "gw.client.unknown_model",
+    },
+  ];
+  return cases.map((c) => () => {
+    const body = c.body();
+    return {
+      ...c,
+      name: `worst body: ${c.name} (${(body.length / MB).toFixed(0)} MB)`,
+      headers: { ...json, authorization: `Bearer ${KEY}` },
+      body,
+      recorded: true,
+    };
+  });
+}
+
+/** Cases added by other work: the worst bodies, at a size the corpus throws many of at once. */
+const EXTRA_CASES: HostileCase[] = worstBodies(2).map((make) => make());
 
 function corpus(): HostileCase[] {
   const perFormat = SHAPES.flatMap((shape) =>
@@ -250,6 +389,9 @@ interface Answer {
   problems: string[];
 }
 
+/** The longest error answer a case may get back. */
+const MAX_ANSWER_CHARS = 4_096;
+
 /** Sends one case; its problems say where the answer is not what the case requires. */
 async function send(url: string, c: HostileCase): Promise<Answer> {
   const res = await fetch(`${url}${c.path}`, {
@@ -261,6 +403,10 @@ async function send(url: string, c: HostileCase): Promise<Answer> {
   const problems: string[] = [];
   const said = `${res.status} ${res.headers.get("x-pulsegate-error-code")} ${text.slice(0, 160)}`;
   if (res.status !== c.status) problems.push(`${c.name}: wanted ${c.status}, got ${said}`);
+  // Whatever the caller sent, the answer quotes a bounded part of it (docs/security.md).
+  if (text.length > MAX_ANSWER_CHARS) {
+    problems.push(`${c.name}: the answer is ${text.length} characters long: ${said}`);
+  }
   const code = res.headers.get("x-pulsegate-error-code");
   if (c.code && code !== c.code) problems.push(`${c.name}: wanted code ${c.code}, got ${said}`);
   try {
@@ -271,10 +417,24 @@ async function send(url: string, c: HostileCase): Promise<Answer> {
   return { c, status: res.status, id: res.headers.get("x-request-id"), problems };
 }
 
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? Infinity;
+}
+
+/** A gateway key, its env var and its secret. */
+interface TestKey {
+  id: string;
+  key_env: string;
+  key: string;
+}
+
+const ONE_KEY: TestKey[] = [{ id: "hostile", key_env: "PULSEGATE_KEY_HOSTILE", key: KEY }];
+
 /**
- * The case sent with the i-th of `keys` in place of KEY. Spread over keys, every case stays
- * within its key's budget of recorded refusals (docs/security.md "Refused floods"), so each can
- * be checked for its row.
+ * The case sent with `key` in place of KEY. Spread over keys, every case stays within its key's
+ * budget of recorded refusals (docs/security.md "Refused floods"), so each can be checked for its
+ * row.
  */
 function withKey(c: HostileCase, key: string): HostileCase {
   const headers = Object.fromEntries(
@@ -283,24 +443,16 @@ function withKey(c: HostileCase, key: string): HostileCase {
   return { ...c, headers };
 }
 
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? Infinity;
-}
-
-Deno.test("a corpus of bad requests: 4xx in the caller's format, recorded, /healthz stays quick", async () => {
+/** A gateway process with one route and `keys` over a fake upstream, stopped after `run`. */
+async function withSpawnedGateway(
+  run: (gw: SpawnedGateway, opts: { up: FakeUpstream; db: Db }) => Promise<void>,
+  keys: TestKey[] = ONE_KEY,
+): Promise<void> {
   const up = startFakeUpstream({
     fallback: () => chatWhole({ text: ["ok"], usage: { input: 1, output: 1 } }),
   });
   const dir = await Deno.makeTempDir({ prefix: "pulsegate-hostile-" });
   const config = `${dir}/config.json`;
-  // The corpus three times over: a longer flood, and more polls to judge it by.
-  const corpusCases = [...corpus(), ...corpus(), ...corpus()];
-  const keys = Array.from(
-    { length: Math.ceil(corpusCases.length / KEY_REFUSED_ROWS_PER_MINUTE) },
-    (_, k) => ({ id: `hostile-${k}`, key_env: `PULSEGATE_KEY_HOSTILE_${k}`, key: `${KEY}-${k}` }),
-  );
-  const cases = corpusCases.map((c, i) => withKey(c, keys[i % keys.length]!.key));
   await Deno.writeTextFile(
     config,
     JSON.stringify({
@@ -316,8 +468,29 @@ Deno.test("a corpus of bad requests: 4xx in the caller's format, recorded, /heal
     },
   });
   const db = await openDatabase(`file:${dir}/pulsegate.db`, { busyTimeoutMs: 5_000 });
-  let health: HealthPolls = { times: [], failures: [] };
   try {
+    await run(gw, { up, db });
+  } finally {
+    db.close();
+    gw.child.kill("SIGTERM");
+    await gw.child.status;
+    await up.close();
+  }
+}
+
+/** The slowest /healthz a corpus may cause (a loaded 2-core machine, not a latency target). */
+const SLOWEST_HEALTH_MS = 1_000;
+
+Deno.test("a corpus of bad requests: 4xx in the caller's format, recorded, /healthz stays quick", async () => {
+  // The corpus three times over: a longer flood, and more polls to judge it by.
+  const corpusCases = [...corpus(), ...corpus(), ...corpus()];
+  const keys = Array.from(
+    { length: Math.ceil(corpusCases.length / KEY_REFUSED_ROWS_PER_MINUTE) },
+    (_, k) => ({ id: `hostile-${k}`, key_env: `PULSEGATE_KEY_HOSTILE_${k}`, key: `${KEY}-${k}` }),
+  );
+  const cases = corpusCases.map((c, i) => withKey(c, keys[i % keys.length]!.key));
+  await withSpawnedGateway(async (gw, { up, db }) => {
+    let health: HealthPolls = { times: [], failures: [] };
     const poller = await pollHealth(gw.url);
     const answers: Answer[] = [];
     const problems: string[] = [];
@@ -361,12 +534,34 @@ Deno.test("a corpus of bad requests: 4xx in the caller's format, recorded, /heal
     const slowest = Math.max(...times);
     assert.ok(times.length >= 5, `polled /healthz ${times.length} times`);
     assert.ok(cases.length >= 300, `${cases.length} cases`);
-    assert.ok(slowest < 1_000, `slowest /healthz took ${slowest.toFixed(0)} ms`);
+    assert.ok(slowest < SLOWEST_HEALTH_MS, `slowest /healthz took ${slowest.toFixed(0)} ms`);
     assert.ok(median(times) < 100, `median /healthz took ${median(times).toFixed(1)} ms`);
-  } finally {
-    db.close();
-    gw.child.kill("SIGTERM");
-    await gw.child.status;
-    await up.close();
-  }
+  }, keys);
+});
+
+Deno.test("the worst bodies at full size (up to 31 MB), each alone: answered, recorded, /healthz stays quick", async () => {
+  await withSpawnedGateway(async (gw, { up, db }) => {
+    for (const make of worstBodies(31)) {
+      const c = make();
+      const poller = await pollHealth(gw.url);
+      let answer: Answer;
+      try {
+        answer = await send(gw.url, c);
+      } finally {
+        const { times, failures } = await poller.stop();
+        assert.deepEqual(failures, [], `${c.name}: /healthz answered every poll`);
+        const slowest = Math.max(...times);
+        assert.ok(slowest < SLOWEST_HEALTH_MS, `${c.name}: slowest /healthz took ${slowest} ms`);
+      }
+      assert.deepEqual(answer.problems, []);
+      await eventually(async () => {
+        const row = await db.client.execute({
+          sql: "SELECT status FROM requests WHERE id = ? AND state = 'closed'",
+          args: [answer.id],
+        });
+        return Number(row.rows[0]?.status) === c.status;
+      }, { what: `${c.name}: its row holds ${c.status}` });
+    }
+    assert.equal(up.calls.length, 0, "no worst body reached the upstream");
+  });
 });

@@ -2,10 +2,12 @@ import { type MatchRule, spawnGuardrailWorker, type WorkerReply } from "./guardr
 
 /**
  * Why a request was not checked in full: text over the cap (`size`, decided by
- * the caller), the rules outran the budget (`budget`), the worker was busy for
- * longer than the budget (`busy`), or no worker could run them (`unavailable`).
+ * the caller), a file sent as text that could not be decoded (`undecodable`,
+ * decided by the caller), the rules outran the budget (`budget`), the worker
+ * was busy for longer than the budget (`busy`), or no worker could run them
+ * (`unavailable`).
  */
-export type UncheckedReason = "size" | "budget" | "busy" | "unavailable";
+export type UncheckedReason = "size" | "undecodable" | "budget" | "busy" | "unavailable";
 
 export type MatchResult =
   | { kind: "matched"; rule: number } // index into the rules given

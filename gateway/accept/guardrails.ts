@@ -15,7 +15,7 @@ const RuleSchema = z.object({
   }).describe("Name of the rule; it appears in the error a blocked client reads."),
   pattern: z.string().min(1).refine(compiles, { error: "must be a valid regular expression" })
     .describe(
-      "Regular expression matched against every string of the request body the upstream sees (docs/security.md).",
+      "Regular expression matched against every string and key of the request body the upstream sees (docs/security.md).",
     ),
   flags: z.string().regex(/^[imsu]*$/, { error: "may only hold the flags i, m, s and u" })
     .default("i").describe("Regular expression flags."),
@@ -32,7 +32,7 @@ export const GuardrailsSchema = z.object({
   enabled: z.boolean().default(false).describe("Master switch for every rule below."),
   max_input_chars: z.int().min(1).max(100_000_000).nullable().default(null)
     .describe(
-      "Blocks a request whose checked text (every string of the body the upstream sees) is longer than this.",
+      "Blocks a request whose checked text (every string and key of the body the upstream sees) is longer than this.",
     ),
   max_checked_chars: z.int().min(1).max(100_000_000).default(1_000_000)
     .describe(
@@ -44,7 +44,7 @@ export const GuardrailsSchema = z.object({
     ),
   on_unchecked: z.enum(["block", "allow"]).default("block")
     .describe(
-      "What happens to a request the rules could not check in full (text over `max_checked_chars`, budget spent, worker busy for longer than the budget, or unavailable): `block` answers 400 `guardrail.unchecked`; `allow` forwards it. Either way it is logged and counted in `pulsegate_guardrail_unchecked_total`.",
+      "What happens to a request the rules could not check in full (text over `max_checked_chars`, a file in a text media type that cannot be decoded, budget spent, worker busy for longer than the budget, or unavailable): `block` answers 400 `guardrail.unchecked`; `allow` forwards it. Either way it is logged and counted in `pulsegate_guardrail_unchecked_total`.",
     ),
   rules: z.array(RuleSchema).default([]).describe("Patterns that block a request."),
 }).strict();
@@ -96,19 +96,27 @@ async function checkEnabled(
   );
   // Walking the whole body is the costly part: only when something will read the text.
   if (rules.length === 0 && rails.max_input_chars === null) return;
-  const text = guardedText(body);
-  if (rails.max_input_chars !== null && text.length > rails.max_input_chars) {
+  // Past both caps nothing more is decided by reading on, so the walk stops there.
+  const limit = Math.max(rails.max_checked_chars, rails.max_input_chars ?? 0);
+  const read = guardedText(body, { limit });
+  const length = read.over ? Infinity : read.text.length;
+  if (rails.max_input_chars !== null && length > rails.max_input_chars) {
     throw blocked(`input is longer than ${rails.max_input_chars} characters`);
   }
   if (rules.length === 0) return;
-  const result: MatchResult = text.length > rails.max_checked_chars
+  const result: MatchResult = length > rails.max_checked_chars
     ? { kind: "unchecked", reason: "size" }
-    : await opts.deps.state.guardrailMatcher.match(text, { rules, budgetMs: rails.budget_ms });
+    : await opts.deps.state.guardrailMatcher.match(read.text, {
+      rules,
+      budgetMs: rails.budget_ms,
+    });
   if (result.kind === "matched") {
     const rule = rules[result.rule]!;
     throw blocked(`${rule.message} (${rule.id})`);
   }
-  if (result.kind === "unchecked") unchecked(result.reason, { rails, deps: opts.deps });
+  // What was read is clear, but a file that should hold text could not be read.
+  const reason = result.kind === "unchecked" ? result.reason : read.undecodable && "undecodable";
+  if (reason) unchecked(reason, { rails, deps: opts.deps });
 }
 
 const UNCHECKED_WHY = {
@@ -117,6 +125,8 @@ const UNCHECKED_WHY = {
   budget: (rails: Guardrails) => `the guardrails could not finish within ${rails.budget_ms} ms`,
   busy: (rails: Guardrails) => `the guardrails were busy for longer than ${rails.budget_ms} ms`,
   unavailable: () => "the guardrails could not run",
+  undecodable: () =>
+    "the guardrails could not read a file sent as text (not valid base64, percent-encoding or text in its charset)",
 };
 
 function unchecked(

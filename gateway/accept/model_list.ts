@@ -1,3 +1,4 @@
+import { boundedModel } from "../formats/bounded_names.ts";
 import type { Route } from "../config/schema.ts";
 import { clientError, GatewayError } from "../runtime/gateway_error.ts";
 import { authorize } from "./admission.ts";
@@ -80,7 +81,7 @@ export function describeModel(
 ): Response {
   const gemini = isGemini(request);
   // Gemini names a model `models/{model}`; the SDKs send either form.
-  const id = gemini ? opts.id.replace(/^models\//, "") : opts.id;
+  const id = boundedModel(gemini ? opts.id.replace(/^models\//, "") : opts.id);
   const routes = listedRoutes(request, opts.deps);
   if (routes instanceof GatewayError) return errorFor(request, routes);
   const route = routes.find((r) => r.model === id);

@@ -1,4 +1,5 @@
 import { handleCountTokens } from "./count_tokens.ts";
+import { boundedModel } from "../formats/bounded_names.ts";
 import { CLIENT_CODECS } from "../formats/formats.ts";
 import { describeModel, GEMINI_METHODS } from "./model_list.ts";
 import { methodNotAllowed, notFound } from "./not_found.ts";
@@ -35,7 +36,8 @@ export function serveModelPath(request: Request, deps: ProxyDeps): Promise<Respo
     );
   }
   const ctx = {
-    pathModel: pathSegment(rest.slice(0, colon)),
+    // Bounded before anything stores or echoes it: the row's route is this name (docs/security.md).
+    pathModel: boundedModel(pathSegment(rest.slice(0, colon))),
     pathStream: method === "streamGenerateContent",
     sse: url.searchParams.get("alt") === "sse",
   };

@@ -51,15 +51,3 @@ export function imageFromUrl(url: string): IrPart {
   if (match) return { type: "image", mediaType: match[1] ?? "", data: match[2] ?? "" };
   return { type: "image_url", url };
 }
-
-/** Parses tool arguments given as JSON text, for formats that want an object. */
-export function argumentsObject(args: string, param: string): Record<string, unknown> {
-  if (args.trim() === "") return {};
-  try {
-    const value: unknown = JSON.parse(args);
-    if (isRecord(value)) return value;
-  } catch {
-    // fall through to the error below
-  }
-  throw clientError(`'${param}' must be a JSON object`, { param });
-}

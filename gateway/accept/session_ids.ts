@@ -1,5 +1,7 @@
 import type { ClientFormat } from "../formats/format.ts";
-import { isRecord, parseJson } from "../formats/json.ts";
+import { isRecord } from "../formats/json.ts";
+import { guardedParse } from "../formats/json_guard.ts";
+import { GatewayError } from "../runtime/gateway_error.ts";
 
 /**
  * The session headers each kind of client sends, in order of preference after
@@ -73,8 +75,18 @@ export function boundedSession(value: string): string {
 export function anthropicUserSession(userId: string | undefined): string | undefined {
   if (userId === undefined || userId === "") return undefined;
   if (!userId.trimStart().startsWith("{")) return userId;
-  const parsed = parseJson(userId);
+  const parsed = userIdJson(userId);
   if (!isRecord(parsed)) return userId;
   const session = parsed.session_id;
   return typeof session === "string" && session !== "" ? session : undefined;
+}
+
+/** `metadata.user_id` as JSON, under the guard every client JSON text passes (docs/security.md "Deep JSON"). */
+function userIdJson(userId: string): unknown {
+  try {
+    return guardedParse(userId, { what: "'metadata.user_id'", param: "metadata.user_id" });
+  } catch (err) {
+    if (err instanceof GatewayError) throw err;
+    return undefined; // not JSON: the client's own id
+  }
 }

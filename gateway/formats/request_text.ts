@@ -1,4 +1,6 @@
 import type { UpstreamCall } from "./format.ts";
+import { clientBytes } from "./json_guard.ts";
+import { nextTurn, OWN_TURN_BYTES } from "../runtime/loop_turn.ts";
 
 /**
  * The JSON text of upstream request bodies, made once per request: a request
@@ -41,6 +43,23 @@ export function passthroughText(body: Record<string, unknown>, model?: string): 
   });
   const at = template.indexOf(MODEL_MARK);
   return template.slice(0, at) + JSON.stringify(model) + template.slice(at + MODEL_MARK.length);
+}
+
+/**
+ * Makes an upstream body, giving the serving thread back before and after
+ * when the client's body was large: parsing it, serialising it and encoding
+ * it for the wire then each hold the thread once, rather than all three
+ * back to back, and other requests are served in between.
+ */
+export async function ownTurn<T>(
+  call: Pick<UpstreamCall, "ir" | "passthrough">,
+  make: () => T,
+): Promise<T> {
+  if (clientBytes(call.passthrough ?? call.ir) < OWN_TURN_BYTES) return make();
+  await nextTurn();
+  const made = make();
+  await nextTurn();
+  return made;
 }
 
 function remembered(source: object, opts: { key: string; make: () => string }): string {

@@ -129,11 +129,21 @@ export class GatewayError extends Error {
   }
 }
 
+/**
+ * The longest message a client error carries. A client's error can quote its own input (a name,
+ * a type word); the message is stored in history and sent back, so it is cut here whatever it
+ * quotes (docs/security.md "Names are bounded").
+ */
+export const MAX_CLIENT_MESSAGE_CHARS = 2_000;
+
 export function clientError(
   message: string,
   opts: { code?: GatewayCode; status?: number; param?: string; recorded?: string } = {},
 ): GatewayError {
-  return new GatewayError(message, {
+  const cut = message.length > MAX_CLIENT_MESSAGE_CHARS
+    ? `${message.slice(0, MAX_CLIENT_MESSAGE_CHARS)}… (cut from ${message.length} characters)`
+    : message;
+  return new GatewayError(cut, {
     code: opts.code ?? "gw.client.invalid_request",
     source: "client",
     status: opts.status,

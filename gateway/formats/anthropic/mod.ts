@@ -1,4 +1,5 @@
-import { passthroughText, translatedText } from "../request_text.ts";
+import { ownTurn, passthroughText, translatedText } from "../request_text.ts";
+import { guardRequestJson } from "../json_guard.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { jsonPost, sseShape, statusErrors } from "../format_kit.ts";
 import { postRequest } from "../../accept/client_headers.ts";
@@ -18,7 +19,7 @@ export const ANTHROPIC_VERSION = "2023-06-01";
 
 export const anthropicClient: ClientCodec = {
   format: "anthropic",
-  parseRequest: (body) => parseAnthropicRequest(body),
+  parseRequest: (body) => guardRequestJson(parseAnthropicRequest(body), body),
   encodeWhole: encodeAnthropicWhole,
   streamShape: () => sseShape("anthropic", { endMarker: END_MARKER }),
   streamEncoder: (ctx) => anthropicStreamEncoder({ id: ctx.id, model: ctx.model }),
@@ -29,10 +30,14 @@ export const anthropicUpstream: UpstreamAdapter = {
   kind: "anthropic",
   unsupportedFor,
   buildRequest: (call) => anthropicUpstream.buildPost!(call).then(postRequest),
-  buildPost(call) {
-    const body = call.passthrough
-      ? passthroughText(call.passthrough, call.model)
-      : translatedText(call, { build: () => anthropicRequestBody(call.ir, call.model) });
+  async buildPost(call) {
+    const body = await ownTurn(
+      call,
+      () =>
+        call.passthrough
+          ? passthroughText(call.passthrough, call.model)
+          : translatedText(call, { build: () => anthropicRequestBody(call.ir, call.model) }),
+    );
     return jsonPost(call, {
       url: `${upstreamBaseUrl(call.upstream)}/v1/messages`,
       body,

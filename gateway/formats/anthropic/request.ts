@@ -1,3 +1,5 @@
+import { boundedModel } from "../bounded_names.ts";
+import { toolArguments } from "../json_guard.ts";
 import { supportsBuiltin } from "../builtin_tools.ts";
 import { clientError } from "../../runtime/gateway_error.ts";
 import {
@@ -12,7 +14,6 @@ import {
   type IrToolChoice,
 } from "../ir.ts";
 import {
-  argumentsObject,
   optionalBoolean,
   optionalNumber,
   optionalString,
@@ -72,7 +73,7 @@ interface Into {
  */
 export function parseAnthropicRequest(body: unknown): IrRequest {
   const b = requireRecord(body, "body");
-  const model = requireString(b.model, "model");
+  const model = boundedModel(requireString(b.model, "model"));
   if (model === "") throw clientError("'model' must not be empty", { param: "model" });
   const into: Into = { system: [], out: [], native: [], builtins: [] };
   if (b.mcp_servers !== undefined && b.mcp_servers !== null) {
@@ -431,7 +432,7 @@ function anthropicBlocks(p: IrPart, param: string): Record<string, unknown>[] {
         type: "tool_use",
         id: toolUseId(p.id),
         name: p.name,
-        input: argumentsObject(p.arguments, `${param}.arguments`),
+        input: toolArguments(p, `${param}.arguments`),
       }];
     case "tool_result":
       return [{

@@ -6,7 +6,7 @@ import { converseRequestBody, converseUrl, unsupportedFor } from "./request.ts";
 import { decodeBedrockWhole } from "./response.ts";
 import { bedrockCredentials, signedPost } from "./sign.ts";
 import { decodeBedrockStream } from "./stream.ts";
-import { translatedText } from "../request_text.ts";
+import { ownTurn, translatedText } from "../request_text.ts";
 
 /**
  * Converse / ConverseStream, SigV4-signed. There is no Bedrock client format,
@@ -31,7 +31,10 @@ async function buildBedrockRequest(call: UpstreamCall): Promise<Request> {
     });
   }
   // The body first: a request Bedrock cannot express is the caller's answer, whatever the keys.
-  const body = translatedText(call, { build: () => converseRequestBody(call.ir, call.model) });
+  const body = await ownTurn(
+    call,
+    () => translatedText(call, { build: () => converseRequestBody(call.ir, call.model) }),
+  );
   const url = converseUrl(upstreamBaseUrl(upstream), { model: call.model, stream: call.ir.stream });
   return await signedPost(url, { body, credentials: bedrockCredentials(upstream, call.env) });
 }

@@ -1,7 +1,8 @@
 import { clientError } from "../../runtime/gateway_error.ts";
 import { withoutTrailingSlashes } from "../../config/trailing_slashes.ts";
 import type { IrPart, IrRequest, IrResponseFormat, IrToolChoice } from "../ir.ts";
-import { argumentsObject } from "../../accept/request_fields.ts";
+import { toolArguments } from "../json_guard.ts";
+import { echoed } from "../bounded_names.ts";
 import { type ConversationTurn, foldSystemTurns } from "../system_turns.ts";
 
 type Block = Record<string, unknown>;
@@ -118,7 +119,7 @@ function converseBlock(part: IrPart): Block[] {
         toolUse: {
           toolUseId: part.id,
           name: part.name,
-          input: argumentsObject(part.arguments, `arguments of tool call ${part.id}`),
+          input: toolArguments(part, `arguments of tool call ${echoed(part.id)}`),
         },
       }];
     case "tool_result":

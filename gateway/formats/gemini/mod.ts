@@ -1,4 +1,5 @@
-import { passthroughText, translatedText } from "../request_text.ts";
+import { ownTurn, passthroughText, translatedText } from "../request_text.ts";
+import { guardRequestJson } from "../json_guard.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { jsonPost, statusErrors } from "../format_kit.ts";
 import { postRequest } from "../../accept/client_headers.ts";
@@ -15,7 +16,7 @@ import { decodeGeminiStream, geminiFrameDecoder, geminiStreamEncoder } from "./s
 
 export const geminiClient: ClientCodec = {
   format: "gemini",
-  parseRequest: parseGeminiRequest,
+  parseRequest: (body, ctx) => guardRequestJson(parseGeminiRequest(body, ctx), body),
   encodeWhole: encodeGeminiWhole,
   // Google's SDK parses every SSE line as JSON, comments included: no keep-alives.
   // Only the SSE form can take an upstream's SSE bytes; the JSON array is re-encoded.
@@ -33,11 +34,15 @@ export const geminiUpstream: UpstreamAdapter = {
   kind: "gemini",
   unsupportedFor,
   buildRequest: (call) => geminiUpstream.buildPost!(call).then(postRequest),
-  buildPost(call) {
+  async buildPost(call) {
     // The model lives in the URL, so a pass-through body goes on untouched.
-    const body = call.passthrough
-      ? passthroughText(call.passthrough)
-      : translatedText(call, { build: () => geminiRequestBody(call.ir) });
+    const body = await ownTurn(
+      call,
+      () =>
+        call.passthrough
+          ? passthroughText(call.passthrough)
+          : translatedText(call, { build: () => geminiRequestBody(call.ir) }),
+    );
     const method = call.ir.stream ? "streamGenerateContent?alt=sse" : "generateContent";
     const url = `${upstreamBaseUrl(call.upstream)}/v1beta/${geminiModelPath(call.model)}:${method}`;
     return jsonPost(call, { url, body, auth: (key) => ["x-goog-api-key", key] });

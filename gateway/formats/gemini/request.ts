@@ -1,3 +1,5 @@
+import { boundedModel, echoed } from "../bounded_names.ts";
+import { toolArguments, toolResultJson } from "../json_guard.ts";
 import type { ClientRequestContext } from "../format.ts";
 import { clientError } from "../../runtime/gateway_error.ts";
 import { supportsBuiltin } from "../builtin_tools.ts";
@@ -13,7 +15,6 @@ import {
   type IrToolChoice,
 } from "../ir.ts";
 import {
-  argumentsObject,
   optionalNumber,
   optionalString,
   optionalStringList,
@@ -21,7 +22,7 @@ import {
   requireRecord,
   requireString,
 } from "../../accept/request_fields.ts";
-import { isRecord, parseJson } from "../json.ts";
+import { isRecord } from "../json.ts";
 import { camelCase, field, hasSubstance } from "./fields.ts";
 import { geminiSchemaToJson, lowerCaseSchemaTypes } from "./schema.ts";
 import { type ConversationTurn, foldSystemTurns } from "../system_turns.ts";
@@ -46,7 +47,7 @@ export const FOREIGN_THOUGHT_SIGNATURE = "skip_thought_signature_validator";
  */
 export function parseGeminiRequest(body: unknown, ctx: ClientRequestContext): IrRequest {
   const b = requireRecord(body, "body");
-  const model = (ctx.pathModel ?? "").replace(/^models\//, "");
+  const model = boundedModel((ctx.pathModel ?? "").replace(/^models\//, ""));
   if (model === "") {
     const where = "the model must be named in the URL: /v1beta/models/{model}:generateContent";
     throw clientError(where, { param: "model" });
@@ -460,27 +461,27 @@ function geminiPart(p: IrPart, opts: ContentOpts): Record<string, unknown>[] {
       return [{
         functionCall: {
           name: p.name,
-          args: argumentsObject(p.arguments, `${opts.param}.arguments`),
+          args: toolArguments(p, `${opts.param}.arguments`),
         },
         thoughtSignature: FOREIGN_THOUGHT_SIGNATURE,
       }];
     case "tool_result": {
       const name = opts.names.get(p.toolCallId) ?? p.name;
       if (name === undefined) {
-        throw clientError(`tool result '${p.toolCallId}' answers no earlier tool call`, {
+        throw clientError(`tool result ${echoed(p.toolCallId)} answers no earlier tool call`, {
           param: `${opts.param}.tool_call_id`,
         });
       }
-      return [{ functionResponse: { name, response: resultObject(p.content, p.isError) } }];
+      return [{ functionResponse: { name, response: resultObject(p) } }];
     }
   }
 }
 
 /** A tool's text as the object Gemini's functionResponse.response must be. */
-function resultObject(content: string, isError?: boolean): Record<string, unknown> {
-  const parsed = parseJson(content);
-  if (isError) return { error: parsed ?? content };
-  return isRecord(parsed) ? parsed : { output: parsed ?? content };
+function resultObject(p: Extract<IrPart, { type: "tool_result" }>): Record<string, unknown> {
+  const parsed = toolResultJson(p);
+  if (p.isError) return { error: parsed ?? p.content };
+  return isRecord(parsed) ? parsed : { output: parsed ?? p.content };
 }
 
 const imageTypes: Record<string, string> = {

@@ -1,4 +1,5 @@
-import { passthroughText, translatedText } from "../request_text.ts";
+import { ownTurn, passthroughText, translatedText } from "../request_text.ts";
+import { guardRequestJson } from "../json_guard.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { bearer, jsonPost, sseShape, statusErrors } from "../format_kit.ts";
 import { postRequest } from "../../accept/client_headers.ts";
@@ -14,7 +15,7 @@ const END_MARKER = new TextEncoder().encode("data: [DONE]\n\n");
 
 export const chatClient: ClientCodec = {
   format: "openai-chat",
-  parseRequest: (body) => parseChatRequest(body),
+  parseRequest: (body) => guardRequestJson(parseChatRequest(body), body),
   encodeWhole: encodeChatWhole,
   streamShape: () => sseShape("openai-chat", { endMarker: END_MARKER }),
   streamEncoder: (ctx) => chatStreamEncoder({ id: ctx.id, model: ctx.model }),
@@ -25,14 +26,18 @@ export const chatUpstream: UpstreamAdapter = {
   kind: "openai-chat",
   unsupportedFor,
   buildRequest: (call) => chatUpstream.buildPost!(call).then(postRequest),
-  buildPost(call) {
+  async buildPost(call) {
     const tokenField = maxTokensField(call.upstream, call.model);
-    const body = call.passthrough
-      ? passthroughText(askingUsage(call.passthrough), call.model)
-      : translatedText(call, {
-        variant: tokenField,
-        build: () => chatRequestBody(call.ir, call.model, { tokenField }),
-      });
+    const body = await ownTurn(
+      call,
+      () =>
+        call.passthrough
+          ? passthroughText(askingUsage(call.passthrough), call.model)
+          : translatedText(call, {
+            variant: tokenField,
+            build: () => chatRequestBody(call.ir, call.model, { tokenField }),
+          }),
+    );
     const url = `${upstreamBaseUrl(call.upstream)}/chat/completions`;
     return jsonPost(call, { url, body, auth: bearer });
   },

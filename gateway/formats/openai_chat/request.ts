@@ -1,3 +1,4 @@
+import { boundedModel } from "../bounded_names.ts";
 import { type Upstream, upstreamBaseUrl } from "../../config/schema.ts";
 import { clientError } from "../../runtime/gateway_error.ts";
 import type {
@@ -43,7 +44,7 @@ interface Into {
  */
 export function parseChatRequest(body: unknown): IrRequest {
   const b = requireRecord(body, "body");
-  const model = requireString(b.model, "model");
+  const model = boundedModel(requireString(b.model, "model"));
   if (model === "") throw clientError("'model' must not be empty", { param: "model" });
   const messages = requireArray(b.messages, "messages");
   const into: Into = { system: [], out: [], native: [] };

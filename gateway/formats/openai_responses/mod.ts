@@ -1,4 +1,5 @@
-import { passthroughText, translatedText } from "../request_text.ts";
+import { ownTurn, passthroughText, translatedText } from "../request_text.ts";
+import { guardRequestJson } from "../json_guard.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { bearer, jsonPost, sseShape, statusErrors } from "../format_kit.ts";
 import { postRequest } from "../../accept/client_headers.ts";
@@ -10,7 +11,7 @@ import { decodeResponsesStream, responsesFrameDecoder, responsesStreamEncoder } 
 
 export const responsesClient: ClientCodec = {
   format: "openai-responses",
-  parseRequest: (body) => parseResponsesRequest(body),
+  parseRequest: (body) => guardRequestJson(parseResponsesRequest(body), body),
   encodeWhole: (res, ctx) => encodeResponsesWhole(res, ctx?.clientTools),
   // `response.completed` is the finish itself: a stream without it did not finish.
   streamShape: () => sseShape("openai-responses", { endMarker: null }),
@@ -23,10 +24,14 @@ export const responsesUpstream: UpstreamAdapter = {
   kind: "openai-responses",
   unsupportedFor,
   buildRequest: (call) => responsesUpstream.buildPost!(call).then(postRequest),
-  buildPost(call) {
-    const body = call.passthrough
-      ? passthroughText(call.passthrough, call.model)
-      : translatedText(call, { build: () => responsesRequestBody(call.ir, call.model) });
+  async buildPost(call) {
+    const body = await ownTurn(
+      call,
+      () =>
+        call.passthrough
+          ? passthroughText(call.passthrough, call.model)
+          : translatedText(call, { build: () => responsesRequestBody(call.ir, call.model) }),
+    );
     const url = `${upstreamBaseUrl(call.upstream)}/responses`;
     return jsonPost(call, { url, body, auth: bearer });
   },

@@ -1,3 +1,4 @@
+import { boundedModel } from "../bounded_names.ts";
 import { supportsBuiltin } from "../builtin_tools.ts";
 import { clientError } from "../../runtime/gateway_error.ts";
 import type {
@@ -54,7 +55,7 @@ function unsupported(message: string, param: string) {
  */
 export function parseResponsesRequest(body: unknown): IrRequest {
   const b = requireRecord(body, "body");
-  const model = requireString(b.model, "model");
+  const model = boundedModel(requireString(b.model, "model"));
   if (model === "") throw clientError("'model' must not be empty", { param: "model" });
   const into: Into = { system: [], out: [], native: [], tools: [], clientTools: {}, builtins: [] };
   readStateful(b, into);
