@@ -24,11 +24,14 @@ async function main(): Promise<void> {
   // `deno task start` passes a signal on, and a terminal's Ctrl-C reaches the whole process
   // group too: the gateway may hear one stop several times and must shut down once.
   let stopping: Promise<void> | undefined;
-  const stop = () => {
-    stopping ??= gateway.shutdown().then(() => Deno.exit(0));
+  const stop = (code = 0) => {
+    stopping ??= gateway.shutdown().then(() => Deno.exit(code));
   };
-  Deno.addSignalListener("SIGTERM", stop);
-  Deno.addSignalListener("SIGINT", stop);
+  Deno.addSignalListener("SIGTERM", () => stop());
+  Deno.addSignalListener("SIGINT", () => stop());
+  // Only plain Deno.serve (docs/deploy.md "Connection limits") can stop accepting for good: let
+  // the requests in flight finish and their rows close, then exit non-zero for the supervisor.
+  void gateway.lost.then(() => stop(1));
   if (Deno.args.includes("--demo")) await driveDemoTraffic(gateway.url);
 }
 
