@@ -4,6 +4,7 @@ import { getRequest } from "../db/history_queries.ts";
 import { chatStreamHeld } from "./fake_upstreams/openai_chat_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
 import { chatRoute, eventually, postJson } from "./harness.ts";
+import { requestEnded } from "../gateway/start/client_connections.ts";
 import { narrowPermissions } from "./spawn_gateway.ts";
 
 /**
@@ -81,7 +82,32 @@ Deno.test("a descriptor flood: the gateway lives, its live stream ends billed, /
   assert.match(idle.text, /^HTTP\/1\.1 200 /);
   assert.ok(idle.ms >= 1000, `closed after the 1 s keep-alive bound, not ${idle.ms} ms`);
   assert.equal(gw.exited, null);
+  assert.ok(!gw.logged("gateway.keep_alive_bound_off"), "the request-end probe works here");
   assert.equal(await gw.stop(), 0, "SIGTERM still ends it cleanly");
+});
+
+Deno.test("requestEnded: false while Deno serves a request, true once its response is sent", async () => {
+  // The Deno behaviour the keep-alive bound relies on (client_connections.ts): if an upgrade
+  // changes it, this fails, and the gateway would log gateway.keep_alive_bound_off.
+  const seen: boolean[] = [];
+  const served: Array<{ info: Deno.ServeHandlerInfo; completed: Promise<void> }> = [];
+  await using server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, (_, info) => {
+    served.push({ info, completed: info.completed });
+    seen.push(requestEnded(info));
+    const body = new ReadableStream({
+      pull(controller) {
+        seen.push(requestEnded(info)); // mid-stream
+        controller.enqueue(new TextEncoder().encode("x"));
+        controller.close();
+      },
+    });
+    return new Response(body);
+  });
+  const res = await fetch(`http://127.0.0.1:${server.addr.port}/`);
+  assert.equal(await res.text(), "x");
+  await served[0]!.completed;
+  assert.deepEqual(seen, [false, false]);
+  assert.equal(requestEnded(served[0]!.info), true);
 });
 
 Deno.test("over the connection cap: 503 in the caller's format while all are busy; waiting ones give way", async () => {
@@ -165,6 +191,7 @@ interface LimitedGateway extends AsyncDisposable {
   /** Exit code once the process has ended, null while it runs. */
   exited: number | null;
   until(event: string): Promise<void>;
+  logged(event: string): boolean;
   row(id: string): Promise<Awaited<ReturnType<typeof getRequest>>>;
   stop(): Promise<number>;
 }
@@ -226,6 +253,7 @@ async function spawnLimited(
     },
     until: (event) =>
       eventually(() => running() && log.includes(`"event":"${event}"`), { what: event }),
+    logged: (event) => log.includes(`"event":"${event}"`),
     async row(id) {
       await eventually(async () => ((await getRequest(db, id))?.state ?? "open") !== "open", {
         what: `request ${id} recorded as ended`,

@@ -62,6 +62,12 @@ export function serveClients(handler: ConnectionHandler, opts: ServeClientsOptio
     max: limits.max,
     headersMs: limits.headersTimeoutMs,
     keepAliveMs: limits.keepAliveTimeoutMs,
+  }, {
+    onProbeBroken: () =>
+      log.event("gateway.keep_alive_bound_off", {
+        reason: "this Deno does not show when a request has ended (client_connections.ts " +
+          "requestEnded): idle connections are closed only at shutdown or to make room",
+      }),
   });
   const listener = Deno.listen({ hostname: opts.hostname, port: opts.port });
   const stop = new AbortController();
