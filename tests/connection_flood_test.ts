@@ -3,7 +3,7 @@ import { openDatabase } from "../db/client.ts";
 import { getRequest } from "../db/history_queries.ts";
 import { chatStreamHeld } from "./fake_upstreams/openai_chat_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
-import { chatRoute, eventually, postJson } from "./harness.ts";
+import { chatRoute, eventually, freePort, postJson } from "./harness.ts";
 import { requestEnded } from "../gateway/start/client_connections.ts";
 import { narrowPermissions } from "./spawn_gateway.ts";
 
@@ -178,6 +178,41 @@ Deno.test("over the connection cap: 503 in the caller's format while all are bus
   assert.equal(gw.exited, null);
 });
 
+Deno.test("where plain Deno.serve runs, an accept error drains the requests in flight and exits 1", async () => {
+  // DENO_SERVE_ADDRESS hands the socket to Deno.serve (as on Deno Deploy): no connection limits,
+  // and Deno.serve's accept loop ends on the first error. The process must not crash with it.
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  await using up = startFakeUpstream({
+    fallback: () =>
+      chatStreamHeld({ text: ["hel", "lo"], usage: { input: 3, output: 2 } }, released),
+  });
+  await using gw = await spawnLimited({
+    upstream: up.url,
+    nofile: 160,
+    env: { DENO_SERVE_ADDRESS: `tcp:127.0.0.1:${freePort()}` },
+  });
+  await using _ = { [Symbol.asyncDispose]: () => Promise.resolve(release()) };
+  assert.ok(gw.logged("gateway.connection_limits_off"));
+  const live = await postJson(`${gw.url}/v1/chat/completions`, ASK, { "x-request-id": "drained" });
+  const stream = live.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let received = "";
+  while (!received.includes("hel")) received += (await stream.read()).value ?? "";
+
+  await using _flood = await openFlood(gw.port, 200);
+  await gw.until("gateway.accept_stopped");
+  release();
+  for (let chunk = await stream.read(); !chunk.done; chunk = await stream.read()) {
+    received += chunk.value;
+  }
+  assert.match(received, /data: \[DONE\]/);
+  assert.equal(await gw.exit, 1, "exits 1 on its own, for the supervisor to restart it");
+  const row = await gw.row("drained");
+  assert.equal(row?.state, "closed");
+  assert.equal(row?.status, 200);
+  assert.equal(row?.outputTokens, 2);
+});
+
 function closeAfterHealthz(): Uint8Array {
   return new TextEncoder().encode(
     "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nconnection: close\r\n\r\n",
@@ -190,6 +225,8 @@ interface LimitedGateway extends AsyncDisposable {
   pid: number;
   /** Exit code once the process has ended, null while it runs. */
   exited: number | null;
+  /** Its exit code, when it ends on its own. */
+  exit: Promise<number>;
   until(event: string): Promise<void>;
   logged(event: string): boolean;
   row(id: string): Promise<Awaited<ReturnType<typeof getRequest>>>;
@@ -251,6 +288,7 @@ async function spawnLimited(
     get exited() {
       return exited;
     },
+    exit: ended,
     until: (event) =>
       eventually(() => running() && log.includes(`"event":"${event}"`), { what: event }),
     logged: (event) => log.includes(`"event":"${event}"`),
