@@ -5,6 +5,7 @@ import { chatStreamHeld } from "./fake_upstreams/openai_chat_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
 import { chatRoute, eventually, freePort, postJson } from "./harness.ts";
 import { requestEnded } from "../gateway/start/client_connections.ts";
+import { CONNECTION_DEFAULTS, readSettings } from "../gateway/settings.ts";
 import { narrowPermissions } from "./spawn_gateway.ts";
 
 /**
@@ -211,6 +212,23 @@ Deno.test("where plain Deno.serve runs, an accept error drains the requests in f
   assert.equal(row?.state, "closed");
   assert.equal(row?.status, 200);
   assert.equal(row?.outputTokens, 2);
+});
+
+Deno.test("connection settings: documented defaults, and a clear error for a bad value", () => {
+  assert.deepEqual(readSettings(() => undefined).connections, {
+    max: 4096,
+    headersTimeoutMs: 10_000,
+    keepAliveTimeoutMs: 60_000,
+  });
+  assert.deepEqual(CONNECTION_DEFAULTS, readSettings(() => undefined).connections);
+  const set = (name: string, value: string) => (n: string) => n === name ? value : undefined;
+  assert.equal(readSettings(set("PULSEGATE_MAX_CONNECTIONS", "3")).connections.max, 3);
+  for (const bad of ["0", "-1", "1.5", "many", "1e400"]) {
+    assert.throws(
+      () => readSettings(set("PULSEGATE_HEADERS_TIMEOUT_MS", bad)),
+      new RegExp(`PULSEGATE_HEADERS_TIMEOUT_MS must be a whole number of at least 1, got "${bad}"`),
+    );
+  }
 });
 
 function closeAfterHealthz(): Uint8Array {

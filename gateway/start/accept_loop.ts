@@ -44,7 +44,15 @@ export async function acceptLoop(listener: Deno.Listener, opts: AcceptLoopOption
       continue;
     }
     backoff = 0;
-    opts.onConnection(conn);
+    try {
+      opts.onConnection(conn);
+    } catch (err) {
+      // A fault in handling one connection ends that connection, never the loop.
+      try {
+        conn.close();
+      } catch { /* already closed */ }
+      opts.onFailure(err, { starved: false });
+    }
   }
 }
 

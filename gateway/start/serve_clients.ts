@@ -135,7 +135,7 @@ export function serveClients(handler: ConnectionHandler, opts: ServeClientsOptio
   );
   const sweeper = setInterval(() => clients.sweep(), sweepEvery);
   Deno.unrefTimer(sweeper);
-  const accepting = acceptLoop(listener, {
+  const accepting: Promise<void> = acceptLoop(listener, {
     signal: stop.signal,
     onConnection,
     onFailure(err, { starved }) {
@@ -151,7 +151,7 @@ export function serveClients(handler: ConnectionHandler, opts: ServeClientsOptio
       });
       return evicted > 0;
     },
-  });
+  }).catch((err) => log.event("gateway.accept_loop_failed", { error: String(err) }));
   let stopping: Promise<void> | null = null;
   return {
     port: (listener.addr as Deno.NetAddr).port,
