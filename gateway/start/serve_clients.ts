@@ -51,11 +51,17 @@ export interface ServeClientsOptions {
 export function serveClients(handler: ConnectionHandler, opts: ServeClientsOptions): ClientServer {
   const platform = ["DENO_DEPLOYMENT_ID", "DENO_SERVE_ADDRESS"].find((name) => opts.env(name));
   if (platform) {
-    return plainServe(handler, opts, `the platform serves the connections (${platform})`);
+    return plainServe(handler, {
+      ...opts,
+      unguarded: `the platform serves the connections (${platform})`,
+    });
   }
   const serveOn = serveOnConnection();
   if (!serveOn) {
-    return plainServe(handler, opts, "this Deno has no per-connection server (Deno.serve only)");
+    return plainServe(handler, {
+      ...opts,
+      unguarded: "this Deno has no per-connection server (Deno.serve only)",
+    });
   }
   const { log, limits } = opts;
   const clients = new ClientConnections({
@@ -174,13 +180,12 @@ export function serveClients(handler: ConnectionHandler, opts: ServeClientsOptio
 /** Today's `Deno.serve`, its `finished` caught so an accept error is reported, not fatal. */
 function plainServe(
   handler: ConnectionHandler,
-  opts: ServeClientsOptions,
-  unguarded: string,
+  opts: ServeClientsOptions & { unguarded: string },
 ): ClientServer {
   const server = Deno.serve({ hostname: opts.hostname, port: opts.port, onListen() {} }, handler);
   return {
     port: server.addr.port,
-    unguarded,
+    unguarded: opts.unguarded,
     // Resolves only on an accept error: after one, Deno.serve's loop has ended for good.
     lost: server.finished.then(() => new Promise(() => {}), (err) => err),
     shutdown: () => server.shutdown(),
