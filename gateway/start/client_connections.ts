@@ -15,10 +15,10 @@ const EVICT_LOOKS = 16;
  * - `fresh` holds connections with no request yet, in accept order; the sweep closes those past
  *   the headers bound from the head and stops at the first in time.
  * - `used` holds the others, in the order they were last looked at; each is looked at about
- *   every quarter of the keep-alive bound. A look sees whether a request came since the last one
- *   and whether the latest has ended (`requestEnded`); a connection seen idle, with no request
- *   since, for the keep-alive bound is closed. So it is closed between one and one and a quarter
- *   bounds after its last response, never before.
+ *   every quarter of the keep-alive bound. A look sees whether the latest request has ended
+ *   (`requestEnded`) and whether another came since the last look; a connection seen idle, with
+ *   no request since, for the keep-alive bound is closed. So it is closed between one and one and
+ *   a quarter bounds (plus a sweep) after its last response, never before.
  */
 export class ClientConnections {
   readonly #fresh = new Set<Entry>();
@@ -143,15 +143,19 @@ export class ClientConnections {
     }, () => {});
   }
 
-  /** When the connection was first seen idle with no request since, or null if it was not. */
+  /**
+   * Since when the connection is known to be idle, or null while a request is in flight. A
+   * request that came and went since the last look ended at some moment before `now`: `now` is
+   * taken, so the keep-alive bound is never cut short, only kept up to one look longer.
+   */
   #look(entry: Entry, now: number): number | null {
-    if (entry.requests !== entry.seen || !requestEnded(entry.latest)) {
-      entry.seen = entry.requests;
+    if (!requestEnded(entry.latest)) {
       entry.idleSince = null;
     } else {
-      entry.idleSince ??= now;
+      if (entry.requests !== entry.seen || entry.idleSince === null) entry.idleSince = now;
       entry.latest = null; // ended: its request need not stay in memory
     }
+    entry.seen = entry.requests;
     entry.lookedAt = now;
     this.#used.delete(entry);
     this.#used.add(entry);
