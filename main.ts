@@ -7,6 +7,14 @@ import { SettingPathError } from "./gateway/setting_paths.ts";
 async function main(): Promise<void> {
   const env = (name: string) => Deno.env.get(name);
   const settings = readSettings(env);
+  // Listened for before the gateway listens: Deno's signal handling takes a descriptor the first
+  // time, and a connection flood may leave none (docs/deploy.md "Connection limits"). A signal
+  // during the start has nothing to drain yet: it ends the process as the signal would have.
+  let stop = (signal: "SIGTERM" | "SIGINT"): void => {
+    Deno.exit(signal === "SIGINT" ? 130 : 143);
+  };
+  Deno.addSignalListener("SIGTERM", () => stop("SIGTERM"));
+  Deno.addSignalListener("SIGINT", () => stop("SIGINT"));
   let gateway;
   try {
     gateway = await startGateway({ settings, env });
@@ -24,11 +32,13 @@ async function main(): Promise<void> {
   // `deno task start` passes a signal on, and a terminal's Ctrl-C reaches the whole process
   // group too: the gateway may hear one stop several times and must shut down once.
   let stopping: Promise<void> | undefined;
-  const stop = () => {
-    stopping ??= gateway.shutdown().then(() => Deno.exit(0));
+  const shutDown = (code: number) => {
+    stopping ??= gateway.shutdown().then(() => Deno.exit(code));
   };
-  Deno.addSignalListener("SIGTERM", stop);
-  Deno.addSignalListener("SIGINT", stop);
+  stop = () => shutDown(0);
+  // Only plain Deno.serve (docs/deploy.md "Connection limits") can stop accepting for good: let
+  // the requests in flight finish and their rows close, then exit non-zero for the supervisor.
+  void gateway.lost.then(() => shutDown(1));
   if (Deno.args.includes("--demo")) await driveDemoTraffic(gateway.url);
 }
 

@@ -18,7 +18,26 @@ export interface Settings {
    * (or without `publicUrl`) an abort reaches only this process's requests (docs/scaling.md).
    */
   peerSecret: string | undefined;
+  /** Bounds on client connections (docs/deploy.md "Connection limits"). */
+  connections: ConnectionLimits;
 }
+
+/** docs/deploy.md "Connection limits": how many client connections, and how long each may wait. */
+export interface ConnectionLimits {
+  /** Open client connections per process; beyond it a newcomer evicts a waiting one or gets 503. */
+  max: number;
+  /** From accept to the first request's complete headers (real ms: not time-scaled). */
+  headersTimeoutMs: number;
+  /** From the end of a response to the next request's headers (real ms: not time-scaled). */
+  keepAliveTimeoutMs: number;
+}
+
+/** docs/deploy.md "Connection limits": the defaults and why. */
+export const CONNECTION_DEFAULTS: ConnectionLimits = {
+  max: 4096,
+  headersTimeoutMs: 10_000,
+  keepAliveTimeoutMs: 60_000,
+};
 
 export function readSettings(env: (name: string) => string | undefined): Settings {
   const port = Number(env("PULSEGATE_PORT") ?? "8080");
@@ -43,7 +62,34 @@ export function readSettings(env: (name: string) => string | undefined): Setting
     metricsOpen: env("PULSEGATE_METRICS_OPEN") === "1",
     publicUrl: withoutTrailingSlashes(env("PULSEGATE_PUBLIC_URL") ?? "") || undefined,
     peerSecret: env("PULSEGATE_PEER_SECRET") || undefined,
+    connections: {
+      max: positiveInteger(env, "PULSEGATE_MAX_CONNECTIONS", CONNECTION_DEFAULTS.max),
+      headersTimeoutMs: positiveInteger(
+        env,
+        "PULSEGATE_HEADERS_TIMEOUT_MS",
+        CONNECTION_DEFAULTS.headersTimeoutMs,
+      ),
+      keepAliveTimeoutMs: positiveInteger(
+        env,
+        "PULSEGATE_KEEP_ALIVE_TIMEOUT_MS",
+        CONNECTION_DEFAULTS.keepAliveTimeoutMs,
+      ),
+    },
   };
+}
+
+function positiveInteger(
+  env: (name: string) => string | undefined,
+  name: string,
+  fallback: number,
+): number {
+  const raw = env(name);
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new Error(`${name} must be a whole number of at least 1, got "${raw}"`);
+  }
+  return value;
 }
 
 export function isLoopback(host: string): boolean {

@@ -27,6 +27,7 @@ import { loadConfig } from "./start/load_config.ts";
 import { openCooldowns } from "./start/open_cooldowns.ts";
 import { openHistory } from "./start/open_history.ts";
 import { serverDeps } from "./start/server_deps.ts";
+import { serveClients } from "./start/serve_clients.ts";
 import { upstreamFetch } from "./start/upstream_fetch.ts";
 import { forwardingOn } from "./live/abort_forwarding.ts";
 import { GuardrailMatcher } from "./accept/guardrail_matcher.ts";
@@ -65,6 +66,11 @@ export interface Gateway {
   state: RunState;
   instanceId: string;
   log: Logger;
+  /**
+   * Settles if the server stopped accepting for good: only where plain `Deno.serve` runs
+   * (docs/deploy.md "Connection limits"); the process should then shut down and exit non-zero.
+   */
+  lost: Promise<unknown>;
   /** Stops accepting, lets requests finish (up to the grace period), flushes history. */
   shutdown(): Promise<void>;
 }
@@ -150,15 +156,22 @@ async function start(
     demo: loaded.demo,
     adminApis: [observabilityApi(observability), costsApi({ db, clock, state, meter: keyMeter })],
   });
-  const server = Deno.serve({
+  const server = serveClients(createHandler(deps), {
     hostname: settings.host,
     port: settings.port,
-    onListen: () => {},
-  }, createHandler(deps));
+    limits: settings.connections,
+    log,
+    env: opts.env,
+  });
   let serving: Promise<void> | null = null;
   const stopServing = () => serving ??= server.shutdown();
   closers.add("server", stopServing);
-  const port = server.addr.port;
+  if (server.unguarded) log.event("gateway.connection_limits_off", { reason: server.unguarded });
+  const lost = server.lost.then((error) => {
+    log.event("gateway.accept_stopped", { error: String(error) });
+    return error;
+  });
+  const port = server.port;
   const host = settings.host.includes(":") ? `[${settings.host}]` : settings.host;
   const url = `http://${host}:${port}`;
   if (loaded.demo) {
@@ -242,6 +255,7 @@ async function start(
     state,
     instanceId,
     log,
+    lost,
     shutdown,
   };
 }

@@ -46,6 +46,7 @@ export const ERROR_CODES = {
   "gw.gateway.internal": { source: "gateway", status: 500 },
   "gw.gateway.interrupted": { source: "gateway", status: 500 },
   "gw.gateway.shutting_down": { source: "gateway", status: 503 },
+  "gw.gateway.too_many_connections": { source: "gateway", status: 503 },
   "config.invalid": { source: "config", status: 503 },
   "guardrail.blocked": { source: "client", status: 400 },
   "guardrail.unchecked": { source: "client", status: 400 },

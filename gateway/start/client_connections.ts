@@ -1,0 +1,219 @@
+import type { ConnectionHandler, ConnectionServer } from "./serve_on_connection.ts";
+
+/** How often a connection that has had requests is looked at, as a share of the keep-alive bound. */
+const LOOKS_PER_BOUND = 4;
+/** At most this many busy connections are looked past when evicting one. */
+const EVICT_LOOKS = 16;
+
+/**
+ * The client connections of one process (docs/deploy.md "Connection limits"): how many are open,
+ * which wait for their first request and since when, and which sit idle between requests.
+ *
+ * A request costs two field writes here, nothing more: no timer, no promise, no clock read (a
+ * `completed` callback per request measured 2-3 µs of CPU on the gateway's cheapest route). The
+ * sweep does the rest:
+ * - `fresh` holds connections with no request yet, in accept order; the sweep closes those past
+ *   the headers bound from the head and stops at the first in time.
+ * - `used` holds the others, in the order they were last looked at; each is looked at about
+ *   every quarter of the keep-alive bound. A look sees whether the latest request has ended
+ *   (`requestEnded`) and whether another came since the last look; a connection seen idle, with
+ *   no request since, for the keep-alive bound is closed. So it is closed between one and one and
+ *   a quarter bounds (plus a sweep) after its last response, never before.
+ */
+export class ClientConnections {
+  readonly #fresh = new Set<Entry>();
+  readonly #used = new Set<Entry>();
+  readonly #all = new Set<Entry>();
+  readonly #lookEvery: number;
+  #closing = 0;
+  #probeChecked = false;
+
+  constructor(
+    private readonly limits: { max: number; headersMs: number; keepAliveMs: number },
+    private readonly opts: {
+      /** Told once if Deno no longer lets `requestEnded` see a request's end (see there). */
+      onProbeBroken?: () => void;
+      /** Monotonic: the sets' order must not follow the wall clock backwards. */
+      now?: () => number;
+    } = {},
+  ) {
+    this.#lookEvery = limits.keepAliveMs / LOOKS_PER_BOUND;
+  }
+
+  /** Connections whose socket is open, those being closed included. */
+  get open(): number {
+    return this.#all.size;
+  }
+
+  /** Whether one more connection fits under the cap (those being closed do not count). */
+  hasRoom(): boolean {
+    return this.#all.size - this.#closing < this.limits.max;
+  }
+
+  /**
+   * Serves an accepted connection: `start` gets the handler to serve it with (the app's, counted)
+   * and returns Deno's server for it. Resolves when the connection is closed.
+   */
+  track(
+    handler: ConnectionHandler,
+    start: (counted: ConnectionHandler) => ConnectionServer,
+  ): Promise<void> {
+    const entry = new Entry(this.#now());
+    const counted: ConnectionHandler = (request, info) => {
+      entry.latest = info;
+      if (entry.requests++ === 0) this.#firstRequest(entry, info);
+      return handler(request, info);
+    };
+    this.#all.add(entry);
+    this.#fresh.add(entry);
+    try {
+      entry.server = start(counted);
+    } catch (err) {
+      this.#forget(entry);
+      throw err;
+    }
+    // An I/O error on one connection (a reset mid-response) is that connection's end, nothing more.
+    return entry.server.finished.catch(() => {}).finally(() => this.#forget(entry));
+  }
+
+  /** Closes every waiting connection past its bound; returns how many. */
+  sweep(): number {
+    const now = this.#now();
+    let closed = 0;
+    for (const entry of this.#fresh) {
+      if (now - entry.since < this.limits.headersMs) break;
+      this.#close(entry);
+      closed++;
+    }
+    for (const entry of this.#used) {
+      if (now - entry.lookedAt < this.#lookEvery) break;
+      const idleSince = this.#look(entry, now);
+      if (idleSince !== null && now - idleSince >= this.limits.keepAliveMs) {
+        this.#close(entry);
+        closed++;
+      }
+    }
+    return closed;
+  }
+
+  /**
+   * Closes one connection that has waited at least `minWaitMs` for a request: the oldest that
+   * never sent one, else one seen idle that long (looking past at most 16 busy ones). At the cap,
+   * or when the process is out of descriptors, a connection that sends nothing gives way to one
+   * that may. True when one was closed.
+   */
+  evictOldest(minWaitMs: number): boolean {
+    const now = this.#now();
+    const fresh = first(this.#fresh);
+    if (fresh && now - fresh.since >= minWaitMs) {
+      this.#close(fresh);
+      return true;
+    }
+    let looks = 0;
+    for (const entry of this.#used) {
+      if (looks++ === EVICT_LOOKS || entry.lookedAt === now) break;
+      const idleSince = this.#look(entry, now);
+      if (idleSince !== null && now - idleSince >= minWaitMs) {
+        this.#close(entry);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /**
+   * Gateway shutdown: waiting connections close now, each busy one after its response. Resolves
+   * when all are closed.
+   */
+  async closeAll(): Promise<void> {
+    const all = [...this.#all];
+    for (const entry of all) this.#close(entry);
+    await Promise.all(all.map((entry) => entry.server?.finished.catch(() => {})));
+  }
+
+  #firstRequest(entry: Entry, info: Deno.ServeHandlerInfo): void {
+    if (!this.#fresh.delete(entry)) return; // being closed
+    entry.lookedAt = this.#now();
+    this.#used.add(entry);
+    if (this.#probeChecked) return;
+    // Once per process, with the public signal: does `requestEnded` see a request end?
+    this.#probeChecked = true;
+    info.completed.then(() => {
+      if (!requestEnded(info)) this.opts.onProbeBroken?.();
+    }, () => {});
+  }
+
+  /**
+   * Since when the connection is known to be idle, or null while a request is in flight. A
+   * request that came and went since the last look ended at some moment before `now`: `now` is
+   * taken, so the keep-alive bound is never cut short, only kept up to one look longer.
+   */
+  #look(entry: Entry, now: number): number | null {
+    if (!requestEnded(entry.latest)) {
+      entry.idleSince = null;
+    } else {
+      if (entry.requests !== entry.seen || entry.idleSince === null) entry.idleSince = now;
+      entry.latest = null; // ended: its request need not stay in memory
+    }
+    entry.seen = entry.requests;
+    entry.lookedAt = now;
+    this.#used.delete(entry);
+    this.#used.add(entry);
+    return entry.idleSince;
+  }
+
+  #close(entry: Entry): void {
+    if (entry.closing) return;
+    entry.closing = true;
+    this.#closing++;
+    this.#fresh.delete(entry);
+    this.#used.delete(entry);
+    // Graceful: closes a waiting connection at once, a busy one after its response.
+    entry.server?.shutdown().catch(() => {});
+  }
+
+  #forget(entry: Entry): void {
+    if (!this.#all.delete(entry)) return;
+    if (entry.closing) this.#closing--;
+    this.#fresh.delete(entry);
+    this.#used.delete(entry);
+  }
+
+  #now(): number {
+    return (this.opts.now ?? performance.now.bind(performance))();
+  }
+}
+
+/**
+ * Whether Deno is done with a request: it closes its side of the request when the response has
+ * been sent (or failed), and from then on `remoteAddr` throws. That is Deno 2.9's behaviour, not a
+ * documented promise, so `ClientConnections` checks it once per process against the public
+ * `completed` signal, and the gateway logs `gateway.keep_alive_bound_off` if it ever breaks.
+ */
+export function requestEnded(info: Deno.ServeHandlerInfo | null): boolean {
+  if (!info) return true;
+  try {
+    void info.remoteAddr;
+    return false;
+  } catch {
+    return true;
+  }
+}
+
+class Entry {
+  server: ConnectionServer | null = null;
+  /** Requests received, and how many there were at the last look. */
+  requests = 0;
+  seen = 0;
+  latest: Deno.ServeHandlerInfo | null = null;
+  lookedAt = 0;
+  idleSince: number | null = null;
+  closing = false;
+  /** When it was accepted. */
+  constructor(public since: number) {}
+}
+
+function first(set: Set<Entry>): Entry | undefined {
+  for (const entry of set) return entry;
+  return undefined;
+}
