@@ -1,4 +1,4 @@
-import { allowList, settingPaths, ungrantable } from "./gateway/setting_paths.ts";
+import { allowList, settingPaths, ungrantable } from "./gateway/start/setting_paths.ts";
 
 /**
  * `deno task start`: runs main.ts with file access limited to data/ and the paths the settings

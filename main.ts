@@ -1,7 +1,7 @@
-import { ConfigFileError, startGateway } from "./gateway/start_gateway.ts";
+import { ConfigFileError, startGateway } from "./gateway/start/start_gateway.ts";
 import { driveDemoTraffic } from "./gateway/demo/demo_traffic.ts";
-import { readSettings } from "./gateway/settings.ts";
-import { SettingPathError } from "./gateway/setting_paths.ts";
+import { readSettings } from "./gateway/start/settings.ts";
+import { SettingPathError } from "./gateway/start/setting_paths.ts";
 
 /** Wires the process: settings from env, the gateway, and signals for a graceful stop. */
 async function main(): Promise<void> {

@@ -11,7 +11,7 @@ import { applyRepair, proposeRepair, type RepairAction } from "../gateway/config
 import type { Config } from "../gateway/config/schema.ts";
 import { type ConfigProblem, validateConfig } from "../gateway/config/validate.ts";
 import type { Logger } from "../gateway/runtime/logger.ts";
-import type { RunState } from "../gateway/accept/proxy.ts";
+import type { RunState } from "../gateway/policy/run_state.ts";
 import type { ConfigSaved, ConfigView, SafeModeView } from "./api_types.ts";
 import { mergePatch } from "./merge_patch.ts";
 

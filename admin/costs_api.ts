@@ -1,9 +1,9 @@
 import { type Context, Hono } from "hono";
 import { COST_GROUPS, costTotals } from "../db/cost_queries.ts";
 import type { Db } from "../db/client.ts";
-import type { RunState } from "../gateway/accept/proxy.ts";
-import { keyUses } from "../gateway/accept/key_limits.ts";
-import type { KeyUsageMeter } from "../gateway/accept/key_usage_meter.ts";
+import type { RunState } from "../gateway/policy/run_state.ts";
+import { keyUses } from "../gateway/policy/key_limits.ts";
+import type { KeyUsageMeter } from "../gateway/policy/key_usage_meter.ts";
 import type { Clock } from "../gateway/runtime/clock.ts";
 import type { CostReport, KeysView } from "./api_types.ts";
 

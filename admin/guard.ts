@@ -1,6 +1,6 @@
 import type { Context, MiddlewareHandler } from "hono";
-import { type AccessDeps, isAdmin } from "../gateway/accept/access.ts";
-import { presentedKey } from "../gateway/accept/auth.ts";
+import { type AccessDeps, isAdmin } from "../gateway/policy/access.ts";
+import { presentedKey } from "../gateway/policy/auth.ts";
 import { isJsonContentType } from "../gateway/accept/json_content_type.ts";
 
 /**

@@ -1,12 +1,12 @@
 import { type Context, Hono } from "hono";
-import { GuardrailsSchema } from "../gateway/accept/guardrails.ts";
+import { GuardrailsSchema } from "../gateway/policy/guardrails.ts";
 import {
   DestinationCreateSchema,
   DestinationSchema,
 } from "../gateway/observability/destination_schema.ts";
 import type { ObservabilityState } from "../gateway/observability/observability_state.ts";
 import { validateDocument } from "../gateway/observability/validate_document.ts";
-import { isRecord } from "../gateway/formats/json.ts";
+import { isRecord } from "../gateway/runtime/json.ts";
 import { readJsonBody } from "../gateway/accept/read_body.ts";
 import { GatewayError } from "../gateway/runtime/gateway_error.ts";
 import type { ConfigProblem } from "../gateway/config/validate.ts";

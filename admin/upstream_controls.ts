@@ -5,7 +5,7 @@
  * validated and stored like any other save.
  */
 import { Hono } from "hono";
-import { isRecord } from "../gateway/formats/json.ts";
+import { isRecord } from "../gateway/runtime/json.ts";
 import type { Cooldowns } from "../gateway/route/cooldown.ts";
 import { type ConfigAdminDeps, editedDocument, saveConfig } from "./config_admin.ts";
 

@@ -16,8 +16,8 @@
  *
  * Prints `{"url": ..., "control": ...}` on stdout once both listen.
  */
-import { readSettings } from "../gateway/settings.ts";
-import { startGateway } from "../gateway/start_gateway.ts";
+import { readSettings } from "../gateway/start/settings.ts";
+import { startGateway } from "../gateway/start/start_gateway.ts";
 import { LoopProbe } from "./loop_probe.ts";
 import { threadCpu } from "./thread_cpu.ts";
 import { SelfProfiler } from "./self_profiler.ts";

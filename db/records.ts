@@ -1,5 +1,5 @@
-/** Who a failure belongs to; the same words travel in `x-pulsegate-error`. */
-export type FailureSource = "upstream" | "timeout" | "aborted" | "client" | "gateway" | "config";
+import type { FailureSource } from "../gateway/runtime/wire_kinds.ts";
+export type { FailureSource };
 
 export type AttemptOutcome =
   | "success"

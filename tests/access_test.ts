@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { isAdmin } from "../gateway/accept/access.ts";
-import { safeEqual } from "../gateway/accept/auth.ts";
-import { readSettings } from "../gateway/settings.ts";
+import { isAdmin } from "../gateway/policy/access.ts";
+import { safeEqual } from "../gateway/policy/auth.ts";
+import { readSettings } from "../gateway/start/settings.ts";
 
 const req = (authorization?: string) =>
   new Request("http://127.0.0.1/metrics", {

@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import type { ConfigInput } from "../gateway/config/schema.ts";
 import { describeSkipped } from "../gateway/route/candidates.ts";
-import { isRecord } from "../gateway/formats/json.ts";
+import { isRecord } from "../gateway/runtime/json.ts";
 import { SseDecoderStream, type SseEvent } from "../gateway/formats/sse_stream.ts";
 import {
   anthropicRequestBody,

@@ -13,7 +13,7 @@ import { GatewayError } from "../gateway/runtime/gateway_error.ts";
 import type { IrEvent, IrRequest, IrResponse } from "../gateway/formats/ir.ts";
 import { parseChatRequest } from "../gateway/formats/openai_chat/request.ts";
 import { clientDisconnected, idleTimeout } from "../gateway/forward/stop_reasons.ts";
-import { upstreamStatusError } from "../gateway/forward/upstream_error.ts";
+import { upstreamStatusError } from "../gateway/formats/upstream_error.ts";
 import {
   type AnthropicScript,
   errorBody,

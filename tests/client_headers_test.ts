@@ -6,7 +6,7 @@ import {
   clientHeaders,
   forwardedHeaderNames,
   NEVER_FORWARDED,
-} from "../gateway/accept/client_headers.ts";
+} from "../gateway/formats/client_headers.ts";
 import { postJson, startTestGateway } from "./harness.ts";
 import { chatStream } from "./fake_upstreams/openai_chat_script.ts";
 import * as anthropicFake from "./fake_upstreams/anthropic_script.ts";

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { renderConfigDoc } from "../gateway/config/config_doc.ts";
+import { renderConfigDoc } from "../tools/config_doc.ts";
 
 const STALE = "docs/config.md is stale: run `deno task docs` and commit the result";
 

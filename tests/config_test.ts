@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { EXAMPLE_CONFIG } from "../gateway/config/config_doc.ts";
+import { EXAMPLE_CONFIG } from "../tools/config_doc.ts";
 import { configJsonSchema, type JsonSchema } from "../gateway/config/json_schema.ts";
 import { applyRepair, proposeRepair } from "../gateway/config/repair.ts";
 import { type ConfigInput, type Upstream, upstreamBaseUrl } from "../gateway/config/schema.ts";

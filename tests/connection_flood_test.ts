@@ -5,7 +5,7 @@ import { chatStreamHeld } from "./fake_upstreams/openai_chat_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
 import { chatRoute, eventually, freePort, postJson } from "./harness.ts";
 import { requestEnded } from "../gateway/start/client_connections.ts";
-import { CONNECTION_DEFAULTS, readSettings } from "../gateway/settings.ts";
+import { CONNECTION_DEFAULTS, readSettings } from "../gateway/start/settings.ts";
 import { narrowPermissions } from "./spawn_gateway.ts";
 
 /**

@@ -6,7 +6,7 @@ import { LiveRequest } from "../gateway/live/live_request.ts";
 import { createClock } from "../gateway/runtime/clock.ts";
 import { GatewayError } from "../gateway/runtime/gateway_error.ts";
 import { Metrics } from "../gateway/runtime/metrics.ts";
-import { budgetPeriod, slidingUse } from "../gateway/accept/usage_windows.ts";
+import { budgetPeriod, slidingUse } from "../gateway/policy/usage_windows.ts";
 
 const PRICE = { input: 3, output: 15, cached_input: 0.3 };
 

@@ -3,7 +3,7 @@ import { postJson } from "./harness.ts";
 import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
 import { untilListening } from "./spawn_gateway.ts";
-import { isLoopback, readSettings } from "../gateway/settings.ts";
+import { isLoopback, readSettings } from "../gateway/start/settings.ts";
 import { openDatabase } from "../db/client.ts";
 import { storeConfig } from "../db/config_store.ts";
 import { migrate } from "../db/migrate.ts";

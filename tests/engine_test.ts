@@ -16,7 +16,7 @@ import { settleContent } from "../gateway/forward/settle.ts";
 import { StreamResume } from "../gateway/forward/stream_resume.ts";
 import { abortedByOperator } from "../gateway/forward/stop_reasons.ts";
 import type { StreamChannel } from "../gateway/forward/client_channel.ts";
-import { upstreamStatusError } from "../gateway/forward/upstream_error.ts";
+import { upstreamStatusError } from "../gateway/formats/upstream_error.ts";
 import { LiveRequest } from "../gateway/live/live_request.ts";
 import { Affinity, affinitySession } from "../gateway/route/affinity.ts";
 import { Cooldowns } from "../gateway/route/cooldown.ts";

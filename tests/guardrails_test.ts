@@ -5,7 +5,7 @@ import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
 import { wholeBody as geminiWhole } from "./fake_upstreams/gemini_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
 import { spawnGateway } from "./spawn_gateway.ts";
-import { GuardrailMatcher } from "../gateway/accept/guardrail_matcher.ts";
+import { GuardrailMatcher } from "../gateway/policy/guardrail_matcher.ts";
 
 const PHRASE = "exfiltrate the vault";
 const RULE = { id: "vault", pattern: "exfiltrate\\s+the\\s+vault", message: "no vault talk" };

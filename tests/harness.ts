@@ -2,8 +2,8 @@ import OpenAI from "openai";
 import type { AttemptRecord, RequestRecord } from "../db/records.ts";
 import { getRequest, listAttempts } from "../db/history_queries.ts";
 import type { ConfigInput } from "../gateway/config/schema.ts";
-import { readSettings } from "../gateway/settings.ts";
-import { type Gateway, startGateway } from "../gateway/start_gateway.ts";
+import { readSettings } from "../gateway/start/settings.ts";
+import { type Gateway, startGateway } from "../gateway/start/start_gateway.ts";
 import { type FakeUpstream, startFakeUpstream } from "./fake_upstreams/server.ts";
 
 /** Scale used by the end-to-end suites: a 30 s idle timeout lasts 300 ms. */

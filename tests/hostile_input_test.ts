@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { type Db, openDatabase } from "../db/client.ts";
-import { KEY_REFUSED_ROWS_PER_MINUTE } from "../gateway/accept/refused_budget.ts";
+import { KEY_REFUSED_ROWS_PER_MINUTE } from "../gateway/policy/refused_budget.ts";
 import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
 import { type FakeUpstream, startFakeUpstream } from "./fake_upstreams/server.ts";
 import { eventually } from "./harness.ts";

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { KeyRefusalBudget } from "../gateway/accept/key_refusal_budget.ts";
+import { KeyRefusalBudget } from "../gateway/policy/key_refusal_budget.ts";
 import { clientDisconnected } from "../gateway/forward/stop_reasons.ts";
 import { LiveRequest } from "../gateway/live/live_request.ts";
 import { createClock } from "../gateway/runtime/clock.ts";

@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import type { InStatement, TransactionMode } from "@libsql/client";
 import type { Db } from "../db/client.ts";
-import { admitUnderKeyLimits } from "../gateway/accept/key_limits.ts";
-import { KeyUsageMeter } from "../gateway/accept/key_usage_meter.ts";
+import { admitUnderKeyLimits } from "../gateway/policy/key_limits.ts";
+import { KeyUsageMeter } from "../gateway/policy/key_usage_meter.ts";
 import type { GatewayKey } from "../gateway/config/schema.ts";
 import type { Logger } from "../gateway/runtime/logger.ts";
 import { createClock } from "../gateway/runtime/clock.ts";

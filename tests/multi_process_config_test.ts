@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { HEARTBEAT_MS } from "../gateway/live/instance_heartbeat.ts";
+import { HEARTBEAT_MS } from "../gateway/start/instance_heartbeat.ts";
 import { postJson } from "./harness.ts";
 import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";

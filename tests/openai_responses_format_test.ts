@@ -10,7 +10,7 @@ import { responsesClient, responsesUpstream } from "../gateway/formats/openai_re
 import { responsesEventIsContent } from "../gateway/formats/openai_responses/pulse.ts";
 import { responsesRequestBody } from "../gateway/formats/openai_responses/request.ts";
 import { abortedByOperator, idleTimeout } from "../gateway/forward/stop_reasons.ts";
-import { upstreamStatusError } from "../gateway/forward/upstream_error.ts";
+import { upstreamStatusError } from "../gateway/formats/upstream_error.ts";
 import {
   errorBody,
   responsesFailedChunks,

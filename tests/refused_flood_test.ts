@@ -4,7 +4,7 @@ import { getRequest } from "../db/history_queries.ts";
 import {
   KEY_REFUSED_ROWS_PER_MINUTE,
   REFUSED_ROWS_PER_MINUTE,
-} from "../gateway/accept/refused_budget.ts";
+} from "../gateway/policy/refused_budget.ts";
 import type { ConfigInput } from "../gateway/config/schema.ts";
 import { chatRoute, postJson, startTestGateway, type TestGateway } from "./harness.ts";
 import { lockDatabase, manualTimers, requestRecord, withTempDb } from "./db_helpers.ts";

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { estimateTokens } from "../gateway/accept/token_estimate.ts";
+import { estimateTokens } from "../gateway/formats/token_estimate.ts";
 import { eventually, postJson, type TestGateway, withGateway } from "./harness.ts";
 import { type FakeUpstream, type Script } from "./fake_upstreams/server.ts";
 import * as anthropicFake from "./fake_upstreams/anthropic_script.ts";

@@ -5,7 +5,7 @@ import {
   anthropicUserSession,
   boundedSession,
   headerSession,
-} from "../gateway/accept/session_ids.ts";
+} from "../gateway/formats/session_ids.ts";
 import { eventually, postJson, startTestGateway, type TestGateway } from "./harness.ts";
 import {
   chatError,

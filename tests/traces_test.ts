@@ -2,11 +2,7 @@ import assert from "node:assert/strict";
 import type { AttemptOutcome, RequestRecord } from "../db/records.ts";
 import type { ConfigInput } from "../gateway/config/schema.ts";
 import { otlpTraces } from "../gateway/observability/otlp_traces.ts";
-import {
-  incomingTrace,
-  newSpanId,
-  parseTraceparent,
-} from "../gateway/observability/trace_context.ts";
+import { incomingTrace, newSpanId, parseTraceparent } from "../gateway/live/trace_context.ts";
 import { eventually, postJson, startTestGateway, type TestGateway } from "./harness.ts";
 import { chatError, chatStream, chatWhole } from "./fake_upstreams/openai_chat_script.ts";
 import * as anthropicFake from "./fake_upstreams/anthropic_script.ts";

@@ -12,7 +12,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import { ApiError, GoogleGenAI } from "@google/genai";
 import type { ConfigInput } from "../gateway/config/schema.ts";
 import type { UpstreamKind } from "../gateway/formats/format.ts";
-import { isRecord, parseJson } from "../gateway/formats/json.ts";
+import { isRecord, parseJson } from "../gateway/runtime/json.ts";
 import { SseDecoderStream } from "../gateway/formats/sse_stream.ts";
 import { postJson, startTestGateway, TEST_SCALE, type TestGateway } from "./harness.ts";
 import {

@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import type { ConfigInput } from "../gateway/config/schema.ts";
-import { estimateTokens } from "../gateway/accept/token_estimate.ts";
+import { estimateTokens } from "../gateway/formats/token_estimate.ts";
 import { eventually, postJson, type TestGateway, withGateway } from "./harness.ts";
 import * as anthropic from "./fake_upstreams/anthropic_script.ts";
 import * as gemini from "./fake_upstreams/gemini_script.ts";

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { type How, type Place, verdictFor, VERDICTS } from "../gateway/forward/verdict.ts";
 import { retryWait } from "../gateway/forward/verdict.ts";
 import { statusEnding, thrownEnding } from "../gateway/forward/hop_ending.ts";
-import { upstreamStatusError } from "../gateway/forward/upstream_error.ts";
+import { upstreamStatusError } from "../gateway/formats/upstream_error.ts";
 import {
   abortedByOperator,
   clientDisconnected,

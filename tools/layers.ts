@@ -46,6 +46,7 @@ export async function layerViolations(root: URL): Promise<string[]> {
   const found: string[] = [];
   for await (const path of sources(root, "")) {
     const from = layerOf(path);
+    if (from < 0 && /^(gateway|admin|db)\//.test(path)) found.push(`${path} is in no layer`);
     if (from < 0) continue;
     const text = await Deno.readTextFile(new URL(path, root));
     for (const match of text.matchAll(IMPORT)) {

@@ -1,7 +1,7 @@
-import { findKey, presentedKey } from "./auth.ts";
+import { findKey, presentedKey } from "../policy/auth.ts";
 import type { Config, Route } from "../config/schema.ts";
 import { clientError, GatewayError } from "../runtime/gateway_error.ts";
-import type { RunState } from "./proxy.ts";
+import type { RunState } from "../policy/run_state.ts";
 
 /**
  * The checks every routed call passes before its body means anything: the

@@ -1,6 +1,6 @@
 import { clientError } from "../runtime/gateway_error.ts";
 import { boundedMemo } from "../runtime/memo.ts";
-import { plainErrorResponse } from "./not_found.ts";
+import { plainErrorResponse } from "./caller_errors.ts";
 
 /**
  * Deno.serve builds `request.url` by joining the scheme, the Host header exactly as sent, and the

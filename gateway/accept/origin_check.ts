@@ -1,7 +1,7 @@
 import type { MiddlewareHandler } from "hono";
 import { clientError, type GatewayError } from "../runtime/gateway_error.ts";
-import { errorFor } from "./not_found.ts";
-import type { RunState } from "./proxy.ts";
+import { errorFor } from "./caller_errors.ts";
+import type { RunState } from "../policy/run_state.ts";
 import { boundedMemo } from "../runtime/memo.ts";
 
 /**

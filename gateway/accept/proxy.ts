@@ -1,6 +1,7 @@
+import type { RunState } from "../policy/run_state.ts";
 import type { AbortRegistry } from "../live/abort_registry.ts";
 import { authorize, configInForce, routeFor } from "./admission.ts";
-import { clientHeaders } from "./client_headers.ts";
+import { clientHeaders } from "../formats/client_headers.ts";
 import { errorResponse } from "../forward/client_channel.ts";
 import type { Config } from "../config/schema.ts";
 import type { ClientCodec, ClientRequestContext } from "../formats/format.ts";
@@ -8,41 +9,23 @@ import { clientError, GatewayError } from "../runtime/gateway_error.ts";
 import type { ForwardDeps } from "../forward/hop.ts";
 import type { IrRequest } from "../formats/ir.ts";
 import { type HistorySink, LiveRequest } from "../live/live_request.ts";
-import { checkGuardrails, type Guardrails } from "./guardrails.ts";
-import type { GuardrailMatcher } from "./guardrail_matcher.ts";
+import { checkGuardrails } from "../policy/guardrails.ts";
 import { requireJsonContentType } from "./json_content_type.ts";
 import { readJsonBody } from "./read_body.ts";
-import type { KeyRefusalBudget } from "./key_refusal_budget.ts";
-import type { RefusedBudget } from "./refused_budget.ts";
-import { boundedSession, headerSession } from "./session_ids.ts";
-import { isRecord } from "../formats/json.ts";
+import type { KeyRefusalBudget } from "../policy/key_refusal_budget.ts";
+import type { RefusedBudget } from "../policy/refused_budget.ts";
+import { boundedSession, headerSession } from "../formats/session_ids.ts";
+import { isRecord } from "../runtime/json.ts";
 import { clientDisconnected } from "../forward/stop_reasons.ts";
 import { forwardStream } from "../forward/stream_forward.ts";
 import { forwardWhole } from "../forward/whole_forward.ts";
-import { incomingTrace } from "../observability/trace_context.ts";
-import { admitKey, meteredBilling } from "./key_limits.ts";
-import type { KeyUsageMeter } from "./key_usage_meter.ts";
-import { KeyInFlight } from "./key_in_flight.ts";
+import { incomingTrace } from "../live/trace_context.ts";
+import { admitKey, meteredBilling } from "../policy/key_limits.ts";
+import type { KeyUsageMeter } from "../policy/key_usage_meter.ts";
+import { KeyInFlight } from "../policy/key_in_flight.ts";
 import { onePer } from "../runtime/memo.ts";
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-
-/** The state that changes while the process runs: the config in force, or why there is none. */
-export interface RunState {
-  config: Config | null;
-  /** Why the stored config is refused (safe mode), shown to clients as `config.invalid`. */
-  safeModeReason: string | null;
-  /** Version of the stored config in force (docs/scaling.md); null for the demo or none stored. */
-  configVersion: number | null;
-  /** Proxy open without keys is only allowed on loopback (docs/design.md "Client API"). */
-  loopback: boolean;
-  shuttingDown: boolean;
-  /** Guardrails in force (docs/observability.md), and the worker their rules run on. */
-  guardrails: () => Guardrails;
-  guardrailMatcher: GuardrailMatcher;
-  /** Whether a traces destination is on (docs/observability.md "Traces"). */
-  tracing?: () => boolean;
-}
 
 export interface ProxyDeps extends Omit<ForwardDeps, "config"> {
   state: RunState;

@@ -4,7 +4,7 @@
  * schema does not know, or put an out-of-range number back to its documented default. Anything
  * that could change who may call what (keys, routes, URLs, flags) is left to the operator.
  */
-import { isRecord } from "../formats/json.ts";
+import { isRecord } from "../runtime/json.ts";
 import { schemaNodesAt } from "./json_schema.ts";
 import { type ConfigProblem, validateConfig } from "./validate.ts";
 

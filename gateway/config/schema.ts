@@ -8,14 +8,8 @@ import { keyLimitFields, pricesField } from "./limits_schema.ts";
 import { allowedEnvName, refusedEnvMessage } from "./env_names.ts";
 import { MAX_URL_CHARS, withoutTrailingSlashes } from "./trailing_slashes.ts";
 
-export const UPSTREAM_KINDS = [
-  "openai-chat",
-  "openai-responses",
-  "anthropic",
-  "gemini",
-  "bedrock",
-] as const;
-export type UpstreamKind = (typeof UPSTREAM_KINDS)[number];
+import { UPSTREAM_KINDS, type UpstreamKind } from "../runtime/wire_kinds.ts";
+export { UPSTREAM_KINDS, type UpstreamKind };
 
 /** Public endpoints per kind, following each provider SDK's idea of a base URL. */
 export const DEFAULT_BASE_URLS = {

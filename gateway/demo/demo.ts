@@ -1,10 +1,10 @@
 import type { ConfigInput } from "../config/schema.ts";
 import type { Clock } from "../runtime/clock.ts";
 import { formatSse } from "../formats/sse_stream.ts";
-import { isRecord } from "../formats/json.ts";
+import { isRecord } from "../runtime/json.ts";
 import { readJsonBody } from "../accept/read_body.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
-import { isLoopback } from "../settings.ts";
+import { isLoopback } from "../runtime/loopback.ts";
 
 /**
  * The built-in demo profile (docs/design.md "Settings"): three SIMULATED Chat Completions

@@ -1,11 +1,11 @@
 import type { FrameDecoder } from "./frame_decoder.ts";
-import type { ClientHeaders, UpstreamPost } from "../accept/client_headers.ts";
+import type { ClientHeaders, UpstreamPost } from "./client_headers.ts";
 import type { Config, Upstream } from "../config/schema.ts";
 import type { GatewayError } from "../runtime/gateway_error.ts";
 import type { IrClientTools, IrEvent, IrRequest, IrResponse, IrUsage } from "./ir.ts";
 
-export type ClientFormat = "openai-chat" | "openai-responses" | "anthropic" | "gemini";
-export type UpstreamKind = Upstream["kind"];
+import type { ClientFormat, UpstreamKind } from "../runtime/wire_kinds.ts";
+export type { ClientFormat, UpstreamKind };
 
 /** One unit of an upstream stream, as the failover engine sees it. */
 export interface UpstreamFrame {

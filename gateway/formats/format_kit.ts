@@ -4,8 +4,8 @@
  * keep-alive comments, and the decoder of an upstream's HTTP error answer. Each folder keeps only
  * what is its own: the path, the auth header, the body builders.
  */
-import { type UpstreamPost, upstreamPostInit } from "../accept/client_headers.ts";
-import { upstreamStatusError } from "../forward/upstream_error.ts";
+import { type UpstreamPost, upstreamPostInit } from "./client_headers.ts";
+import { upstreamStatusError } from "./upstream_error.ts";
 import type { ClientStreamShape, UpstreamAdapter, UpstreamCall, UpstreamKind } from "./format.ts";
 import { KEEP_ALIVE_BLOCK } from "./sse_stream.ts";
 import { upstreamKey } from "./upstream_key.ts";
@@ -43,7 +43,7 @@ export function sseShape(
   };
 }
 
-/** An upstream's HTTP error answer read in its kind's vocabulary (gateway/forward/upstream_error.ts). */
+/** An upstream's HTTP error answer read in its kind's vocabulary (gateway/formats/upstream_error.ts). */
 export function statusErrors(kind: UpstreamKind): UpstreamAdapter["decodeError"] {
   return (status, body, opts) =>
     upstreamStatusError(status, { body, kind, headers: opts?.headers });

@@ -1,6 +1,6 @@
 import { clientError, GatewayError } from "../runtime/gateway_error.ts";
 import type { IrPart, IrRequest } from "./ir.ts";
-import { isRecord } from "./json.ts";
+import { isRecord } from "../runtime/json.ts";
 import { echoed } from "./bounded_names.ts";
 import { nextTurn, OWN_TURN_BYTES } from "../runtime/loop_turn.ts";
 

@@ -1,7 +1,7 @@
 import type { UpstreamFrame } from "./format.ts";
-import { isRecord, parseJson } from "./json.ts";
+import { isRecord, parseJson } from "../runtime/json.ts";
 import { type SseEvent, SseParser } from "./sse_stream.ts";
-import { badResponse } from "../forward/upstream_error.ts";
+import { badResponse } from "./upstream_error.ts";
 import { oversized, UPSTREAM_CAPS } from "./upstream_caps.ts";
 import type { FrameDecoder } from "./frame_decoder.ts";
 

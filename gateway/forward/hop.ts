@@ -1,32 +1,24 @@
-import { type ClientHeaders, clientHeadersFor } from "../accept/client_headers.ts";
-import type { Config, Route, RouteCandidate, Upstream } from "../config/schema.ts";
+import { type ClientHeaders, clientHeadersFor } from "../formats/client_headers.ts";
+import type { Upstream } from "../config/schema.ts";
 import type { Clock } from "../runtime/clock.ts";
-import type { Cooldowns } from "../route/cooldown.ts";
-import type {
-  ClientCodec,
-  ClientRequestContext,
-  UpstreamAdapter,
-  UpstreamKind,
-} from "../formats/format.ts";
+import type { ClientRequestContext, UpstreamAdapter } from "../formats/format.ts";
 import type { GatewayError } from "../runtime/gateway_error.ts";
 import { IdleTimer } from "./idle_timer.ts";
 import { type ChunkReader, reusingReader } from "./body_reader.ts";
 import { startFirstContentTimer } from "./first_content_timer.ts";
-import type { IrRequest } from "../formats/ir.ts";
 import type { Attempt, LiveRequest } from "../live/live_request.ts";
 import type { Logger } from "../runtime/logger.ts";
 import type { Metrics } from "../runtime/metrics.ts";
-import type { Slots } from "../route/slots.ts";
 import { idleTimeout } from "./stop_reasons.ts";
-import { retryAfterSecs } from "./upstream_error.ts";
-import type { Affinity } from "../route/affinity.ts";
+import { retryAfterSecs } from "../formats/upstream_error.ts";
+import type { Candidate, RouteDeps, RoutedRequest } from "../route/route_request.ts";
 import { type FirstContentGate, OPEN_GATE } from "./first_content_gate.ts";
 import { type HopEnding, statusEnding, thrownEnding } from "./hop_ending.ts";
 import { readCapped, UPSTREAM_CAPS } from "../formats/upstream_caps.ts";
 import { UsageLedger } from "./usage_ledger.ts";
-import { passesBodyThrough } from "./passthrough.ts";
+import { passesBodyThrough } from "../route/passthrough.ts";
 import { CancelTimer } from "./cancel_timer.ts";
-import { traceUpstream } from "../observability/upstream_trace.ts";
+import { traceUpstream } from "./upstream_trace.ts";
 
 /**
  * The reason a finished hop's connection is dropped. Shared and plain: the
@@ -35,13 +27,8 @@ import { traceUpstream } from "../observability/upstream_trace.ts";
 const HOP_DONE = Object.freeze({ reason: "hop finished" });
 
 /** Everything the request path shares across requests. */
-export interface ForwardDeps {
+export interface ForwardDeps extends RouteDeps {
   clock: Clock;
-  config: Config;
-  adapters: Record<UpstreamKind, UpstreamAdapter>;
-  cooldowns: Cooldowns;
-  slots: Slots;
-  affinity: Affinity;
   metrics: Metrics;
   log: Logger;
   env: (name: string) => string | undefined;
@@ -49,28 +36,16 @@ export interface ForwardDeps {
 }
 
 /** One request on its way through the candidates. */
-export interface ForwardRequest {
+export interface ForwardRequest extends RoutedRequest {
   live: LiveRequest;
-  ir: IrRequest;
   /** The client's parsed body, sent on unchanged (but for the model) to a same-format upstream. */
   body: Record<string, unknown>;
-  codec: ClientCodec;
   ctx: ClientRequestContext;
-  route: Route;
   /** The client's provider headers and query flags, for a same-format upstream. */
   clientHeaders?: ClientHeaders;
-  /**
-   * A mid-stream resume's request (docs/liveness.md): where its hops pick the
-   * answer up, in characters the client already has. The prefill is in the
-   * IR, so it is always translated.
-   */
-  resumeAt?: number;
 }
 
-export interface Candidate {
-  upstream: Upstream;
-  candidate: RouteCandidate;
-}
+export type { Candidate } from "../route/route_request.ts";
 
 /** An upstream body read through a hop (see `Hop.reader`). */
 export interface HopReader<T> {

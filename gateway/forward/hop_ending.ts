@@ -1,6 +1,6 @@
 import { type GatewayCode, GatewayError } from "../runtime/gateway_error.ts";
 import { stopReason } from "./stop_reasons.ts";
-import { isRetryableStatus } from "./upstream_error.ts";
+import { isRetryableStatus } from "../formats/upstream_error.ts";
 import type { How } from "./verdict.ts";
 
 /** How a hop ended (verdict.ts decides what follows); every ending but an answer has its error. */

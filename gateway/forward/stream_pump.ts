@@ -7,7 +7,7 @@ import type { Hop } from "./hop.ts";
 import { ANSWERED, type HopEnding } from "./hop_ending.ts";
 import { settleContent } from "./settle.ts";
 import type { StreamResume } from "./stream_resume.ts";
-import { streamPassesThrough } from "./passthrough.ts";
+import { streamPassesThrough } from "../route/passthrough.ts";
 import { hidesUsage, isUsageOnlyChunk, withoutUsage } from "./usage_chunk.ts";
 
 /** docs/design.md "Failover before content": the most a held opening may buffer. */

@@ -1,6 +1,6 @@
 import type { UpstreamFrame } from "../formats/format.ts";
 import type { IrEvent } from "../formats/ir.ts";
-import { isRecord, parseJson } from "../formats/json.ts";
+import { isRecord, parseJson } from "../runtime/json.ts";
 import { chatAskedUsage } from "../formats/openai_chat/usage_options.ts";
 import type { ForwardRequest } from "./hop.ts";
 

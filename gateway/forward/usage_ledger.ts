@@ -1,7 +1,7 @@
 import type { UpstreamFrame } from "../formats/format.ts";
 import type { IrRequest, IrResponse, IrUsage } from "../formats/ir.ts";
 import type { Attempt } from "../live/live_request.ts";
-import { estimateInputTokens, estimateTokens, partsChars } from "../accept/token_estimate.ts";
+import { estimateInputTokens, estimateTokens, partsChars } from "../formats/token_estimate.ts";
 
 /**
  * What one hop billed, as far as the gateway can tell (docs/observability.md "Token usage").

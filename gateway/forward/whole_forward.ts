@@ -3,7 +3,7 @@ import { runCandidates } from "./failover.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
 import type { ForwardDeps, ForwardRequest, Hop } from "./hop.ts";
 import { ANSWERED, type HopEnding } from "./hop_ending.ts";
-import { wholePassesThrough } from "./passthrough.ts";
+import { wholePassesThrough } from "../route/passthrough.ts";
 import { settleContent } from "./settle.ts";
 import { deadlineExceeded } from "./stop_reasons.ts";
 import { oversized, UPSTREAM_CAPS } from "../formats/upstream_caps.ts";

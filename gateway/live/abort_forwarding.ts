@@ -1,9 +1,9 @@
 import type { Db } from "../../db/client.ts";
 import { livePeers, type Peer } from "../../db/instances.ts";
 import type { Clock } from "../runtime/clock.ts";
-import { staleAfterMs } from "./instance_heartbeat.ts";
+import { staleAfterMs } from "./heartbeat_timing.ts";
 import type { Logger } from "../runtime/logger.ts";
-import { isRecord } from "../formats/json.ts";
+import { isRecord } from "../runtime/json.ts";
 import type { AbortScope } from "./abort_scope.ts";
 import { signPeerCall } from "./peer_signature.ts";
 

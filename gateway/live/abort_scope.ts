@@ -1,4 +1,4 @@
-import { isRecord } from "../formats/json.ts";
+import { isRecord } from "../runtime/json.ts";
 import type { LiveRequest } from "./live_request.ts";
 
 /**

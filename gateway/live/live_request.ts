@@ -4,7 +4,7 @@ import type {
   RequestRecord,
   RequestTrace,
 } from "../../db/records.ts";
-import { newSpanId } from "../observability/trace_context.ts";
+import { newSpanId } from "./trace_context.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { GatewayError } from "../runtime/gateway_error.ts";
 import type { IrUsage } from "../formats/ir.ts";

@@ -1,4 +1,4 @@
-import { isRecord, parseJson } from "../formats/json.ts";
+import { isRecord, parseJson } from "../runtime/json.ts";
 import { type AbortScope, scopeFromJson } from "./abort_scope.ts";
 import {
   PEER_BODY_MAX_BYTES,

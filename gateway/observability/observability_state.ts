@@ -7,7 +7,7 @@ import {
   upsertDestination,
 } from "../../db/observability_store.ts";
 import type { Clock } from "../runtime/clock.ts";
-import { type Guardrails, GUARDRAILS_OFF, GuardrailsSchema } from "../accept/guardrails.ts";
+import { type Guardrails, GUARDRAILS_OFF, GuardrailsSchema } from "../policy/guardrails.ts";
 import type { Logger } from "../runtime/logger.ts";
 import { type Destination, DestinationSchema } from "./destination_schema.ts";
 import type { Exporter } from "./exporter.ts";

@@ -1,6 +1,6 @@
 import { unsupportedBuiltins } from "../formats/builtin_tools.ts";
-import type { Candidate, ForwardDeps, ForwardRequest } from "../forward/hop.ts";
-import { passesBodyThrough } from "../forward/passthrough.ts";
+import type { Candidate, RouteDeps, RoutedRequest } from "./route_request.ts";
+import { passesBodyThrough } from "./passthrough.ts";
 import type { Config, Route, Upstream } from "../config/schema.ts";
 import type { UpstreamKind } from "../formats/format.ts";
 import { onePer } from "../runtime/memo.ts";
@@ -14,10 +14,10 @@ import { onePer } from "../runtime/memo.ts";
  * those (`drop_unsupported_tools`).
  */
 export function inexpressible(
-  req: Pick<ForwardRequest, "codec" | "ir" | "resumeAt"> & {
+  req: Pick<RoutedRequest, "codec" | "ir" | "resumeAt"> & {
     route?: Pick<Route, "drop_unsupported_tools">;
   },
-  opts: { kind: UpstreamKind; deps: Pick<ForwardDeps, "adapters"> },
+  opts: { kind: UpstreamKind; deps: Pick<RouteDeps, "adapters"> },
 ): string[] {
   if (passesBodyThrough(req, opts.kind)) return [];
   const native = (req.ir.nativeOnly ?? []).map((f) => `${f.what} (${f.param})`);
@@ -46,7 +46,7 @@ export function describeSkipped(skipped: ReadonlyMap<string, readonly string[]>)
  */
 export function planCandidates(
   route: Route,
-  opts: { deps: ForwardDeps; sessionId: string | null; accept?: (c: Candidate) => boolean },
+  opts: { deps: RouteDeps; sessionId: string | null; accept?: (c: Candidate) => boolean },
 ): Candidate[] {
   const { deps } = opts;
   const byId = upstreamsById(deps.config);
@@ -80,7 +80,7 @@ const upstreamsById = onePer((config: Config) =>
  * upstreams; among those the one with fewer live requests goes first.
  * Order between different models is the operator's and is kept.
  */
-function preferLeastLoaded(list: Candidate[], deps: ForwardDeps): Candidate[] {
+function preferLeastLoaded(list: Candidate[], deps: RouteDeps): Candidate[] {
   const out = [...list];
   for (let i = 1; i < out.length; i++) {
     for (let j = i; j > 0; j--) {

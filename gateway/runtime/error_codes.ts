@@ -1,4 +1,4 @@
-import type { FailureSource } from "../../db/records.ts";
+import type { FailureSource } from "./wire_kinds.ts";
 
 /**
  * Every code the gateway emits, with whose fault it is by default and the

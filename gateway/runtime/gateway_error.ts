@@ -1,5 +1,5 @@
-import type { FailureSource } from "../../db/records.ts";
-import type { UpstreamKind } from "../formats/format.ts";
+import type { FailureSource } from "./wire_kinds.ts";
+import type { UpstreamKind } from "./wire_kinds.ts";
 import { ERROR_CODES, type GatewayCode } from "./error_codes.ts";
 
 export type { FailureSource, GatewayCode };

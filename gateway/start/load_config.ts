@@ -3,8 +3,8 @@ import { loadStoredConfig, storeConfig } from "../../db/config_store.ts";
 import type { Config } from "../config/schema.ts";
 import { formatProblems, validateConfig } from "../config/validate.ts";
 import type { Logger } from "../runtime/logger.ts";
-import { isPathError, SettingPathError } from "../setting_paths.ts";
-import type { Settings } from "../settings.ts";
+import { isPathError, SettingPathError } from "./setting_paths.ts";
+import type { Settings } from "./settings.ts";
 
 /** A config file that cannot be read as JSON or fails validation: the start is refused. */
 export class ConfigFileError extends Error {}

@@ -1,6 +1,6 @@
 import type { Db } from "../../db/client.ts";
 import { loadCooldowns, saveCooldown } from "../../db/cooldown_store.ts";
-import type { RunState } from "../accept/proxy.ts";
+import type { RunState } from "../policy/run_state.ts";
 import { Cooldowns } from "../route/cooldown.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";

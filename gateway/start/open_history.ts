@@ -3,11 +3,11 @@ import { type BatchExecutor, inProcessExecutor, workerExecutor } from "../../db/
 import { HistoryWriter } from "../../db/history_writer.ts";
 import { registerInstance } from "../../db/instances.ts";
 import { migrate } from "../../db/migrate.ts";
-import { closeRowsOfDeadInstances } from "../live/instance_heartbeat.ts";
+import { closeRowsOfDeadInstances } from "./instance_heartbeat.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
-import { isPathError, SettingPathError } from "../setting_paths.ts";
-import type { Settings } from "../settings.ts";
+import { isPathError, SettingPathError } from "./setting_paths.ts";
+import type { Settings } from "./settings.ts";
 import type { Closers } from "./closers.ts";
 import { DatabaseReadiness } from "./database_readiness.ts";
 import { unavailableDatabase } from "../../db/unavailable_client.ts";

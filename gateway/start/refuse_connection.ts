@@ -1,4 +1,4 @@
-import { errorFor } from "../accept/not_found.ts";
+import { errorFor } from "../accept/caller_errors.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
 import { concatBytes } from "../runtime/join_bytes.ts";
 

@@ -1,5 +1,5 @@
 import type { Logger } from "../runtime/logger.ts";
-import type { ConnectionLimits } from "../settings.ts";
+import type { ConnectionLimits } from "./settings.ts";
 import { acceptLoop } from "./accept_loop.ts";
 import { BurstLog } from "./burst_log.ts";
 import { ClientConnections } from "./client_connections.ts";

@@ -1,12 +1,12 @@
 import type { AdminDeps } from "../../admin/routes.ts";
-import type { KeyUsageMeter } from "../accept/key_usage_meter.ts";
-import { KeyRefusalBudget } from "../accept/key_refusal_budget.ts";
-import { RefusedBudget } from "../accept/refused_budget.ts";
+import type { KeyUsageMeter } from "../policy/key_usage_meter.ts";
+import { KeyRefusalBudget } from "../policy/key_refusal_budget.ts";
+import { RefusedBudget } from "../policy/refused_budget.ts";
 import { requestExists } from "../../db/history_queries.ts";
-import type { RunState } from "../accept/proxy.ts";
+import type { RunState } from "../policy/run_state.ts";
 import { serveDemoUpstream } from "../demo/demo.ts";
 import { UPSTREAM_ADAPTERS } from "../formats/formats.ts";
-import type { ControlDeps } from "../live/control.ts";
+import type { ControlDeps } from "../endpoints/control.ts";
 import { AbortRegistry } from "../live/abort_registry.ts";
 import type { Exporter } from "../observability/exporter.ts";
 import { exportingSink } from "../observability/export_sink.ts";
@@ -16,8 +16,8 @@ import { Slots } from "../route/slots.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
 import type { Metrics } from "../runtime/metrics.ts";
-import type { ServerDeps } from "../server.ts";
-import type { Settings } from "../settings.ts";
+import type { ServerDeps } from "./server.ts";
+import type { Settings } from "./settings.ts";
 import { historyAtRisk, historyProblem } from "./history_health.ts";
 import type { History } from "./open_history.ts";
 

@@ -3,7 +3,7 @@
  * that delivers "Hello, wor" and then breaks, a continuation "ld!", and how
  * to read the trailing assistant text back out of what the fake was sent.
  */
-import { isRecord } from "../../gateway/formats/json.ts";
+import { isRecord } from "../../gateway/runtime/json.ts";
 import * as anthropic from "./anthropic_script.ts";
 import { bedrockException, bedrockStreamChunks } from "./bedrock_script.ts";
 import * as gemini from "./gemini_script.ts";

@@ -1,7 +1,7 @@
 import { anthropicType, translatedWords } from "../error_vocab.ts";
 import type { GatewayError } from "../../runtime/gateway_error.ts";
-import { isRecord, parseJson } from "../json.ts";
-import { upstreamStatusError } from "../../forward/upstream_error.ts";
+import { isRecord, parseJson } from "../../runtime/json.ts";
+import { upstreamStatusError } from "../upstream_error.ts";
 
 /**
  * The Anthropic error body. The gateway code rides in `error.details.error_code`,

@@ -2,7 +2,7 @@ import { ownTurn, passthroughText, translatedText } from "../request_text.ts";
 import { guardRequestJson } from "../json_guard.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
 import { jsonPost, sseShape, statusErrors } from "../format_kit.ts";
-import { postRequest } from "../../accept/client_headers.ts";
+import { postRequest } from "../client_headers.ts";
 import { upstreamBaseUrl } from "../../config/schema.ts";
 import { anthropicError } from "./errors.ts";
 import { anthropicRequestBody, parseAnthropicRequest, unsupportedFor } from "./request.ts";

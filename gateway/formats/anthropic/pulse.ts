@@ -1,4 +1,4 @@
-import { isRecord } from "../json.ts";
+import { isRecord } from "../../runtime/json.ts";
 
 /**
  * docs/design.md "Pulse" for Anthropic Messages: `message_start` (an empty message shell the

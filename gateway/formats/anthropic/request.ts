@@ -21,9 +21,9 @@ import {
   requireArray,
   requireRecord,
   requireString,
-} from "../../accept/request_fields.ts";
-import { anthropicUserSession } from "../../accept/session_ids.ts";
-import { isRecord } from "../json.ts";
+} from "../request_fields.ts";
+import { anthropicUserSession } from "../session_ids.ts";
+import { isRecord } from "../../runtime/json.ts";
 import { type ConversationTurn, foldSystemTurns } from "../system_turns.ts";
 
 /**

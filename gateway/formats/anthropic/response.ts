@@ -1,6 +1,6 @@
-import { badResponse } from "../../forward/upstream_error.ts";
+import { badResponse } from "../upstream_error.ts";
 import type { IrFinishReason, IrPart, IrResponse, IrUsage } from "../ir.ts";
-import { isRecord, parseJson } from "../json.ts";
+import { isRecord, parseJson } from "../../runtime/json.ts";
 
 const finishFromAnthropic: Record<string, IrFinishReason> = {
   end_turn: "stop",

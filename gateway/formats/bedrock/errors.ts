@@ -1,6 +1,6 @@
 import { GatewayError } from "../../runtime/gateway_error.ts";
-import { isRecord, parseJson } from "../json.ts";
-import { upstreamStatusError } from "../../forward/upstream_error.ts";
+import { isRecord, parseJson } from "../../runtime/json.ts";
+import { upstreamStatusError } from "../upstream_error.ts";
 
 /** HTTP status of each Bedrock runtime exception, for the ones that arrive inside a stream. */
 const statusByException: Record<string, number> = {

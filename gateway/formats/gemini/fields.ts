@@ -1,4 +1,4 @@
-import { isRecord } from "../json.ts";
+import { isRecord } from "../../runtime/json.ts";
 
 /**
  * Google's JSON mapping accepts every field both as lowerCamel (the SDKs) and

@@ -1,4 +1,4 @@
-import { isRecord } from "../json.ts";
+import { isRecord } from "../../runtime/json.ts";
 import { field, hasSubstance } from "./fields.ts";
 
 /** Top-level fields of a GenerateContentResponse that say nothing on their own. */

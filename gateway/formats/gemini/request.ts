@@ -21,8 +21,8 @@ import {
   requireArray,
   requireRecord,
   requireString,
-} from "../../accept/request_fields.ts";
-import { isRecord } from "../json.ts";
+} from "../request_fields.ts";
+import { isRecord } from "../../runtime/json.ts";
 import { camelCase, field, hasSubstance } from "./fields.ts";
 import { geminiSchemaToJson, lowerCaseSchemaTypes } from "./schema.ts";
 import { type ConversationTurn, foldSystemTurns } from "../system_turns.ts";

@@ -1,4 +1,4 @@
-import { isRecord } from "../json.ts";
+import { isRecord } from "../../runtime/json.ts";
 import { camelCase } from "./fields.ts";
 
 /** Gemini Schema keys that JSON Schema does not know and other providers may reject. */

@@ -1,11 +1,11 @@
 import type { ClientStreamEncoder, StreamMeta, UpstreamFrame } from "../format.ts";
 import type { GatewayError } from "../../runtime/gateway_error.ts";
 import { type IrEvent, type IrFinishReason, type IrUsage, mergeUsage } from "../ir.ts";
-import { isRecord } from "../json.ts";
+import { isRecord } from "../../runtime/json.ts";
 import { sseFrameDecoder, type SseReading } from "../sse_frames.ts";
 import { type FrameDecoder, frameStream } from "../frame_decoder.ts";
 import { formatSse } from "../sse_stream.ts";
-import { upstreamStatusError } from "../../forward/upstream_error.ts";
+import { upstreamStatusError } from "../upstream_error.ts";
 import { geminiError } from "./errors.ts";
 import { field, numberOf, stringOf } from "./fields.ts";
 import { finishReasonOf, geminiChunkIsContent } from "./pulse.ts";

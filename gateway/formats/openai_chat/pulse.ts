@@ -1,4 +1,4 @@
-import { isRecord } from "../json.ts";
+import { isRecord } from "../../runtime/json.ts";
 
 /**
  * docs/design.md "Pulse" for Chat Completions: a chunk is content when it carries anything a

@@ -19,8 +19,8 @@ import {
   requireArray,
   requireRecord,
   requireString,
-} from "../../accept/request_fields.ts";
-import { isRecord } from "../json.ts";
+} from "../request_fields.ts";
+import { isRecord } from "../../runtime/json.ts";
 import { systemText } from "../system_turns.ts";
 import { boundedMemo } from "../../runtime/memo.ts";
 

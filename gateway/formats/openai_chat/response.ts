@@ -1,6 +1,6 @@
-import { badResponse } from "../../forward/upstream_error.ts";
+import { badResponse } from "../upstream_error.ts";
 import type { IrFinishReason, IrPart, IrResponse, IrUsage } from "../ir.ts";
-import { isRecord } from "../json.ts";
+import { isRecord } from "../../runtime/json.ts";
 
 const finishFromChat: Record<string, IrFinishReason> = {
   stop: "stop",

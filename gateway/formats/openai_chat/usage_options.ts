@@ -1,4 +1,4 @@
-import { isRecord } from "../json.ts";
+import { isRecord } from "../../runtime/json.ts";
 
 /** Whether a Chat body asks for the usage chunk (`stream_options.include_usage`). */
 export function chatAskedUsage(body: Record<string, unknown>): boolean {

@@ -6,13 +6,8 @@ import type {
   IrPart,
   IrTool,
 } from "../ir.ts";
-import {
-  optionalString,
-  requireArray,
-  requireRecord,
-  requireString,
-} from "../../accept/request_fields.ts";
-import { isRecord, parseJson } from "../json.ts";
+import { optionalString, requireArray, requireRecord, requireString } from "../request_fields.ts";
+import { isRecord, parseJson } from "../../runtime/json.ts";
 
 /**
  * Responses tools that other formats have no form for, flattened into plain

@@ -1,7 +1,7 @@
 import { openAiWords } from "../error_vocab.ts";
 import { GatewayError } from "../../runtime/gateway_error.ts";
-import { isRecord } from "../json.ts";
-import { upstreamStatusError } from "../../forward/upstream_error.ts";
+import { isRecord } from "../../runtime/json.ts";
+import { upstreamStatusError } from "../upstream_error.ts";
 
 /**
  * `response.error` of a `response.failed` event sent to a client. Its `code`

@@ -18,7 +18,7 @@ import {
   requireArray,
   requireRecord,
   requireString,
-} from "../../accept/request_fields.ts";
+} from "../request_fields.ts";
 import { systemText } from "../system_turns.ts";
 import {
   loadedToolsText,

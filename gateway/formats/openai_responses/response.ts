@@ -1,7 +1,7 @@
 import type { IrClientTools, IrFinishReason, IrPart, IrResponse, IrUsage } from "../ir.ts";
-import { isRecord } from "../json.ts";
+import { isRecord } from "../../runtime/json.ts";
 import { customInput, searchArguments } from "./client_tools.ts";
-import { badResponse } from "../../forward/upstream_error.ts";
+import { badResponse } from "../upstream_error.ts";
 import { responsesStreamFailure } from "./errors.ts";
 
 type Json = Record<string, unknown>;

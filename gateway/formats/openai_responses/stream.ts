@@ -8,7 +8,7 @@ import {
   type IrUsage,
   mergeUsage,
 } from "../ir.ts";
-import { isRecord } from "../json.ts";
+import { isRecord } from "../../runtime/json.ts";
 import { sseFrameDecoder, type SseReading } from "../sse_frames.ts";
 import { type FrameDecoder, frameStream } from "../frame_decoder.ts";
 import { formatSse, type SseEvent } from "../sse_stream.ts";

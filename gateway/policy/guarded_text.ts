@@ -1,4 +1,4 @@
-import { isRecord } from "../formats/json.ts";
+import { isRecord } from "../runtime/json.ts";
 
 /**
  * Fields whose string value is not text a model reads: enum words the

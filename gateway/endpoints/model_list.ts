@@ -1,9 +1,9 @@
 import { boundedModel } from "../formats/bounded_names.ts";
 import type { Route } from "../config/schema.ts";
 import { clientError, GatewayError } from "../runtime/gateway_error.ts";
-import { authorize } from "./admission.ts";
-import { clientCodecOf, errorFor } from "./not_found.ts";
-import type { RunState } from "./proxy.ts";
+import { authorize } from "../accept/admission.ts";
+import { clientCodecOf, errorFor } from "../accept/caller_errors.ts";
+import type { RunState } from "../policy/run_state.ts";
 
 /** The Gemini methods every route answers, as `supportedGenerationMethods` lists them. */
 export const GEMINI_METHODS = ["generateContent", "streamGenerateContent", "countTokens"] as const;

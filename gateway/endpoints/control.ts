@@ -1,20 +1,20 @@
 import { Hono } from "hono";
 import type { Db } from "../../db/client.ts";
-import { isAdmin } from "../accept/access.ts";
+import { isAdmin } from "../policy/access.ts";
 import type { Peer } from "../../db/instances.ts";
 import {
   forwardRequestAbort,
   forwardSessionAbort,
   isForwarded,
   PEER_ANSWER_MS,
-} from "./abort_forwarding.ts";
-import { findKey, presentedKey } from "../accept/auth.ts";
+} from "../live/abort_forwarding.ts";
+import { findKey, presentedKey } from "../policy/auth.ts";
 import type { ProxyDeps } from "../accept/proxy.ts";
-import { type AbortScope, mayAbort } from "./abort_scope.ts";
-import { peerScope, SeenSignatures } from "./peer_scope.ts";
+import { type AbortScope, mayAbort } from "../live/abort_scope.ts";
+import { peerScope, SeenSignatures } from "../live/peer_scope.ts";
 import { ERROR_CODE_HEADER } from "../runtime/gateway_error.ts";
 import { abortedByOperator } from "../forward/stop_reasons.ts";
-import { boundedSession } from "../accept/session_ids.ts";
+import { boundedSession } from "../formats/session_ids.ts";
 
 export interface ControlDeps extends ProxyDeps {
   adminToken: string | undefined;

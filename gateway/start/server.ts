@@ -1,14 +1,14 @@
 import { type Context, Hono } from "hono";
-import { type AdminDeps, adminRoutes } from "../admin/routes.ts";
-import { type ControlDeps, controlRoutes } from "./live/control.ts";
-import { handleCountTokens } from "./accept/count_tokens.ts";
-import { CLIENT_CODECS } from "./formats/formats.ts";
-import { listModels } from "./accept/model_list.ts";
-import { serveModelPath } from "./accept/model_paths.ts";
-import { installFallbacks, refuseOtherMethods } from "./accept/not_found.ts";
-import { originCheck } from "./accept/origin_check.ts";
-import { badHostResponse } from "./accept/host_header.ts";
-import { handleProxy } from "./accept/proxy.ts";
+import { type AdminDeps, adminRoutes } from "../../admin/routes.ts";
+import { type ControlDeps, controlRoutes } from "../endpoints/control.ts";
+import { handleCountTokens } from "../endpoints/count_tokens.ts";
+import { CLIENT_CODECS } from "../formats/formats.ts";
+import { listModels } from "../endpoints/model_list.ts";
+import { serveModelPath } from "../endpoints/model_paths.ts";
+import { installFallbacks, refuseOtherMethods } from "../endpoints/not_found.ts";
+import { originCheck } from "../accept/origin_check.ts";
+import { badHostResponse } from "../accept/host_header.ts";
+import { handleProxy } from "../accept/proxy.ts";
 
 export interface ServerDeps extends ControlDeps {
   admin: AdminDeps;

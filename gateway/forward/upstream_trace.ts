@@ -1,7 +1,7 @@
 import type { AttemptRecord, RequestRecord } from "../../db/records.ts";
 import type { Upstream } from "../config/schema.ts";
 import type { UpstreamKind } from "../formats/format.ts";
-import { formatTraceparent } from "./trace_context.ts";
+import { formatTraceparent } from "../live/trace_context.ts";
 import { boundedMemo } from "../runtime/memo.ts";
 
 /** `gen_ai.provider.name` of each upstream kind (OpenTelemetry GenAI conventions). */

@@ -1,6 +1,5 @@
 import type { ClientStreamShape, UpstreamKind } from "../formats/format.ts";
-import type { ForwardRequest } from "./hop.ts";
-import type { StreamResume } from "./stream_resume.ts";
+import type { RoutedRequest } from "./route_request.ts";
 
 /**
  * "Pass through", defined once. The request and the answer pass through
@@ -17,7 +16,7 @@ import type { StreamResume } from "./stream_resume.ts";
  * so it is always translated.
  */
 export function passesBodyThrough(
-  req: Pick<ForwardRequest, "codec" | "resumeAt">,
+  req: Pick<RoutedRequest, "codec" | "resumeAt">,
   kind: UpstreamKind,
 ): boolean {
   return req.resumeAt === undefined && req.codec.format === kind;
@@ -25,7 +24,7 @@ export function passesBodyThrough(
 
 /** Whether a whole answer from `kind` goes to the client as the upstream wrote it. */
 export function wholePassesThrough(
-  req: Pick<ForwardRequest, "codec">,
+  req: Pick<RoutedRequest, "codec">,
   kind: UpstreamKind,
 ): boolean {
   return req.codec.format === kind;
@@ -34,7 +33,8 @@ export function wholePassesThrough(
 /** Whether a streamed answer's bytes from `kind` go to the client as they came. */
 export function streamPassesThrough(
   kind: UpstreamKind,
-  opts: { shape: ClientStreamShape; resume: StreamResume },
+  /** `resume`: mid-stream resume's say (gateway/forward/stream_resume.ts). */
+  opts: { shape: ClientStreamShape; resume: { passesThrough(sameFormat: boolean): boolean } },
 ): boolean {
   return opts.resume.passesThrough(opts.shape.passthroughFrom === kind);
 }

@@ -1,4 +1,4 @@
-import { localFilePath } from "../db/local_path.ts";
+import { localFilePath } from "../../db/local_path.ts";
 
 /**
  * The paths the settings name, so `deno task start` can grant exactly these (docs/design.md "Settings": the config

@@ -1,4 +1,4 @@
-import { authorize, configInForce, routeFor } from "./admission.ts";
+import { authorize, configInForce, routeFor } from "../accept/admission.ts";
 import { anthropicRequestBody } from "../formats/anthropic/request.ts";
 import { planCandidates } from "../route/candidates.ts";
 import { baseHeaders, errorResponse } from "../forward/client_channel.ts";
@@ -7,17 +7,17 @@ import type { ClientCodec, ClientRequestContext, UpstreamKind } from "../formats
 import { clientError, GatewayError } from "../runtime/gateway_error.ts";
 import { field } from "../formats/gemini/fields.ts";
 import { geminiModelPath, geminiRequestBody } from "../formats/gemini/request.ts";
-import { checkGuardrails } from "./guardrails.ts";
+import { checkGuardrails } from "../policy/guardrails.ts";
 import type { Candidate, ForwardDeps } from "../forward/hop.ts";
 import type { IrRequest } from "../formats/ir.ts";
-import type { ProxyDeps } from "./proxy.ts";
-import { requireJsonContentType } from "./json_content_type.ts";
-import { readJsonBody } from "./read_body.ts";
-import { isRecord, parseJson } from "../formats/json.ts";
-import { estimateInputTokens } from "./token_estimate.ts";
+import type { ProxyDeps } from "../accept/proxy.ts";
+import { requireJsonContentType } from "../accept/json_content_type.ts";
+import { readJsonBody } from "../accept/read_body.ts";
+import { isRecord, parseJson } from "../runtime/json.ts";
+import { estimateInputTokens } from "../formats/token_estimate.ts";
 import { readCapped, UPSTREAM_CAPS } from "../formats/upstream_caps.ts";
 import { affinitySession } from "../route/affinity.ts";
-import { requestSession } from "./session_ids.ts";
+import { requestSession } from "../formats/session_ids.ts";
 
 /** A counter upstream slower than this is not waited for: the estimate answers instead. */
 const COUNT_TIMEOUT_MS = 10_000;

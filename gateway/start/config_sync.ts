@@ -1,8 +1,8 @@
 import type { Db } from "../../db/client.ts";
 import { loadStoredConfig, storedConfigVersion } from "../../db/config_store.ts";
-import type { RunState } from "../accept/proxy.ts";
+import type { RunState } from "../policy/run_state.ts";
 import type { Logger } from "../runtime/logger.ts";
-import { checkStored } from "../start/load_config.ts";
+import { checkStored } from "./load_config.ts";
 
 /**
  * Brings the stored config into force here when another instance sharing the database saved a

@@ -1,7 +1,7 @@
-import type { UpstreamKind } from "../formats/format.ts";
+import type { UpstreamKind } from "./format.ts";
 import { GatewayError, type GatewayErrorInit } from "../runtime/gateway_error.ts";
-import { isRecord, parseJson } from "../formats/json.ts";
-import { UPSTREAM_CAPS } from "../formats/upstream_caps.ts";
+import { isRecord, parseJson } from "../runtime/json.ts";
+import { UPSTREAM_CAPS } from "./upstream_caps.ts";
 
 /** What a provider's error body says, as each format module reads it. */
 export interface UpstreamErrorBody {

@@ -1,4 +1,4 @@
-import type { ClientFormat } from "../formats/format.ts";
+import type { ClientFormat } from "./format.ts";
 
 /**
  * The parts of a client's request besides its body that mean something to a

@@ -3,7 +3,7 @@ import { boundedModel } from "../formats/bounded_names.ts";
 import { CLIENT_CODECS } from "../formats/formats.ts";
 import { describeModel, GEMINI_METHODS } from "./model_list.ts";
 import { methodNotAllowed, notFound } from "./not_found.ts";
-import { handleProxy, type ProxyDeps } from "./proxy.ts";
+import { handleProxy, type ProxyDeps } from "../accept/proxy.ts";
 
 type GeminiMethod = typeof GEMINI_METHODS[number];
 

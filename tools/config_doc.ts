@@ -2,10 +2,15 @@
  * Renders docs/config.md from the JSON Schema, so the reference table cannot drift from the code
  * (tests/config_doc_test.ts fails when the committed file differs from this output).
  */
-import { alternatives, configJsonSchema, isSchemaObject, type JsonSchema } from "./json_schema.ts";
-import type { ConfigInput } from "./schema.ts";
+import {
+  alternatives,
+  configJsonSchema,
+  isSchemaObject,
+  type JsonSchema,
+} from "../gateway/config/json_schema.ts";
+import type { ConfigInput } from "../gateway/config/schema.ts";
 import { z } from "zod";
-import { GuardrailsSchema } from "../accept/guardrails.ts";
+import { GuardrailsSchema } from "../gateway/policy/guardrails.ts";
 
 /** Matches deno.json's fmt.lineWidth, so `deno fmt --check` accepts the generated file. */
 const LINE_WIDTH = 100;
@@ -123,7 +128,7 @@ export function renderConfigDoc(): string {
     wrap(
       "Not part of the config file: the guardrails document is stored with " +
         "`PUT /admin/api/guardrails` (docs/observability.md; why it is bounded: docs/security.md). " +
-        "Generated from `gateway/accept/guardrails.ts`.",
+        "Generated from `gateway/policy/guardrails.ts`.",
     ),
     renderTable(childRows("", z.toJSONSchema(GuardrailsSchema, { io: "input" }))),
   ];

@@ -1,4 +1,4 @@
-import type { IrPart, IrRequest } from "../formats/ir.ts";
+import type { IrPart, IrRequest } from "./ir.ts";
 
 /**
  * Characters per token: the rule of thumb Anthropic, Google and OpenAI all give for English.

@@ -1,6 +1,6 @@
-import type { ClientFormat } from "../formats/format.ts";
-import { isRecord } from "../formats/json.ts";
-import { guardedParse } from "../formats/json_guard.ts";
+import type { ClientFormat } from "./format.ts";
+import { isRecord } from "../runtime/json.ts";
+import { guardedParse } from "./json_guard.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
 
 /**

@@ -1,4 +1,5 @@
-import { withoutTrailingSlashes } from "./config/trailing_slashes.ts";
+import { isLoopback } from "../runtime/loopback.ts";
+import { withoutTrailingSlashes } from "../config/trailing_slashes.ts";
 
 /** Settings from the environment (docs/design.md "Settings"). Secrets are read here and go nowhere else. */
 export interface Settings {
@@ -92,6 +93,4 @@ function positiveInteger(
   return value;
 }
 
-export function isLoopback(host: string): boolean {
-  return host === "localhost" || host === "::1" || host === "[::1]" || /^127\./.test(host);
-}
+export { isLoopback };

@@ -3,14 +3,8 @@ import { closeInterruptedRows, heartbeat } from "../../db/instances.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
 
-export const HEARTBEAT_MS = 10_000;
-/** An instance silent for three beats is taken as gone, and its open rows as interrupted. */
-const STALE_AFTER_BEATS = 3;
-
-/** How long (real, scaled ms) an instance may stay silent and still count as live. */
-export function staleAfterMs(clock: Clock): number {
-  return HEARTBEAT_MS * STALE_AFTER_BEATS * clock.scale;
-}
+import { HEARTBEAT_MS, staleAfterMs } from "../live/heartbeat_timing.ts";
+export { HEARTBEAT_MS };
 
 /**
  * Keeps this instance marked alive and, on every beat, closes rows left open

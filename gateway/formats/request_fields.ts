@@ -1,6 +1,6 @@
 import { clientError } from "../runtime/gateway_error.ts";
-import type { IrPart } from "../formats/ir.ts";
-import { isRecord } from "../formats/json.ts";
+import type { IrPart } from "./ir.ts";
+import { isRecord } from "../runtime/json.ts";
 
 /**
  * Small readers for client bodies. Each names the offending field, so a bad

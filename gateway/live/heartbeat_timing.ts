@@ -1,0 +1,11 @@
+import type { Clock } from "../runtime/clock.ts";
+
+/** How often each instance marks itself alive (gateway/start/instance_heartbeat.ts). */
+export const HEARTBEAT_MS = 10_000;
+/** An instance silent for three beats is taken as gone, and its open rows as interrupted. */
+const STALE_AFTER_BEATS = 3;
+
+/** How long (real, scaled ms) an instance may stay silent and still count as live. */
+export function staleAfterMs(clock: Clock): number {
+  return HEARTBEAT_MS * STALE_AFTER_BEATS * clock.scale;
+}

@@ -1,0 +1,40 @@
+import type { Config, Route, RouteCandidate, Upstream } from "../config/schema.ts";
+import type { ClientCodec, UpstreamAdapter, UpstreamKind } from "../formats/format.ts";
+import type { IrRequest } from "../formats/ir.ts";
+import type { Affinity } from "./affinity.ts";
+import type { Cooldowns } from "./cooldown.ts";
+import type { Slots } from "./slots.ts";
+
+/**
+ * What routing knows of a request and of the state it shares with others: the
+ * request's types live here, below the stage that forwards it
+ * (gateway/forward/hop.ts extends them), so route/ never imports forward/.
+ */
+
+/** One candidate of a route, with its upstream. */
+export interface Candidate {
+  upstream: Upstream;
+  candidate: RouteCandidate;
+}
+
+/** The request path's shared state, as far as choosing candidates needs it. */
+export interface RouteDeps {
+  config: Config;
+  adapters: Record<UpstreamKind, UpstreamAdapter>;
+  cooldowns: Cooldowns;
+  slots: Slots;
+  affinity: Affinity;
+}
+
+/** A request, as far as choosing its candidates needs it. */
+export interface RoutedRequest {
+  ir: IrRequest;
+  codec: ClientCodec;
+  route: Route;
+  /**
+   * A mid-stream resume's request (docs/liveness.md): where its hops pick the
+   * answer up, in characters the client already has. The prefill is in the
+   * IR, so it is always translated.
+   */
+  resumeAt?: number;
+}
