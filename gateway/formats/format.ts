@@ -50,7 +50,7 @@ export interface UpstreamAdapter {
    * each; empty when it can take it all. Pure, so the engine can skip a
    * candidate before any attempt: `buildRequest` refuses the same things.
    * Provider-run tools are not listed here: whether one the kind lacks may be
-   * left out is the route's call (gateway/builtin_tools.ts, candidates.ts).
+   * left out is the route's call (gateway/formats/builtin_tools.ts, gateway/route/candidates.ts).
    */
   unsupportedFor(ir: IrRequest): string[];
   buildRequest(call: UpstreamCall): Promise<Request>;

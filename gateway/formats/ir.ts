@@ -25,7 +25,7 @@ export type IrPart =
  * A turn. `system` is an instruction given mid-conversation (after the first
  * user or assistant turn): a leading one is `IrRequest.system`. Its content is
  * text only. Targets without such a role fold it into a user turn
- * (`foldSystemTurns` in gateway/system_turns.ts).
+ * (`foldSystemTurns` in gateway/formats/system_turns.ts).
  */
 export interface IrMessage {
   role: "user" | "assistant" | "system";
@@ -34,7 +34,7 @@ export interface IrMessage {
 
 /**
  * A tool the provider runs itself. Each upstream kind maps the ones it has an
- * equivalent for (gateway/builtin_tools.ts); a kind without one is skipped
+ * equivalent for (gateway/formats/builtin_tools.ts); a kind without one is skipped
  * unless the route sets `drop_unsupported_tools`.
  */
 export interface IrBuiltinTool {
