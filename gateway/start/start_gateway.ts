@@ -51,6 +51,12 @@ export interface StartOptions {
   onHistoryBatch?: (batch: { ms: number; rows: number }) => void;
   /** Bound on history rows kept in memory while the database is away; default HISTORY_MEMORY_ROWS. */
   historyMemoryRows?: number;
+  /**
+   * Where a local file's history batches are written: on a worker thread (the default, as
+   * served) or on this thread (suites that start hundreds of gateways in one process, where each
+   * worker's own copy of the libSQL driver costs a third of a second; tests/harness.ts).
+   */
+  historyThread?: "worker" | "this";
 }
 
 export interface Gateway {
@@ -107,6 +113,7 @@ async function start(
     closers,
     onHistoryBatch: opts.onHistoryBatch,
     memoryRows: opts.historyMemoryRows,
+    thread: opts.historyThread,
     onDropped: (rows) => metrics.historyDropped.inc({}, rows),
     env: opts.env,
   });
