@@ -174,3 +174,11 @@ Deno.test("endings: a thrown error says how its hop ended, by our stop reason fi
   // A finished hop's own abort (not one of our stops) says nothing about the upstream.
   assert.equal(at({ reason: "hop finished" }, new TypeError("aborted")).how, "connection");
 });
+
+Deno.test("verdict: a replay that diverged moves on to the next candidate, uncharged, and is recorded as such", () => {
+  const v = verdictFor("replay_diverged", { content: false, resuming: true, overflow: false });
+  assert.deepEqual(v, { step: "next", outcome: "replay_diverged" });
+  // Nothing is compared once a replay's content reaches the client: a divergence then is no step.
+  const after = verdictFor("replay_diverged", { content: true, resuming: true, overflow: false });
+  assert.deepEqual([after.step, after.resumable], ["stop", undefined]);
+});

@@ -228,9 +228,10 @@ export const CandidateSchema = z.object({
   ...hedgeFields("candidate"),
   // Mid-stream resume (docs/liveness.md), with the route's `resume_after_content`.
   accepts_prefill: z.boolean().default(false).describe(
-    "This candidate's upstream continues a trailing assistant message (prefill). Only such " +
-      "candidates resume a stream that broke after content, when the route sets " +
-      "`resume_after_content`. Never guessed from the kind: say so only for an upstream that does.",
+    "This candidate's upstream continues a trailing assistant message (prefill). With the " +
+      'route\'s `resume_after_content` "prefill" only such candidates resume a stream that ' +
+      'broke after content; with "auto" they resume it by prefill and the others by replay. ' +
+      "Never guessed from the kind: say so only for an upstream that does.",
   ),
 }).strict();
 
@@ -247,12 +248,16 @@ export const RouteSchema = z.object({
   ),
   ...liveRouteFields,
   // Mid-stream resume (docs/liveness.md), with each candidate's `accepts_prefill`.
-  resume_after_content: z.literal("prefill").nullable().default(null).describe(
-    "When a stream that already sent text to the client breaks (idle timeout, broken " +
-      "connection, in-stream error), send the next candidate with `accepts_prefill` the request " +
-      "plus the text delivered so far as a trailing assistant message, and relay only its " +
-      "continuation into the same client stream. A stream that delivered a tool call is never " +
-      "resumed. null: off, the stream ends with an error event.",
+  resume_after_content: z.enum(["prefill", "replay", "auto"]).nullable().default(null).describe(
+    "When a stream that already sent content to the client breaks (idle timeout, broken " +
+      "connection, in-stream error), continue it on the route's next untried candidate and " +
+      'relay only what follows into the same client stream. "prefill": only candidates with ' +
+      "`accepts_prefill`, sent the request plus the text delivered so far as a trailing " +
+      'assistant message; a stream that delivered a tool call is not resumed. "replay": any ' +
+      "candidate, sent the original request; its answer is held and compared with what the " +
+      "client has, and relayed only from where it has matched all of it (a divergence ends the " +
+      'stream with the original error). "auto": prefill on candidates with ' +
+      "`accepts_prefill`, replay on the others. null: off, the stream ends with an error event.",
   ),
   enabled: enabledFlag("route"),
   ...hedgeFields("route"),

@@ -92,7 +92,8 @@ export class Hop {
     this.gate = opts.gate ?? OPEN_GATE;
     this.attempt = live.startAttempt(upstream.id, candidate.model);
     this.attempt.record.resumeOffset = req.resumeAt ?? null;
-    if (this.gate.holdsUsage) this.attempt.holdUsage();
+    // A replay's usage stays on its row until it has matched what the client has (docs/liveness.md).
+    if (this.gate.holdsUsage || req.replay) this.attempt.holdUsage();
     const stops = opts.signal ?? live.signal;
     const forward = () => this.controller.abort(stops.reason);
     if (stops.aborted) forward();

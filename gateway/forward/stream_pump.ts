@@ -9,6 +9,7 @@ import { settleContent } from "./settle.ts";
 import type { StreamResume } from "./stream_resume.ts";
 import { streamPassesThrough } from "../route/passthrough.ts";
 import { hidesUsage, isUsageOnlyChunk, withoutUsage } from "./usage_chunk.ts";
+import { ReplayGate } from "./replay_gate.ts";
 
 /** docs/design.md "Failover before content": the most a held opening may buffer. */
 export const HOLD_LIMIT_BYTES = 1024 * 1024;
@@ -41,10 +42,13 @@ export class StreamPump {
   readonly #out: Uint8Array[] = [];
   readonly #passthrough: boolean;
   readonly #hideUsage: boolean;
+  /** A replaying hop's frames are held and compared until it has caught up (replay_gate.ts). */
+  readonly #replay: ReplayGate | null;
 
   constructor(readonly hop: Hop, readonly opts: PumpOpts) {
     this.#passthrough = streamPassesThrough(hop.upstream.kind, opts);
     this.#hideUsage = hidesUsage(hop.req);
+    this.#replay = hop.req.replay ? new ReplayGate(hop, opts.resume) : null;
   }
 
   /** Reads `body` to its end, or to the first frame that ends the hop. */
@@ -90,7 +94,11 @@ export class StreamPump {
       this.#terminal ||= frame.terminal === true;
       this.#finished ||= this.#terminal || finishes(frame);
       if (frame.error) return { how: "stream_error", error: frame.error };
-      if (frame.content) this.#content(frame);
+      if (this.#replay?.holding) {
+        const taken = this.#replay.take(frame);
+        if (taken && "ending" in taken) return taken.ending;
+        if (taken) this.#content(taken.frame);
+      } else if (frame.content) this.#content(frame);
       else this.#keepAlive(frame);
     }
     return null;

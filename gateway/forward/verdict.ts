@@ -39,7 +39,12 @@ export type How =
   /** The gateway is shutting down. */
   | "shutdown"
   /** Another hedged hop reached its first content first. */
-  | "hedge_lost";
+  | "hedge_lost"
+  /**
+   * A replaying hop's answer parted from what the client already has before matching all of it
+   * (docs/liveness.md, "Replay"): nothing of it went out.
+   */
+  | "replay_diverged";
 
 /**
  * What happens after a hop: `done` (it answered), `retry` (the same candidate
@@ -154,6 +159,12 @@ export const VERDICTS: Readonly<Record<How, Row>> = {
   client_gone: stopped("client_disconnected"),
   shutdown: stopped("aborted"),
   hedge_lost: stopped("hedge_lost"),
+  // Another answer, not a fault: uncharged, and the next candidate may replay. Only a replay
+  // diverges, and only before its content reaches the client (after it nothing is compared).
+  replay_diverged: {
+    before: { step: "next", outcome: "replay_diverged" },
+    after: { step: "stop", outcome: "replay_diverged" },
+  },
 };
 
 /** The verdict for one hop: its row's column for the place, with an overflow's changes. */

@@ -37,4 +37,9 @@ export interface RoutedRequest {
    * IR, so it is always translated.
    */
   resumeAt?: number;
+  /**
+   * A resume by replay (docs/liveness.md, "Replay"): the original request, without a
+   * prefill, sent as the first hop's was; its answer is held until it matches what the client has.
+   */
+  replay?: true;
 }

@@ -22,6 +22,7 @@ export const ERROR_CODES = {
   "gw.upstream.incomplete": { source: "upstream", status: 502 },
   "gw.upstream.unavailable": { source: "config", status: 503 },
   "gw.upstream.hedge_lost": { source: "upstream", status: 499 },
+  "gw.upstream.replay_diverged": { source: "upstream", status: 502 },
   "gw.request.aborted": { source: "aborted", status: 499 },
   "gw.client.disconnected": { source: "client", status: 499 },
   "gw.client.invalid_json": { source: "client", status: 400 },

@@ -17,6 +17,8 @@ export interface ClientView {
   error?: string;
   /** Bytes of the answer after its end (there must be none). */
   trailing: boolean;
+  /** Tool calls read, each its name then its arguments' JSON text, by the stream's own index. */
+  calls: string[];
 }
 
 export interface ClientFormat {
@@ -46,7 +48,13 @@ function sseData(body: string): { event?: string; data: string }[] {
 }
 
 function view(): ClientView {
-  return { starts: 0, text: "", end: "none", trailing: false };
+  return { starts: 0, text: "", end: "none", trailing: false, calls: [] };
+}
+
+/** Adds to the call at `index` (a call's name first, then its arguments). */
+function addToCall(v: ClientView, index: unknown, text: unknown): void {
+  if (typeof index !== "number" || typeof text !== "string") return;
+  v.calls[index] = (v.calls[index] ?? "") + text;
 }
 
 /** Records what came after the end, then hands the block to `read` while the answer is open. */
@@ -75,6 +83,16 @@ const geminiText = (chunk: Json): string => {
   return parts.filter((p) => !p.thought).map((p) => p.text ?? "").join("");
 };
 
+/** Gemini sends each call whole: its name and its arguments as JSON. */
+const geminiCalls = (chunk: Json): string[] => {
+  const candidate = (chunk.candidates as Json[] | undefined)?.[0];
+  const parts = ((candidate?.content as Json | undefined)?.parts ?? []) as Json[];
+  return parts.flatMap((p) => {
+    const call = p.functionCall as Json | undefined;
+    return call ? [`${call.name}${JSON.stringify(call.args ?? {})}`] : [];
+  });
+};
+
 /** Gemini has no end marker: an answer is done when a finish reason came and no error after it. */
 function readGemini(chunks: { json: Json; raw: string }[]): ClientView {
   const v = view();
@@ -87,6 +105,7 @@ function readGemini(chunks: { json: Json; raw: string }[]): ClientView {
     } else {
       v.starts = 1;
       v.text += geminiText(json);
+      for (const call of geminiCalls(json)) v.calls.push(call);
       const candidate = (json.candidates as Json[] | undefined)?.[0];
       finished ||= Boolean(candidate?.finishReason);
     }
@@ -122,6 +141,11 @@ export const CLIENTS: ClientFormat[] = [
       const delta = ((chunk.choices as Json[] | undefined)?.[0]?.delta ?? {}) as Json;
       if (delta.role === "assistant") v.starts++;
       if (typeof delta.content === "string") v.text += delta.content;
+      for (const call of (delta.tool_calls ?? []) as Json[]) {
+        const fn = (call.function ?? {}) as Json;
+        addToCall(v, call.index, fn.name);
+        addToCall(v, call.index, fn.arguments);
+      }
     }),
     wholeText: (json) =>
       String((((json as Json).choices as Json[])[0]!.message as Json).content ?? ""),
@@ -143,7 +167,12 @@ export const CLIENTS: ClientFormat[] = [
           v.trailing = true;
         } else if (event.type === "response.created") v.starts++;
         else if (event.type === "response.output_text.delta") v.text += String(event.delta);
-        else if (event.type === "response.completed") v.end = "done";
+        else if (event.type === "response.output_item.added") {
+          const item = event.item as Json;
+          if (item.type === "function_call") addToCall(v, event.output_index, item.name);
+        } else if (event.type === "response.function_call_arguments.delta") {
+          addToCall(v, event.output_index, event.delta);
+        } else if (event.type === "response.completed") v.end = "done";
         else if (
           event.type === "response.failed" || event.type === "error" ||
           event.unparsable !== undefined
@@ -172,9 +201,13 @@ export const CLIENTS: ClientFormat[] = [
     readStream: reader((v, { data }) => {
       const event = parse(data);
       if (event.type === "message_start") v.starts++;
-      else if (event.type === "content_block_delta") {
+      else if (event.type === "content_block_start") {
+        const block = event.content_block as Json;
+        if (block.type === "tool_use") addToCall(v, event.index, block.name);
+      } else if (event.type === "content_block_delta") {
         const delta = event.delta as Json;
         if (delta.type === "text_delta") v.text += String(delta.text);
+        if (delta.type === "input_json_delta") addToCall(v, event.index, delta.partial_json);
       } else if (event.type === "message_stop") v.end = "done";
       else if (event.type === "error" || event.unparsable !== undefined) {
         v.end = "error";
