@@ -17,6 +17,7 @@ export const DEFAULT_BASE_URLS = {
   "openai-responses": "https://api.openai.com/v1",
   "anthropic": "https://api.anthropic.com",
   "gemini": "https://generativelanguage.googleapis.com",
+  "gemini-interactions": "https://generativelanguage.googleapis.com",
 } as const satisfies Record<Exclude<UpstreamKind, "bedrock">, string>;
 
 // Schema-level messages win over the generic ones in validate.ts, so ranges name both bounds.
@@ -128,7 +129,7 @@ const baseUrl = () =>
       "Base URL in the provider SDK's convention; the gateway appends the API path. " +
         "Omit for the public endpoint: https://api.openai.com/v1 (openai kinds), " +
         "https://api.anthropic.com (anthropic), https://generativelanguage.googleapis.com " +
-        "(gemini), https://bedrock-runtime.{region}.amazonaws.com (bedrock).",
+        "(gemini, gemini-interactions), https://bedrock-runtime.{region}.amazonaws.com (bedrock).",
     );
 
 const maxInFlight = () =>
@@ -172,6 +173,7 @@ export const UpstreamSchema = z.discriminatedUnion("kind", [
   keyedUpstream("openai-responses"),
   keyedUpstream("anthropic"),
   keyedUpstream("gemini"),
+  keyedUpstream("gemini-interactions"),
   BedrockUpstreamSchema,
 ]);
 

@@ -41,10 +41,13 @@ export class StreamPump {
   readonly #out: Uint8Array[] = [];
   readonly #passthrough: boolean;
   readonly #hideUsage: boolean;
+  /** Whether the answer's id is wanted: it names a stored interaction (settle.ts). */
+  #seekId: boolean;
 
   constructor(readonly hop: Hop, readonly opts: PumpOpts) {
     this.#passthrough = streamPassesThrough(hop.upstream.kind, opts);
     this.#hideUsage = hidesUsage(hop.req);
+    this.#seekId = hop.req.ir.providerState?.stores === true;
   }
 
   /** Reads `body` to its end, or to the first frame that ends the hop. */
@@ -86,6 +89,7 @@ export class StreamPump {
     const { hop } = this;
     for (const frame of frames) {
       hop.ledger.frame(frame);
+      if (this.#seekId) this.#noteId(frame);
       if (frame.usage) hop.attempt.usage(frame.usage);
       this.#terminal ||= frame.terminal === true;
       this.#finished ||= this.#terminal || finishes(frame);
@@ -94,6 +98,14 @@ export class StreamPump {
       else this.#keepAlive(frame);
     }
     return null;
+  }
+
+  /** The answer's id, from its start (an Interactions stream's `interaction.created`). */
+  #noteId(frame: UpstreamFrame): void {
+    const start = frame.events.find((e) => e.type === "start");
+    if (start?.type !== "start" || !start.id) return;
+    this.hop.answerId = start.id;
+    this.#seekId = false;
   }
 
   #content(frame: UpstreamFrame): void {

@@ -5,10 +5,14 @@ import type { AttemptRecord } from "../../db/records.ts";
 
 /**
  * Client formats whose streams name items by ids the upstream chose (Responses'
- * `item_id`): a continuation from our encoder would name other ids, and the
- * SDK rejects that. With resume on, their answers are always encoded.
+ * `item_id`, the Interactions API's step indexes): a continuation from our encoder
+ * would name other ids, and the SDK rejects that. With resume on, their answers
+ * are always encoded.
  */
-const IDS_FROM_UPSTREAM: ReadonlySet<ClientFormat> = new Set(["openai-responses"]);
+const IDS_FROM_UPSTREAM: ReadonlySet<ClientFormat> = new Set([
+  "openai-responses",
+  "gemini-interactions",
+]);
 
 /** Where a resuming hop picks the answer up. */
 export interface ResumePoint {

@@ -4,6 +4,7 @@ import type { IrRequest } from "../formats/ir.ts";
 import type { Affinity } from "./affinity.ts";
 import type { Cooldowns } from "./cooldown.ts";
 import type { Slots } from "./slots.ts";
+import type { InteractionHomes } from "./interaction_homes.ts";
 
 /**
  * What routing knows of a request and of the state it shares with others: the
@@ -24,6 +25,8 @@ export interface RouteDeps {
   cooldowns: Cooldowns;
   slots: Slots;
   affinity: Affinity;
+  /** Which upstream stores each interaction (docs/formats.md "Stored interactions"). */
+  homes?: InteractionHomes;
 }
 
 /** A request, as far as choosing its candidates needs it. */
@@ -37,4 +40,9 @@ export interface RoutedRequest {
    * IR, so it is always translated.
    */
   resumeAt?: number;
+  /**
+   * The one upstream this request may go to: the one storing the interaction it continues
+   * (docs/formats.md "Stored interactions"); any other candidate is passed over.
+   */
+  pin?: string;
 }
