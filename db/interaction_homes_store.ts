@@ -20,8 +20,8 @@ const UPSERT = `INSERT INTO interaction_homes (key_id, interaction_id, upstream,
   ON CONFLICT (key_id, interaction_id) DO UPDATE SET
     upstream = excluded.upstream, route = excluded.route, created_at = excluded.created_at`;
 
-/** Drops a key's rows beyond its newest `keep`. */
-const PRUNE = `DELETE FROM interaction_homes WHERE key_id = ? AND created_at < (
+/** Drops a key's rows beyond its newest `keep` (the one `keep` places down and all older). */
+const PRUNE = `DELETE FROM interaction_homes WHERE key_id = ? AND created_at <= (
   SELECT created_at FROM interaction_homes WHERE key_id = ?
   ORDER BY created_at DESC LIMIT 1 OFFSET ?)`;
 

@@ -50,6 +50,7 @@ export class InteractionHomes {
       log: Logger;
       memoryPerKey?: number;
       storedPerKey?: number;
+      pruneEvery?: number;
     },
   ) {}
 
@@ -60,7 +61,7 @@ export class InteractionHomes {
     this.#remember(key, interactionId, home);
     const { db, clock, log } = this.opts;
     if (!db || db.client.protocol === "none") return;
-    const prune = ++this.#writes % PRUNE_EVERY === 0;
+    const prune = ++this.#writes % (this.opts.pruneEvery ?? PRUNE_EVERY) === 0;
     const row = { keyId: key, interactionId, ...home, createdAt: clock.now() };
     saveInteractionHome(db, row, {
       pruneTo: prune ? this.opts.storedPerKey ?? STORED_PER_KEY : undefined,

@@ -14,12 +14,14 @@ export const interactionsError = geminiError;
 /**
  * The `error` event that ends a stream after the 200 (docs/formats.md "Errors"): Google's
  * documented shape, `{"error": {"message", "code"}, "event_type": "error"}`, whose `code` is a
- * word, not a status; ours is the gateway's code, so a client can tell an idle timeout from an
- * upstream failure.
+ * word, not a status (typed SDKs read it as a string); ours is the gateway's code, so a client
+ * can tell an idle timeout from an upstream failure. The google.rpc `status` and `details` of
+ * the HTTP error ride beside it, so an upstream's refusal keeps its meaning in a stream too.
  */
 export function interactionsErrorEvent(err: GatewayError): Record<string, unknown> {
+  const { error } = geminiError(err);
   return {
-    error: { code: err.code, message: err.publicMessage },
+    error: { ...error, code: err.code, message: err.publicMessage },
     event_type: "error",
   };
 }
