@@ -387,7 +387,7 @@ Deno.test("a request with provider-run tools is never resumed", async () => {
   );
 });
 
-Deno.test("config: resume is off by default, and a Responses upstream cannot be marked as taking a prefill", () => {
+Deno.test("config: resume is off by default, and a Responses or Interactions upstream cannot be marked as taking a prefill", () => {
   const base = resumeConfig(["http://127.0.0.1:1"], { kind: "anthropic", prefill: [true] });
   const defaults = ConfigSchema.parse({
     upstreams: base.upstreams,
@@ -403,6 +403,14 @@ Deno.test("config: resume is off by default, and a Responses upstream cannot be 
   assert.deepEqual(responses.error?.issues.map((i) => [i.path.join("."), i.message]), [[
     "routes.0.candidates.0.accepts_prefill",
     "an openai-responses upstream cannot continue a prefill",
+  ]]);
+  const interactions = ConfigSchema.safeParse({
+    ...base,
+    upstreams: [{ id: "up1", kind: "gemini-interactions", base_url: "http://127.0.0.1:1" }],
+  });
+  assert.deepEqual(interactions.error?.issues.map((i) => [i.path.join("."), i.message]), [[
+    "routes.0.candidates.0.accepts_prefill",
+    "a gemini-interactions upstream cannot continue a prefill",
   ]]);
 });
 

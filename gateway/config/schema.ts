@@ -329,18 +329,22 @@ function flagUnknownKeyRoutes(config: Checked, ctx: Issues) {
   );
 }
 
-/** The Responses API has no prefill: an assistant turn last is taken as a past answer, not continued. */
+/**
+ * The Responses API has no prefill: an assistant turn last is taken as a past answer, not
+ * continued. Nor does the Interactions API document one (a model_output step last).
+ */
+const NO_PREFILL = new Set(["openai-responses", "gemini-interactions"]);
+
 function flagPrefillKinds(config: Checked, ctx: Issues) {
   const kinds = new Map(config.upstreams.map((u) => [u.id, u.kind]));
   config.routes.forEach((route, r) =>
     route.candidates.forEach((candidate, c) => {
-      if (!candidate.accepts_prefill || kinds.get(candidate.upstream) !== "openai-responses") {
-        return;
-      }
+      const kind = kinds.get(candidate.upstream);
+      if (!candidate.accepts_prefill || kind === undefined || !NO_PREFILL.has(kind)) return;
       ctx.addIssue({
         code: "custom",
         path: ["routes", r, "candidates", c, "accepts_prefill"],
-        message: "an openai-responses upstream cannot continue a prefill",
+        message: `${/^[aeiou]/.test(kind) ? "an" : "a"} ${kind} upstream cannot continue a prefill`,
       });
     })
   );
