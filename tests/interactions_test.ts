@@ -277,6 +277,30 @@ Deno.test("get, cancel and delete go to the upstream storing the interaction; a 
   }
 });
 
+Deno.test("a background interaction is created where it is stored, and polled there", async () => {
+  const a = flaky("a");
+  const b = flaky("b");
+  await using gw = await startTestGateway(twoUpstreams(a.up.url, b.up.url), { env: ENV });
+  try {
+    const ai = client(gw);
+    a.state.failures = 2;
+    const run = await ai.interactions.create(
+      { model: "smart", input: "research this", background: true },
+      NO_RETRIES,
+    );
+    assert.deepEqual([run.id, run.status], ["b_1", "in_progress"]);
+    // Passed through as the client wrote it: only an Interactions upstream can run one.
+    assert.equal((creates(b.up.calls)[0]!.json as { background: boolean }).background, true);
+    const polled = await ai.interactions.get(run.id);
+    assert.equal(polled.id, "b_1");
+    assert.equal(b.up.calls.at(-1)!.method, "GET");
+    assert.equal(a.up.calls.filter((c) => c.method === "GET").length, 0);
+  } finally {
+    await a.up.close();
+    await b.up.close();
+  }
+});
+
 Deno.test("another key's interaction, an unknown one and one stored nowhere answer 404; no upstream is asked", async () => {
   const a = flaky("a");
   const config: ConfigInput = {

@@ -243,6 +243,12 @@ export function storingInteractions(
         return fail(404, `Interaction ${previous} not found.`);
       }
       const made = `${opts.prefix}_${++n}`;
+      if (body.background === true) {
+        // A background run answers at once, in progress; the client polls it with a get.
+        stored.set(made, { id: made, body, status: "in_progress" });
+        const run = { id: made, status: "in_progress", object: "interaction", model: MODEL };
+        return { headers: json, body: [{ send: JSON.stringify(run) }] };
+      }
       if (body.store !== false) stored.set(made, { id: made, body, status: "completed" });
       return answer(call, {
         id: made,
