@@ -190,4 +190,21 @@ export const MIGRATIONS: readonly Migration[] = [
       "ALTER TABLE attempts ADD COLUMN tokens_estimated INTEGER NOT NULL DEFAULT 0",
     ],
   },
+  {
+    // docs/interactions.md "Stored interactions": which upstream holds each interaction a key created,
+    // so a later turn, get, cancel or delete goes to it on any instance. Bounded per key.
+    version: 20,
+    name: "interaction_homes",
+    sql: [
+      `CREATE TABLE interaction_homes (
+        key_id TEXT NOT NULL,
+        interaction_id TEXT NOT NULL,
+        upstream TEXT NOT NULL,
+        route TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (key_id, interaction_id)
+      )`,
+      "CREATE INDEX interaction_homes_age ON interaction_homes (key_id, created_at)",
+    ],
+  },
 ];

@@ -389,7 +389,7 @@ Deno.test("a request with provider-run tools is never resumed", async () => {
   );
 });
 
-Deno.test("config: resume is off by default, a Responses upstream cannot be marked as taking a prefill, and replay or auto take any", () => {
+Deno.test("config: resume is off by default, a Responses or Interactions upstream cannot be marked as taking a prefill, and replay or auto take any", () => {
   const base = resumeConfig(["http://127.0.0.1:1"], { kind: "anthropic", prefill: [true] });
   const defaults = ConfigSchema.parse({
     upstreams: base.upstreams,
@@ -405,6 +405,14 @@ Deno.test("config: resume is off by default, a Responses upstream cannot be mark
   assert.deepEqual(responses.error?.issues.map((i) => [i.path.join("."), i.message]), [[
     "routes.0.candidates.0.accepts_prefill",
     "an openai-responses upstream cannot continue a prefill",
+  ]]);
+  const interactions = ConfigSchema.safeParse({
+    ...base,
+    upstreams: [{ id: "up1", kind: "gemini-interactions", base_url: "http://127.0.0.1:1" }],
+  });
+  assert.deepEqual(interactions.error?.issues.map((i) => [i.path.join("."), i.message]), [[
+    "routes.0.candidates.0.accepts_prefill",
+    "a gemini-interactions upstream cannot continue a prefill",
   ]]);
   // Replay and auto take any candidate, a Responses one too; nothing else is a way to resume.
   const route = (mode: string) => ({

@@ -17,6 +17,7 @@ export const DEFAULT_BASE_URLS = {
   "openai-responses": "https://api.openai.com/v1",
   "anthropic": "https://api.anthropic.com",
   "gemini": "https://generativelanguage.googleapis.com",
+  "gemini-interactions": "https://generativelanguage.googleapis.com",
 } as const satisfies Record<Exclude<UpstreamKind, "bedrock">, string>;
 
 // Schema-level messages win over the generic ones in validate.ts, so ranges name both bounds.
@@ -128,7 +129,7 @@ const baseUrl = () =>
       "Base URL in the provider SDK's convention; the gateway appends the API path. " +
         "Omit for the public endpoint: https://api.openai.com/v1 (openai kinds), " +
         "https://api.anthropic.com (anthropic), https://generativelanguage.googleapis.com " +
-        "(gemini), https://bedrock-runtime.{region}.amazonaws.com (bedrock).",
+        "(gemini, gemini-interactions), https://bedrock-runtime.{region}.amazonaws.com (bedrock).",
     );
 
 const maxInFlight = () =>
@@ -172,6 +173,7 @@ export const UpstreamSchema = z.discriminatedUnion("kind", [
   keyedUpstream("openai-responses"),
   keyedUpstream("anthropic"),
   keyedUpstream("gemini"),
+  keyedUpstream("gemini-interactions"),
   BedrockUpstreamSchema,
 ]);
 
@@ -332,18 +334,22 @@ function flagUnknownKeyRoutes(config: Checked, ctx: Issues) {
   );
 }
 
-/** The Responses API has no prefill: an assistant turn last is taken as a past answer, not continued. */
+/**
+ * The Responses API has no prefill: an assistant turn last is taken as a past answer, not
+ * continued. Nor does the Interactions API document one (a model_output step last).
+ */
+const NO_PREFILL = new Set(["openai-responses", "gemini-interactions"]);
+
 function flagPrefillKinds(config: Checked, ctx: Issues) {
   const kinds = new Map(config.upstreams.map((u) => [u.id, u.kind]));
   config.routes.forEach((route, r) =>
     route.candidates.forEach((candidate, c) => {
-      if (!candidate.accepts_prefill || kinds.get(candidate.upstream) !== "openai-responses") {
-        return;
-      }
+      const kind = kinds.get(candidate.upstream);
+      if (!candidate.accepts_prefill || kind === undefined || !NO_PREFILL.has(kind)) return;
       ctx.addIssue({
         code: "custom",
         path: ["routes", r, "candidates", c, "accepts_prefill"],
-        message: "an openai-responses upstream cannot continue a prefill",
+        message: `${/^[aeiou]/.test(kind) ? "an" : "a"} ${kind} upstream cannot continue a prefill`,
       });
     })
   );

@@ -36,6 +36,8 @@ const VOCAB_OF: Record<UpstreamKind, ErrorVocab> = {
   "anthropic": "anthropic",
   "gemini": "gemini",
   "bedrock": "bedrock",
+  // Its HTTP errors are Google's google.rpc objects, as generateContent's.
+  "gemini-interactions": "gemini",
 };
 
 /**

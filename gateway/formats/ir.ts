@@ -116,6 +116,20 @@ export interface IrRequest {
   sessionHint?: string;
   /** Features only a same-format upstream can take; absent or empty when any upstream can. */
   nativeOnly?: IrNativeFeature[];
+  /**
+   * State the provider keeps between turns (Gemini Interactions): the stored
+   * conversation this request continues, which only the upstream that stored
+   * it holds, and whether the client asked for this exchange to be kept
+   * (docs/interactions.md "Stored interactions").
+   */
+  providerState?: IrProviderState;
+}
+
+export interface IrProviderState {
+  /** The provider's id of the stored exchange this one continues (`previous_interaction_id`). */
+  continues?: string;
+  /** The client asked the provider to store this exchange (`store`, on unless set false). */
+  stores: boolean;
 }
 
 export type IrFinishReason = "stop" | "length" | "tool_calls" | "content_filter" | "error";

@@ -11,6 +11,7 @@ import { ContextOverflow } from "../route/context_overflow.ts";
 import { isContextOverflow } from "../formats/context_overflow.ts";
 import { type Answered, type Failed, settle, type Settled } from "./settle.ts";
 import { retryWait } from "./verdict.ts";
+import { notHome } from "../route/interaction_pin.ts";
 
 /**
  * One hop's work: send, read, and say how it ended (hop_ending.ts). It
@@ -137,6 +138,10 @@ function planFor(
     // A candidate that cannot be sent the request is passed over, not tried:
     // no attempt row, no cooldown charge, no place in "tried".
     accept: ({ upstream }) => {
+      if (req.pin !== undefined && upstream.id !== req.pin) {
+        skipped.set(upstream.id, [notHome(req)]);
+        return false;
+      }
       const missing = inexpressible(req, { kind: upstream.kind, deps });
       if (missing.length) skipped.set(upstream.id, missing);
       return missing.length === 0;

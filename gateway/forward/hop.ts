@@ -65,6 +65,8 @@ export class Hop {
   /** What this hop received, for the tokens its upstream did not report (usage_ledger.ts). */
   readonly ledger = new UsageLedger();
   readonly gate: FirstContentGate;
+  /** The id the upstream gave its answer, where it names one (an Interactions interaction id). */
+  answerId?: string;
   #cancel: CancelTimer;
   #unlink: () => void;
   #stopFirstContent: () => void;

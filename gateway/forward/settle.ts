@@ -5,6 +5,7 @@ import { firstContentSecs } from "./first_content_timer.ts";
 import type { Hop } from "./hop.ts";
 import type { HopEnding } from "./hop_ending.ts";
 import { type Step, verdictFor } from "./verdict.ts";
+import { answerIsStored } from "../route/interaction_pin.ts";
 
 /** What the candidate loop does after a hop, with the hop's error. */
 export type Settled = Answered | Failed<Exclude<Step, "done">>;
@@ -62,14 +63,23 @@ export function settle(hop: Hop, ending: HopEnding): Settled {
 
 /**
  * A hop's first content reached the client (or a whole answer was read): the
- * upstream is healthy, and the session stays with it.
+ * upstream is healthy, the session stays with it, and a stored answer is
+ * known to live there.
  */
 export function settleContent(hop: Hop): void {
   hop.attempt.firstContent();
-  const { cooldowns, affinity } = hop.opts.deps;
+  const { cooldowns, affinity, homes } = hop.opts.deps;
   cooldowns.success(hop.upstream.id);
   affinity.set(hop.req.route.model, {
     sessionId: affinitySession(hop.req.live.record),
     upstream: hop.upstream.id,
   });
+  // The client now has the answer's id: a later turn on it must come back here
+  // (docs/interactions.md "Stored interactions").
+  if (homes && hop.answerId && answerIsStored(hop.req, hop.upstream)) {
+    homes.note(hop.req.live.record.keyId, hop.answerId, {
+      upstream: hop.upstream.id,
+      route: hop.req.route.model,
+    });
+  }
 }

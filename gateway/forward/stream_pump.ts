@@ -44,11 +44,14 @@ export class StreamPump {
   readonly #hideUsage: boolean;
   /** A replaying hop's frames are held and compared until it has caught up (replay_gate.ts). */
   readonly #replay: ReplayGate | null;
+  /** Whether the answer's id is wanted: it names a stored interaction (settle.ts). */
+  #seekId: boolean;
 
   constructor(readonly hop: Hop, readonly opts: PumpOpts) {
     this.#passthrough = streamPassesThrough(hop.upstream.kind, opts);
     this.#hideUsage = hidesUsage(hop.req);
     this.#replay = hop.req.replay ? new ReplayGate(hop, opts.resume) : null;
+    this.#seekId = hop.req.ir.providerState?.stores === true;
   }
 
   /** Reads `body` to its end, or to the first frame that ends the hop. */
@@ -90,6 +93,7 @@ export class StreamPump {
     const { hop } = this;
     for (const frame of frames) {
       hop.ledger.frame(frame);
+      if (this.#seekId) this.#noteId(frame);
       if (frame.usage) hop.attempt.usage(frame.usage);
       this.#terminal ||= frame.terminal === true;
       this.#finished ||= this.#terminal || finishes(frame);
@@ -102,6 +106,14 @@ export class StreamPump {
       else this.#keepAlive(frame);
     }
     return null;
+  }
+
+  /** The answer's id, from its start (an Interactions stream's `interaction.created`). */
+  #noteId(frame: UpstreamFrame): void {
+    const start = frame.events.find((e) => e.type === "start");
+    if (start?.type !== "start" || !start.id) return;
+    this.hop.answerId = start.id;
+    this.#seekId = false;
   }
 
   #content(frame: UpstreamFrame): void {

@@ -6,10 +6,14 @@ import { codePoints, ReplayCheck, type Segment } from "./replay_check.ts";
 
 /**
  * Client formats whose streams name items by ids the upstream chose (Responses'
- * `item_id`): a continuation from our encoder would name other ids, and the
- * SDK rejects that. With resume on, their answers are always encoded.
+ * `item_id`, the Interactions API's step indexes): a continuation from our encoder
+ * would name other ids, and the SDK rejects that. With resume on, their answers
+ * are always encoded.
  */
-const IDS_FROM_UPSTREAM: ReadonlySet<ClientFormat> = new Set(["openai-responses"]);
+const IDS_FROM_UPSTREAM: ReadonlySet<ClientFormat> = new Set([
+  "openai-responses",
+  "gemini-interactions",
+]);
 /**
  * Client formats whose encoder holds a tool call back until it is complete (Gemini sends calls
  * whole): shadowing a passed-through call it would still hold one the client has, and send it

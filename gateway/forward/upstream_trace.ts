@@ -11,6 +11,7 @@ const PROVIDERS: Record<UpstreamKind, string> = {
   anthropic: "anthropic",
   gemini: "gcp.gemini",
   bedrock: "aws.bedrock",
+  "gemini-interactions": "gcp.gemini",
 };
 
 const DEFAULT_PORTS: Record<string, number> = { "http:": 80, "https:": 443 };

@@ -4,6 +4,7 @@ import type { IrRequest } from "../formats/ir.ts";
 import type { Affinity } from "./affinity.ts";
 import type { Cooldowns } from "./cooldown.ts";
 import type { Slots } from "./slots.ts";
+import type { InteractionHomes } from "./interaction_homes.ts";
 
 /**
  * What routing knows of a request and of the state it shares with others: the
@@ -24,6 +25,8 @@ export interface RouteDeps {
   cooldowns: Cooldowns;
   slots: Slots;
   affinity: Affinity;
+  /** Which upstream stores each interaction (docs/interactions.md "Stored interactions"). */
+  homes?: InteractionHomes;
 }
 
 /** A request, as far as choosing its candidates needs it. */
@@ -42,4 +45,9 @@ export interface RoutedRequest {
    * prefill, sent as the first hop's was; its answer is held until it matches what the client has.
    */
   replay?: true;
+  /**
+   * The one upstream this request may go to: the one storing the interaction it continues
+   * (docs/interactions.md "Stored interactions"); any other candidate is passed over.
+   */
+  pin?: string;
 }

@@ -11,6 +11,7 @@ import { AbortRegistry } from "../live/abort_registry.ts";
 import type { Exporter } from "../observability/exporter.ts";
 import { exportingSink } from "../observability/export_sink.ts";
 import { Affinity } from "../route/affinity.ts";
+import { InteractionHomes } from "../route/interaction_homes.ts";
 import type { Cooldowns } from "../route/cooldown.ts";
 import { Slots } from "../route/slots.ts";
 import type { Clock } from "../runtime/clock.ts";
@@ -50,6 +51,7 @@ export function serverDeps(parts: ServerParts): ServerDeps {
     cooldowns: parts.cooldowns,
     slots: new Slots(clock),
     affinity: new Affinity(),
+    homes: new InteractionHomes({ db, clock, log: parts.log }),
     metrics: parts.metrics,
     log: parts.log,
     env: parts.env,

@@ -23,8 +23,8 @@ export interface ClientView {
 
 export interface ClientFormat {
   name: string;
-  /** Its own upstream kind first, then one it is translated to. */
-  kinds: [UpstreamKind, UpstreamKind];
+  /** Its own upstream kind first, then those it is translated to. */
+  kinds: [UpstreamKind, UpstreamKind, ...UpstreamKind[]];
   /** Gemini's streamed JSON array is never answered early (docs/design.md "Failover before content"). */
   answersEarly: boolean;
   streamOnly?: boolean;
@@ -124,7 +124,8 @@ const geminiRequest = (stream: boolean, sse: boolean) => (route: string) => ({
 export const CLIENTS: ClientFormat[] = [
   {
     name: "chat",
-    kinds: ["openai-chat", "anthropic"],
+    // And the Interactions API translated: every fault of it, read back as Chat.
+    kinds: ["openai-chat", "anthropic", "gemini-interactions"],
     answersEarly: true,
     request: (route, stream) => ({
       path: "/v1/chat/completions",
@@ -227,6 +228,48 @@ export const CLIENTS: ClientFormat[] = [
     readStream: (body) =>
       readGemini(sseData(body).map(({ data }) => ({ json: parse(data), raw: data }))),
     wholeText: (json) => geminiText(json as Json),
+  },
+  {
+    name: "interactions",
+    kinds: ["gemini-interactions", "anthropic"],
+    answersEarly: true,
+    request: (route, stream) => ({
+      path: "/v1beta/interactions",
+      body: { model: route, stream, input: user },
+    }),
+    // `[DONE]` follows `interaction.completed`; nothing follows an `error` event.
+    readStream: (body) => {
+      const v = view();
+      let done = false;
+      for (const { data } of sseData(body)) {
+        if (v.end === "done" && data.trim() === "[DONE]" && !done) {
+          done = true;
+          continue;
+        }
+        if (v.end !== "none") {
+          v.trailing = true;
+          continue;
+        }
+        const event = parse(data);
+        const delta = (event.delta ?? {}) as Json;
+        if (event.event_type === "interaction.created") v.starts++;
+        else if (event.event_type === "step.delta" && delta.type === "text") {
+          v.text += String(delta.text);
+        } else if (event.event_type === "interaction.completed") v.end = "done";
+        else if (event.event_type === "error" || event.unparsable !== undefined) {
+          v.end = "error";
+          v.error = data;
+        }
+      }
+      return v;
+    },
+    wholeText: (json) =>
+      (((json as Json).steps ?? []) as Json[])
+        .filter((step) => step.type === "model_output")
+        .flatMap((step) => (step.content ?? []) as Json[])
+        .filter((c) => c.type === "text")
+        .map((c) => c.text)
+        .join(""),
   },
   {
     name: "gemini-array",

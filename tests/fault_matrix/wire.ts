@@ -10,6 +10,7 @@ import * as bedrock from "../fake_upstreams/bedrock_script.ts";
 import * as gemini from "../fake_upstreams/gemini_script.ts";
 import { chatStreamBlocks, chatWholeBody } from "../fake_upstreams/openai_chat_script.ts";
 import * as responses from "../fake_upstreams/openai_responses_script.ts";
+import * as interactions from "../fake_upstreams/interactions_script.ts";
 import type { Script } from "../fake_upstreams/server.ts";
 
 export type Chunk = string | Uint8Array;
@@ -118,6 +119,21 @@ export const WIRES: Record<UpstreamKind, Wire> = {
       body: [{ send: bedrock.errorBody(status, message) }],
     }),
     endMarker: false,
+  },
+  "gemini-interactions": {
+    streamType: "text/event-stream",
+    stream: (text) => interactions.interactionsStreamChunks({ text, usage: USAGE }),
+    // `interaction.created` and one `interaction.status_update` in progress.
+    opening: 2,
+    ping: interactions.statusUpdate({}),
+    errorEvent: interactions.errorEvent("boom"),
+    whole: (text) => interactions.interactionsWholeBody({ text, usage: USAGE }),
+    error: (status, message) => ({
+      status,
+      headers: json,
+      body: [{ send: interactions.errorBody(status, message) }],
+    }),
+    endMarker: true,
   },
 };
 
