@@ -252,9 +252,14 @@ export const CLIENTS: ClientFormat[] = [
         }
         const event = parse(data);
         const delta = (event.delta ?? {}) as Json;
+        const step = (event.step ?? {}) as Json;
         if (event.event_type === "interaction.created") v.starts++;
         else if (event.event_type === "step.delta" && delta.type === "text") {
           v.text += String(delta.text);
+        } else if (event.event_type === "step.start" && step.type === "function_call") {
+          addToCall(v, event.index, step.name);
+        } else if (event.event_type === "step.delta" && delta.type === "arguments_delta") {
+          addToCall(v, event.index, delta.arguments);
         } else if (event.event_type === "interaction.completed") v.end = "done";
         else if (event.event_type === "error" || event.unparsable !== undefined) {
           v.end = "error";

@@ -122,7 +122,8 @@ export const WIRES: Record<UpstreamKind, Wire> = {
   },
   "gemini-interactions": {
     streamType: "text/event-stream",
-    stream: (text) => interactions.interactionsStreamChunks({ text, usage: USAGE }),
+    stream: (text, toolCall) =>
+      interactions.interactionsStreamChunks({ text, toolCall, usage: USAGE }),
     // `interaction.created` and one `interaction.status_update` in progress.
     opening: 2,
     ping: interactions.statusUpdate({}),
