@@ -78,6 +78,12 @@ export interface ClientStreamEncoder {
   close(): Uint8Array | null;
   /** Ends the stream with the client's error event. */
   error(err: GatewayError): Uint8Array;
+  /**
+   * The same error once more, written on its own after `error`, for clients
+   * that read another form of it (Gemini SSE: the bare object for Google's
+   * SDK, then a `data:` event for strict SSE readers; docs/architecture.md).
+   */
+  errorAgain?(err: GatewayError): Uint8Array | null;
 }
 
 export interface ClientRequestContext {

@@ -17,6 +17,8 @@ export interface ClientView {
   error?: string;
   /** Bytes of the answer after its end (there must be none). */
   trailing: boolean;
+  /** A Gemini SSE error was repeated as a `data:` event (not trailing bytes). */
+  repeated?: boolean;
 }
 
 export interface ClientFormat {
@@ -75,12 +77,17 @@ const geminiText = (chunk: Json): string => {
   return parts.filter((p) => !p.thought).map((p) => p.text ?? "").join("");
 };
 
-/** Gemini has no end marker: an answer is done when a finish reason came and no error after it. */
+/**
+ * Gemini has no end marker: an answer is done when a finish reason came and no error after it.
+ * An SSE error comes twice, the bare object then the same as a `data:` event
+ * (docs/architecture.md "Gemini errors inside a stream"): the repeat is not trailing bytes.
+ */
 function readGemini(chunks: { json: Json; raw: string }[]): ClientView {
   const v = view();
   let finished = false;
   for (const { json, raw } of chunks) {
-    if (v.end === "error") v.trailing = true;
+    if (v.end === "error" && raw === v.error && !v.repeated) v.repeated = true;
+    else if (v.end === "error") v.trailing = true;
     else if (json.error !== undefined || json.unparsable !== undefined) {
       v.end = "error";
       v.error = raw;
