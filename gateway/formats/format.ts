@@ -40,6 +40,10 @@ export interface UpstreamCall {
   model: string;
   env: (name: string) => string | undefined;
   config: Config;
+  /** The hop's stop: ends a wait before the call is sent (an access token, docs/providers.md). */
+  signal?: AbortSignal;
+  /** The gateway's fetch, for what an adapter fetches before the call (an access token). */
+  fetch?: typeof fetch;
 }
 
 /** What the gateway needs to call one kind of upstream. */
