@@ -325,44 +325,53 @@ Deno.test("vertex: a key the endpoint cannot verify, and one that is not a key, 
   await using oauth = await startFakeOAuth();
   await using up = startFakeUpstream({ fallback: geminiAnswer });
   await using backup = startFakeUpstream({ fallback: geminiAnswer });
-  const config = vertexRoute(up.url, {
-    kind: "gemini",
-    model: GEMINI,
-    vertex: serviceAccount(),
-    backup: backup.url,
-  });
-  // Signed with another private key than the account's: the endpoint checks the signature.
-  {
-    await using gw = await startTestGateway(config, {
-      env: { VERTEX_SA: await oauth.serviceAccountJson({ otherKey: true }) },
+  const cases = [
+    // Signed with another private key than the account's: the endpoint checks the signature.
+    {
+      key: await oauth.serviceAccountJson({ otherKey: true }),
+      reason: /answered 400 \(invalid_grant: Invalid JWT Signature\.\)/,
+    },
+    // Not a key at all, or a token URI a signed assertion must not be sent to.
+    { key: "{not json", reason: /the service-account key is not a JSON object/ },
+    {
+      key: await oauth.serviceAccountJson({ tokenUri: "http://198.51.100.7/token" }),
+      reason: /token_uri that is neither https nor http on a loopback address/,
+    },
+  ];
+  const env = Object.fromEntries(cases.map((c, i) => [`VERTEX_SA_${i}`, c.key]));
+  await using gw = await startTestGateway({
+    failover: { retries_per_candidate: 0 },
+    upstreams: [
+      ...cases.map((_, i) => ({
+        id: `vx${i}`,
+        kind: "gemini" as const,
+        base_url: up.url,
+        vertex: { ...serviceAccount(), service_account_env: `VERTEX_SA_${i}` },
+      })),
+      { id: "backup", kind: "gemini", base_url: backup.url },
+    ],
+    routes: cases.map((_, i) => ({
+      model: `r${i}`,
+      candidates: [{ upstream: `vx${i}`, model: GEMINI }, { upstream: "backup", model: "g" }],
+    })),
+  }, { env });
+  for (const [i, { reason }] of cases.entries()) {
+    const answer = await genai(gw, `vx-bad-key-${i}`).models.generateContent({
+      model: `r${i}`,
+      contents: "hi",
     });
-    await genai(gw, "vx-bad-signature").models.generateContent({ model: "smart", contents: "hi" });
-    const { attempts } = await gw.row("vx-bad-signature");
-    assert.equal(oauth.calls[0]?.refused, "Invalid JWT Signature.");
-    assert.match(
-      attempts[0]?.errorMessage ?? "",
-      /answered 400 \(invalid_grant: Invalid JWT Signature\.\)/,
-    );
-    assert.equal(attempts[1]?.outcome, "success");
-  }
-  // Not a key at all, or a token URI a signed assertion must not be sent to.
-  for (
-    const [keyText, reason] of [
-      ["{not json", /is not a JSON object/],
-      [
-        await oauth.serviceAccountJson({ tokenUri: "http://198.51.100.7/token" }),
-        /neither https nor http on a loopback/,
-      ],
-    ] as const
-  ) {
-    await using gw = await startTestGateway(config, { env: { VERTEX_SA: keyText } });
-    await genai(gw, "vx-not-a-key").models.generateContent({ model: "smart", contents: "hi" });
-    const { attempts } = await gw.row("vx-not-a-key");
+    assert.equal(answer.text, "Hello from Vertex");
+    const { attempts } = await gw.row(`vx-bad-key-${i}`);
+    assert.deepEqual(attempts.map((a) => [a.upstream, a.outcome]), [
+      [`vx${i}`, "error"],
+      ["backup", "success"],
+    ]);
     assert.match(attempts[0]?.errorMessage ?? "", reason);
     assert.doesNotMatch(attempts[0]?.errorMessage ?? "", /PRIVATE KEY|not json/);
   }
-  assert.equal(up.calls.length, 0);
+  assert.equal(oauth.calls[0]?.refused, "Invalid JWT Signature.");
   assert.equal(oauth.calls.length, 1, "nothing is sent to a token URI that is not safe");
+  assert.equal(up.calls.length, 0);
 });
 
 Deno.test("vertex: a token count is our estimate, with no call to Vertex or the token endpoint", async () => {
