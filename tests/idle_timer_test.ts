@@ -35,7 +35,7 @@ const ENDINGS: Array<[string, string, unknown, RegExp]> = [
   ],
   ["gemini", "/v1beta/models/smart:streamGenerateContent?alt=sse", {
     contents: [{ role: "user", parts: [{ text: "hi" }] }],
-  }, /\n\n\{"error":[\s\S]*idle_timeout_mid_stream"[\s\S]*\}\n$/],
+  }, /\n\n\{"error":[^\n]*idle_timeout_mid_stream"[^\n]*\}\n\ndata: \{"error":[^\n]*\}\n\n$/],
 ];
 
 for (const [format, path, body, ending] of ENDINGS) {

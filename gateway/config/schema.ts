@@ -5,8 +5,10 @@
  */
 import { z } from "zod";
 import { keyLimitFields, pricesField } from "./limits_schema.ts";
-import { allowedEnvName, refusedEnvMessage } from "./env_names.ts";
+import { envNameField } from "./env_names.ts";
 import { MAX_URL_CHARS, withoutTrailingSlashes } from "./trailing_slashes.ts";
+import { AzureSchema, checkCloudFields, VertexSchema } from "./cloud_schema.ts";
+import { upstreamHeadersField } from "./upstream_headers_schema.ts";
 
 import { UPSTREAM_KINDS, type UpstreamKind } from "../runtime/wire_kinds.ts";
 export { UPSTREAM_KINDS, type UpstreamKind };
@@ -39,12 +41,7 @@ function slug() {
   });
 }
 
-function envName(opts: { gatewayKey?: boolean } = {}) {
-  return z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, {
-    error: "must be the NAME of an environment variable (letters, digits and _, not starting " +
-      "with a digit), e.g. OPENAI_API_KEY; never the secret itself",
-  }).refine((name) => allowedEnvName(name, opts), { error: refusedEnvMessage(opts) });
-}
+const envName = envNameField;
 
 function modelName() {
   return z.string().regex(/^\S{1,256}$/, {
@@ -129,7 +126,9 @@ const baseUrl = () =>
       "Base URL in the provider SDK's convention; the gateway appends the API path. " +
         "Omit for the public endpoint: https://api.openai.com/v1 (openai kinds), " +
         "https://api.anthropic.com (anthropic), https://generativelanguage.googleapis.com " +
-        "(gemini, gemini-interactions), https://bedrock-runtime.{region}.amazonaws.com (bedrock).",
+        "(gemini, gemini-interactions), https://bedrock-runtime.{region}.amazonaws.com (bedrock). " +
+        "With azure: the resource endpoint, required (https://{resource}.openai.azure.com); with " +
+        "vertex: https://{location}-aiplatform.googleapis.com by default.",
     );
 
 const maxInFlight = () =>
@@ -137,7 +136,10 @@ const maxInFlight = () =>
     "Most live requests this upstream gets at once; more wait or go to another candidate.",
   );
 
-function keyedUpstream<K extends Exclude<UpstreamKind, "bedrock">>(kind: K) {
+function keyedUpstream<
+  K extends Exclude<UpstreamKind, "bedrock">,
+  X extends z.ZodRawShape = Record<never, never>,
+>(kind: K, extra: X = {} as X) {
   return z.object({
     kind: z.literal(kind).describe("Wire format and provider of the upstream."),
     id: upstreamId(),
@@ -147,9 +149,24 @@ function keyedUpstream<K extends Exclude<UpstreamKind, "bedrock">>(kind: K) {
     ),
     max_in_flight: maxInFlight(),
     prices: pricesField(),
+    headers: upstreamHeadersField(),
+    ...extra,
     enabled: enabledFlag("upstream"),
-  }).strict();
+  }).strict().superRefine(checkCloudFields);
 }
+
+// Azure OpenAI and Vertex AI are options of the kinds whose API they serve (cloud_schema.ts).
+const azureField = {
+  azure: AzureSchema.optional().describe(
+    "Azure OpenAI: the URL shapes and auth header of an Azure resource (docs/providers.md).",
+  ),
+};
+const vertexField = {
+  vertex: VertexSchema.optional().describe(
+    "Vertex AI: the model's URL under a Google Cloud project and OAuth from a service account " +
+      "or an access token, in place of api_key_env (docs/providers.md).",
+  ),
+};
 
 const BedrockUpstreamSchema = z.object({
   kind: z.literal("bedrock").describe("Wire format and provider of the upstream."),
@@ -165,14 +182,15 @@ const BedrockUpstreamSchema = z.object({
   ),
   max_in_flight: maxInFlight(),
   prices: pricesField(),
+  headers: upstreamHeadersField(),
   enabled: enabledFlag("upstream"),
 }).strict();
 
 export const UpstreamSchema = z.discriminatedUnion("kind", [
-  keyedUpstream("openai-chat"),
-  keyedUpstream("openai-responses"),
-  keyedUpstream("anthropic"),
-  keyedUpstream("gemini"),
+  keyedUpstream("openai-chat", azureField),
+  keyedUpstream("openai-responses", azureField),
+  keyedUpstream("anthropic", vertexField),
+  keyedUpstream("gemini", vertexField),
   keyedUpstream("gemini-interactions"),
   BedrockUpstreamSchema,
 ]);
@@ -404,5 +422,13 @@ function defaultBaseUrl(upstream: Upstream): string {
   if (upstream.kind === "bedrock") {
     return `https://bedrock-runtime.${upstream.region}.amazonaws.com`;
   }
+  if ("vertex" in upstream && upstream.vertex) return vertexHost(upstream.vertex.location);
   return DEFAULT_BASE_URLS[upstream.kind];
+}
+
+/** Vertex AI's host for a location: regional, or the global endpoint. */
+export function vertexHost(location: string): string {
+  return location === "global"
+    ? "https://aiplatform.googleapis.com"
+    : `https://${location}-aiplatform.googleapis.com`;
 }

@@ -42,6 +42,8 @@ function toProblems(issue: z.core.$ZodIssue): ConfigProblem[] {
 }
 
 function unknownFieldMessage(key: string, known: readonly string[]): string {
+  // A union's other shapes (another upstream kind) may know the very name: no suggestion then.
+  if (known.includes(key)) return `unknown field "${key}" (it belongs to another kind)`;
   const suggestion = closestName(key, known);
   const hint = suggestion === undefined ? "" : ` (did you mean "${suggestion}"?)`;
   return `unknown field "${key}"${hint}`;

@@ -40,6 +40,10 @@ export interface UpstreamCall {
   model: string;
   env: (name: string) => string | undefined;
   config: Config;
+  /** The hop's stop: ends a wait before the call is sent (an access token, docs/providers.md). */
+  signal?: AbortSignal;
+  /** The gateway's fetch, for what an adapter fetches before the call (an access token). */
+  fetch?: typeof fetch;
 }
 
 /** What the gateway needs to call one kind of upstream. */
@@ -78,6 +82,12 @@ export interface ClientStreamEncoder {
   close(): Uint8Array | null;
   /** Ends the stream with the client's error event. */
   error(err: GatewayError): Uint8Array;
+  /**
+   * The same error once more, written on its own after `error`, for clients
+   * that read another form of it (Gemini SSE: the bare object for Google's
+   * SDK, then a `data:` event for strict SSE readers; docs/architecture.md).
+   */
+  errorAgain?(err: GatewayError): Uint8Array | null;
 }
 
 export interface ClientRequestContext {

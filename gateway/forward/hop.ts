@@ -137,6 +137,8 @@ export class Hop {
       model: this.opts.target.candidate.model,
       env: deps.env,
       config: deps.config,
+      signal: this.controller.signal,
+      fetch: deps.fetch,
     };
     const { signal } = this.controller;
     // A url and init where the adapter has them: fetch would copy a Request once more.

@@ -19,6 +19,8 @@ export interface ClientView {
   trailing: boolean;
   /** Tool calls read, each its name then its arguments' JSON text, by the stream's own index. */
   calls: string[];
+  /** A Gemini SSE error was repeated as a `data:` event (not trailing bytes). */
+  repeated?: boolean;
 }
 
 export interface ClientFormat {
@@ -93,12 +95,17 @@ const geminiCalls = (chunk: Json): string[] => {
   });
 };
 
-/** Gemini has no end marker: an answer is done when a finish reason came and no error after it. */
+/**
+ * Gemini has no end marker: an answer is done when a finish reason came and no error after it.
+ * An SSE error comes twice, the bare object then the same as a `data:` event
+ * (docs/formats.md "Gemini errors inside a stream"): the repeat is not trailing bytes.
+ */
 function readGemini(chunks: { json: Json; raw: string }[]): ClientView {
   const v = view();
   let finished = false;
   for (const { json, raw } of chunks) {
-    if (v.end === "error") v.trailing = true;
+    if (v.end === "error" && raw === v.error && !v.repeated) v.repeated = true;
+    else if (v.end === "error") v.trailing = true;
     else if (json.error !== undefined || json.unparsable !== undefined) {
       v.end = "error";
       v.error = raw;
