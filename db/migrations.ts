@@ -190,4 +190,11 @@ export const MIGRATIONS: readonly Migration[] = [
       "ALTER TABLE attempts ADD COLUMN tokens_estimated INTEGER NOT NULL DEFAULT 0",
     ],
   },
+  {
+    // docs/design.md "Cooldown": the one probe of an upstream whose pause ended, claimed by
+    // one instance of all those sharing the database.
+    version: 16,
+    name: "cooldown_probe",
+    sql: ["ALTER TABLE cooldowns ADD COLUMN probe_until INTEGER"],
+  },
 ];

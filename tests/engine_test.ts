@@ -26,6 +26,8 @@ import { createLogger } from "../gateway/runtime/logger.ts";
 import { Metrics } from "../gateway/runtime/metrics.ts";
 import type { AttemptRecord, RequestRecord } from "../db/records.ts";
 import { VirtualClock } from "./virtual_clock.ts";
+import { Pools } from "../gateway/route/pools.ts";
+import { seededRandom } from "./seeded_random.ts";
 
 /** What a scripted upstream does on one call. */
 interface Act {
@@ -88,6 +90,7 @@ function engine(
     }),
     slots: new Slots(clock),
     affinity: new Affinity(),
+    pools: new Pools({ random: seededRandom(1) }),
     metrics,
     log: createLogger({ quiet: true }),
     env: () => undefined,

@@ -5,6 +5,8 @@ import { type OnSettled, runCandidates, type RunHop } from "./failover.ts";
 import type { ForwardDeps, ForwardRequest } from "./hop.ts";
 import { type StreamResume, withPrefill } from "./stream_resume.ts";
 import { stopReason } from "./stop_reasons.ts";
+import { routeMembers } from "../config/route_entries.ts";
+import type { RouteCandidate } from "../config/schema.ts";
 
 /**
  * Mid-stream resume (docs/liveness.md). Watches a stream's settled hops to
@@ -54,10 +56,9 @@ export class ResumePass {
     const { deps, resume, channel } = this.opts;
     while (failure && this.#broken) {
       this.#broken = false;
-      const candidates = req.route.candidates.filter((c) =>
-        c.accepts_prefill && !this.#tried.has(c.upstream)
-      );
-      if (!candidates.length) return failure;
+      // The route stays as it is (its pools keep their picks); only these are planned.
+      const only = (c: RouteCandidate) => c.accepts_prefill && !this.#tried.has(c.upstream);
+      if (!routeMembers(req.route).some(only)) return failure;
       const point = resume.begin(this.#brokenRow);
       if (!point) return failure;
       deps.log.event("gw.stream.resume", { offset: point.offset, after: failure.code });
@@ -65,7 +66,7 @@ export class ResumePass {
       const resumed = await runCandidates({
         ...req,
         ir: withPrefill(req.ir, point.prefill),
-        route: { ...req.route, candidates },
+        only,
         resumeAt: point.offset,
       }, { deps, runHop, onSettled: this.watch });
       if (!resumed) return null;

@@ -13,6 +13,7 @@ import { exportingSink } from "../observability/export_sink.ts";
 import { Affinity } from "../route/affinity.ts";
 import type { Cooldowns } from "../route/cooldown.ts";
 import { Slots } from "../route/slots.ts";
+import type { Pools } from "../route/pools.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
 import type { Metrics } from "../runtime/metrics.ts";
@@ -30,6 +31,8 @@ export interface ServerParts {
   state: RunState;
   history: History;
   cooldowns: Cooldowns;
+  /** Each pool's measurements and shares (docs/design.md "Pools"). */
+  pools: Pools;
   fetch: typeof fetch;
   exporter: Exporter;
   metricsOpen: boolean;
@@ -50,6 +53,7 @@ export function serverDeps(parts: ServerParts): ServerDeps {
     cooldowns: parts.cooldowns,
     slots: new Slots(clock),
     affinity: new Affinity(),
+    pools: parts.pools,
     metrics: parts.metrics,
     log: parts.log,
     env: parts.env,
@@ -113,6 +117,7 @@ function adminDeps(
     registry: deps.registry,
     cooldowns: deps.cooldowns,
     slots: deps.slots,
+    pools: deps.pools,
     db: deps.db,
     clock: deps.clock,
     instanceId: deps.instanceId,
