@@ -30,6 +30,8 @@ export async function startTestGateway(
     metricsOpen?: boolean;
     /** Bound on history rows kept in memory while the database is away (default 100 000). */
     historyMemoryRows?: number;
+    /** The pools' randomness (default Math.random): seed it for figures that hold on every run. */
+    random?: () => number;
   } = {},
 ): Promise<TestGateway> {
   const dir = opts.dir ?? await Deno.makeTempDir({ prefix: "pulsegate-test-" });
@@ -48,6 +50,7 @@ export async function startTestGateway(
     quiet: true,
     metricsOpen: opts.metricsOpen ?? true,
     historyMemoryRows: opts.historyMemoryRows,
+    random: opts.random,
   });
   return {
     ...gw,

@@ -52,6 +52,8 @@ export interface StartOptions {
   onHistoryBatch?: (batch: { ms: number; rows: number }) => void;
   /** Bound on history rows kept in memory while the database is away; default HISTORY_MEMORY_ROWS. */
   historyMemoryRows?: number;
+  /** Uniform in [0, 1) for the pools' picks: Math.random unless a test seeds it. */
+  random?: () => number;
 }
 
 export interface Gateway {
@@ -143,7 +145,7 @@ async function start(
       paused: cooldowns.isPaused(u.id),
       state: cooldowns.phase(u.id),
     }));
-  const pools = new Pools({ random: Math.random });
+  const pools = new Pools({ random: opts.random ?? Math.random });
   metrics.poolShares = () =>
     state.config === null
       ? []
