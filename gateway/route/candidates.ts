@@ -71,10 +71,8 @@ export function planCandidates(
       if (upstream) add({ upstream, candidate: entry });
       return;
     }
-    const inFlight = (id: string) => deps.slots.inFlight(id);
-    for (const member of deps.pools.order(route, { index, entry, config: deps.config, inFlight })) {
-      add(member);
-    }
+    const { config, slots } = deps;
+    for (const member of deps.pools.order(route, { index, entry, config, slots })) add(member);
   });
   if (all.length <= 1) return all;
   const { cooldowns } = deps;

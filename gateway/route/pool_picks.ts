@@ -3,8 +3,8 @@ import type { PoolState } from "./pool_state.ts";
 
 /** What a pick may read besides the pool's own measurements. */
 export interface PickContext {
-  upstream: (id: string) => Upstream | undefined;
-  inFlight: (upstream: string) => number;
+  upstreams: ReadonlyMap<string, Upstream>;
+  slots: { inFlight(upstream: string): number };
   /** Uniform in [0, 1): Math.random in production, a seeded generator under test. */
   random: () => number;
 }
@@ -43,8 +43,8 @@ const PICKS: Record<PoolPick, Pick> = {
   least_busy: {
     score: (state, ctx) =>
       state.entry.pool.forEach((m, i) => {
-        const max = ctx.upstream(m.upstream)?.max_in_flight ?? 1;
-        state.scores[i] = ctx.inFlight(m.upstream) / max;
+        const max = ctx.upstreams.get(m.upstream)?.max_in_flight ?? 1;
+        state.scores[i] = ctx.slots.inFlight(m.upstream) / max;
       }),
     equal: (best, score) => score === best,
   },
@@ -141,6 +141,6 @@ function latencyScores(state: PoolState): void {
 
 /** USD per million input plus output tokens for the member's model; unpriced: last. */
 function priceOf(member: PoolMember, ctx: PickContext): number {
-  const price = ctx.upstream(member.upstream)?.prices?.[member.model];
+  const price = ctx.upstreams.get(member.upstream)?.prices?.[member.model];
   return price ? price.input + price.output : Infinity;
 }

@@ -34,6 +34,8 @@ export function memberId(member: Pick<PoolMember, "upstream" | "model">): string
  * allocates per request.
  */
 export class PoolState {
+  /** The entry's place in its route's candidates. */
+  readonly index: number;
   entry: PoolEntry;
   members: MemberStats[];
   /** Hops into the pool so far: the clock estimates age by. */
@@ -42,6 +44,8 @@ export class PoolState {
   exploreCredit = 0;
   /** Per member, scratch for one pick (synchronous, so one set serves every request). */
   readonly scores: Float64Array;
+  /** Per member, what a candidate from this pool carries (made once, shared by requests). */
+  readonly slots: { readonly state: PoolState; readonly member: number }[];
   #ring = new Uint8Array(SHARE_WINDOW);
   #filled = 0;
   #next = 0;
@@ -52,11 +56,9 @@ export class PoolState {
     this.entry = opts.entry;
     this.members = opts.entry.pool.map((m) => freshStats(memberId(m)));
     this.scores = new Float64Array(this.members.length);
+    this.slots = this.members.map((_, member) => ({ state: this, member }));
     this.#counts = new Uint32Array(this.members.length);
   }
-
-  /** The entry's place in its route's candidates. */
-  readonly index: number;
 
   /**
    * A config reload gave the pool's place a new entry: measurements follow their member (by

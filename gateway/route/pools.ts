@@ -42,9 +42,15 @@ export interface PoolView {
  */
 export class Pools {
   #states = new Map<string, PoolState>();
+  /** The state of each entry seen, found without building its key on every request. */
+  #byEntry = new WeakMap<PoolEntry, PoolState>();
   #config: Config | null = null;
+  /** Reused by every pick: a pick runs to its end synchronously, so one serves all requests. */
+  #ctx: PickContext;
 
-  constructor(private opts: { random: () => number }) {}
+  constructor(opts: { random: () => number }) {
+    this.#ctx = { upstreams: new Map(), slots: { inFlight: () => 0 }, random: opts.random };
+  }
 
   /**
    * The members of the route's pool at `index`, in the order this request tries them, each with
@@ -52,20 +58,17 @@ export class Pools {
    */
   order(
     route: Route,
-    opts: { index: number; entry: PoolEntry; config: Config; inFlight: (id: string) => number },
+    opts: { index: number; entry: PoolEntry; config: Config; slots: PickContext["slots"] },
   ): PoolPick[] {
     const state = this.state(route.model, opts);
-    const upstreams = upstreamsOf(opts.config);
-    const ctx: PickContext = {
-      upstream: (id) => upstreams.get(id),
-      inFlight: opts.inFlight,
-      random: this.opts.random,
-    };
+    const ctx = this.#ctx;
+    ctx.upstreams = upstreamsOf(opts.config);
+    ctx.slots = opts.slots;
     const picks: PoolPick[] = [];
     for (const member of orderMembers(state, ctx)) {
       const candidate = state.entry.pool[member]!;
-      const upstream = upstreams.get(candidate.upstream);
-      if (upstream) picks.push({ upstream, candidate, pool: { state, member } });
+      const upstream = ctx.upstreams.get(candidate.upstream);
+      if (upstream) picks.push({ upstream, candidate, pool: state.slots[member]! });
     }
     return picks;
   }
@@ -96,10 +99,13 @@ export class Pools {
 
   state(route: string, opts: { index: number; entry: PoolEntry; config: Config }): PoolState {
     if (opts.config !== this.#config) this.#forgetRemoved(opts.config);
+    const seen = this.#byEntry.get(opts.entry);
+    if (seen && seen.route === route && seen.index === opts.index) return seen;
     const key = JSON.stringify([route, opts.index]);
     const known = this.#states.get(key);
     const state = known?.adopt(opts.entry) ?? new PoolState(route, opts);
     if (state !== known) this.#states.set(key, state);
+    this.#byEntry.set(opts.entry, state);
     return state;
   }
 
