@@ -495,3 +495,39 @@ Deno.test("engine: a stream broken after content is resumed by a prefill candida
   assert.equal(await mended.runResuming(), null);
   assert.deepEqual(mended.hops().map((h) => [h[0], h[1]]), [["a", "error"], ["b", "resumed"]]);
 });
+
+Deno.test("engine: a broken stream is resumed by a prefill-capable member of a pool, the pick still ordering it", async () => {
+  const broke: Act = {
+    content: "Hello wor",
+    end: { how: "connection", error: new GatewayError("reset", { code: "gw.upstream.error" }) },
+  };
+  const e = engine({
+    ids: ["a", "b", "c"],
+    routes: [{
+      model: "r",
+      resume_after_content: "prefill",
+      candidates: [
+        { upstream: "a", model: "ma" },
+        {
+          pool: [
+            { upstream: "b", model: "mb", accepts_prefill: true },
+            { upstream: "c", model: "mc", accepts_prefill: true },
+          ],
+        },
+      ],
+    }],
+  }, {
+    script: {
+      a: [broke],
+      b: [{ content: "ld", end: ANSWERED }],
+      c: [{ content: "ld", end: ANSWERED }],
+    },
+  });
+  assert.equal(await e.runResuming(), null);
+  const [first, resumed] = e.calls;
+  assert.equal(e.calls.length, 2);
+  assert.equal(first!.upstream, "a");
+  assert.ok(["b", "c"].includes(resumed!.upstream));
+  assert.deepEqual([resumed!.resumeAt, resumed!.prefill], [9, "Hello wor"]);
+  assert.deepEqual(e.hops().map((h) => h[1]), ["error", "resumed"]);
+});

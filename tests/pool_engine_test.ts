@@ -4,6 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { answersAfter, countOf, failsWith, fleet } from "./pool_kit.ts";
+import { upstreamStatusError } from "../gateway/formats/upstream_error.ts";
 
 const upstreams = (...ids: string[]) => ids.map((id) => ({ id }));
 
@@ -184,4 +185,45 @@ Deno.test("pool: a paused member is skipped; a route of pools keeps failover's r
   }, { play: () => answersAfter(10) });
   f.deps.cooldowns.pauseFor("a", 60);
   assert.deepEqual(new Set(await f.sequence(20)), new Set(["b"]));
+});
+
+Deno.test("pool: a hedge starts the pool's next member beside a silent one", async () => {
+  const f = fleet({
+    upstreams: upstreams("a", "b"),
+    candidates: [{ pool: ["a", "b"].map((upstream) => ({ upstream, model: "m" })) }],
+    route: { hedge_after_secs: 2 },
+  }, { play: (_, __, nth) => nth === 0 ? { end: "silent" } : answersAfter(500) });
+  const { error, attempts } = await f.one();
+  assert.equal(error, null);
+  const [first, second] = f.log;
+  assert.notEqual(first!.upstream, second!.upstream);
+  assert.deepEqual([first!.at, second!.at], [0, 2_000]);
+  assert.deepEqual(attempts.map((a) => a.outcome), ["hedge_lost", "success"]);
+});
+
+Deno.test("pool: a context-length refusal passes over the pool's members with no larger window", async () => {
+  const tooLong = upstreamStatusError(400, {
+    kind: "openai-chat",
+    body: JSON.stringify({
+      error: {
+        message: "too long",
+        type: "invalid_request_error",
+        code: "context_length_exceeded",
+      },
+    }),
+  });
+  const f = fleet({
+    upstreams: upstreams("a", "b", "c"),
+    candidates: [
+      { pool: ["a", "b"].map((upstream) => ({ upstream, model: "m", context_window: 8_000 })) },
+      { upstream: "c", model: "large", context_window: 200_000 },
+    ],
+    route: { on_context_overflow: "next" },
+  }, {
+    play: (id) => id === "c" ? answersAfter(10) : { end: { how: "rejected", error: tooLong } },
+  });
+  const { error, hops } = await f.one();
+  assert.equal(error, null);
+  assert.equal(hops.length, 2, `the other member, with the same window, was passed over: ${hops}`);
+  assert.equal(hops[1], "c");
 });

@@ -73,7 +73,8 @@ export function fleet(
     route?: Partial<ConfigInput["routes"][number]>;
   },
   opts: {
-    play: (upstream: string, n: number) => Act;
+    /** What `upstream` does on its `n`th call, the `nth` of all calls (both from 0). */
+    play: (upstream: string, n: number, nth: number) => Act;
     seed?: number;
     probes?: ProbeStore;
     clock?: VirtualClock;
@@ -115,6 +116,8 @@ export function fleet(
   };
   const route = config.routes[0] as Route;
   const calls = new Map<string, number>();
+  /** Every upstream call in order, with its virtual time. */
+  const log: { upstream: string; at: number }[] = [];
   let count = 0;
 
   const playHop = async (hop: Hop, act: Act): Promise<HopEnding> => {
@@ -140,7 +143,8 @@ export function fleet(
     const id = hop.upstream.id;
     const n = calls.get(id) ?? 0;
     calls.set(id, n + 1);
-    return playHop(hop, opts.play(id, n));
+    log.push({ upstream: id, at: clock.elapsed });
+    return playHop(hop, opts.play(id, n, log.length - 1));
   };
 
   /** One request, from its start to its end (not driven: run it with `clock.run`). */
@@ -184,6 +188,7 @@ export function fleet(
     deps,
     metrics,
     calls,
+    log,
     request,
     /** One request driven to its end in virtual time. */
     one: (o: { session?: string } = {}) => clock.run(request(o)),

@@ -78,13 +78,16 @@ async function tryInOrder(
   for (const [i, target] of plan.entries()) {
     if (overflow.skips(target)) continue;
     // Half-open (docs/design.md "Cooldown"): tried only with its one probe; else passed over.
-    const probe = target.probe ? await claimProbe(target, { req, deps }) : "open";
-    const ticket = typeof probe === "object" ? probe : null;
-    if (stopReason(live.signal)) {
-      if (ticket) deps.cooldowns.probeEnded(ticket);
-      return stopReason(live.signal)!;
+    let ticket: ProbeTicket | null = null;
+    if (target.probe) {
+      const probe = await claimProbe(target, { req, deps });
+      if (typeof probe === "object") ticket = probe;
+      if (stopReason(live.signal)) {
+        if (ticket) deps.cooldowns.probeEnded(ticket);
+        return stopReason(live.signal)!;
+      }
+      if (probe === "taken") continue;
     }
-    if (probe === "taken") continue;
     // A hedge never waits for a slot while another candidate runs: it is tried later if full.
     const wait = isAffine(target, req, deps) && !race?.running;
     const release = await takeSlot(target, { req, deps, wait });
