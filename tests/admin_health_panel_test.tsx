@@ -76,9 +76,9 @@ Deno.test("health panel: state, error rate, content tokens/s and each pool's sha
   await health.refresh();
   const html = renderToString(<UpstreamHealth health={health} />);
   const row = (id: string) => html.match(new RegExp(`data-upstream="${id}".*?</tr>`))?.[0] ?? "";
-  assert.match(row("key-a"), /1 failed \(25 %\)/);
+  assert.match(row("key-a"), /1 failed \(25\u00a0%\)/);
   assert.match(row("key-a"), /Content tokens\/s">87<small>median/);
-  assert.match(row("key-a"), /74 %.*of smart pool 1 \(weighted, weight 3.*last 200/);
+  assert.match(row("key-a"), /74\u00a0%.*of smart pool 1 \(weighted, weight 3.*last 200/);
   assert.match(row("key-a"), /class="state ok"/);
   assert.match(row("key-b"), /class="state probing"[^>]*>probing</);
   assert.match(row("key-b"), /data-label="Pool share" class="pools">—</);
