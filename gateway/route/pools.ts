@@ -10,7 +10,7 @@ export interface PoolSlot {
 }
 
 /** One member of a pool ordered for a request. */
-export interface PoolPick {
+export interface MemberCandidate {
   upstream: Upstream;
   candidate: PoolMember;
   pool: PoolSlot;
@@ -59,12 +59,12 @@ export class Pools {
   order(
     route: Route,
     opts: { index: number; entry: PoolEntry; config: Config; slots: PickContext["slots"] },
-  ): PoolPick[] {
+  ): MemberCandidate[] {
     const state = this.state(route.model, opts);
     const ctx = this.#ctx;
     ctx.upstreams = upstreamsOf(opts.config);
     ctx.slots = opts.slots;
-    const picks: PoolPick[] = [];
+    const picks: MemberCandidate[] = [];
     for (const member of orderMembers(state, ctx)) {
       const candidate = state.entry.pool[member]!;
       const upstream = ctx.upstreams.get(candidate.upstream);
