@@ -191,6 +191,13 @@ export const MIGRATIONS: readonly Migration[] = [
     ],
   },
   {
+    // docs/design.md "Cooldown": the one probe of an upstream whose pause ended, claimed by
+    // one instance of all those sharing the database.
+    version: 16,
+    name: "cooldown_probe",
+    sql: ["ALTER TABLE cooldowns ADD COLUMN probe_until INTEGER"],
+  },
+  {
     // docs/interactions.md "Stored interactions": which upstream holds each interaction a key created,
     // so a later turn, get, cancel or delete goes to it on any instance. Bounded per key.
     version: 20,

@@ -55,7 +55,7 @@ Deno.test("cloud config: Azure needs its resource endpoint and a key, and takes 
     /unknown field "deployment"/,
   );
   assert.deepEqual(problems({ kind: "gemini", azure: {} }), [
-    'upstreams.0.azure: unknown field "azure" (it belongs to another kind)',
+    'upstreams.0.azure: unknown field "azure" (it belongs to another kind of entry)',
   ]);
 });
 
@@ -89,7 +89,7 @@ Deno.test("cloud config: Vertex takes exactly one way to authenticate, never api
     /project id/,
   );
   assert.deepEqual(problems({ kind: "openai-chat", vertex }), [
-    'upstreams.0.vertex: unknown field "vertex" (it belongs to another kind)',
+    'upstreams.0.vertex: unknown field "vertex" (it belongs to another kind of entry)',
   ]);
 });
 

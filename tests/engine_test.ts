@@ -28,6 +28,8 @@ import { createLogger } from "../gateway/runtime/logger.ts";
 import { Metrics } from "../gateway/runtime/metrics.ts";
 import type { AttemptRecord, RequestRecord } from "../db/records.ts";
 import { VirtualClock } from "./virtual_clock.ts";
+import { Pools } from "../gateway/route/pools.ts";
+import { seededRandom } from "./seeded_random.ts";
 
 /** What a scripted upstream does on one call. */
 interface Act {
@@ -97,6 +99,7 @@ function engine(
     }),
     slots: new Slots(clock),
     affinity: new Affinity(),
+    pools: new Pools({ random: seededRandom(1) }),
     metrics,
     log: createLogger({ quiet: true }),
     env: () => undefined,
@@ -790,4 +793,40 @@ Deno.test("engine: on a route that hedges, a slow replay's catch-up lets the nex
     ["c", "resumed"],
   ]);
   assert.equal(e.clock.elapsed, 1_200);
+});
+
+Deno.test("engine: a broken stream is resumed by a prefill-capable member of a pool, the pick still ordering it", async () => {
+  const broke: Act = {
+    content: "Hello wor",
+    end: { how: "connection", error: new GatewayError("reset", { code: "gw.upstream.error" }) },
+  };
+  const e = engine({
+    ids: ["a", "b", "c"],
+    routes: [{
+      model: "r",
+      resume_after_content: "prefill",
+      candidates: [
+        { upstream: "a", model: "ma" },
+        {
+          pool: [
+            { upstream: "b", model: "mb", accepts_prefill: true },
+            { upstream: "c", model: "mc", accepts_prefill: true },
+          ],
+        },
+      ],
+    }],
+  }, {
+    script: {
+      a: [broke],
+      b: [{ content: "ld", end: ANSWERED }],
+      c: [{ content: "ld", end: ANSWERED }],
+    },
+  });
+  assert.equal(await e.runResuming(), null);
+  const [first, resumed] = e.calls;
+  assert.equal(e.calls.length, 2);
+  assert.equal(first!.upstream, "a");
+  assert.ok(["b", "c"].includes(resumed!.upstream));
+  assert.deepEqual([resumed!.resumeAt, resumed!.prefill], [9, "Hello wor"]);
+  assert.deepEqual(e.hops().map((h) => h[1]), ["error", "resumed"]);
 });

@@ -37,6 +37,8 @@ export async function startTestGateway(
      * tested on its own (tests/history_worker_test.ts) and in every spawned gateway.
      */
     historyWorker?: boolean;
+    /** The pools' randomness (default Math.random): seed it for figures that hold on every run. */
+    random?: () => number;
   } = {},
 ): Promise<TestGateway> {
   const dir = opts.dir ?? await Deno.makeTempDir({ prefix: "pulsegate-test-" });
@@ -57,6 +59,7 @@ export async function startTestGateway(
     metricsOpen: opts.metricsOpen ?? true,
     historyMemoryRows: opts.historyMemoryRows,
     historyThread: opts.historyWorker ? "worker" : "this",
+    random: opts.random,
   });
   return {
     ...gw,

@@ -14,6 +14,7 @@ import {
 } from "./fake_upstreams/resume_scripts.ts";
 import { type ClientFormat, CLIENTS } from "./resume_clients.ts";
 import { type ConfigInput, ConfigSchema } from "../gateway/config/schema.ts";
+import { routeMembers } from "../gateway/config/route_entries.ts";
 
 /** What the client already had when the first answer broke: "Hello, wor". */
 const OFFSET = 10;
@@ -396,7 +397,7 @@ Deno.test("config: resume is off by default, a Responses or Interactions upstrea
     routes: [{ model: "smart", candidates: [{ upstream: "up1", model: "m" }] }],
   });
   assert.equal(defaults.routes[0]!.resume_after_content, null);
-  assert.equal(defaults.routes[0]!.candidates[0]!.accepts_prefill, false);
+  assert.equal(routeMembers(defaults.routes[0]!)[0]!.accepts_prefill, false);
   const responses = ConfigSchema.safeParse({
     ...base,
     upstreams: [{ id: "up1", kind: "openai-responses", base_url: "http://127.0.0.1:1" }],

@@ -19,6 +19,7 @@ import { UsageLedger } from "./usage_ledger.ts";
 import { passesBodyThrough } from "../route/passthrough.ts";
 import { CancelTimer } from "./cancel_timer.ts";
 import { traceUpstream } from "./upstream_trace.ts";
+import type { ProbeTicket } from "../route/cooldown.ts";
 
 /**
  * The reason a finished hop's connection is dropped. Shared and plain: the
@@ -81,6 +82,8 @@ export class Hop {
       signal?: AbortSignal;
       /** Whether it may answer (see first_content_gate.ts); open unless hedged. */
       gate?: FirstContentGate;
+      /** It is the one probe of its half-open upstream (docs/design.md "Cooldown"). */
+      probe?: ProbeTicket;
     },
   ) {
     const { live } = req;

@@ -11,6 +11,7 @@ import {
   withPrefill,
 } from "./stream_resume.ts";
 import { stopReason } from "./stop_reasons.ts";
+import { routeMembers } from "../config/route_entries.ts";
 
 /** How each candidate resumes under a route's `resume_after_content` (docs/liveness.md); null: it does not. */
 const WAYS: Record<ResumeMode, (c: RouteCandidate) => ResumeWay | null> = {
@@ -92,20 +93,23 @@ export class ResumePass {
     while (failure && this.#broken && mode) {
       this.#broken = false;
       const points = resume.points();
-      const groups = resumeGroups(req.route.candidates, { mode, tried: this.#tried })
+      // Pool members in their place: the route stays as it is (its pools keep their picks) and
+      // each pass plans only its group's members.
+      const groups = resumeGroups(routeMembers(req.route), { mode, tried: this.#tried })
         .filter((g) => points?.[g.way]);
       if (!points || !groups.length) return failure;
       resume.begin(this.#brokenRow);
       for (const { way, candidates } of groups) {
         const prefill = way === "prefill" ? points.prefill! : null;
         const offset = prefill?.offset ?? points.replay!.offset;
+        const members = new Set(candidates);
         resume.use(way);
         deps.log.event("gw.stream.resume", { offset, after: failure.code, way });
         channel.startKeepAlives();
         const resumed = await runCandidates({
           ...req,
           ir: prefill ? withPrefill(req.ir, prefill.prefill) : req.ir,
-          route: { ...req.route, candidates },
+          only: (c) => members.has(c),
           resumeAt: offset,
           ...(prefill ? {} : { replay: true as const }),
         }, { deps, runHop, onSettled: this.watch });

@@ -81,6 +81,8 @@ export interface Place {
    * on to a larger window (`on_context_overflow: "next"`, docs/liveness.md).
    */
   overflow: boolean;
+  /** This hop is the one probe of an upstream whose pause ended (docs/design.md "Cooldown"). */
+  probing?: boolean;
 }
 
 interface Row {
@@ -94,6 +96,8 @@ interface Row {
   resumed?: Verdict;
   /** Changes before content when the refusal is of the prompt's length and the route moves on. */
   overflow?: Partial<Verdict>;
+  /** Changes before content when the hop probed a half-open upstream. */
+  probing?: Partial<Verdict>;
 }
 
 /** After content, a failure of the upstream's ends the stream (and may be resumed). */
@@ -104,6 +108,11 @@ const stopped = (outcome: AttemptOutcome): Row => ({
   after: { step: "stop", outcome },
 });
 const ANSWERED: Verdict = { step: "done", outcome: "success" };
+/**
+ * A failed probe paused its upstream again (docs/design.md "Cooldown"): it is not retried, or
+ * one probe would be two calls to an upstream just back.
+ */
+const PROBE_NOT_RETRIED: Partial<Verdict> = { step: "next" };
 const CHARGED_NEXT: Verdict = { step: "next", outcome: "error", cooldown: "charge" };
 const SILENT: Verdict = {
   step: "next",
@@ -137,10 +146,19 @@ export const VERDICTS: Readonly<Record<How, Row>> = {
   rate_limited: {
     before: { step: "retry", outcome: "error", cooldown: "charge_and_pause" },
     after: BROKE_OFF,
+    probing: PROBE_NOT_RETRIED,
   },
-  overloaded: { before: { step: "retry", outcome: "error", cooldown: "charge" }, after: BROKE_OFF },
+  overloaded: {
+    before: { step: "retry", outcome: "error", cooldown: "charge" },
+    after: BROKE_OFF,
+    probing: PROBE_NOT_RETRIED,
+  },
   refused: { before: CHARGED_NEXT, after: BROKE_OFF },
-  connection: { before: { step: "retry", outcome: "error", cooldown: "charge" }, after: BROKE_OFF },
+  connection: {
+    before: { step: "retry", outcome: "error", cooldown: "charge" },
+    after: BROKE_OFF,
+    probing: PROBE_NOT_RETRIED,
+  },
   // A context-length refusal is not a health fault, in a stream or as a status.
   stream_error: { before: CHARGED_NEXT, after: BROKE_OFF, overflow: { cooldown: undefined } },
   bad_response: { before: CHARGED_NEXT, after: BROKE_OFF },
@@ -167,12 +185,13 @@ export const VERDICTS: Readonly<Record<How, Row>> = {
   },
 };
 
-/** The verdict for one hop: its row's column for the place, with an overflow's changes. */
+/** The verdict for one hop: its row's column for the place, with an overflow's or a probe's changes. */
 export function verdictFor(how: How, place: Place): Verdict {
   const row = VERDICTS[how];
   if (place.content) return (place.resuming && row.resumed) || row.after;
   const verdict = (place.resuming && row.resuming) || row.before;
-  return place.overflow && row.overflow ? { ...verdict, ...row.overflow } : verdict;
+  const moved = place.overflow && row.overflow ? { ...verdict, ...row.overflow } : verdict;
+  return place.probing && row.probing ? { ...moved, ...row.probing } : moved;
 }
 
 /** The backoff before retrying the same candidate, in configured seconds; it doubles per retry. */

@@ -1,4 +1,5 @@
 import type { Config, Route, Upstream } from "../config/schema.ts";
+import { routeMembers } from "../config/route_entries.ts";
 import { echoed } from "../formats/bounded_names.ts";
 import type { IrRequest } from "../formats/ir.ts";
 import { clientError, GatewayError } from "../runtime/gateway_error.ts";
@@ -24,7 +25,8 @@ export async function interactionPin(
   const home = await opts.homes?.find(opts.keyId, id);
   if (!home) throw unknownInteraction(id, "previous_interaction_id");
   const usable = homeUpstream(home, opts.config);
-  const candidate = opts.route.candidates.find((c) => c.upstream === home.upstream);
+  // A pool's members count as the route's candidates (docs/design.md "Pools").
+  const candidate = routeMembers(opts.route).find((c) => c.upstream === home.upstream);
   if (!candidate && home.route === opts.route.model) {
     throw homeUnavailable(id, { upstream: home.upstream, route: opts.route.model });
   }

@@ -5,6 +5,7 @@ import type { Affinity } from "./affinity.ts";
 import type { Cooldowns } from "./cooldown.ts";
 import type { Slots } from "./slots.ts";
 import type { InteractionHomes } from "./interaction_homes.ts";
+import type { Pools, PoolSlot } from "./pools.ts";
 
 /**
  * What routing knows of a request and of the state it shares with others: the
@@ -16,6 +17,13 @@ import type { InteractionHomes } from "./interaction_homes.ts";
 export interface Candidate {
   upstream: Upstream;
   candidate: RouteCandidate;
+  /** Set when it is a member of a pool (docs/design.md "Pools"). */
+  pool?: PoolSlot;
+  /**
+   * Its upstream's pause is over and not yet confirmed (half-open, docs/design.md "Cooldown"):
+   * it is tried only by the one request that claims its probe.
+   */
+  probe?: boolean;
 }
 
 /** The request path's shared state, as far as choosing candidates needs it. */
@@ -27,6 +35,7 @@ export interface RouteDeps {
   affinity: Affinity;
   /** Which upstream stores each interaction (docs/interactions.md "Stored interactions"). */
   homes?: InteractionHomes;
+  pools: Pools;
 }
 
 /** A request, as far as choosing its candidates needs it. */
@@ -50,4 +59,9 @@ export interface RoutedRequest {
    * (docs/interactions.md "Stored interactions"); any other candidate is passed over.
    */
   pin?: string;
+  /**
+   * A narrowed pass of the loop (mid-stream resume): only the route's candidates this keeps
+   * are planned, each pool still ordered by its pick.
+   */
+  only?: (candidate: RouteCandidate) => boolean;
 }

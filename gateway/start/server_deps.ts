@@ -14,6 +14,7 @@ import { Affinity } from "../route/affinity.ts";
 import { InteractionHomes } from "../route/interaction_homes.ts";
 import type { Cooldowns } from "../route/cooldown.ts";
 import { Slots } from "../route/slots.ts";
+import type { Pools } from "../route/pools.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
 import type { Metrics } from "../runtime/metrics.ts";
@@ -31,6 +32,8 @@ export interface ServerParts {
   state: RunState;
   history: History;
   cooldowns: Cooldowns;
+  /** Each pool's measurements and shares (docs/design.md "Pools"). */
+  pools: Pools;
   fetch: typeof fetch;
   exporter: Exporter;
   metricsOpen: boolean;
@@ -52,6 +55,7 @@ export function serverDeps(parts: ServerParts): ServerDeps {
     slots: new Slots(clock),
     affinity: new Affinity(),
     homes: new InteractionHomes({ db, clock, log: parts.log }),
+    pools: parts.pools,
     metrics: parts.metrics,
     log: parts.log,
     env: parts.env,
@@ -115,6 +119,7 @@ function adminDeps(
     registry: deps.registry,
     cooldowns: deps.cooldowns,
     slots: deps.slots,
+    pools: deps.pools,
     db: deps.db,
     clock: deps.clock,
     instanceId: deps.instanceId,

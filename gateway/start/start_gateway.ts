@@ -25,6 +25,7 @@ import { shuttingDown } from "../forward/stop_reasons.ts";
 import { Closers } from "./closers.ts";
 import { loadConfig } from "./load_config.ts";
 import { openCooldowns } from "./open_cooldowns.ts";
+import { Pools } from "../route/pools.ts";
 import { openHistory } from "./open_history.ts";
 import { serverDeps } from "./server_deps.ts";
 import { serveClients } from "./serve_clients.ts";
@@ -57,6 +58,8 @@ export interface StartOptions {
    * worker's own copy of the libSQL driver costs a third of a second; tests/harness.ts).
    */
   historyThread?: "worker" | "this";
+  /** Uniform in [0, 1) for the pools' picks: Math.random unless a test seeds it. */
+  random?: () => number;
 }
 
 export interface Gateway {
@@ -68,6 +71,7 @@ export interface Gateway {
   registry: AbortRegistry;
   cooldowns: Cooldowns;
   slots: Slots;
+  pools: Pools;
   clock: Clock;
   state: RunState;
   instanceId: string;
@@ -146,7 +150,21 @@ async function start(
     (state.config?.upstreams ?? []).map((u) => ({
       upstream: u.id,
       paused: cooldowns.isPaused(u.id),
+      state: cooldowns.phase(u.id),
     }));
+  const pools = new Pools({ random: opts.random ?? Math.random });
+  metrics.poolShares = () =>
+    state.config === null
+      ? []
+      : pools.view(state.config).flatMap((pool) =>
+        pool.members.map((m) => ({
+          route: pool.route,
+          pool: pool.index,
+          upstream: m.upstream,
+          model: m.model,
+          share: m.share ?? 0,
+        }))
+      );
   const deps = serverDeps({
     settings,
     env: opts.env,
@@ -156,6 +174,7 @@ async function start(
     state,
     history,
     cooldowns,
+    pools,
     fetch: upstream.fetch,
     exporter,
     metricsOpen: opts.metricsOpen ?? settings.metricsOpen,
@@ -258,6 +277,7 @@ async function start(
     registry: deps.registry,
     cooldowns,
     slots: deps.slots,
+    pools,
     clock,
     state,
     instanceId,
