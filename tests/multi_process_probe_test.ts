@@ -6,7 +6,7 @@ import { startFakeUpstream } from "./fake_upstreams/server.ts";
 import { spawnGateway } from "./spawn_gateway.ts";
 
 /**
- * docs/design.md "Cooldown", docs/scaling.md "Cooldown state": two `main.ts` processes on one
+ * docs/design.md "Cooldown", docs/scaling.md "Shared through libSQL": two `main.ts` processes on one
  * database file. An upstream paused through one process is, when its pause ends, probed by
  * exactly one request of the two processes (the probe is claimed in libSQL); the others go to
  * the next candidate. Scale 0.05: a heartbeat lasts 0.5 s, the 30 s pause 1.5 s.

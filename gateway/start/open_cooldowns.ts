@@ -46,7 +46,7 @@ export async function openCooldowns(
 }
 
 /**
- * Probes claimed in the shared database (docs/scaling.md "Cooldown state"), so one instance of
+ * Probes claimed in the shared database (docs/scaling.md "Shared through libSQL"), so one instance of
  * all probes a recovering upstream. A database that fails or is slow answers null: the claim
  * is then this process's alone, as the pause was while the database was away.
  */
