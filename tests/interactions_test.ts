@@ -235,7 +235,9 @@ Deno.test("a turn continuing a stored interaction goes to the upstream that stor
 Deno.test("get, cancel and delete go to the upstream storing the interaction; a deleted one is forgotten", async () => {
   const a = flaky("a");
   const b = flaky("b");
-  await using gw = await startTestGateway(twoUpstreams(a.up.url, b.up.url), { env: ENV });
+  const config = twoUpstreams(a.up.url, b.up.url);
+  config.upstreams[0] = { ...config.upstreams[0]!, headers: { "x-tenant": "acme" } };
+  await using gw = await startTestGateway(config, { env: ENV });
   try {
     const ai = client(gw);
     const onA = await ai.interactions.create({ model: "smart", input: "hi" }, NO_RETRIES);
@@ -247,6 +249,8 @@ Deno.test("get, cancel and delete go to the upstream storing the interaction; a 
     assert.equal((await ai.interactions.get(onB.id)).output_text, "Stored");
     assert.equal(a.up.calls.at(-1)!.path, "/v1beta/interactions/a_1?stream=false");
     assert.equal(a.up.calls.at(-1)!.headers.get("x-goog-api-key"), "key-a");
+    // The operator's extra headers go with a get as with a turn.
+    assert.equal(a.up.calls.at(-1)!.headers.get("x-tenant"), "acme");
     const replay = await events(await ai.interactions.get(onB.id, { stream: true }));
     assert.equal(textOf(replay), "Stored");
     assert.equal(b.up.calls.at(-1)!.path, "/v1beta/interactions/b_1?stream=true");

@@ -1,3 +1,4 @@
+import { applyUpstreamHeaders } from "../formats/upstream_headers.ts";
 import { authorize, configInForce } from "../accept/admission.ts";
 import type { ProxyDeps } from "../accept/proxy.ts";
 import { baseHeaders, errorResponse } from "../forward/client_channel.ts";
@@ -48,6 +49,8 @@ export async function serveInteraction(
     const headers = new Headers({ accept: request.headers.get("accept") ?? "application/json" });
     const key = upstreamKey({ upstream, env: deps.env });
     if (key) headers.set(...withGoogleKey(key));
+    // The operator's extra headers go on every call to the upstream (docs/providers.md).
+    applyUpstreamHeaders(headers, { upstream, env: deps.env });
     const res = await askUpstream(url, {
       method: action === "get" ? "GET" : action === "delete" ? "DELETE" : "POST",
       headers,
