@@ -190,4 +190,22 @@ export const MIGRATIONS: readonly Migration[] = [
       "ALTER TABLE attempts ADD COLUMN tokens_estimated INTEGER NOT NULL DEFAULT 0",
     ],
   },
+  {
+    // docs/observability.md "Cache tokens": cache reads and writes per hop and per request, the
+    // USD of the writes, and the warm upstream a session's hop left (its cache writes are what
+    // the move cost). Numbered apart from other work in progress on history.
+    version: 17,
+    name: "cache_tokens",
+    sql: [
+      "ALTER TABLE requests ADD COLUMN cache_write_tokens INTEGER",
+      "ALTER TABLE requests ADD COLUMN cache_write_1h_tokens INTEGER",
+      "ALTER TABLE requests ADD COLUMN cache_write_usd REAL",
+      "ALTER TABLE requests ADD COLUMN moved_from TEXT",
+      "ALTER TABLE attempts ADD COLUMN cached_tokens INTEGER",
+      "ALTER TABLE attempts ADD COLUMN cache_write_tokens INTEGER",
+      "ALTER TABLE attempts ADD COLUMN cache_write_1h_tokens INTEGER",
+      "ALTER TABLE attempts ADD COLUMN cache_write_usd REAL",
+      "ALTER TABLE attempts ADD COLUMN moved_from TEXT",
+    ],
+  },
 ];

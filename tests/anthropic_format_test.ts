@@ -540,12 +540,14 @@ Deno.test("anthropic stream decode: a recorded stream becomes IR events", async 
     inputTokens: 220,
     outputTokens: 1,
     cachedTokens: 100,
+    cacheWriteTokens: 0,
     reasoningTokens: undefined,
   });
   const finalUsage = {
     inputTokens: 220,
     outputTokens: 42,
     cachedTokens: 100,
+    cacheWriteTokens: 0,
     reasoningTokens: undefined,
   };
   assert.deepEqual(
@@ -586,6 +588,7 @@ Deno.test("anthropic whole decode: the scripted body becomes an IR response", ()
     inputTokens: 220,
     outputTokens: 42,
     cachedTokens: 100,
+    cacheWriteTokens: 0,
     reasoningTokens: undefined,
   });
   assert.deepEqual(res.content, [

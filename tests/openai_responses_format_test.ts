@@ -534,7 +534,7 @@ Deno.test("stream encode: a full, numbered event sequence", () => {
   assert.equal(completed.model, "smart");
   assert.deepEqual(completed.usage, {
     input_tokens: 10,
-    input_tokens_details: { cached_tokens: 3 },
+    input_tokens_details: { cached_tokens: 3, cache_write_tokens: 0 },
     output_tokens: 5,
     output_tokens_details: { reasoning_tokens: 2 },
     total_tokens: 15,

@@ -15,8 +15,21 @@ export const PriceSchema = z.object({
   output: usdPerMillion("output tokens, reasoning included"),
   cached_input: usdPerMillion("input tokens read from the provider's prompt cache").optional()
     .describe(
-      "USD per million input tokens read from the provider's prompt cache. Omit to price them " +
-        "as input.",
+      "USD per million input tokens read from the provider's prompt cache. Omit for the " +
+        "provider's rule: 0.1 x input for Claude (an anthropic upstream, or a Claude model on " +
+        'bedrock), the input price for every other (docs/observability.md "Cache tokens").',
+    ),
+  cache_write: usdPerMillion("input tokens written to the provider's prompt cache").optional()
+    .describe(
+      "USD per million input tokens written to the provider's prompt cache (Anthropic's " +
+        "5-minute cache). Omit for the provider's rule: 1.25 x input for Claude, the input " +
+        "price for every other.",
+    ),
+  cache_write_1h: usdPerMillion("input tokens written to a one-hour prompt cache").optional()
+    .describe(
+      "USD per million input tokens written to the one-hour prompt cache (Anthropic and " +
+        'Bedrock `ttl: "1h"`). Omit for the provider\'s rule: 2 x input for Claude, ' +
+        "`cache_write` for every other.",
     ),
 }).strict();
 

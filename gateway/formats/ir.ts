@@ -120,10 +120,22 @@ export interface IrRequest {
 
 export type IrFinishReason = "stop" | "length" | "tool_calls" | "content_filter" | "error";
 
+/**
+ * What an answer billed, in one vocabulary for every kind (docs/observability.md "Cache
+ * tokens"): `inputTokens` is the whole prompt, as OpenAI and Gemini count it; the cache reads
+ * and writes are parts of it, never added to it. Anthropic and Bedrock report their cache
+ * reads and writes beside their input count, so their decoders add them in.
+ */
 export interface IrUsage {
+  /** Every input token: uncached, read from the cache and written to it. */
   inputTokens?: number;
   outputTokens?: number;
+  /** Input tokens read from the provider's prompt cache (part of `inputTokens`). */
   cachedTokens?: number;
+  /** Input tokens written to the provider's prompt cache, every lifetime (part of `inputTokens`). */
+  cacheWriteTokens?: number;
+  /** Of `cacheWriteTokens`, those written for one hour (Anthropic and Bedrock `ttl: "1h"`). */
+  cacheWrite1hTokens?: number;
   reasoningTokens?: number;
 }
 
@@ -152,5 +164,22 @@ export function mergeUsage(into: IrUsage, from: IrUsage): IrUsage {
     outputTokens: from.outputTokens ?? into.outputTokens,
     cachedTokens: from.cachedTokens ?? into.cachedTokens,
     reasoningTokens: from.reasoningTokens ?? into.reasoningTokens,
+    ...cacheWrites(from.cacheWriteTokens ?? into.cacheWriteTokens, {
+      oneHour: from.cacheWrite1hTokens ?? into.cacheWrite1hTokens,
+    }),
   };
+}
+
+/**
+ * The cache-write fields of a usage, present only when known: most answers write nothing to a
+ * cache, and their usage keeps the four fields it always had.
+ */
+export function cacheWrites(
+  tokens: number | undefined,
+  opts: { oneHour?: number } = {},
+): Pick<IrUsage, "cacheWriteTokens" | "cacheWrite1hTokens"> {
+  const out: Pick<IrUsage, "cacheWriteTokens" | "cacheWrite1hTokens"> = {};
+  if (tokens !== undefined) out.cacheWriteTokens = tokens;
+  if (opts.oneHour !== undefined) out.cacheWrite1hTokens = opts.oneHour;
+  return out;
 }

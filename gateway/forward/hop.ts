@@ -90,7 +90,10 @@ export class Hop {
       upstream: upstream.id,
     });
     this.gate = opts.gate ?? OPEN_GATE;
-    this.attempt = live.startAttempt(upstream.id, candidate.model);
+    const warm = live.warmUpstream;
+    this.attempt = live.startAttempt(upstream.id, candidate.model, {
+      movedFrom: warm && warm !== upstream.id ? warm : undefined,
+    });
     this.attempt.record.resumeOffset = req.resumeAt ?? null;
     if (this.gate.holdsUsage) this.attempt.holdUsage();
     const stops = opts.signal ?? live.signal;
