@@ -104,6 +104,10 @@ class AnthropicStreamReader {
     if (delta.type === "thinking_delta" && nonEmpty(delta.thinking)) {
       return [{ type: "reasoning", text: delta.thinking }];
     }
+    // The thinking block's signature: kept, so a translated answer's thinking can be sent back.
+    if (delta.type === "signature_delta" && nonEmpty(delta.signature)) {
+      return [{ type: "reasoning", text: "", signature: delta.signature }];
+    }
     if (delta.type === "input_json_delta" && nonEmpty(delta.partial_json)) {
       const index = this.#toolByBlock.get(blockIndex(data));
       // Server tools stream input too; only client tool calls become IR calls.
@@ -182,10 +186,11 @@ class AnthropicStreamEncoder implements ClientStreamEncoder {
         out.push(this.#block("text"), this.#delta({ type: "text_delta", text: event.text }));
         break;
       case "reasoning":
-        out.push(
-          this.#block("thinking"),
-          this.#delta({ type: "thinking_delta", thinking: event.text }),
-        );
+        out.push(this.#block("thinking"));
+        if (event.text) out.push(this.#delta({ type: "thinking_delta", thinking: event.text }));
+        if (event.signature) {
+          out.push(this.#delta({ type: "signature_delta", signature: event.signature }));
+        }
         break;
       case "tool_call_start":
         out.push(this.#toolStart(event));
