@@ -14,7 +14,7 @@ import { requireJsonContentType } from "./json_content_type.ts";
 import { readJsonBody } from "./read_body.ts";
 import type { KeyRefusalBudget } from "../policy/key_refusal_budget.ts";
 import type { RefusedBudget } from "../policy/refused_budget.ts";
-import { boundedSession, headerSession } from "../formats/session_ids.ts";
+import { boundedSession, headerSession, promptSession } from "../formats/session_ids.ts";
 import { isRecord } from "../runtime/json.ts";
 import { clientDisconnected } from "../forward/stop_reasons.ts";
 import { forwardStream } from "../forward/stream_forward.ts";
@@ -290,7 +290,11 @@ async function begin(
     const ir = opts.codec.parseRequest(body, opts.ctx);
     live.record.route = ir.model;
     live.record.stream = ir.stream;
-    live.record.sessionId ??= ir.sessionHint === undefined ? null : boundedSession(ir.sessionHint);
+    // A client that names no session gets one from its prompt (docs/observability.md
+    // "Cache-aware affinity").
+    live.record.sessionId ??= ir.sessionHint === undefined
+      ? promptSession(ir)
+      : boundedSession(ir.sessionHint);
     const route = routeFor(config, { model: ir.model, keyId: key });
     live.metricsRoute = route.model;
     // Null when guardrails are off: nothing to await then.

@@ -10,7 +10,7 @@ import type { ControlDeps } from "../endpoints/control.ts";
 import { AbortRegistry } from "../live/abort_registry.ts";
 import type { Exporter } from "../observability/exporter.ts";
 import { exportingSink } from "../observability/export_sink.ts";
-import { Affinity } from "../route/affinity.ts";
+import { Affinity, PIN_IDLE_MS } from "../route/affinity.ts";
 import type { Cooldowns } from "../route/cooldown.ts";
 import { Slots } from "../route/slots.ts";
 import type { Clock } from "../runtime/clock.ts";
@@ -49,7 +49,7 @@ export function serverDeps(parts: ServerParts): ServerDeps {
     adapters: UPSTREAM_ADAPTERS,
     cooldowns: parts.cooldowns,
     slots: new Slots(clock),
-    affinity: new Affinity(),
+    affinity: new Affinity(undefined, { now: clock.now, idleMs: PIN_IDLE_MS * clock.scale }),
     metrics: parts.metrics,
     log: parts.log,
     env: parts.env,
