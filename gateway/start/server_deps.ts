@@ -1,5 +1,6 @@
 import type { AdminDeps } from "../../admin/routes.ts";
 import type { KeyUsageMeter } from "../policy/key_usage_meter.ts";
+import type { SessionLimits } from "../policy/session_limits.ts";
 import { KeyRefusalBudget } from "../policy/key_refusal_budget.ts";
 import { RefusedBudget } from "../policy/refused_budget.ts";
 import { requestExists } from "../../db/history_queries.ts";
@@ -35,6 +36,8 @@ export interface ServerParts {
   metricsOpen: boolean;
   /** Counts each key's requests, tokens and cost for its limits (docs/config.md). */
   keyMeter: KeyUsageMeter;
+  /** Each key's session budgets and loop breakers (docs/config.md "Session limits"). */
+  sessionLimits?: SessionLimits;
   demo: boolean;
   /** More admin JSON APIs (e.g. observability). */
   adminApis: AdminDeps["apis"];
@@ -60,6 +63,7 @@ export function serverDeps(parts: ServerParts): ServerDeps {
     instanceId,
     pending: new Set(),
     keyMeter: parts.keyMeter,
+    sessionLimits: parts.sessionLimits,
     // The queue first: a request that just ended may not have reached the database yet. A
     // database that cannot answer does not refuse the request; the upsert still keeps a closed row.
     requestIdTaken: async (id) =>
