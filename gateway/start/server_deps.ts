@@ -122,6 +122,7 @@ function adminDeps(
     instanceId: deps.instanceId,
     log: deps.log,
     apis: opts.apis,
+    sessionLimits: deps.sessionLimits,
   };
 }
 
