@@ -109,6 +109,23 @@ export interface RecentAttempts {
   /** Time to first content of the successful attempts, in real milliseconds. */
   firstContentP50Ms: number | null;
   firstContentP95Ms: number | null;
+  /** Failures over attempts that ended as the upstream's doing (successes and failures); null with none. */
+  errorRate: number | null;
+  /** Median content tokens per second after the first content, of streamed answers; null with none. */
+  tokensPerSecP50: number | null;
+}
+
+/** The upstream's place in a pool (docs/design.md "Pools"), as this process routes it. */
+export interface UpstreamPoolShare {
+  route: string;
+  /** The pool's place in the route's candidates. */
+  index: number;
+  pick: string;
+  model: string;
+  weight: number;
+  /** Its share of the pool's last `window` attempts in this process; null before any. */
+  share: number | null;
+  window: number;
 }
 
 export interface UpstreamHealth {
@@ -124,7 +141,11 @@ export interface UpstreamHealth {
   pauseReason: string | null;
   consecutiveFailures: number;
   pauseCount: number;
+  /** ok; paused; probing: its pause ended and one request at a time tests it (docs/design.md "Cooldown"). */
+  state: "ok" | "paused" | "probing";
   recent: RecentAttempts;
+  /** Every pool it is a member of, with its share of that pool's traffic. */
+  pools: UpstreamPoolShare[];
 }
 
 /** POST /admin/api/upstreams/{id}/resume | enable | disable. */

@@ -1,7 +1,8 @@
 import type { AttemptSample } from "../db/admin_queries.ts";
 import type { Config } from "../gateway/config/schema.ts";
-import type { CooldownState } from "../gateway/route/cooldown.ts";
-import type { HealthView, RecentAttempts, UpstreamHealth } from "./api_types.ts";
+import type { CooldownPhase, CooldownState } from "../gateway/route/cooldown.ts";
+import type { PoolView } from "../gateway/route/pools.ts";
+import type { HealthView, RecentAttempts, UpstreamHealth, UpstreamPoolShare } from "./api_types.ts";
 
 /** How far back the recent failure counts and latencies look, in real milliseconds. */
 export const HEALTH_WINDOW_MS = 15 * 60_000;
@@ -14,6 +15,10 @@ export interface HealthInputs {
   demo: boolean;
   inFlight: (upstream: string) => number;
   cooldown: (upstream: string) => CooldownState;
+  /** ok, paused or probing; from `cooldown` alone when not given. */
+  phase?: (upstream: string) => CooldownPhase;
+  /** The config's pools with their shares in this process. */
+  pools?: PoolView[];
   recent: Map<string, AttemptSample[]>;
   /** Why history is not being recorded right now; null when it is. */
   history?: string | null;
@@ -24,6 +29,8 @@ export function healthView(inputs: HealthInputs): HealthView {
   const upstreams = (inputs.config?.upstreams ?? []).map((u): UpstreamHealth => {
     const cooldown = inputs.cooldown(u.id);
     const paused = cooldown.pausedUntil !== null && cooldown.pausedUntil > inputs.now;
+    const state = inputs.phase?.(u.id) ??
+      (paused ? "paused" : cooldown.pausedUntil === null ? "ok" : "probing");
     return {
       id: u.id,
       kind: u.kind,
@@ -35,7 +42,9 @@ export function healthView(inputs: HealthInputs): HealthView {
       pauseReason: paused ? cooldown.reason : null,
       consecutiveFailures: cooldown.consecutiveFailures,
       pauseCount: cooldown.pauseCount,
+      state,
       recent: summarise(inputs.recent.get(u.id) ?? []),
+      pools: poolShares(inputs.pools ?? [], u.id),
     };
   });
   return { at: inputs.now, demo: inputs.demo, upstreams, history: inputs.history ?? null };
@@ -52,16 +61,49 @@ export function summarise(samples: readonly AttemptSample[]): RecentAttempts {
     )
     .map((s) => s.firstContentMs ?? 0)
     .sort((a, b) => a - b);
+  const successes = count("success", "resumed");
+  const failures = ended.filter(countsAgainstUpstream).length;
+  const rates = ended
+    .filter((s) => s.outcome === "success" || s.outcome === "resumed")
+    .map(contentRate)
+    .filter((rate) => rate !== null)
+    .sort((a, b) => a - b);
   return {
     windowMs: HEALTH_WINDOW_MS,
     attempts: ended.length,
-    successes: count("success", "resumed"),
-    failures: ended.filter(countsAgainstUpstream).length,
+    successes,
+    failures,
     idleTimeouts: count("idle_timeout"),
     cancelled: count("aborted", "client_disconnected", "hedge_lost"),
     firstContentP50Ms: percentile(firstContent, 0.5),
     firstContentP95Ms: percentile(firstContent, 0.95),
+    errorRate: successes + failures === 0 ? null : failures / (successes + failures),
+    tokensPerSecP50: percentile(rates, 0.5),
   };
+}
+
+/**
+ * Content tokens per second after the first content; null for a whole answer or one token,
+ * which tell no rate (as gateway/forward/settle.ts measures it).
+ */
+function contentRate(s: AttemptSample): number | null {
+  if (s.firstContentMs === null || s.durationMs === null || s.outputTokens === null) return null;
+  const ms = s.durationMs - s.firstContentMs;
+  return s.outputTokens < 2 || ms < 1 ? null : s.outputTokens * 1000 / ms;
+}
+
+function poolShares(pools: readonly PoolView[], upstream: string): UpstreamPoolShare[] {
+  return pools.flatMap((pool) =>
+    pool.members.filter((m) => m.upstream === upstream).map((m) => ({
+      route: pool.route,
+      index: pool.index,
+      pick: pool.pick,
+      model: m.model,
+      weight: m.weight,
+      share: m.share,
+      window: pool.window,
+    }))
+  );
 }
 
 /**

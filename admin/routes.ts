@@ -12,6 +12,7 @@ import type { Logger } from "../gateway/runtime/logger.ts";
 import type { RunState } from "../gateway/policy/run_state.ts";
 import { readJsonBody } from "../gateway/accept/read_body.ts";
 import type { Slots } from "../gateway/route/slots.ts";
+import type { Pools } from "../gateway/route/pools.ts";
 import type { ConfigChecked, SessionInfo } from "./api_types.ts";
 import { ADMIN_SCRIPT, ADMIN_STYLE } from "./assets.gen.ts";
 import {
@@ -43,6 +44,8 @@ export interface AdminDeps extends AccessDeps {
   registry: AbortRegistry;
   cooldowns: Cooldowns;
   slots: Slots;
+  /** Pools' shares for the health view (docs/admin.md "Health"). */
+  pools?: Pools;
   db: Db;
   clock: Clock;
   instanceId: string;
@@ -129,6 +132,8 @@ export function adminRoutes(deps: AdminDeps): Hono {
       demo: deps.demo,
       inFlight: (id) => deps.slots.inFlight(id),
       cooldown: (id) => deps.cooldowns.get(id),
+      phase: (id) => deps.cooldowns.phase(id),
+      pools: deps.pools && deps.state.config ? deps.pools.view(deps.state.config) : [],
       recent,
       history: deps.historyProblem?.() ?? null,
     }));

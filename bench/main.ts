@@ -1,5 +1,5 @@
 /**
- * `deno task bench [--quick] [--out DIR]`: runs the six scenarios of issue 7 against pulsegate,
+ * `deno task bench [--quick] [--out DIR]`: runs the bench's scenarios (docs/benchmarks.md) against pulsegate,
  * the floor proxy and Portkey, each in its own process, and writes `bench/results.json`,
  * `bench/latency_vs_load.svg` and `docs/benchmarks.md` under DIR (default: the repository).
  * `--render` measures nothing: it rewrites the checks, doc and chart from DIR's results.json.

@@ -9,10 +9,12 @@ export interface AttemptSample {
   status: number | null;
   firstContentMs: number | null;
   durationMs: number | null;
+  outputTokens: number | null;
 }
 
 // Newest first along `attempts_upstream_started`, so the cost is the limit, not the table size.
-const RECENT_ATTEMPTS = `SELECT outcome, status, first_content_ms, duration_ms FROM attempts
+const RECENT_ATTEMPTS =
+  `SELECT outcome, status, first_content_ms, duration_ms, output_tokens FROM attempts
   WHERE upstream = ? AND started_at >= ? ORDER BY started_at DESC LIMIT ?`;
 
 /** Each upstream's latest attempts started at or after `since` (epoch ms), at most `limit`. */
@@ -38,6 +40,7 @@ export async function recentAttempts(
         status: numOrNull(row, "status"),
         firstContentMs: numOrNull(row, "first_content_ms"),
         durationMs: numOrNull(row, "duration_ms"),
+        outputTokens: numOrNull(row, "output_tokens"),
       })),
     );
   });

@@ -118,6 +118,7 @@ export const ATTEMPT_OUTCOMES: Record<AttemptOutcome, true> = {
   client_disconnected: true,
   hedge_lost: true,
   resumed: true,
+  replay_diverged: true,
 };
 
 type Field = string | number | boolean | null;

@@ -2,7 +2,7 @@ import type { Db } from "./client.ts";
 import { num, text } from "./row_values.ts";
 
 /**
- * Per-key usage counters behind key limits (docs/scaling.md "Key limits"): one row per key
+ * Per-key usage counters behind key limits (docs/scaling.md "Shared through libSQL"): one row per key
  * and second (requests and billed tokens, for rpm and tpm) and one per key and UTC day (cost,
  * for budgets). Rows only grow by upserted increments, so instances sharing the database add
  * up without coordinating.

@@ -191,10 +191,34 @@ export const MIGRATIONS: readonly Migration[] = [
     ],
   },
   {
+    // docs/design.md "Cooldown": the one probe of an upstream whose pause ended, claimed by
+    // one instance of all those sharing the database.
+    version: 16,
+    name: "cooldown_probe",
+    sql: ["ALTER TABLE cooldowns ADD COLUMN probe_until INTEGER"],
+  },
+  {
+    // docs/interactions.md "Stored interactions": which upstream holds each interaction a key created,
+    // so a later turn, get, cancel or delete goes to it on any instance. Bounded per key.
+    version: 20,
+    name: "interaction_homes",
+    sql: [
+      `CREATE TABLE interaction_homes (
+        key_id TEXT NOT NULL,
+        interaction_id TEXT NOT NULL,
+        upstream TEXT NOT NULL,
+        route TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (key_id, interaction_id)
+      )`,
+      "CREATE INDEX interaction_homes_age ON interaction_homes (key_id, created_at)",
+    ],
+  },
+  {
     // docs/observability.md "Cache tokens": cache reads and writes per hop and per request, the
     // USD of the writes, and the warm upstream a session's hop left (its cache writes are what
-    // the move cost). Numbered apart from other work in progress on history.
-    version: 17,
+    // the move cost). Numbered after the others in flight on history.
+    version: 21,
     name: "cache_tokens",
     sql: [
       "ALTER TABLE requests ADD COLUMN cache_write_tokens INTEGER",

@@ -9,7 +9,12 @@ export type AttemptOutcome =
   | "client_disconnected"
   | "hedge_lost"
   /** A hop that continued an answer another hop broke off (docs/liveness.md, mid-stream resume). */
-  | "resumed";
+  | "resumed"
+  /**
+   * A replaying hop whose answer was not the one the client already has: held, never relayed
+   * (docs/liveness.md, "Replay").
+   */
+  | "replay_diverged";
 
 /**
  * A request's W3C trace context (docs/observability.md "Traces"). It travels with the record to

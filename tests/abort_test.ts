@@ -126,7 +126,7 @@ const MID: Array<[string, string, unknown, RegExp]> = [
   ],
   ["gemini", "/v1beta/models/smart:streamGenerateContent?alt=sse", {
     contents: [{ role: "user", parts: [{ text: "hi" }] }],
-  }, /\n\n\{"error":[\s\S]*CANCELLED[\s\S]*\}\n$/],
+  }, /\n\n\{"error":[^\n]*CANCELLED[^\n]*\}\n\ndata: \{"error":[^\n]*CANCELLED[^\n]*\}\n\n$/],
 ];
 
 for (const [format, path, body, ending] of MID) {

@@ -29,7 +29,7 @@ const CHROMIUM = "/usr/bin/chromium";
 const CHILD_ENV = "PULSEGATE_BROWSER_TEST_CHILD";
 const inChild = Deno.env.get(CHILD_ENV) === "1";
 const SCREENSHOTS = Deno.env.get("PULSEGATE_SCREENSHOTS") === "1";
-const IMG = new URL("../docs/img", import.meta.url);
+const IMG = new URL("../docs/img/", import.meta.url);
 // Generous: a loaded 2-core machine (CI) renders slowly; a passing step never waits it out.
 const WAIT = { timeout: 15_000 };
 

@@ -6,7 +6,7 @@ import { loadStoredConfig, storeConfig } from "../db/config_store.ts";
 import { configVersionStatement, listConfigVersions } from "../db/config_versions.ts";
 import { migrate } from "../db/migrate.ts";
 import { MIGRATIONS } from "../db/migrations.ts";
-import { diffConfig } from "../admin/client/config_diff.ts";
+import { configChanges, diffConfig } from "../admin/client/config_diff.ts";
 import type { ConfigInput } from "../gateway/config/schema.ts";
 import { ADMIN, adminFetch, dirWithStoredConfig } from "./admin_helpers.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
@@ -146,4 +146,34 @@ Deno.test("config diff: changed, added and removed keys by key path, array items
   assert.deepEqual(diffConfig({}, "text"), [
     { path: "", kind: "changed", before: {}, after: "text" },
   ]);
+});
+
+Deno.test("config diff: a pool's weights are shown as the shares they give, before and after", () => {
+  const pool = (weights: number[], pick?: string) => ({
+    routes: [{
+      model: "smart",
+      candidates: [{
+        ...(pick ? { pick } : {}),
+        pool: weights.map((weight, i) => ({ upstream: `key-${i}`, model: "m", weight })),
+      }, { upstream: "backup", model: "m" }],
+    }],
+  });
+  const plain = { routes: [{ model: "smart", candidates: [{ upstream: "key-0", model: "m" }] }] };
+  assert.deepEqual(configChanges(pool([1, 1]), pool([3, 1])), [
+    { path: "routes.0.candidates.0.pool.0.weight", kind: "changed", before: 1, after: 3 },
+    {
+      path: "routes.0.candidates.0.pool (shares)",
+      kind: "changed",
+      before: "key-0 50 %, key-1 50 %",
+      after: "key-0 75 %, key-1 25 %",
+    },
+  ]);
+  const added = configChanges(plain, pool([2, 1, 1], "least_latency"));
+  assert.deepEqual(added.at(-1), {
+    path: "routes.0.candidates.0.pool (shares)",
+    kind: "added",
+    after: "least_latency; equals split key-0 50 %, key-1 25 %, key-2 25 %",
+  });
+  assert.equal(configChanges(pool([3, 1]), plain).at(-1)?.kind, "removed");
+  assert.deepEqual(configChanges(pool([3, 1]), structuredClone(pool([3, 1]))), []);
 });

@@ -54,7 +54,9 @@ Deno.test("health summary: caller 4xx is not the upstream's failure; percentiles
     outcome,
     status,
     firstContentMs: outcome === "success" ? 100 : null,
-    durationMs: 10,
+    durationMs: outcome === "success" ? 600 : 10,
+    // 50 tokens in the 500 ms after the first content: 100 tokens/s.
+    outputTokens: outcome === "success" ? 50 : null,
   });
   const summary = summarise([
     s("success"),
@@ -73,6 +75,8 @@ Deno.test("health summary: caller 4xx is not the upstream's failure; percentiles
   assert.equal(summary.idleTimeouts, 1);
   assert.equal(summary.cancelled, 1);
   assert.equal(summary.firstContentP50Ms, 100);
+  assert.equal(summary.errorRate, 4 / 6, "failures over successes and failures");
+  assert.equal(summary.tokensPerSecP50, 100);
   assert.equal(percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 0.95), 10);
   assert.equal(percentile([1, 2, 3, 4], 0.5), 2);
   assert.equal(percentile([], 0.5), null);

@@ -318,6 +318,11 @@ Deno.test("anthropic request: IR without maxTokens gets the model family's outpu
     ["claude-opus-4-5", 64000],
     ["claude-sonnet-4-6", 128000],
     ["my-claude-alias", 32000],
+    // Vertex AI's names: the version after "@".
+    ["claude-opus-4@20250514", 32000],
+    ["claude-opus-4-1@20250805", 32000],
+    ["claude-sonnet-4@20250514", 64000],
+    ["claude-3-5-haiku@20241022", 8192],
   ];
   for (const [model, max] of cases) {
     assert.equal(anthropicRequestBody(ir, model).max_tokens, max, model);

@@ -378,6 +378,23 @@ Deno.test("bedrock sign: buildRequest signs for the region's runtime and verifie
   assert.equal(await verifySigV4(req, creds), true);
 });
 
+Deno.test("bedrock sign: the upstream's extra headers ride unsigned, the signature still verifies", async () => {
+  const base = call(hello);
+  const upstream = {
+    ...base.upstream,
+    headers: { "X-Tenant": "acme", "X-Key": { env: "TENANT" } },
+  };
+  const req = await bedrockUpstream.buildRequest({
+    ...base,
+    upstream,
+    env: (name) => ({ ...env, TENANT: "tenant-secret" })[name],
+  });
+  assert.equal(req.headers.get("x-tenant"), "acme");
+  assert.equal(req.headers.get("x-key"), "tenant-secret");
+  assert.match(req.headers.get("authorization") ?? "", /SignedHeaders=host;x-amz-date,/);
+  assert.equal(await verifySigV4(req, creds), true);
+});
+
 Deno.test("bedrock sign: tampered, unsigned and wrongly keyed requests are rejected", async () => {
   const req = await bedrockUpstream.buildRequest(call(hello));
   const body = await req.clone().text();

@@ -48,7 +48,7 @@ Deno.test({
         for (const level of row.levels) {
           assert.ok(level.rps > 0 && level.p99Ms > 0, `${target} c=${level.concurrency}`);
         }
-        // Issue 16 compares resident memory after this run; direct is no process of ours.
+        // The targets compare resident memory after this run; direct is no process of ours.
         if (target === "direct") assert.equal(row.rssAfterMiB, null);
         else assert.ok(row.rssAfterMiB! > 0, `${target} has no RSS after the run`);
       }
@@ -79,21 +79,21 @@ Deno.test({
       assert.ok(hist.writerInThread && hist.writerInThread.rowsPerSecond > 0);
       const on = hist.underLoad.rows.find((x) => x.target === "pulsegate");
       assert.ok(on && on.rowsPerSecond > 0 && on.batches > 0, "history rows were written");
-      assert.ok(on.maxStallMs >= 0);
+      assert.ok(Number.isFinite(on.maxStallMs), "the gateway's loop probe reported its stalls");
 
       const cpu = r.scenarios.cpuCost;
       assert.ok(cpu && cpu.reps >= 3, "CPU cost is measured in at least three repetitions");
       for (const row of cpu.rows) {
         assert.equal(row.usPerDelta.length, cpu.reps, `${row.target}: one figure per repetition`);
-        // 10 ms ticks: a quick run's floor may use less than one.
+        // Read from each thread's schedstat (ns): every repetition's work shows, however short.
         const figures = [...row.usPerDelta, ...row.usPerRequest];
-        assert.ok(figures.every((v) => Number.isFinite(v) && v >= 0));
+        assert.ok(figures.every((v) => Number.isFinite(v) && v > 0), `${row.target}: ${figures}`);
       }
       assert.deepEqual(cpu.rows.map((x) => x.target), ["floor", "floor_js", "pulsegate"]);
       const js = cpu.rows.find((x) => x.target === "floor_js")!;
       assert.equal(js.errors, 0, "the JS relay floor relays every stream and answer");
 
-      // Issue 16's seven targets, then issue 7's three it does not restate.
+      // The targets, in docs/benchmarks.md's order.
       assert.deepEqual(r.targets.map((t) => t.id), [
         "cpu_delta",
         "stream_gap",

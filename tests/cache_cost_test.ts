@@ -8,6 +8,7 @@ import { chatClient, chatUpstream } from "../gateway/formats/openai_chat/mod.ts"
 import { responsesClient, responsesUpstream } from "../gateway/formats/openai_responses/mod.ts";
 import { hopCost, ratesFor } from "../gateway/live/billing.ts";
 import type { UpstreamKind } from "../gateway/runtime/wire_kinds.ts";
+import type { UpstreamAdapter } from "../gateway/formats/format.ts";
 import * as anthropicFake from "./fake_upstreams/anthropic_script.ts";
 import { bedrockWholeBody } from "./fake_upstreams/bedrock_script.ts";
 import * as geminiFake from "./fake_upstreams/gemini_script.ts";
@@ -159,7 +160,7 @@ const TABLE: Row[] = [
   },
 ];
 
-const ADAPTERS = {
+const ADAPTERS: Partial<Record<UpstreamKind, UpstreamAdapter>> = {
   anthropic: anthropicUpstream,
   bedrock: bedrockUpstream,
   "openai-chat": chatUpstream,
@@ -172,7 +173,7 @@ const close = (actual: number | undefined, expected: number, what: string) =>
 
 for (const row of TABLE) {
   Deno.test(`cache ledger: ${row.kind} ${row.model} reads and prices its cache fields`, () => {
-    const usage = ADAPTERS[row.kind].decodeWhole(row.body).usage;
+    const usage = ADAPTERS[row.kind]!.decodeWhole(row.body).usage;
     assert.deepEqual(usage, row.usage);
     const cost = hopCost(ratesFor(row.price, { kind: row.kind, model: row.model }), {
       input: usage.inputTokens ?? null,

@@ -4,6 +4,7 @@ import { configJsonSchema, type JsonSchema } from "../gateway/config/json_schema
 import { applyRepair, proposeRepair } from "../gateway/config/repair.ts";
 import { type ConfigInput, type Upstream, upstreamBaseUrl } from "../gateway/config/schema.ts";
 import { type ConfigProblem, formatProblems, validateConfig } from "../gateway/config/validate.ts";
+import { routeMembers } from "../gateway/config/route_entries.ts";
 
 function minimal(): ConfigInput {
   return {
@@ -61,7 +62,7 @@ Deno.test("a config of upstreams and routes alone is complete: defaults fill in"
   assert.equal(config.upstreams[0]?.max_in_flight, 64);
   assert.equal(config.upstreams[0]?.enabled, true);
   assert.equal(config.routes[0]?.enabled, true);
-  assert.equal(config.routes[0]?.candidates[0]?.enabled, true);
+  assert.equal(routeMembers(config.routes[0]!)[0]?.enabled, true);
 });
 
 Deno.test("whole_answer_deadline fields default when the object is given", () => {

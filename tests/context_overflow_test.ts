@@ -27,7 +27,7 @@ interface Fixture {
   body: string;
 }
 
-const FIXTURE_DIR = new URL("./fixtures/context_overflow", import.meta.url);
+const FIXTURE_DIR = new URL("./fixtures/context_overflow/", import.meta.url);
 
 function fixture(name: string): Fixture {
   return JSON.parse(Deno.readTextFileSync(new URL(`${name}.json`, FIXTURE_DIR)));

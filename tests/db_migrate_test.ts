@@ -58,6 +58,7 @@ Deno.test("a fresh database gets every shipped migration", async () => {
       "destinations",
       "guardrails",
       "instances",
+      "interaction_homes",
       "key_usage",
       "requests",
       "schema_version",

@@ -55,6 +55,7 @@ Deno.test("cooldowns: rows round-trip, update in place and can be deleted", asyn
       pauseCount: 2,
       pausedUntil: 1_700_000_120_000,
       reason: "3 failures in a row; last: gw.upstream.error",
+      probeUntil: null,
       updatedAt: 1_700_000_000_000,
     };
     const healthy: CooldownRow = {
@@ -63,6 +64,7 @@ Deno.test("cooldowns: rows round-trip, update in place and can be deleted", asyn
       pauseCount: 0,
       pausedUntil: null,
       reason: null,
+      probeUntil: null,
       updatedAt: 1_700_000_000_500,
     };
     await saveCooldown(db, paused);
@@ -92,6 +94,7 @@ Deno.test("a write refused by a lock does not poison later writes", async () => 
       pauseCount: 0,
       pausedUntil: null,
       reason: null,
+      probeUntil: null,
       updatedAt: 1,
     };
     const other = await openDatabase(url);

@@ -12,6 +12,8 @@ import { runCandidates, type RunHop } from "../gateway/forward/failover.ts";
 import type { ForwardDeps, ForwardRequest, Hop } from "../gateway/forward/hop.ts";
 import { ANSWERED, type HopEnding } from "../gateway/forward/hop_ending.ts";
 import { ResumePass } from "../gateway/forward/resume_pass.ts";
+import { ReplayGate } from "../gateway/forward/replay_gate.ts";
+import type { IrEvent, IrUsage } from "../gateway/formats/ir.ts";
 import { settleContent } from "../gateway/forward/settle.ts";
 import { StreamResume } from "../gateway/forward/stream_resume.ts";
 import { abortedByOperator } from "../gateway/forward/stop_reasons.ts";
@@ -26,6 +28,8 @@ import { createLogger } from "../gateway/runtime/logger.ts";
 import { Metrics } from "../gateway/runtime/metrics.ts";
 import type { AttemptRecord, RequestRecord } from "../db/records.ts";
 import { VirtualClock } from "./virtual_clock.ts";
+import { Pools } from "../gateway/route/pools.ts";
+import { seededRandom } from "./seeded_random.ts";
 
 /** What a scripted upstream does on one call. */
 interface Act {
@@ -33,6 +37,12 @@ interface Act {
   wait?: number;
   /** Its first content reaches the client, as a stream pump would report it. */
   content?: string;
+  /**
+   * Frames of events it streams, `gap` virtual ms apart, after `content`: a replaying hop's go
+   * through its replay gate (gateway/forward/replay_gate.ts) as the stream pump sends them.
+   */
+  frames?: IrEvent[][];
+  gap?: number;
   /** How it then ends; "silent": never, until something stops the hop. */
   end: HopEnding | "silent";
 }
@@ -56,6 +66,7 @@ interface Call {
   isLast: boolean;
   resumeAt?: number;
   prefill?: string;
+  replay?: true;
 }
 
 /** A request through the loop: its deps, its rows, and the calls each upstream saw. */
@@ -88,6 +99,7 @@ function engine(
     }),
     slots: new Slots(clock),
     affinity: new Affinity(),
+    pools: new Pools({ random: seededRandom(1) }),
     metrics,
     log: createLogger({ quiet: true }),
     env: () => undefined,
@@ -130,6 +142,7 @@ function engine(
       at: clock.elapsed,
       isLast,
       resumeAt: hop.req.resumeAt,
+      ...(hop.req.replay ? { replay: true as const } : {}),
       prefill: last?.role === "assistant" && last.content[0]?.type === "text"
         ? last.content[0].text
         : undefined,
@@ -141,12 +154,17 @@ function engine(
   const play = async (hop: Hop, act: Act): Promise<HopEnding> => {
     const { signal } = hop.controller;
     if (act.wait) await clock.sleep(act.wait, signal);
-    if (act.content !== undefined) {
-      if (!hop.gate.claim()) throw signal.reason;
-      hop.idle.touch();
-      settleContent(hop);
-      resume?.pass({ events: [{ type: "text", text: act.content }] });
-      live.contentSent();
+    if (act.content !== undefined) deliver(hop, { events: [{ type: "text", text: act.content }] });
+    const gate = hop.req.replay ? new ReplayGate(hop, resume!) : null;
+    for (const events of act.frames ?? []) {
+      if (act.gap) await clock.sleep(act.gap, signal);
+      // Usage as a pump reports it: on the hop's row (held there while it replays).
+      const usage = events.flatMap((ev) => (ev.type === "usage" ? [ev.usage] : [])).at(-1);
+      if (usage) hop.attempt.usage(usage);
+      const frame = { raw: new Uint8Array(), content: true, events };
+      const taken = gate?.holding ? gate.take(frame) : { frame };
+      if (taken && "ending" in taken) return taken.ending;
+      if (taken) deliver(hop, taken.frame);
     }
     if (act.end !== "silent") return act.end;
     await new Promise((_, reject) => {
@@ -156,7 +174,27 @@ function engine(
     throw new Error("unreachable");
   };
   let resume: StreamResume | null = null;
+  /** What the client's encoder was given, in order. */
+  const sent: IrEvent[] = [];
+  const deliver = (hop: Hop, frame: { events: IrEvent[]; usage?: IrUsage }) => {
+    if (!hop.attempt.contentSeen) {
+      if (!hop.gate.claim()) throw hop.controller.signal.reason;
+      settleContent(hop);
+      live.contentSent();
+    }
+    hop.idle.touch();
+    sent.push(...(resume?.pass(frame) ?? frame.events));
+    const reports = frame.usage || frame.events.some((ev) => ev.type === "usage");
+    if (resume?.resuming && reports) live.usage(resume.usage);
+  };
+  let keepAlives = 0;
   return {
+    sent,
+    /** The text the client got. */
+    text: () => sent.map((e) => (e.type === "text" ? e.text : "")).join(""),
+    /** How many times the resume started the client's keep-alives. */
+    keepAlives: () => keepAlives,
+    attempts,
     clock,
     deps,
     req,
@@ -169,7 +207,7 @@ function engine(
     /** The stream path's loop with mid-stream resume, as stream_forward.ts runs it. */
     runResuming: () => {
       resume = StreamResume.for(req, { client: "openai-chat" });
-      const channel = { startKeepAlives() {} } as unknown as StreamChannel;
+      const channel = { startKeepAlives: () => keepAlives++ } as unknown as StreamChannel;
       const pass = new ResumePass(req, { deps, resume, channel });
       return clock.run((async () => {
         const error = await runCandidates(req, { deps, runHop, onSettled: pass.watch });
@@ -491,4 +529,304 @@ Deno.test("engine: a stream broken after content is resumed by a prefill candida
   }, { script: { a: [broke], b: [{ content: "ld", end: ANSWERED }] } });
   assert.equal(await mended.runResuming(), null);
   assert.deepEqual(mended.hops().map((h) => [h[0], h[1]]), [["a", "error"], ["b", "resumed"]]);
+});
+
+/** "Hello, wor" reached the client, then the connection broke. */
+const brokeAfterHello: Act = {
+  frames: [[{ type: "text", text: "Hello, " }], [{ type: "text", text: "wor" }]],
+  end: { how: "connection", error: new GatewayError("reset", { code: "gw.upstream.error" }) },
+};
+const text = (t: string): IrEvent[] => [{ type: "text", text: t }];
+const finish: IrEvent = { type: "finish", reason: "stop" };
+const resumeRoute = (
+  mode: "prefill" | "replay" | "auto",
+  opts: { prefill?: string[]; ids?: string[]; extra?: Record<string, unknown> } = {},
+) => {
+  const ids = opts.ids ?? ["a", "b"];
+  return {
+    ids,
+    failover: { idle_timeout_secs: 30, retries_per_candidate: 0 },
+    routes: [{
+      model: "r",
+      resume_after_content: mode,
+      ...opts.extra,
+      candidates: ids.map((id) => ({
+        upstream: id,
+        model: `m${id}`,
+        accepts_prefill: opts.prefill?.includes(id) ?? false,
+      })),
+    }],
+  };
+};
+const rowOf = (e: ReturnType<typeof engine>, hop: number) => e.attempts.get(String(hop))!;
+
+Deno.test("engine: a replay is sent the original request, held until it has matched all the client has, then relayed from there", async () => {
+  const e = engine(resumeRoute("replay"), {
+    script: {
+      a: [brokeAfterHello],
+      // Cut otherwise than the delivered text: only the characters count.
+      b: [{ frames: [text("Hel"), text("lo, world"), [...text("!"), finish]], end: ANSWERED }],
+    },
+  });
+  assert.equal(await e.runResuming(), null);
+  assert.equal(e.text(), "Hello, world!");
+  // Nothing of the replay before the seam: the client's next text is exactly what follows it.
+  assert.deepEqual(e.sent.filter((ev) => ev.type === "text").map((ev) => ev.text), [
+    "Hello, ",
+    "wor",
+    "ld",
+    "!",
+  ]);
+  assert.deepEqual(e.calls.map((c) => [c.upstream, c.resumeAt, c.replay, c.prefill]), [
+    ["a", undefined, undefined, undefined],
+    ["b", 10, true, undefined],
+  ]);
+  assert.deepEqual(e.hops().map((h) => [h[0], h[1]]), [["a", "error"], ["b", "resumed"]]);
+  assert.equal(rowOf(e, 2).resumeOffset, 10);
+  assert.equal(e.keepAlives(), 1, "the client is kept alive while the replay catches up");
+});
+
+Deno.test("engine: a replay that parts from the delivered text ends with the original failure; nothing of it is sent", async () => {
+  for (
+    const [name, frames, at] of [
+      ["early", [text("Hi there, world!")], 1],
+      ["late", [text("Hello, "), text("wo"), text("nderful")], 9],
+      ["finished first", [text("Hello"), [finish]], 5],
+    ] as const
+  ) {
+    const e = engine(resumeRoute("replay"), {
+      script: { a: [brokeAfterHello], b: [{ frames: frames.map((f) => [...f]), end: ANSWERED }] },
+    });
+    const error = await e.runResuming();
+    assert.equal(error?.code, "gw.upstream.error", name);
+    assert.equal(e.text(), "Hello, wor", name);
+    assert.deepEqual(e.hops(), [
+      ["a", "error", "gw.upstream.error"],
+      ["b", "replay_diverged", "gw.upstream.replay_diverged"],
+    ], name);
+    assert.match(rowOf(e, 2).errorMessage ?? "", new RegExp(`at character ${at} of 10`), name);
+    // Another answer is no fault of the upstream's: nothing charged.
+    assert.equal(e.deps.cooldowns.get("b").consecutiveFailures, 0, name);
+  }
+});
+
+Deno.test("engine: after a replay diverges, the next candidate replays; the first to match continues", async () => {
+  const e = engine(resumeRoute("replay", { ids: ["a", "b", "c"] }), {
+    script: {
+      a: [brokeAfterHello],
+      b: [{ frames: [text("Hello, there")], end: ANSWERED }],
+      c: [{ frames: [text("Hello, world!"), [finish]], end: ANSWERED }],
+    },
+  });
+  assert.equal(await e.runResuming(), null);
+  assert.equal(e.text(), "Hello, world!");
+  assert.deepEqual(e.hops().map((h) => [h[0], h[1]]), [
+    ["a", "error"],
+    ["b", "replay_diverged"],
+    ["c", "resumed"],
+  ]);
+});
+
+Deno.test("engine: auto resumes by prefill where a candidate takes one, by replay elsewhere, in route order", async () => {
+  const e = engine(resumeRoute("auto", { ids: ["a", "b", "c"], prefill: ["b"] }), {
+    script: {
+      a: [brokeAfterHello],
+      b: [{ end: { how: "rejected", error: upstreamStatusError(400, { kind: "openai-chat" }) } }],
+      c: [{ frames: [text("Hello, world!"), [finish]], end: ANSWERED }],
+    },
+  });
+  assert.equal(await e.runResuming(), null);
+  assert.equal(e.text(), "Hello, world!");
+  assert.deepEqual(e.calls.map((c) => [c.upstream, c.resumeAt, c.replay, c.prefill]), [
+    ["a", undefined, undefined, undefined],
+    ["b", 10, undefined, "Hello, wor"],
+    ["c", 10, true, undefined],
+  ]);
+  assert.deepEqual(e.hops().map((h) => [h[0], h[1]]), [["a", "error"], ["b", "error"], [
+    "c",
+    "resumed",
+  ]]);
+  // A candidate that takes no prefill is never sent one: with "prefill" it is not asked at all.
+  const prefillOnly = engine(resumeRoute("prefill", { ids: ["a", "b", "c"], prefill: ["b"] }), {
+    script: {
+      a: [brokeAfterHello],
+      b: [{ end: { how: "rejected", error: upstreamStatusError(400, { kind: "openai-chat" }) } }],
+    },
+  });
+  assert.equal((await prefillOnly.runResuming())?.code, "gw.upstream.error");
+  assert.deepEqual(prefillOnly.calls.map((c) => c.upstream), ["a", "b"]);
+});
+
+Deno.test("engine: a replay is alive while its own content flows, though the client gets only keep-alives", async () => {
+  // Frames 20 s apart: each within the 30 s idle timeout, the catch-up itself 60 s.
+  const e = engine(resumeRoute("replay"), {
+    script: {
+      a: [brokeAfterHello],
+      b: [{
+        gap: 20_000,
+        frames: [text("Hel"), text("lo, "), text("world!"), [finish]],
+        end: ANSWERED,
+      }],
+    },
+  });
+  assert.equal(await e.runResuming(), null);
+  assert.equal(e.text(), "Hello, world!");
+  assert.equal(e.clock.elapsed, 80_000);
+  // Silent: its own idle timeout ends it, charged as silence before content is.
+  const silentReplay = engine(resumeRoute("replay"), {
+    script: { a: [brokeAfterHello], b: [{ frames: [text("Hel")], end: "silent" }] },
+  });
+  assert.equal((await silentReplay.runResuming())?.code, "gw.upstream.error");
+  assert.deepEqual(silentReplay.hops()[1], ["b", "idle_timeout", "gw.upstream.idle_timeout"]);
+  assert.equal(silentReplay.clock.elapsed, 30_000);
+  assert.equal(silentReplay.text(), "Hello, wor");
+  // Its own first-content limit: the route's first_content_timeout_secs, from its request.
+  const slow = engine(resumeRoute("replay", { extra: { first_content_timeout_secs: 5 } }), {
+    script: { a: [brokeAfterHello], b: [{ wait: 8_000, frames: [text("Hello")], end: ANSWERED }] },
+  });
+  assert.equal((await slow.runResuming())?.code, "gw.upstream.error");
+  assert.deepEqual(slow.hops()[1], ["b", "idle_timeout", "gw.upstream.first_content_timeout"]);
+  assert.equal(slow.clock.elapsed, 5_000);
+});
+
+Deno.test("engine: a delivered tool call is resumed only by a replay that matches its name and arguments; ids may differ", async () => {
+  const call = (id: string, index: number): IrEvent => ({
+    type: "tool_call_start",
+    index,
+    id,
+    name: "lookup",
+  });
+  const args = (index: number, a: string): IrEvent => ({ type: "tool_call_args", index, args: a });
+  const broke: Act = {
+    frames: [text("Let me look. "), [call("call_a", 0), args(0, '{"city":')]],
+    end: { how: "connection", error: new GatewayError("reset", { code: "gw.upstream.error" }) },
+  };
+  // The replay numbers its call 3 and names it anew: the client's stays call_a at index 0.
+  const replay: Act = {
+    frames: [
+      text("Let me look. "),
+      [call("call_b", 3), args(3, '{"ci')],
+      [args(3, 'ty":"Paris"}'), { type: "finish", reason: "tool_calls" }],
+    ],
+    end: ANSWERED,
+  };
+  const e = engine(resumeRoute("replay"), { script: { a: [broke], b: [replay] } });
+  assert.equal(await e.runResuming(), null);
+  const calls = e.sent.filter((ev) =>
+    ev.type === "tool_call_start" || ev.type === "tool_call_args"
+  );
+  assert.deepEqual(calls, [call("call_a", 0), args(0, '{"city":'), args(0, '"Paris"}')]);
+  assert.equal(rowOf(e, 2).resumeOffset, "Let me look. ".length + "lookup".length + 8);
+
+  const other = engine(resumeRoute("replay"), {
+    script: {
+      a: [broke],
+      b: [{
+        frames: [text("Let me look. "), [call("x", 0), args(0, '{"town":"P"}')]],
+        end: ANSWERED,
+      }],
+    },
+  });
+  assert.equal((await other.runResuming())?.code, "gw.upstream.error");
+  assert.equal(other.hops()[1]![1], "replay_diverged");
+  // A prefill cannot continue arguments: with "prefill" such a stream is never resumed.
+  const prefill = engine(resumeRoute("prefill", { prefill: ["b"] }), { script: { a: [broke] } });
+  assert.equal((await prefill.runResuming())?.code, "gw.upstream.error");
+  assert.deepEqual(prefill.calls.map((c) => c.upstream), ["a"]);
+});
+
+Deno.test("engine: a replay's tokens stay on its own row until it catches up; then the answer's usage sums the hops", async () => {
+  const usage = (inputTokens: number, outputTokens: number): IrEvent => ({
+    type: "usage",
+    usage: { inputTokens, outputTokens },
+  });
+  const a: Act = {
+    frames: [[usage(5, 1)], text("Hello, wor")],
+    end: { how: "connection", error: new GatewayError("reset", { code: "gw.upstream.error" }) },
+  };
+  const diverges = engine(resumeRoute("replay"), {
+    script: { a: [a], b: [{ frames: [[usage(6, 1), ...text("Bye")]], end: ANSWERED }] },
+  });
+  await diverges.runResuming();
+  assert.equal(diverges.live.record.inputTokens, 5, "the request's row keeps the answer's tokens");
+  const matches = engine(resumeRoute("replay"), {
+    script: {
+      a: [a],
+      b: [{
+        frames: [[usage(6, 1), ...text("Hello, world!")], [finish, usage(6, 4)]],
+        end: ANSWERED,
+      }],
+    },
+  });
+  assert.equal(await matches.runResuming(), null);
+  const last = matches.sent.filter((ev) => ev.type === "usage").at(-1);
+  const read = last?.type === "usage" ? last.usage : {};
+  assert.deepEqual([read.inputTokens, read.outputTokens], [11, 5]);
+  const r = matches.live.record;
+  assert.deepEqual([r.inputTokens, r.outputTokens], [11, 5]);
+  assert.deepEqual([rowOf(matches, 2).inputTokens, rowOf(matches, 2).outputTokens], [6, 4]);
+  assert.deepEqual([rowOf(diverges, 2).inputTokens, rowOf(diverges, 2).outputTokens], [6, 1]);
+});
+
+Deno.test("engine: on a route that hedges, a slow replay's catch-up lets the next replay start beside it; the first to catch up continues", async () => {
+  const e = engine(
+    resumeRoute("replay", { ids: ["a", "b", "c"], extra: { hedge_after_secs: 1 } }),
+    {
+      script: {
+        a: [brokeAfterHello],
+        // b streams at once but slowly: its content does not count as the answer's until it caught up.
+        b: [{
+          gap: 900,
+          frames: [text("Hel"), text("lo, "), text("world!"), [finish]],
+          end: ANSWERED,
+        }],
+        c: [{ gap: 100, frames: [text("Hello, world!"), [finish]], end: ANSWERED }],
+      },
+    },
+  );
+  assert.equal(await e.runResuming(), null);
+  assert.equal(e.text(), "Hello, world!");
+  assert.deepEqual(at(e.calls), ["a@0", "b@0", "c@1000"]);
+  assert.deepEqual(e.hops().map((h) => [h[0], h[1]]), [
+    ["a", "error"],
+    ["b", "hedge_lost"],
+    ["c", "resumed"],
+  ]);
+  assert.equal(e.clock.elapsed, 1_200);
+});
+
+Deno.test("engine: a broken stream is resumed by a prefill-capable member of a pool, the pick still ordering it", async () => {
+  const broke: Act = {
+    content: "Hello wor",
+    end: { how: "connection", error: new GatewayError("reset", { code: "gw.upstream.error" }) },
+  };
+  const e = engine({
+    ids: ["a", "b", "c"],
+    routes: [{
+      model: "r",
+      resume_after_content: "prefill",
+      candidates: [
+        { upstream: "a", model: "ma" },
+        {
+          pool: [
+            { upstream: "b", model: "mb", accepts_prefill: true },
+            { upstream: "c", model: "mc", accepts_prefill: true },
+          ],
+        },
+      ],
+    }],
+  }, {
+    script: {
+      a: [broke],
+      b: [{ content: "ld", end: ANSWERED }],
+      c: [{ content: "ld", end: ANSWERED }],
+    },
+  });
+  assert.equal(await e.runResuming(), null);
+  const [first, resumed] = e.calls;
+  assert.equal(e.calls.length, 2);
+  assert.equal(first!.upstream, "a");
+  assert.ok(["b", "c"].includes(resumed!.upstream));
+  assert.deepEqual([resumed!.resumeAt, resumed!.prefill], [9, "Hello wor"]);
+  assert.deepEqual(e.hops().map((h) => h[1]), ["error", "resumed"]);
 });

@@ -10,6 +10,12 @@
  * the right status and ending), the rows, which upstream was called how
  * often, cooldown, the in-flight gauge and that every upstream connection was
  * closed.
+ *
+ * Its replay rows (tests/fault_matrix/replays.ts) run per client format and upstream kind on a
+ * route that resumes by replay: the first upstream breaks after content, and the second's
+ * answer matches, diverges early or late, carries the delivered tool call on, stays silent or
+ * refuses; the same invariants hold, and not one byte of a replay that did not match reaches
+ * the client.
  */
 import assert from "node:assert/strict";
 import type { UpstreamKind } from "../gateway/formats/format.ts";
@@ -23,6 +29,7 @@ import {
   GOOD_TEXT,
 } from "./fault_matrix/faults.ts";
 import { WIRES } from "./fault_matrix/wire.ts";
+import { firstOf, REPLAY_ROWS, type ReplayRow } from "./fault_matrix/replays.ts";
 import { type Call, type Script, startFakeUpstream } from "./fake_upstreams/server.ts";
 import { startTestGateway, type TestGateway } from "./harness.ts";
 import { type Verdict, verdictFor } from "../gateway/forward/verdict.ts";
@@ -155,9 +162,17 @@ function upstreamOf(
     : serve === "reset_before_headers"
     ? at.reset
     : at.fake;
-  const base = `${origin}/${cell.route}/${role}`;
-  const id = `${cell.route}-${role}`;
-  if (cell.kind === "bedrock") {
+  return upstreamAt(cell.kind, { origin, route: cell.route, role });
+}
+
+/** Upstream `${route}-${role}` of `kind`, served at `${origin}/${route}/${role}`. */
+function upstreamAt(
+  kind: UpstreamKind,
+  opts: { origin: string; route: string; role: string },
+): ConfigInput["upstreams"][number] {
+  const base = `${opts.origin}/${opts.route}/${opts.role}`;
+  const id = `${opts.route}-${opts.role}`;
+  if (kind === "bedrock") {
     return {
       id,
       kind: "bedrock",
@@ -167,8 +182,8 @@ function upstreamOf(
       secret_key_env: "AWS_SK",
     };
   }
-  const versioned = cell.kind === "openai-chat" || cell.kind === "openai-responses";
-  return { id, kind: cell.kind, base_url: versioned ? `${base}/v1` : base };
+  const versioned = kind === "openai-chat" || kind === "openai-responses";
+  return { id, kind, base_url: versioned ? `${base}/v1` : base };
 }
 
 function configOf(cells: Cell[], opts: { at: Addresses; idleSecs: number }): ConfigInput {
@@ -267,9 +282,13 @@ async function runCell(
     `status ${res.status}, expected ${want.status}`,
   );
   if (want.winner || inStream) {
-    const seen: ClientView = cell.stream
-      ? cell.client.readStream(text)
-      : { starts: 1, text: cell.client.wholeText(JSON.parse(text)), end: "done", trailing: false };
+    const seen: ClientView = cell.stream ? cell.client.readStream(text) : {
+      starts: 1,
+      text: cell.client.wholeText(JSON.parse(text)),
+      end: "done",
+      trailing: false,
+      calls: [],
+    };
     check(seen.text === want.text, `client text ${JSON.stringify(seen.text.slice(0, 80))}`);
     check(seen.starts <= 1, `${seen.starts} answer starts`);
     check(!seen.trailing, "bytes after the end of the answer");
@@ -423,4 +442,157 @@ for (const client of CLIENTS) {
       },
     });
   }
+}
+
+/** One replay cell: a client format, an upstream kind for both upstreams, a replay row. */
+interface ReplayCell {
+  n: number;
+  route: string;
+  client: ClientFormat;
+  kind: UpstreamKind;
+  row: ReplayRow;
+}
+
+const replayLabel = (c: ReplayCell) => `${c.client.name} stream ← ${c.kind} | ${c.row.name}`;
+
+function replayCellsOf(client: ClientFormat): ReplayCell[] {
+  return client.kinds.flatMap((kind) =>
+    REPLAY_ROWS.filter((row) => !ONLY || ONLY.split(",").includes(row.name)).map((row) => ({
+      client,
+      kind,
+      row,
+    }))
+  ).map((c, n) => ({ ...c, n, route: `r${n}` }));
+}
+
+/** Upstream `f` breaks after content; `r` replays. */
+function replayConfig(cells: ReplayCell[], at: string): ConfigInput {
+  const cfg = configOf([], { at: { fake: at, refused: at, reset: at }, idleSecs: IDLE_SECS });
+  for (const cell of cells) {
+    const roles = ["f", "r"] as const;
+    for (const role of roles) {
+      cfg.upstreams.push(upstreamAt(cell.kind, { origin: at, route: cell.route, role }));
+    }
+    cfg.routes.push({
+      model: cell.route,
+      resume_after_content: "replay",
+      candidates: roles.map((role) => ({ upstream: `${cell.route}-${role}`, model: `m-${role}` })),
+    });
+  }
+  return cfg;
+}
+
+async function runReplayCell(
+  cell: ReplayCell,
+  opts: { gw: TestGateway; calls: Map<string, Call[]> },
+): Promise<string[]> {
+  const { gw } = opts;
+  const { row } = cell;
+  const verdict = verdictFor(row.how, {
+    content: row.how === "answered",
+    resuming: true,
+    overflow: false,
+  });
+  const mended = verdict.step === "done";
+  const problems: string[] = [];
+  const check = (ok: boolean, what: string) => ok || problems.push(what);
+  const id = `fm-replay-${cell.client.name}-${cell.n}`;
+  const { path, body } = cell.client.request(cell.route, true);
+  const answered = await fetch(`${gw.url}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-request-id": id },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(CELL_LIMIT_MS),
+  }).then(async (res) => ({ res, text: await res.text() })).catch((err) => err as Error);
+  if (answered instanceof Error) return [`${replayLabel(cell)}: no answer: ${answered.message}`];
+  const { res, text } = answered;
+  check(res.status === 200, `status ${res.status}`);
+  const seen = cell.client.readStream(text);
+  // Not one byte of a replay that did not match: the client has what the first upstream sent.
+  const want = mended ? row.whole.text : FAULT_TEXT[0]!;
+  check(seen.text === want, `client text ${JSON.stringify(seen.text.slice(0, 80))}`);
+  const calls = seen.calls.filter((c) => c !== undefined);
+  if (mended) {
+    check(
+      JSON.stringify(calls) === JSON.stringify(row.whole.calls),
+      `tool calls ${JSON.stringify(calls)}`,
+    );
+  }
+  check(seen.starts <= 1, `${seen.starts} answer starts`);
+  check(!seen.trailing, "bytes after the end of the answer");
+  check(seen.end === (mended ? "done" : "error"), `stream ended ${seen.end}`);
+  if (!mended) {
+    // The original failure's error event, never the replay's.
+    const code = seen.error?.match(CODE)?.[0];
+    check(code === "gw.upstream.error", `error event ${seen.error?.slice(0, 200)}`);
+  }
+  const { request, attempts } = await gw.row(id);
+  check(request.outcome === (mended ? "success" : "error"), `request outcome ${request.outcome}`);
+  if (mended) check(request.upstream === `${cell.route}-r`, `answered by ${request.upstream}`);
+  else check(request.errorCode === "gw.upstream.error", `request code ${request.errorCode}`);
+  const hops = attempts.map((a) => [
+    a.upstream.slice(cell.route.length + 1),
+    a.outcome,
+    a.errorCode,
+    a.resumeOffset,
+  ]);
+  const expected = [
+    ["f", "error", "gw.upstream.error", null],
+    ["r", verdict.outcome, row.code ?? null, row.offset(cell.kind)],
+  ];
+  check(JSON.stringify(hops) === JSON.stringify(expected), `hops ${JSON.stringify(hops)}`);
+  const paused = gw.cooldowns.isPaused(`${cell.route}-r`);
+  check(
+    paused === (verdict.cooldown !== undefined),
+    `cooldown of the replaying upstream: ${paused}`,
+  );
+  for (const role of ["f", "r"] as const) {
+    const made = opts.calls.get(`${cell.route}/${role}`) ?? [];
+    check(made.length === 1, `${role} called ${made.length} times, expected 1`);
+    for (const call of made) {
+      const how = await Promise.race([call.closed, delay(5000).then(() => "still open")]);
+      check(how !== "still open", `${role}'s connection was left open`);
+    }
+  }
+  // The replay was sent the original request: nothing of the delivered answer in it.
+  const sent = JSON.stringify(opts.calls.get(`${cell.route}/r`)?.[0]?.json ?? null);
+  check(!sent.includes("Fault"), `the replay was sent a prefill: ${sent.slice(0, 200)}`);
+  return problems.map((p) => `${replayLabel(cell)}: ${p}`);
+}
+
+for (const client of CLIENTS) {
+  const cells = replayCellsOf(client);
+  Deno.test({
+    name: `fault matrix: ${client.name} client, replays (${cells.length} cells)`,
+    sanitizeOps: false,
+    sanitizeResources: false,
+    async fn() {
+      const calls = new Map<string, Call[]>();
+      const byRoute = new Map(cells.map((c) => [c.route, c]));
+      const fake = startFakeUpstream({
+        fallback: (call) => {
+          const [, route, role] = call.path.split("/") as [string, string, "f" | "r"];
+          const key = `${route}/${role}`;
+          calls.set(key, [...(calls.get(key) ?? []), call]);
+          const cell = byRoute.get(route)!;
+          const wire = WIRES[cell.kind];
+          return role === "f" ? firstOf(cell.row, wire) : cell.row.replay(wire);
+        },
+      });
+      const gw = await startTestGateway(replayConfig(cells, fake.url), {
+        scale: SCALE,
+        env: { AWS_AK: "AKIDEXAMPLE", AWS_SK: "secret" },
+      });
+      try {
+        const problems = (await pool(cells, POOL, (cell) => runReplayCell(cell, { gw, calls })))
+          .flat();
+        for (let i = 0; i < 200 && gw.metrics.inflight !== 0; i++) await delay(10);
+        assert.equal(gw.metrics.inflight, 0, "requests in flight after the matrix");
+        assert.deepEqual(problems.slice(0, 40), [], `${problems.length} problems`);
+      } finally {
+        await Promise.race([gw.stop(), delay(5000)]);
+        await fake.close();
+      }
+    },
+  });
 }

@@ -17,6 +17,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import { GoogleGenAI } from "@google/genai";
 import * as anthropicFake from "./fake_upstreams/anthropic_script.ts";
 import * as geminiFake from "./fake_upstreams/gemini_script.ts";
+import * as interactionsFake from "./fake_upstreams/interactions_script.ts";
 import {
   bedrockStreamChunks,
   bedrockWholeBody,
@@ -73,6 +74,8 @@ const UPSTREAMS: Record<string, (call: Call) => Script | Promise<Script>> = {
           .map((send) => ({ send })),
     };
   },
+  "gemini-interactions": (call) =>
+    interactionsFake.answer(call, { text: TEXT, toolCall: TOOL, usage: USAGE }),
   "bedrock": async (call) => {
     const signed = await verifySigV4(
       new Request(`http://${call.headers.get("host")}${call.path}`, {
@@ -238,11 +241,52 @@ CLIENTS["gemini"] = async (gw, stream) => {
   return out;
 };
 
+CLIENTS["gemini-interactions"] = async (gw, stream) => {
+  const ai = new GoogleGenAI({ apiKey: "unused", httpOptions: { baseUrl: gw.url } });
+  const body = {
+    model: "smart",
+    input: "weather in Paris?",
+    tools: [{
+      type: "function" as const,
+      name: "get_weather",
+      description: "weather",
+      parameters: { type: "object", properties: { city: { type: "string" } } },
+    }],
+  };
+  if (!stream) {
+    const res = await ai.interactions.create(body);
+    const call = res.steps.find((s) => s.type === "function_call");
+    return {
+      text: res.output_text ?? "",
+      toolName: call?.type === "function_call" ? call.name : undefined,
+      toolArgs: call?.type === "function_call" ? JSON.stringify(call.arguments) : undefined,
+      finish: res.status,
+      inputTokens: res.usage?.total_input_tokens,
+      outputTokens: res.usage?.total_output_tokens,
+    };
+  }
+  const out: Outcome = { text: "", finish: "", toolArgs: "" };
+  for await (const event of await ai.interactions.create({ ...body, stream: true })) {
+    if (event.event_type === "step.start" && event.step.type === "function_call") {
+      out.toolName = event.step.name;
+    } else if (event.event_type === "step.delta") {
+      if (event.delta.type === "text") out.text += event.delta.text;
+      if (event.delta.type === "arguments_delta") out.toolArgs += event.delta.arguments ?? "";
+    } else if (event.event_type === "interaction.completed") {
+      out.finish = event.interaction.status;
+      out.inputTokens = event.interaction.usage?.total_input_tokens;
+      out.outputTokens = event.interaction.usage?.total_output_tokens;
+    }
+  }
+  return out;
+};
+
 const FINISH: Record<string, string> = {
   "openai-chat": "tool_calls",
   "openai-responses": "tool_calls",
   "anthropic": "tool_use",
   "gemini": "STOP",
+  "gemini-interactions": "requires_action",
 };
 
 /** The one upstream of a matrix cell; Bedrock signs with the test's AWS keys. */
@@ -331,6 +375,14 @@ const STRUCTURED: Record<string, { path: string; body: Record<string, unknown> }
       generationConfig: { responseMimeType: "application/json", responseJsonSchema: SCHEMA },
     },
   },
+  "gemini-interactions": {
+    path: "/v1beta/interactions",
+    body: {
+      model: "smart",
+      input: "weather?",
+      response_format: { type: "text", mime_type: "application/json", schema: SCHEMA },
+    },
+  },
 };
 
 /** The value at a dotted path in a parsed JSON body. */
@@ -349,6 +401,10 @@ const SCHEMA_IN: Record<string, (body: unknown) => unknown> = {
   "gemini": (b) =>
     at(b, "generationConfig.responseMimeType") === "application/json"
       ? at(b, "generationConfig.responseJsonSchema")
+      : undefined,
+  "gemini-interactions": (b) =>
+    at(b, "response_format.mime_type") === "application/json"
+      ? at(b, "response_format.schema")
       : undefined,
   // Converse takes the schema as JSON text.
   "bedrock": (b) =>

@@ -809,11 +809,18 @@ for (const { err, status } of errorCases) {
     assert.equal(whole.status, err.status);
     assert.match(whole.message, new RegExp(err.code.replaceAll(".", "\\.")));
 
-    // In-stream (SSE): content first, then the error, each its own write as the gateway
-    // sends them: the SDK raises ApiError with the status and our code.
+    // In-stream (SSE): content first, then the error as the bare object and once more as a
+    // `data:` event, each its own write as the gateway sends them: the SDK raises ApiError
+    // with the status and our code from the bare object.
     const enc = geminiClient.streamEncoder({ id: "r", model: "m", sse: true });
-    const writes = [enc.encode({ type: "text", text: "partial" })!, enc.error(err)];
+    const again = enc.errorAgain?.(err);
+    assert.ok(again);
+    const writes = [enc.encode({ type: "text", text: "partial" })!, enc.error(err), again];
     assert.doesNotMatch(decoder.decode(writes[1]), /^data:/);
+    assert.deepEqual(
+      JSON.parse(decoder.decode(writes[2]).replace(/^data: /, "")),
+      JSON.parse(decoder.decode(writes[1])),
+    );
     const streamed = await drainSdkStream(() => new Response(chunkedBody(writes)));
     assert.deepEqual(streamed.seen, ["partial"]);
     assert.ok(streamed.thrown instanceof ApiError);
@@ -821,11 +828,11 @@ for (const { err, status } of errorCases) {
     assert.match(streamed.thrown.message, new RegExp(status));
     assert.match(streamed.thrown.message, new RegExp(err.code.replaceAll(".", "\\.")));
 
-    // Glued to the chunk before it (a proxy that re-chunks), it is still raised, without a code.
+    // Glued to the chunk before it (a proxy that re-chunks), this SDK reads the `data:` event.
     const glued = await drainSdkStream(() => new Response(chunkedBody([concat(writes)])));
     assert.deepEqual(glued.seen, ["partial"]);
-    assert.ok(glued.thrown instanceof Error);
-    assert.match(glued.thrown.message, /Incomplete JSON segment/);
+    assert.ok(glued.thrown instanceof ApiError);
+    assert.equal(glued.thrown.status, err.status);
 
     // In-stream (JSON array): the error is the last element and the array closes.
     const arr = geminiClient.streamEncoder({ id: "r", model: "m", sse: false });

@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import * as genaiLatest from "@google/genai";
 import * as genaiCli from "@google/genai-gemini-cli";
+import { createGoogleGenerativeAI } from "@ai-sdk/google";
+import { streamText } from "ai";
 import type { ConfigInput } from "../gateway/config/schema.ts";
 import { postJson, startTestGateway, type TestGateway } from "./harness.ts";
 import { contentThenSilence, silentAfterHeaders } from "./fake_upstreams/openai_chat_script.ts";
@@ -118,7 +120,7 @@ for (const { name, sdk } of SDKS) {
   });
 }
 
-Deno.test("gemini SSE: the error's bytes are one bare google.rpc error object, as Google sends it", async () => {
+Deno.test("gemini SSE: the error's bytes are the bare google.rpc error object, then the same as a data event", async () => {
   const up = startFakeUpstream({ fallback: () => silentAfterHeaders });
   const gw = await startTestGateway(oneCandidate("openai-chat", up.url));
   try {
@@ -130,12 +132,74 @@ Deno.test("gemini SSE: the error's bytes are one bare google.rpc error object, a
     assert.equal(res.status, 200);
     assert.equal(res.headers.get("content-type"), "text/event-stream");
     const text = await res.text();
-    assert.doesNotMatch(text, /^data:/m, "no SSE field: 2.x SDKs would yield it as a chunk");
-    assert.ok(text.endsWith("}\n") && text.trim().split("\n").length === 1);
-    const body = JSON.parse(text);
+    // First as Google sends it (no SSE field: up to 2.30 the SDK raises only that), then as an
+    // SSE event, the one form a strict SSE reader sees.
+    const [bare, event, ...rest] = text.split("\n\n");
+    assert.deepEqual(rest, [""], `two blocks: ${JSON.stringify(text)}`);
+    assert.doesNotMatch(bare!, /^data:/m);
+    assert.ok(event!.startsWith("data: ") && !event!.includes("\n"));
+    const body = JSON.parse(bare!);
+    assert.deepEqual(JSON.parse(event!.slice("data: ".length)), body);
     assert.equal(body.error.code, 504);
     assert.equal(body.error.status, "DEADLINE_EXCEEDED");
     assert.equal(body.error.details[0].reason, "gw.upstream.idle_timeout");
+  } finally {
+    await gw.stop();
+    await up.close();
+  }
+});
+
+/**
+ * The Vercel AI SDK's Google provider reads the body as strict SSE (eventsource-parser): a line
+ * that is not an SSE field is skipped, so the bare object alone ended the stream "interrupted",
+ * with no error. It must raise the error after the text, with our status and code.
+ */
+async function streamThroughAiSdk(gw: TestGateway) {
+  const google = createGoogleGenerativeAI({ baseURL: `${gw.url}/v1beta`, apiKey: "unused" });
+  const result = streamText({ model: google("smart"), prompt: "hi", onError: () => {} });
+  const text: string[] = [];
+  const errors: unknown[] = [];
+  const finishes: string[] = [];
+  for await (const part of result.fullStream) {
+    if (part.type === "text-delta") text.push(part.text);
+    if (part.type === "error") errors.push(part.error);
+    if (part.type === "finish") finishes.push(part.finishReason);
+  }
+  return { text, errors, finishes };
+}
+
+function assertAiSdkError(error: unknown, opts: { status: number; code: string }) {
+  assert.ok(error instanceof Error, `not an Error: ${error}`);
+  const raised = error as Error & { statusCode?: number; data?: unknown };
+  assert.equal(raised.statusCode, opts.status);
+  const data = raised.data as { details?: { reason?: string }[] } | undefined;
+  assert.equal(data?.details?.[0]?.reason, opts.code);
+}
+
+Deno.test("gemini SSE (Vercel AI SDK): a stall after content is raised after the text", async () => {
+  const up = startFakeUpstream({ fallback: () => contentThenSilence("partial") });
+  const gw = await startTestGateway(oneCandidate("openai-chat", up.url));
+  try {
+    const { text, errors, finishes } = await streamThroughAiSdk(gw);
+    assert.deepEqual(text, ["partial"]);
+    assert.equal(errors.length, 1, "one error, not a silent end");
+    assertAiSdkError(errors[0], { status: 504, code: "gw.upstream.idle_timeout_mid_stream" });
+    assert.deepEqual(finishes, ["error"]);
+  } finally {
+    await gw.stop();
+    await up.close();
+  }
+});
+
+Deno.test("gemini SSE (Vercel AI SDK): silence after the early 200 is raised", async () => {
+  const up = startFakeUpstream({ fallback: () => silentGemini });
+  const gw = await startTestGateway(oneCandidate("gemini", up.url));
+  try {
+    const { text, errors, finishes } = await streamThroughAiSdk(gw);
+    assert.deepEqual(text, []);
+    assert.equal(errors.length, 1);
+    assertAiSdkError(errors[0], { status: 504, code: "gw.upstream.idle_timeout" });
+    assert.deepEqual(finishes, ["error"]);
   } finally {
     await gw.stop();
     await up.close();

@@ -5,6 +5,7 @@ import type { ConfigInput } from "../gateway/config/schema.ts";
 import { readSettings } from "../gateway/start/settings.ts";
 import { type Gateway, startGateway } from "../gateway/start/start_gateway.ts";
 import { type FakeUpstream, startFakeUpstream } from "./fake_upstreams/server.ts";
+import { freshDatabase } from "./fresh_database.ts";
 
 /** Scale used by the end-to-end suites: a 30 s idle timeout lasts 300 ms. */
 export const TEST_SCALE = 0.01;
@@ -30,9 +31,18 @@ export async function startTestGateway(
     metricsOpen?: boolean;
     /** Bound on history rows kept in memory while the database is away (default 100 000). */
     historyMemoryRows?: number;
+    /**
+     * Write history on a worker thread, as a served gateway does; by default the suites write on
+     * their own thread (`historyThread` in gateway/start/start_gateway.ts) and the worker is
+     * tested on its own (tests/history_worker_test.ts) and in every spawned gateway.
+     */
+    historyWorker?: boolean;
+    /** The pools' randomness (default Math.random): seed it for figures that hold on every run. */
+    random?: () => number;
   } = {},
 ): Promise<TestGateway> {
   const dir = opts.dir ?? await Deno.makeTempDir({ prefix: "pulsegate-test-" });
+  if (opts.dir === undefined) await freshDatabase(`${dir}/pulsegate.db`);
   const env = (name: string) => opts.env?.[name];
   const settings = {
     ...readSettings(env),
@@ -48,6 +58,8 @@ export async function startTestGateway(
     quiet: true,
     metricsOpen: opts.metricsOpen ?? true,
     historyMemoryRows: opts.historyMemoryRows,
+    historyThread: opts.historyWorker ? "worker" : "this",
+    random: opts.random,
   });
   return {
     ...gw,

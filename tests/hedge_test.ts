@@ -471,7 +471,8 @@ Deno.test("a candidate's own hedge_after_secs hedges it on a route that does not
     const c = hedgeConfig("gemini", ups);
     const route = c.routes[0]!;
     delete route.hedge_after_secs;
-    route.candidates[0]!.hedge_after_secs = 1;
+    const first = route.candidates[0]!;
+    if ("upstream" in first) first.hedge_after_secs = 1;
     return c;
   };
   await withRace({ n: 2, config }, async ({ gw, ups, gates }) => {

@@ -9,7 +9,7 @@ Deno.test("with the database locked, requests still succeed and their rows land 
   const up = startFakeUpstream({
     fallback: () => chatWhole({ text: ["ok"], usage: { input: 1, output: 1 } }),
   });
-  const gw = await startTestGateway(chatRoute([up.url]));
+  const gw = await startTestGateway(chatRoute([up.url]), { historyWorker: true });
   try {
     const lock = await lockDatabase(`file:${gw.dir}/pulsegate.db`);
     const ids: string[] = [];
@@ -42,7 +42,7 @@ Deno.test("rows still queued when the database is away at shutdown are counted a
   const up = startFakeUpstream({
     fallback: () => chatWhole({ text: ["ok"], usage: { input: 1, output: 1 } }),
   });
-  const gw = await startTestGateway(chatRoute([up.url]));
+  const gw = await startTestGateway(chatRoute([up.url]), { historyWorker: true });
   const lock = await lockDatabase(`file:${gw.dir}/pulsegate.db`);
   const events: Array<{ name: string; fields: Record<string, unknown> }> = [];
   gw.log.event = (name, fields = {}) => void events.push({ name, fields });
@@ -72,7 +72,7 @@ Deno.test("while every history write fails, /readyz, the admin page and its heal
   const up = startFakeUpstream({
     fallback: () => chatWhole({ text: ["ok"], usage: { input: 1, output: 1 } }),
   });
-  const gw = await startTestGateway(chatRoute([up.url]));
+  const gw = await startTestGateway(chatRoute([up.url]), { historyWorker: true });
   const lock = await lockDatabase(`file:${gw.dir}/pulsegate.db`);
   let locked = true;
   const readyz = async () => {

@@ -129,6 +129,25 @@ const SHAPES: ClientShape[] = [
     ],
     jsonTexts: () => [],
   },
+  {
+    format: "gemini-interactions",
+    path: () => "/v1beta/interactions",
+    auth: (key) => ({ "x-goog-api-key": key }),
+    body: (model) => ({ model, input: "hi" }),
+    wrongTypes: [
+      { model: 42 },
+      { input: 42 },
+      { input: [{ type: "text", text: 42 }] },
+      { input: [{ type: 7 }] },
+      { input: [{ type: "function_call", name: "f", id: "c", arguments: "{}" }] },
+      { generation_config: "hot" },
+      { previous_interaction_id: 42 },
+      { store: "no" },
+      { stream: "yes" },
+    ],
+    // Arguments are objects and results are read as text: no JSON text is parsed again.
+    jsonTexts: () => [],
+  },
 ];
 
 /** A Chat conversation whose assistant called `f` with `args`, answered with `result`. */
@@ -270,6 +289,7 @@ const PATH_CASES: HostileCase[] = [
   "/v1/../v1/chat/completions/..%2f..%2fadmin",
   "/%00",
   "/v2/chat/completions",
+  "/v1beta/interactions/a/b",
 ].map((path) => ({
   name: `path ${path.slice(0, 40)}`,
   path,
@@ -285,6 +305,9 @@ const METHOD_CASES: HostileCase[] = [
   ["PUT", "/v1/messages"],
   ["DELETE", "/v1/responses"],
   ["PATCH", "/v1beta/models/smart:generateContent"],
+  ["PUT", "/v1beta/interactions"],
+  ["PATCH", "/v1beta/interactions/some-id"],
+  ["GET", "/v1beta/interactions/some-id/cancel"],
 ].map(([method, path]) => ({
   name: `${method} ${path}`,
   method,
@@ -293,6 +316,21 @@ const METHOD_CASES: HostileCase[] = [
   body: method === "GET" ? undefined : "{}",
   status: 405,
   code: "gw.client.method_not_allowed",
+  recorded: false,
+}));
+
+/** Stored interactions this key has none of: 404 in Google's shape, nothing asked or recorded. */
+const INTERACTION_CASES: HostileCase[] = [
+  ["GET", "/v1beta/interactions/never-made"],
+  ["DELETE", `/v1beta/interactions/${"i".repeat(10_000)}`],
+  ["POST", "/v1beta/interactions/never-made/cancel"],
+].map(([method, path]) => ({
+  name: `${method} ${path!.slice(0, 40)}`,
+  method,
+  path: path!,
+  headers: { "x-goog-api-key": KEY },
+  status: 404,
+  code: "gw.client.unknown_interaction",
   recorded: false,
 }));
 
@@ -379,7 +417,14 @@ function corpus(): HostileCase[] {
       make(shape).map((c) => ({ ...c, name: `${shape.format}: ${c.name}` }))
     )
   );
-  return [...perFormat, ...PATH_CASES, ...METHOD_CASES, NO_MODEL_CASE, ...EXTRA_CASES];
+  return [
+    ...perFormat,
+    ...PATH_CASES,
+    ...METHOD_CASES,
+    ...INTERACTION_CASES,
+    NO_MODEL_CASE,
+    ...EXTRA_CASES,
+  ];
 }
 
 interface Answer {

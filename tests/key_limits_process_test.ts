@@ -6,7 +6,7 @@ import { eventually, postJson } from "./harness.ts";
 import { spawnGateway } from "./spawn_gateway.ts";
 
 /**
- * docs/scaling.md "Key limits": two gateway processes on one database file share a key's rpm
+ * docs/scaling.md "Shared through libSQL": two gateway processes on one database file share a key's rpm
  * counter, at the real time scale (a read of the shared counters serves a process for 1 s).
  */
 

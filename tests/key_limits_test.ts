@@ -129,7 +129,7 @@ Deno.test("rpm 2: the third request in the minute gets 429 with Retry-After in e
 
 Deno.test("rpm holds while the usage counters cannot be read but can be written", async () => {
   await withLimits(async (gw, calls) => {
-    // Reads of the shared counters fail (docs/scaling.md "Key limits"); their writes still land.
+    // Reads of the shared counters fail (docs/scaling.md "Shared through libSQL"); their writes still land.
     const client = gw.db.client;
     const batch = client.batch.bind(client);
     client.batch = (statements, mode) =>

@@ -9,7 +9,7 @@ import { createClock } from "../gateway/runtime/clock.ts";
 import { withTempDb } from "./db_helpers.ts";
 import { TEST_SCALE } from "./harness.ts";
 
-/** docs/scaling.md "Key limits": two meters on one database stand for two instances. */
+/** docs/scaling.md "Shared through libSQL": two meters on one database stand for two instances. */
 
 const sum = (rows: { kind: string; requests: number }[]) =>
   rows.filter((r) => r.kind === "second").reduce((n, r) => n + r.requests, 0);

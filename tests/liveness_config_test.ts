@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { validateConfig } from "../gateway/config/validate.ts";
+import { routeMembers } from "../gateway/config/route_entries.ts";
 
 /** The liveness options of docs/liveness.md: off unless set, ranges enforced with clear messages. */
 const base = (route: Record<string, unknown>, candidate: Record<string, unknown> = {}) => ({
@@ -18,8 +19,8 @@ Deno.test("liveness options are off unless set", () => {
   const route = result.config.routes[0]!;
   assert.equal(route.first_content_timeout_secs, undefined);
   assert.equal(route.on_context_overflow, undefined);
-  assert.equal(route.candidates[0]!.context_window, undefined);
-  assert.equal(route.candidates[0]!.first_content_timeout_secs, undefined);
+  assert.equal(routeMembers(route)[0]!.context_window, undefined);
+  assert.equal(routeMembers(route)[0]!.first_content_timeout_secs, undefined);
 });
 
 Deno.test("liveness options take their documented ranges", () => {

@@ -298,7 +298,7 @@ Deno.test("structured output: refused when only schema-bound kinds are left", as
     const body = await res.json();
     assert.equal(body.error.code, "gw.client.unsupported");
     assert.match(body.error.message, /anthropic: JSON mode without a schema/);
-    assert.match(body.error.message, /openai-chat, openai-responses, gemini$/);
+    assert.match(body.error.message, /openai-chat, openai-responses, gemini, gemini-interactions$/);
     assert.equal(f.ups["anthropic"]!.calls.length, 0);
   } finally {
     await f.close();

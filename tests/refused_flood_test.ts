@@ -175,6 +175,8 @@ Deno.test("with the history queue full during an outage, refusal floods never pu
   });
   const gw = await startTestGateway(floodConfig(up.url), {
     env: FLOOD_KEYS,
+    // The database is held locked below: its writes must wait on their own thread, as served.
+    historyWorker: true,
     historyMemoryRows: 40,
   });
   const lock = await lockDatabase(`file:${gw.dir}/pulsegate.db`);

@@ -14,6 +14,7 @@ import {
 } from "./fake_upstreams/resume_scripts.ts";
 import { type ClientFormat, CLIENTS } from "./resume_clients.ts";
 import { type ConfigInput, ConfigSchema } from "../gateway/config/schema.ts";
+import { routeMembers } from "../gateway/config/route_entries.ts";
 
 /** What the client already had when the first answer broke: "Hello, wor". */
 const OFFSET = 10;
@@ -36,6 +37,8 @@ interface Upstreams {
   firstKind?: PrefillKind | "openai-responses";
   /** Whether each upstream (in route order) takes a prefill. */
   prefill: boolean[];
+  /** The route's `resume_after_content` ("prefill" unless said). */
+  mode?: "prefill" | "replay" | "auto";
 }
 
 function resumeConfig(urls: string[], opts: Upstreams & { resume?: boolean }): ConfigInput {
@@ -46,7 +49,7 @@ function resumeConfig(urls: string[], opts: Upstreams & { resume?: boolean }): C
     ),
     routes: [{
       model: "smart",
-      resume_after_content: opts.resume === false ? null : "prefill",
+      resume_after_content: opts.resume === false ? null : opts.mode ?? "prefill",
       candidates: urls.map((_, i) => ({
         upstream: `up${i + 1}`,
         model: `model-${i + 1}`,
@@ -387,14 +390,14 @@ Deno.test("a request with provider-run tools is never resumed", async () => {
   );
 });
 
-Deno.test("config: resume is off by default, and a Responses upstream cannot be marked as taking a prefill", () => {
+Deno.test("config: resume is off by default, a Responses or Interactions upstream cannot be marked as taking a prefill, and replay or auto take any", () => {
   const base = resumeConfig(["http://127.0.0.1:1"], { kind: "anthropic", prefill: [true] });
   const defaults = ConfigSchema.parse({
     upstreams: base.upstreams,
     routes: [{ model: "smart", candidates: [{ upstream: "up1", model: "m" }] }],
   });
   assert.equal(defaults.routes[0]!.resume_after_content, null);
-  assert.equal(defaults.routes[0]!.candidates[0]!.accepts_prefill, false);
+  assert.equal(routeMembers(defaults.routes[0]!)[0]!.accepts_prefill, false);
   const responses = ConfigSchema.safeParse({
     ...base,
     upstreams: [{ id: "up1", kind: "openai-responses", base_url: "http://127.0.0.1:1" }],
@@ -404,6 +407,30 @@ Deno.test("config: resume is off by default, and a Responses upstream cannot be 
     "routes.0.candidates.0.accepts_prefill",
     "an openai-responses upstream cannot continue a prefill",
   ]]);
+  const interactions = ConfigSchema.safeParse({
+    ...base,
+    upstreams: [{ id: "up1", kind: "gemini-interactions", base_url: "http://127.0.0.1:1" }],
+  });
+  assert.deepEqual(interactions.error?.issues.map((i) => [i.path.join("."), i.message]), [[
+    "routes.0.candidates.0.accepts_prefill",
+    "a gemini-interactions upstream cannot continue a prefill",
+  ]]);
+  // Replay and auto take any candidate, a Responses one too; nothing else is a way to resume.
+  const route = (mode: string) => ({
+    upstreams: [{ id: "up1", kind: "openai-responses", base_url: "http://127.0.0.1:1" }],
+    routes: [{
+      model: "smart",
+      resume_after_content: mode,
+      candidates: [{ upstream: "up1", model: "m" }],
+    }],
+  });
+  for (const mode of ["replay", "auto"]) {
+    assert.equal(ConfigSchema.safeParse(route(mode)).success, true, mode);
+  }
+  const unknown = ConfigSchema.safeParse(route("regenerate"));
+  assert.deepEqual(unknown.error?.issues.map((i) => i.path.join(".")), [
+    "routes.0.resume_after_content",
+  ]);
 });
 
 Deno.test("an abort while the resuming candidate starts ends the stream as aborted, the hop too", async () => {
@@ -519,6 +546,190 @@ Deno.test("with resume on, an answer that never breaks still passes through byte
       assert.equal(second!.calls.length, 0);
       const { attempts } = await gw.row(id);
       assert.deepEqual(attempts.map((a) => [a.outcome, a.resumeOffset]), [["success", null]]);
+    },
+  );
+});
+
+/** Each client through its SDK, with an upstream kind of its own format where one replays. */
+const REPLAY_KINDS: Record<ClientFormat, PrefillKind> = {
+  anthropic: "anthropic",
+  "openai-chat": "openai-chat",
+  "openai-responses": "openai-chat",
+  gemini: "gemini",
+};
+
+for (const format of FORMATS) {
+  const kind = REPLAY_KINDS[format];
+  Deno.test(`${format} client, ${kind} upstreams: a replay that matches what the client has continues the answer`, async () => {
+    const scripts = RESUME_SCRIPTS[kind];
+    await withResumeRoute(
+      2,
+      { kind, prefill: [false, false], mode: "replay" },
+      async (gw, [first, second]) => {
+        first!.enqueue(scripts.first("reset"));
+        second!.enqueue(scripts.replay());
+        const id = requestId();
+        const read = await CLIENTS[format](gw.url, { requestId: id });
+        assert.equal(read.error, undefined);
+        assert.equal(read.text, "Hello, world!");
+        assert.equal(read.starts, 1);
+        assert.equal(read.ends, 1);
+        assert.deepEqual([...new Set(read.indexes)].length, 1, `indexes ${read.indexes}`);
+        // The original request: the client's own turn last, no prefill.
+        assert.equal(scripts.lastTurn(second!.calls[0]!).role, "user");
+        const { request, attempts } = await gw.row(id);
+        assert.equal(request.outcome, "success");
+        assert.deepEqual(
+          attempts.map((a) => [a.outcome, a.resumeOffset]),
+          [["error", null], ["resumed", OFFSET]],
+        );
+        // The replay's tokens are billed on its row, and the answer's usage sums the hops.
+        const [hop1, hop2] = attempts;
+        assert.deepEqual([hop2!.inputTokens, hop2!.outputTokens], [
+          SECOND_USAGE.input,
+          SECOND_USAGE.output,
+        ]);
+        assert.equal(read.usage.input, (hop1!.inputTokens ?? 0) + SECOND_USAGE.input);
+        assert.equal(read.usage.output, (hop1!.outputTokens ?? 0) + SECOND_USAGE.output);
+        assert.equal(request.inputTokens, read.usage.input);
+      },
+    );
+  });
+}
+
+Deno.test("a replay that diverges: the client reads the original failure, nothing of the replay, which is closed", async () => {
+  await withResumeRoute(
+    2,
+    { kind: "anthropic", prefill: [false, false], mode: "replay" },
+    async (gw, [first, second]) => {
+      first!.enqueue(anthropicScripts.first("reset"));
+      // Its text, then it would go on: the gateway closes it once it has parted.
+      const chunks = anthropicFake.streamChunks({ text: ["Hello, there!"], usage: SECOND_USAGE });
+      second!.enqueue({
+        headers: { "content-type": "text/event-stream" },
+        body: [...chunks.slice(0, 3).map((send) => ({ send })), { hang: true }],
+      });
+      const id = requestId();
+      const res = await postJson(`${gw.url}/v1/messages`, {
+        model: "smart",
+        max_tokens: 100,
+        stream: true,
+        messages: [{ role: "user", content: "hi" }],
+      }, { "x-request-id": id });
+      const body = await res.text();
+      assert.doesNotMatch(body, /there/);
+      assert.match(body, /event: error/);
+      assert.match(body, /broke off its stream/);
+      assert.doesNotMatch(body, /replay|diverged/);
+      assert.equal(await second!.calls[0]!.closed, "cancelled");
+      const { request, attempts } = await gw.row(id);
+      assert.equal(request.errorCode, "gw.upstream.error");
+      assert.deepEqual(attempts.map((a) => [a.outcome, a.errorCode, a.resumeOffset]), [
+        ["error", "gw.upstream.error", null],
+        ["replay_diverged", "gw.upstream.replay_diverged", OFFSET],
+      ]);
+      assert.match(attempts[1]!.errorMessage ?? "", /at character 7 of 10/);
+      // The replay's usage is its row's, not the answer's.
+      assert.equal(attempts[1]!.inputTokens, SECOND_USAGE.input);
+      assert.equal(request.inputTokens, attempts[0]!.inputTokens);
+    },
+  );
+});
+
+Deno.test("a replay to an upstream of the client's format is sent the client's own body, fields the IR has no slot for included", async () => {
+  await withResumeRoute(
+    2,
+    { kind: "anthropic", prefill: [false, false], mode: "replay" },
+    async (gw, [first, second]) => {
+      first!.enqueue(anthropicScripts.first("reset"));
+      second!.enqueue(anthropicScripts.replay());
+      const id = requestId();
+      const sent = {
+        model: "smart",
+        max_tokens: 100,
+        stream: true,
+        temperature: 0,
+        top_k: 1,
+        messages: [{ role: "user", content: "hi" }],
+      };
+      const res = await postJson(`${gw.url}/v1/messages`, sent, { "x-request-id": id });
+      assert.match(await res.text(), /"text":"ld!"/);
+      const got = second!.calls[0]!.json as Record<string, unknown>;
+      assert.deepEqual({ ...got, model: "smart" }, sent);
+    },
+  );
+});
+
+Deno.test("the client is kept alive while a slow replay catches up, and gets nothing else until it has", async () => {
+  let caughtUp = () => {};
+  const gate = new Promise<void>((resolve) => (caughtUp = resolve));
+  await withResumeRoute(
+    2,
+    { kind: "anthropic", prefill: [false, false], mode: "replay" },
+    async (gw, [first, second]) => {
+      first!.enqueue(anthropicScripts.first("reset"));
+      const chunks = anthropicFake.streamChunks({
+        text: ["Hello, w", "or", "ld!"],
+        usage: SECOND_USAGE,
+      });
+      // Through "Hello, w", then held back until the client has seen two keep-alives.
+      second!.enqueue({
+        headers: { "content-type": "text/event-stream" },
+        body: [
+          ...chunks.slice(0, 3).map((send) => ({ send })),
+          { until: gate },
+          ...chunks.slice(3)
+            .map((send) => ({ send })),
+        ],
+      });
+      const res = await postJson(`${gw.url}/v1/messages`, {
+        model: "smart",
+        max_tokens: 100,
+        stream: true,
+        messages: [{ role: "user", content: "hi" }],
+      }, { "x-request-id": requestId() });
+      const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+      let body = "";
+      while (true) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        body += value;
+        const after = body.slice(body.indexOf('"text":"wor"'));
+        if (after.split(": keep-alive").length > 2) caughtUp();
+      }
+      const wor = '"text":"wor"}}\n\n';
+      const afterWor = body.slice(body.indexOf(wor) + wor.length);
+      // Between what the first upstream sent and the relayed rest: keep-alives only.
+      const seam = afterWor.slice(0, afterWor.indexOf("event:"));
+      assert.match(seam, /^(: keep-alive\n\n){2,}$/);
+      assert.match(afterWor.slice(seam.length), /^event: content_block_delta\n.*"text":"ld!"/);
+      assert.match(afterWor, /message_stop/);
+    },
+  );
+});
+
+Deno.test("auto: a candidate marked for prefill is sent one, the others replay, in route order", async () => {
+  await withResumeRoute(
+    3,
+    { kind: "anthropic", prefill: [false, true, false], mode: "auto" },
+    async (gw, [first, prefilling, replaying]) => {
+      first!.enqueue(anthropicScripts.first("reset"));
+      prefilling!.enqueue(refusesPrefill());
+      replaying!.enqueue(anthropicScripts.replay());
+      const id = requestId();
+      const read = await CLIENTS.anthropic(gw.url, { requestId: id });
+      assert.equal(read.error, undefined);
+      assert.equal(read.text, "Hello, world!");
+      assert.deepEqual(anthropicScripts.lastTurn(prefilling!.calls[0]!), {
+        role: "assistant",
+        text: "Hello, wor",
+      });
+      assert.equal(anthropicScripts.lastTurn(replaying!.calls[0]!).role, "user");
+      const { attempts } = await gw.row(id);
+      assert.deepEqual(
+        attempts.map((a) => [a.outcome, a.status, a.resumeOffset]),
+        [["error", 200, null], ["error", 400, OFFSET], ["resumed", 200, OFFSET]],
+      );
     },
   );
 });

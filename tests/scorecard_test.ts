@@ -46,13 +46,24 @@ function partial(n: number, end: Script["body"]): Script {
   };
 }
 
-/** A fallback that refuses a request ending with an assistant message, as many providers do. */
-const rejectsPrefill: Handler = (call) => {
-  const messages = (call.json as { messages: { role: string }[] }).messages;
-  return messages.at(-1)?.role === "assistant"
-    ? chatError(400, "This model does not support assistant message prefill.")
-    : answer("f");
-};
+/**
+ * A fallback that refuses a prefill, as recent Claude models do, and answers the original request
+ * the way the primary's model does: first deterministically (temperature 0, a seed), the
+ * primary's answer token for token, which a replay matches; then sampled, an answer that parts
+ * from it after 30 tokens.
+ */
+function rejectsPrefillReplays(): Handler {
+  let asked = 0;
+  return (call) => {
+    const messages = (call.json as { messages: { role: string }[] }).messages;
+    if (messages.at(-1)?.role === "assistant") {
+      return chatError(400, "This model does not support assistant message prefill.");
+    }
+    return asked++ === 0
+      ? answer("p")
+      : chatStream({ text: [...tokens("p", 30), ...tokens("q", TOKENS - 30)] });
+  };
+}
 
 /**
  * A fallback that continues a prefill the way a model does: the request ends with the assistant
@@ -109,7 +120,7 @@ interface Scenario {
   route?: {
     first_content_timeout_secs?: number;
     on_context_overflow?: "next";
-    resume_after_content?: "prefill";
+    resume_after_content?: "prefill" | "replay" | "auto";
   };
   /** The fallback candidate says it continues a prefill (`accepts_prefill`). */
   prefill?: boolean;
@@ -283,19 +294,30 @@ const SCENARIOS: Scenario[] = [
   },
   {
     doc: "fallback that rejects prefill",
-    name: "fallback that rejects prefill: the cut is told as it was, never the 400",
+    name: "fallback that rejects prefill, with auto: it replays the request; a matching answer " +
+      "is continued, a diverging one ends with the primary's cut",
     primary: () => partial(40, [{ reset: true }]),
-    fallback: rejectsPrefill,
-    route: { resume_after_content: "prefill" },
-    prefill: true,
-    outcomes: [{
-      error: "gw.upstream.error",
-      read: 40,
-      // The fallback was asked to continue and refused: recorded, and the client is told of the
-      // primary's cut, not of the refusal.
-      hops: [["p", "error", "gw.upstream.error"], ["f", "error", "gw.upstream.rejected"]],
-    }],
-    calls: { f: 1 },
+    fallback: rejectsPrefillReplays(),
+    // The fallback takes no prefill (it is not marked `accepts_prefill`): "auto" replays on it.
+    route: { resume_after_content: "auto" },
+    outcomes: [
+      {
+        // Its answer matched the 40 tokens the client had: the other 20 are relayed.
+        answer: "p",
+        hops: [["p", "error", "gw.upstream.error"], ["f", "resumed", null]],
+      },
+      {
+        // Sampled, it parted after 30 tokens: nothing of it reached the client, which is told of
+        // the primary's cut.
+        error: "gw.upstream.error",
+        read: 40,
+        hops: [
+          ["p", "error", "gw.upstream.error"],
+          ["f", "replay_diverged", "gw.upstream.replay_diverged"],
+        ],
+      },
+    ],
+    calls: { f: 2 },
   },
   {
     doc: "flapping primary",

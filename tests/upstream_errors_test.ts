@@ -25,12 +25,18 @@ import { openAiErrorBody } from "./fake_upstreams/openai_chat_script.ts";
 import * as anthropicFake from "./fake_upstreams/anthropic_script.ts";
 import * as geminiFake from "./fake_upstreams/gemini_script.ts";
 import * as bedrockFake from "./fake_upstreams/bedrock_script.ts";
+import * as interactionsFake from "./fake_upstreams/interactions_script.ts";
 import { OPENING_HOLD_MS } from "../gateway/forward/stream_forward.ts";
 import { CLIENT_CODECS, UPSTREAM_ADAPTERS } from "../gateway/formats/formats.ts";
 import { idleTimeout } from "../gateway/forward/stop_reasons.ts";
 
 type Vocab = "openai" | "anthropic" | "gemini";
-type ClientFormat = "openai-chat" | "openai-responses" | "anthropic" | "gemini";
+type ClientFormat =
+  | "openai-chat"
+  | "openai-responses"
+  | "anthropic"
+  | "gemini"
+  | "gemini-interactions";
 
 /** What a client read: OpenAI type/code/param; Anthropic type; Gemini status (as `type`). */
 interface Words {
@@ -62,6 +68,8 @@ const POLICY_MESSAGE = "Your request was rejected as a result of our safety syst
 const TOO_LONG_MESSAGE = "prompt is too long: 215000 tokens > 200000 maximum";
 const GEMINI_MESSAGE = "* GenerateContentRequest.generation_config.max_output_tokens: must be > 0";
 const BEDROCK_MESSAGE = "Malformed input request: #: extraneous key [foo] is not permitted";
+const INTERACTIONS_MESSAGE =
+  "Invalid value at 'generation_config.temperature' (TYPE_FLOAT), \"hot\"";
 
 const ERRORS: ProviderError[] = [
   {
@@ -123,6 +131,15 @@ const ERRORS: ProviderError[] = [
     message: BEDROCK_MESSAGE,
     body: bedrockFake.errorBody(400, BEDROCK_MESSAGE),
     headers: bedrockFake.errorHeaders(400),
+    expect: { openai: { type: "invalid_request_error", code: REJECTED, param: null }, ...INVALID },
+  },
+  {
+    // The Interactions API answers Google's google.rpc object, as generateContent does.
+    id: "interactions-invalid",
+    kinds: ["gemini-interactions"],
+    message: INTERACTIONS_MESSAGE,
+    body: interactionsFake.errorBody(400, INTERACTIONS_MESSAGE),
+    headers: { "content-type": "application/json; charset=UTF-8" },
     expect: { openai: { type: "invalid_request_error", code: REJECTED, param: null }, ...INVALID },
   },
 ];
@@ -206,6 +223,29 @@ function openAiOutcome(err: unknown): SdkOutcome {
     words: { type: err.type ?? null, code: err.code ?? null, param: err.param ?? null },
   };
 }
+
+const interactionsCase: ClientCase = {
+  vocab: "gemini",
+  fetch: (gw, { model, stream }) =>
+    postJson(`${gw.url}/v1beta/interactions`, { model, stream, input: "hi" }),
+  sdk: async (gw, { model, stream }) => {
+    const ai = new GoogleGenAI({ apiKey: "unused", httpOptions: { baseUrl: gw.url } });
+    if (stream) {
+      // The SDK hands an `error` event to the caller as an event, as Google documents it.
+      for await (const event of await ai.interactions.create({ model, input: "hi", stream })) {
+        if (event.event_type !== "error") continue;
+        const status = (event.error as { status?: string } | undefined)?.status ?? null;
+        return { status: undefined, words: { type: status } };
+      }
+      throw new Error("the stream ended without an error event");
+    }
+    const err = await thrownBy(() =>
+      ai.interactions.create({ model, input: "hi" }, { maxRetries: 0 })
+    );
+    const { status, error } = err as { status?: number; error?: { error?: { status?: string } } };
+    return { status, words: { type: error?.error?.status ?? null } };
+  },
+};
 
 const CLIENTS: Record<ClientFormat, ClientCase> = {
   "openai-chat": {
@@ -296,6 +336,7 @@ const CLIENTS: Record<ClientFormat, ClientCase> = {
       return { status: err.status, words: { type: status } };
     },
   },
+  "gemini-interactions": interactionsCase,
 };
 
 /** The words of an error object in the client's vocabulary. */
@@ -334,6 +375,10 @@ const LATE: Record<ClientFormat, [string, UpstreamKind][]> = {
   "openai-responses": [["content-policy", "openai-responses"], ["invalid-argument", "gemini"]],
   "anthropic": [["prompt-too-long", "anthropic"], ["context-length", "openai-chat"]],
   "gemini": [["invalid-argument", "gemini"], ["validation", "bedrock"]],
+  "gemini-interactions": [
+    ["interactions-invalid", "gemini-interactions"],
+    ["context-length", "openai-chat"],
+  ],
 };
 
 const lateCases: Case[] = (Object.entries(LATE) as [ClientFormat, [string, UpstreamKind][]][])
@@ -407,7 +452,7 @@ const lateName = ({ format, error, kind }: Case) =>
   `${format} client ← ${kind} ${error.id}, after early streaming headers`;
 
 /** The error comes after the opening hold sent 200: it ends the stream as its error event. */
-async function lateCase(gw: TestGateway, { client, error, kind }: Case): Promise<void> {
+async function lateCase(gw: TestGateway, { format, client, error, kind }: Case): Promise<void> {
   const model = routeId(error, kind);
   const expected = error.expect[client.vocab];
   const res = await client.fetch(gw, { model, stream: true });
@@ -419,7 +464,7 @@ async function lateCase(gw: TestGateway, { client, error, kind }: Case): Promise
   const sdk = await client.sdk(gw, { model, stream: true });
   // OpenAI and Anthropic SDKs raise an in-stream error without a status; Google's takes the
   // error chunk's code.
-  assert.equal(sdk.status, client.vocab === "gemini" ? 400 : undefined);
+  assert.equal(sdk.status, format === "gemini" ? 400 : undefined);
   assert.deepEqual(sdk.words, expected);
 }
 

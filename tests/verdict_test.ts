@@ -99,6 +99,19 @@ Deno.test("verdict: a context-length refusal moves on uncharged, as a status or 
   assert.equal(verdictFor("stream_error", { ...plain(true), overflow: true }).step, "stop");
 });
 
+Deno.test("verdict: a probe of a recovering upstream is never retried; all else is as for any hop", () => {
+  for (const how of HOWS) {
+    for (const place of PLACES) {
+      const plainVerdict = verdictFor(how, place);
+      const probing = verdictFor(how, { ...place, probing: true });
+      if (plainVerdict.step === "retry") {
+        // Charged as before, and the next candidate instead of a second call to the upstream.
+        assert.deepEqual(probing, { ...plainVerdict, step: "next" }, how);
+      } else assert.deepEqual(probing, plainVerdict, `${how} ${JSON.stringify(place)}`);
+    }
+  }
+});
+
 Deno.test("verdict: only silence before content drops the session's upstream", () => {
   const dropping = HOWS.filter((how) => verdictFor(how, plain(false)).dropsAffinity);
   assert.deepEqual(dropping, ["idle_timeout", "first_content_timeout"]);
@@ -173,4 +186,12 @@ Deno.test("endings: a thrown error says how its hop ended, by our stop reason fi
   assert.equal(at(undefined, unreadable).how, "bad_response");
   // A finished hop's own abort (not one of our stops) says nothing about the upstream.
   assert.equal(at({ reason: "hop finished" }, new TypeError("aborted")).how, "connection");
+});
+
+Deno.test("verdict: a replay that diverged moves on to the next candidate, uncharged, and is recorded as such", () => {
+  const v = verdictFor("replay_diverged", { content: false, resuming: true, overflow: false });
+  assert.deepEqual(v, { step: "next", outcome: "replay_diverged" });
+  // Nothing is compared once a replay's content reaches the client: a divergence then is no step.
+  const after = verdictFor("replay_diverged", { content: true, resuming: true, overflow: false });
+  assert.deepEqual([after.step, after.resumable], ["stop", undefined]);
 });

@@ -36,6 +36,12 @@ export const EXAMPLE_CONFIG: ConfigInput = {
       prices: { "gpt-5": { input: 1.25, output: 10, cached_input: 0.125 } },
     },
     {
+      id: "openai-b",
+      kind: "openai-chat",
+      api_key_env: "OPENAI_API_KEY_B",
+      prices: { "gpt-5": { input: 1.25, output: 10, cached_input: 0.125 } },
+    },
+    {
       id: "claude",
       kind: "anthropic",
       base_url: "https://api.anthropic.com",
@@ -55,6 +61,18 @@ export const EXAMPLE_CONFIG: ConfigInput = {
     candidates: [
       { upstream: "claude", model: "claude-sonnet-4-5" },
       { upstream: "openai", model: "gpt-5" },
+    ],
+  }, {
+    model: "spread",
+    candidates: [
+      {
+        pick: "weighted",
+        pool: [
+          { upstream: "openai", model: "gpt-5", weight: 3 },
+          { upstream: "openai-b", model: "gpt-5", weight: 1 },
+        ],
+      },
+      { upstream: "claude", model: "claude-sonnet-4-5" },
     ],
   }],
   keys: [{
@@ -116,8 +134,22 @@ const SESSION_LIMITS = [
   "Both are checked once the body is read (the session may be named in it), after the key's own " +
   "limits and before guardrails. They count in the gateway process: a session's first request " +
   "in a process reads what history holds of it, so a budget holds across a restart; after that " +
-  'each process counts its own (docs/scaling.md "Session limits"). The admin page\'s Sessions ' +
+  'each process counts its own (docs/scaling.md "Per process"). The admin page\'s Sessions ' +
   "panel shows each session's use and refusals.",
+];
+
+const POOLS = [
+  "An entry of `routes[].candidates` is either one candidate or a pool: an object with `pool` " +
+  "(its members, each a candidate with a `weight`) and `pick`. The list stays ordered: a request " +
+  "tries the member the pool's pick chooses, then the pool's other members in the pick's order, " +
+  "then the route's next entry, and every rule of failover, retries, cooldown, hedging, " +
+  "mid-stream resume, context overflow, slots and session affinity applies to a member as to " +
+  "any candidate. In the example, `spread` sends three requests in four to `openai`, one to " +
+  "`openai-b` (two keys, each under its own rate limit), and falls back to `claude` when both " +
+  "fail. Picks: `weighted` (by weight, at random), `least_latency` (by the measured time to " +
+  "first content and content tokens per second, with a small share of exploration), " +
+  "`least_busy` (by the share of `max_in_flight` in use) and `cheapest` (by `prices`). How " +
+  'they are measured and how they combine with failover and affinity: docs/design.md "Pools".',
 ];
 
 const INTRO = [
@@ -148,6 +180,8 @@ export function renderConfigDoc(): string {
     "## Reference",
     ...REFERENCE_INTRO.map((paragraph) => wrap(paragraph)),
     renderTable(referenceRows()),
+    "## Pools",
+    ...POOLS.map((paragraph) => wrap(paragraph)),
     "## Prices and key limits",
     ...PRICES_AND_LIMITS.map((paragraph) => wrap(paragraph)),
     "## Session limits",
@@ -204,7 +238,12 @@ function childRows(path: string, node: JsonSchema): Row[] {
   );
 }
 
-type Occurrence = { node: JsonSchema; required: boolean; tag: string | undefined };
+type Occurrence = {
+  node: JsonSchema;
+  required: boolean;
+  tag: string | undefined;
+  title: string | undefined;
+};
 
 /** Folds the shapes of a union (the upstream kinds) into one field list, noting who has what. */
 function mergeFields(shapes: JsonSchema[]): Map<string, Field> {
@@ -213,7 +252,8 @@ function mergeFields(shapes: JsonSchema[]): Map<string, Field> {
     for (const [name, node] of Object.entries(shape.properties ?? {})) {
       if (!isSchemaObject(node)) continue;
       const occurrence = { node, required: shape.required?.includes(name) ?? false };
-      seen.set(name, [...(seen.get(name) ?? []), { ...occurrence, tag: discriminator(shape) }]);
+      const tagged = { ...occurrence, tag: discriminator(shape), title: shape.title };
+      seen.set(name, [...(seen.get(name) ?? []), tagged]);
     }
   }
   const fields = new Map<string, Field>();
@@ -231,8 +271,18 @@ function mergeOccurrences(occurrences: Occurrence[], shapeCount: number): Field 
     ? { ...first, const: undefined, enum: consts }
     : first ?? {};
   const tags = occurrences.map((o) => o.tag).filter((tag) => tag !== undefined);
-  const note = occurrences.length < shapeCount ? `Only for kind ${tags.join(", ")}.` : "";
+  const note = occurrences.length < shapeCount ? onlyFor(occurrences, tags) : "";
   return { node, required: occurrences.every((o) => o.required), note };
+}
+
+/**
+ * Which shapes of a union have the field: the kinds for a tagged union (the upstream kinds), or
+ * the shapes' titles for one told apart by its fields (a route entry: a candidate or a pool).
+ */
+function onlyFor(occurrences: Occurrence[], tags: string[]): string {
+  if (tags.length) return `Only for kind ${tags.join(", ")}.`;
+  const titles = occurrences.map((o) => o.title).filter((title) => title !== undefined);
+  return titles.length ? `Only in a ${titles.join(" or ")} entry.` : "";
 }
 
 /** The value that tells a union's shapes apart, such as an upstream's `kind`. */
@@ -276,7 +326,11 @@ function constraints(shape: JsonSchema): string[] {
   const parts: string[] = [];
   if (shape.enum) parts.push(shape.enum.map(literal).join(", "));
   if (shape.const !== undefined) parts.push(literal(shape.const));
-  const range = rangeLabel(shape.minimum, shape.maximum);
+  const range = shape.exclusiveMinimum !== undefined && shape.minimum === undefined
+    ? `above ${shape.exclusiveMinimum}${
+      shape.maximum === undefined ? "" : `, at most ${shape.maximum}`
+    }`
+    : rangeLabel(shape.minimum, shape.maximum);
   if (range !== "") parts.push(range);
   if (shape.minItems !== undefined) {
     parts.push(`at least ${shape.minItems} item${shape.minItems === 1 ? "" : "s"}`);

@@ -2,7 +2,7 @@ import { signal } from "@preact/signals";
 import type { ConfigProblem, ConfigView, RepairAction } from "../api_types.ts";
 import type { ConfigVersionInfo } from "../config_versions_types.ts";
 import { type AdminApi, ApiFailure, describeFailure } from "./api.ts";
-import { type ConfigChangeLine, diffConfig } from "./config_diff.ts";
+import { type ConfigChangeLine, configChanges } from "./config_diff.ts";
 
 export interface Notice {
   ok: boolean;
@@ -130,7 +130,7 @@ export function createConfigModel(api: AdminApi) {
           refused(err, "Not saved");
           return;
         }
-        const changes = diffConfig(stored() ?? {}, doc.value);
+        const changes = configChanges(stored() ?? {}, doc.value);
         if (changes.length === 0) {
           notice.value = { ok: true, text: "Nothing to save: this is the stored config." };
           return;
@@ -146,7 +146,7 @@ export function createConfigModel(api: AdminApi) {
           pending.value = {
             kind: "rollback",
             version,
-            changes: diffConfig(stored() ?? {}, kept.body),
+            changes: configChanges(stored() ?? {}, kept.body),
           };
           notice.value = null;
         } catch (err) {

@@ -9,6 +9,11 @@ export function formatMs(ms: number | null | undefined): string {
   return `${minutes} m ${String(seconds).padStart(2, "0")} s`;
 }
 
+/** A share in [0, 1] as a whole percentage: "75 %" (a space that does not break). */
+export function formatShare(share: number): string {
+  return `${Math.round(share * 100)}\u00a0%`;
+}
+
 /** "1 attempt", "2 attempts". */
 export function plural(count: number, noun: string): string {
   return `${count} ${noun}${count === 1 ? "" : "s"}`;

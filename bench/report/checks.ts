@@ -1,6 +1,6 @@
 /**
- * The issues' targets, checked against one run's figures: issue 16's (ratios to the floor in the
- * same run) and the rows of issue 7 it does not restate. Each says met or missed, by how much,
+ * The targets of docs/benchmarks.md, checked against one run's figures (ratios to the floor in the
+ * same run where a floor runs). Each says met or missed, by how much,
  * and, when missed, what the measurements and profiles point at.
  */
 import type {
@@ -21,7 +21,7 @@ function latencyChecks(s: AddedLatencyResult, opts: Context): TargetCheck[] {
   const floor = s.rows.find((r) => r.target === "floor");
   const gw = s.rows.find((r) => r.target === "pulsegate");
   const off = s.rows.find((r) => r.target === "pulsegate_no_history");
-  const target = "added latency p50 within 0.3 ms and p99 within 1 ms of the floor (issue 7)";
+  const target = "added latency p50 within 0.3 ms and p99 within 1 ms of the floor";
   if (!floor || !gw) return [unmeasured("latency", target, "floor or pulsegate did not run")];
   const d50 = gw.latencyMs.p50 - floor.latencyMs.p50;
   const d99 = gw.latencyMs.p99 - floor.latencyMs.p99;
@@ -50,7 +50,7 @@ function latencyAdvice(a: {
   const parts = [
     `One request at a time, the added time is pulsegate's extra work per request: ` +
     `${cpuVsFloor(tp)}. Where it goes and what is left to cut is under the throughput ` +
-    "target (issue 16).",
+    "target.",
   ];
   if (a.off) {
     const d99off = a.off.latencyMs.p99 - a.floor.latencyMs.p99;
@@ -173,7 +173,7 @@ function portkeyAdvice(s: ThroughputResult, portkeyRps: number): string {
 function portkeyCheck(s: ThroughputResult): TargetCheck {
   const gw = row(s, "pulsegate");
   const portkey = row(s, "portkey");
-  const target = "throughput at the bound at least 3× Portkey's (issue 7)";
+  const target = "throughput at the bound at least 3× Portkey's";
   if (!gw || !portkey) return unmeasured("throughput_portkey", target, "Portkey did not run");
   if (portkey.bestRps === 0) {
     return {
@@ -198,7 +198,7 @@ function portkeyCheck(s: ThroughputResult): TargetCheck {
   };
 }
 
-/** Issue 16 asks 0.5× the floor; 0.8× (issue 7's figure) is the goal beyond it. */
+/** The target asks 0.5× the floor; 0.8× is the goal beyond it. */
 const FLOOR_SHARE = 0.5;
 const FLOOR_GOAL = 0.8;
 
@@ -206,7 +206,7 @@ function floorThroughputCheck(s: ThroughputResult, opts: Context): TargetCheck {
   const gw = row(s, "pulsegate");
   const floor = row(s, "floor");
   const target = `whole answers: throughput at the ${s.boundMs} ms p99 bound at least ` +
-    `${FLOOR_SHARE}× the floor's (issue 16; the goal beyond it: ${FLOOR_GOAL}×)`;
+    `${FLOOR_SHARE}× the floor's (the goal beyond it: ${FLOOR_GOAL}×)`;
   if (!gw || !floor) {
     return unmeasured("throughput_floor", target, "floor or pulsegate did not run");
   }
@@ -235,7 +235,7 @@ function floorThroughputCheck(s: ThroughputResult, opts: Context): TargetCheck {
 function historyCheck(s: ThroughputResult, opts: Context): TargetCheck {
   const gw = row(s, "pulsegate");
   const off = row(s, "pulsegate_no_history");
-  const target = "history on costs under 10 % of that throughput (issue 7)";
+  const target = "history on costs under 10 % of that throughput";
   if (!gw || !off) {
     return unmeasured("history_cost", target, "pulsegate with history off did not run");
   }
@@ -255,8 +255,7 @@ function historyCheck(s: ThroughputResult, opts: Context): TargetCheck {
 }
 
 /**
- * Issue 16's targets in its own order, then issue 7's it does not restate (its streaming gap,
- * held-stream size and 0.8× throughput are restated by issue 16 with its own numbers).
+ * The targets in the order docs/benchmarks.md gives them.
  */
 export function checkTargets(
   s: Scenarios,

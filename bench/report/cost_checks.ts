@@ -1,5 +1,5 @@
 /**
- * Issue 16's cost targets, as ratios to the floor in the same run: CPU per streamed event and
+ * The cost targets, as ratios to the floor in the same run: CPU per streamed event and
  * per whole answer (scenario 6), the streaming gap (scenario 3), and resident memory after the
  * throughput run (scenario 2). Where one is missed, the JS relay floor says how much of the gap
  * any relay that reads each chunk in JavaScript pays on this runtime.
@@ -65,7 +65,7 @@ export function streamGapCheck(ctx: Context): TargetCheck {
   const s = ctx.scenarios.streaming;
   const gw = s.rows.find((r) => r.target === "pulsegate");
   const direct = s.rows.find((r) => r.target === "direct");
-  const target = "streaming: added gap p99 under 1 ms (issue 16)";
+  const target = "streaming: added gap p99 under 1 ms";
   if (!gw || !direct || gw.complete === 0) {
     return unmeasured("stream_gap", target, "pulsegate's streams did not complete");
   }
@@ -87,7 +87,7 @@ export function streamGapCheck(ctx: Context): TargetCheck {
 
 /** Resident memory right after scenario 2, pulsegate against the floor. */
 export function rssCheck(ctx: Context): TargetCheck {
-  const target = "resident memory after the throughput run at most 1.5× the floor's (issue 16)";
+  const target = "resident memory after the throughput run at most 1.5× the floor's";
   const s = ctx.scenarios.throughput;
   const rss = (t: string) => s.rows.find((r) => r.target === t)?.rssAfterMiB ?? null;
   const gw = rss("pulsegate");
@@ -143,7 +143,7 @@ function rssAdvice(ctx: Context, a: { gw: number; floor: number; off: number | n
 export function cpuDeltaCheck(ctx: Context): TargetCheck {
   return cpuCheck(ctx, {
     id: "cpu_delta",
-    target: "CPU per streamed event at most 2× the floor's (issue 16)",
+    target: "CPU per streamed event at most 2× the floor's",
     key: "usPerDelta",
     unit: "delta",
   });
@@ -152,7 +152,7 @@ export function cpuDeltaCheck(ctx: Context): TargetCheck {
 export function cpuRequestCheck(ctx: Context): TargetCheck {
   return cpuCheck(ctx, {
     id: "cpu_request",
-    target: "whole answers: CPU per request at most 2× the floor's (issue 16)",
+    target: "whole answers: CPU per request at most 2× the floor's",
     key: "usPerRequest",
     unit: "whole answer",
   });

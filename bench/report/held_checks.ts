@@ -1,5 +1,5 @@
 /**
- * Issue 16's held-stream targets (scenario 4): memory per held stream, and how late the content
+ * The held-stream targets (scenario 4): memory per held stream, and how late the content
  * after 5,000 held streams arrives against the floor held at the same count.
  */
 import type { HeldResult, HeldRow, HotPathProfile, TargetCheck } from "../results.ts";
@@ -35,7 +35,7 @@ function memoryAdvice(r: HeldRow, floors: { floor?: HeldRow; js?: HeldRow }): st
 }
 
 function memoryCheck(s: HeldResult): TargetCheck {
-  const target = `a held stream at most ${LIMIT_KIB} KiB (issue 16)`;
+  const target = `a held stream at most ${LIMIT_KIB} KiB`;
   const r = largest(s, "pulsegate");
   if (!r) return unmeasured("held_memory", target, "no held-stream run through pulsegate");
   const floor = s.rows.find((x) => x.target === "floor" && x.count === r.count) ??
@@ -105,7 +105,7 @@ function jsRelayLate(s: HeldResult, gw: HeldRow): string {
 
 function lateCheck(s: HeldResult, hot: HotPathProfile | null): TargetCheck {
   const target = `${FULL_COUNT.toLocaleString("en")} held streams then content: no frame ` +
-    `later than ${ALLOWANCE_MS} ms more than the floor's (issue 16)`;
+    `later than ${ALLOWANCE_MS} ms more than the floor's`;
   const gw = largest(s, "pulsegate");
   if (!gw) return unmeasured("held_late", target, "no held-stream run through pulsegate");
   const floor = s.rows.find((x) => x.target === "floor" && x.count === gw.count);

@@ -250,7 +250,7 @@ function held(r: BenchResults): string {
     `runs on a fresh gateway process; the floor row is a reference for what holding a socket ` +
     `pair costs at all, and for how late content comes when nothing but the runtime relays it; ` +
     `the JS relay row, for the same once each chunk passes through JavaScript ` +
-    `(issue 16 allows pulsegate's latest frame 50 ms more than the floor's at the same count).`,
+    `(the target allows pulsegate's latest frame 50 ms more than the floor's at the same count).`,
     "",
     table(
       [

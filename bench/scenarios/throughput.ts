@@ -2,7 +2,7 @@
  * Scenario 2: the most requests/s each target holds with p99 under 50 ms and no error, against a
  * fake that answers after 20 ms, at concurrency 1 to 256. Levels are the outer loop and the
  * target order rotates per level, so no target gets the machine's quiet (or busy) minute. Each
- * proxy's resident memory is read once the last level is done (issue 16 compares pulsegate's to
+ * proxy's resident memory is read once the last level is done (the targets compare pulsegate's to
  * the floor's).
  */
 import { autocannon } from "../autocannon.ts";

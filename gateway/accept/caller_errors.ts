@@ -17,6 +17,7 @@ const GEMINI_METHOD_PATH = /^\/v1\/models\/.*:[A-Za-z]+$/;
 export function clientCodecOf(request: Request): ClientCodec | null {
   const path = new URL(request.url).pathname;
   if (OPERATOR_PATH.test(path)) return null;
+  if (/^\/v1(?:beta)?\/interactions(?:\/|$)/.test(path)) return CLIENT_CODECS.interactions;
   if (/^\/v1beta(?:\/|$)/.test(path)) return CLIENT_CODECS.gemini;
   if (/^\/v1\/messages(?:\/|$)/.test(path)) return CLIENT_CODECS.anthropic;
   if (/^\/v1\/responses(?:\/|$)/.test(path)) return CLIENT_CODECS.responses;

@@ -27,6 +27,7 @@ import { admitKey, meteredBilling } from "../policy/key_limits.ts";
 import type { KeyUsageMeter } from "../policy/key_usage_meter.ts";
 import { KeyInFlight } from "../policy/key_in_flight.ts";
 import { onePer } from "../runtime/memo.ts";
+import { interactionPin } from "../route/interaction_pin.ts";
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -204,6 +205,7 @@ export async function handleProxy(
       // Answers name reshaped tools as the client declared them.
       ctx: started.ir.clientTools ? { ...opts.ctx, clientTools: started.ir.clientTools } : opts.ctx,
       route: started.route,
+      pin: started.pin,
       clientHeaders: clientHeaders(codec.format, request),
     };
     if (started.ir.stream) {
@@ -292,6 +294,8 @@ interface Started {
   ir: IrRequest;
   body: Record<string, unknown>;
   route: Config["routes"][number];
+  /** The one upstream storing the interaction the request continues, if it continues one. */
+  pin?: string;
 }
 
 /** Everything after admission before the first upstream call: body, route. Errors are returned, not thrown. */
@@ -332,7 +336,11 @@ async function begin(
     // Null when guardrails are off: nothing to await then.
     const guardrails = checkGuardrails(body, { model: ir.model, deps });
     if (guardrails) await guardrails;
-    return { config, ir, body, route };
+    // A stored conversation goes where it is stored, or nowhere (docs/interactions.md).
+    const pin = ir.providerState?.continues === undefined
+      ? undefined
+      : await interactionPin(ir, { route, keyId: key, config, homes: deps.homes });
+    return { config, ir, body, route, pin };
   } catch (err) {
     return GatewayError.from(err);
   }

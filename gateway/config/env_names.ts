@@ -1,3 +1,5 @@
+import { z } from "zod";
+
 /**
  * Which environment variables a config may name. The gateway's own settings live under
  * `PULSEGATE_` (the admin token, the database URL and its token): a config that could name them
@@ -21,4 +23,12 @@ export function refusedEnvMessage(opts: { gatewayKey?: boolean } = {}): string {
       "PULSEGATE_KEY_<NAME> or any name outside PULSEGATE_"
     : "may not name a PULSEGATE_ variable: those hold the gateway's own settings and secrets " +
       "(admin token, database token), which an upstream or destination would be sent";
+}
+
+/** A config field holding the NAME of an environment variable (never the secret itself). */
+export function envNameField(opts: { gatewayKey?: boolean } = {}) {
+  return z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, {
+    error: "must be the NAME of an environment variable (letters, digits and _, not starting " +
+      "with a digit), e.g. OPENAI_API_KEY; never the secret itself",
+  }).refine((name) => allowedEnvName(name, opts), { error: refusedEnvMessage(opts) });
 }

@@ -5,8 +5,10 @@
  */
 import { z } from "zod";
 import { keyLimitFields, pricesField } from "./limits_schema.ts";
-import { allowedEnvName, refusedEnvMessage } from "./env_names.ts";
+import { envNameField } from "./env_names.ts";
 import { MAX_URL_CHARS, withoutTrailingSlashes } from "./trailing_slashes.ts";
+import { AzureSchema, checkCloudFields, VertexSchema } from "./cloud_schema.ts";
+import { upstreamHeadersField } from "./upstream_headers_schema.ts";
 
 import { UPSTREAM_KINDS, type UpstreamKind } from "../runtime/wire_kinds.ts";
 export { UPSTREAM_KINDS, type UpstreamKind };
@@ -17,6 +19,7 @@ export const DEFAULT_BASE_URLS = {
   "openai-responses": "https://api.openai.com/v1",
   "anthropic": "https://api.anthropic.com",
   "gemini": "https://generativelanguage.googleapis.com",
+  "gemini-interactions": "https://generativelanguage.googleapis.com",
 } as const satisfies Record<Exclude<UpstreamKind, "bedrock">, string>;
 
 // Schema-level messages win over the generic ones in validate.ts, so ranges name both bounds.
@@ -38,12 +41,7 @@ function slug() {
   });
 }
 
-function envName(opts: { gatewayKey?: boolean } = {}) {
-  return z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, {
-    error: "must be the NAME of an environment variable (letters, digits and _, not starting " +
-      "with a digit), e.g. OPENAI_API_KEY; never the secret itself",
-  }).refine((name) => allowedEnvName(name, opts), { error: refusedEnvMessage(opts) });
-}
+const envName = envNameField;
 
 function modelName() {
   return z.string().regex(/^\S{1,256}$/, {
@@ -128,7 +126,9 @@ const baseUrl = () =>
       "Base URL in the provider SDK's convention; the gateway appends the API path. " +
         "Omit for the public endpoint: https://api.openai.com/v1 (openai kinds), " +
         "https://api.anthropic.com (anthropic), https://generativelanguage.googleapis.com " +
-        "(gemini), https://bedrock-runtime.{region}.amazonaws.com (bedrock).",
+        "(gemini, gemini-interactions), https://bedrock-runtime.{region}.amazonaws.com (bedrock). " +
+        "With azure: the resource endpoint, required (https://{resource}.openai.azure.com); with " +
+        "vertex: https://{location}-aiplatform.googleapis.com by default.",
     );
 
 const maxInFlight = () =>
@@ -136,7 +136,10 @@ const maxInFlight = () =>
     "Most live requests this upstream gets at once; more wait or go to another candidate.",
   );
 
-function keyedUpstream<K extends Exclude<UpstreamKind, "bedrock">>(kind: K) {
+function keyedUpstream<
+  K extends Exclude<UpstreamKind, "bedrock">,
+  X extends z.ZodRawShape = Record<never, never>,
+>(kind: K, extra: X = {} as X) {
   return z.object({
     kind: z.literal(kind).describe("Wire format and provider of the upstream."),
     id: upstreamId(),
@@ -146,9 +149,24 @@ function keyedUpstream<K extends Exclude<UpstreamKind, "bedrock">>(kind: K) {
     ),
     max_in_flight: maxInFlight(),
     prices: pricesField(),
+    headers: upstreamHeadersField(),
+    ...extra,
     enabled: enabledFlag("upstream"),
-  }).strict();
+  }).strict().superRefine(checkCloudFields);
 }
+
+// Azure OpenAI and Vertex AI are options of the kinds whose API they serve (cloud_schema.ts).
+const azureField = {
+  azure: AzureSchema.optional().describe(
+    "Azure OpenAI: the URL shapes and auth header of an Azure resource (docs/providers.md).",
+  ),
+};
+const vertexField = {
+  vertex: VertexSchema.optional().describe(
+    "Vertex AI: the model's URL under a Google Cloud project and OAuth from a service account " +
+      "or an access token, in place of api_key_env (docs/providers.md).",
+  ),
+};
 
 const BedrockUpstreamSchema = z.object({
   kind: z.literal("bedrock").describe("Wire format and provider of the upstream."),
@@ -164,14 +182,16 @@ const BedrockUpstreamSchema = z.object({
   ),
   max_in_flight: maxInFlight(),
   prices: pricesField(),
+  headers: upstreamHeadersField(),
   enabled: enabledFlag("upstream"),
 }).strict();
 
 export const UpstreamSchema = z.discriminatedUnion("kind", [
-  keyedUpstream("openai-chat"),
-  keyedUpstream("openai-responses"),
-  keyedUpstream("anthropic"),
-  keyedUpstream("gemini"),
+  keyedUpstream("openai-chat", azureField),
+  keyedUpstream("openai-responses", azureField),
+  keyedUpstream("anthropic", vertexField),
+  keyedUpstream("gemini", vertexField),
+  keyedUpstream("gemini-interactions"),
   BedrockUpstreamSchema,
 ]);
 
@@ -220,7 +240,7 @@ const liveCandidateFields = {
   ),
 };
 
-export const CandidateSchema = z.object({
+const candidateFields = {
   upstream: z.string().describe("id of an upstream in `upstreams`."),
   model: modelName().describe("Model name sent to that upstream."),
   ...liveCandidateFields,
@@ -228,18 +248,66 @@ export const CandidateSchema = z.object({
   ...hedgeFields("candidate"),
   // Mid-stream resume (docs/liveness.md), with the route's `resume_after_content`.
   accepts_prefill: z.boolean().default(false).describe(
-    "This candidate's upstream continues a trailing assistant message (prefill). Only such " +
-      "candidates resume a stream that broke after content, when the route sets " +
-      "`resume_after_content`. Never guessed from the kind: say so only for an upstream that does.",
+    "This candidate's upstream continues a trailing assistant message (prefill). With the " +
+      'route\'s `resume_after_content` "prefill" only such candidates resume a stream that ' +
+      'broke after content; with "auto" they resume it by prefill and the others by replay. ' +
+      "Never guessed from the kind: say so only for an upstream that does.",
   ),
-}).strict();
+};
+
+export const CandidateSchema = z.object(candidateFields).strict().meta({ title: "candidate" });
+
+// Pools (docs/design.md "Pools"): an entry of a route's candidates that spreads load over its
+// members by a pick; the list around it stays ordered.
+export const POOL_PICKS = ["weighted", "least_latency", "least_busy", "cheapest"] as const;
+export type PoolPick = (typeof POOL_PICKS)[number];
+/** The most members one pool takes: a request orders them all, so the bound keeps that cheap. */
+export const MAX_POOL_MEMBERS = 64;
+
+export const PoolMemberSchema = z.object({
+  ...candidateFields,
+  weight: z.number({ error: "must be a number above 0 and at most 1000000" })
+    .positive({ error: "must be above 0" }).max(1_000_000, { error: "must be at most 1000000" })
+    .default(1).describe(
+      "This member's share of the pool's traffic against the other members' weights (3 and 1: " +
+        "75 % and 25 %). With a pick other than weighted it splits the traffic between members " +
+        "the pick finds equal (equally fast, busy or cheap).",
+    ),
+}).strict().meta({ title: "pool member" });
+
+export const PoolSchema = z.object({
+  pool: z.array(PoolMemberSchema).min(1, { error: "must list at least one member" })
+    .max(MAX_POOL_MEMBERS, { error: `must list at most ${MAX_POOL_MEMBERS} members` }).describe(
+      "Candidates that share this place in the list. A request tries the member the pick " +
+        "chooses, then the pool's other members in the pick's order, then the route's next entry.",
+    ),
+  pick: z.enum(POOL_PICKS, {
+    error: `must be one of ${POOL_PICKS.map((p) => `"${p}"`).join(", ")}`,
+  }).default("weighted").describe(
+    "How the first member is chosen: weighted (at random by weight), least_latency (the lowest " +
+      "EWMA of first-content time plus 100 content tokens at the measured tokens/s, members " +
+      "within 25 % or 50 ms of it shared by weight, with a share of exploration), least_busy " +
+      "(the lowest share of its max_in_flight in use), cheapest (the lowest input + output " +
+      "price for the member's model in upstreams[].prices; unpriced last).",
+  ),
+  explore_share: numberBetween(0, 0.5).optional().describe(
+    "least_latency only: the share of requests sent first to the member measured longest ago " +
+      "among those outside the fastest, so a member that recovered is measured again. 0.03 " +
+      "when omitted.",
+  ),
+}).strict().meta({ title: "pool" });
+
+export const RouteEntrySchema = z.union([CandidateSchema, PoolSchema]);
 
 export const RouteSchema = z.object({
   model: modelName().describe(
     "Model name clients ask for; unique across routes. Selects this route.",
   ),
-  candidates: z.array(CandidateSchema).min(1, { error: "must list at least one candidate" })
-    .describe("Upstreams to try, in order, failing over from one to the next."),
+  candidates: z.array(RouteEntrySchema).min(1, { error: "must list at least one candidate" })
+    .describe(
+      "Upstreams to try, in order, failing over from one to the next. An entry is one " +
+        "candidate, or a pool of them (an object with `pool`) that spreads load by its `pick`.",
+    ),
   drop_unsupported_tools: z.boolean().default(false).describe(
     "Send a candidate a request with provider-run tools its kind has no equivalent for " +
       "(e.g. web search to openai-chat or bedrock), leaving those tools out. When false, " +
@@ -247,12 +315,16 @@ export const RouteSchema = z.object({
   ),
   ...liveRouteFields,
   // Mid-stream resume (docs/liveness.md), with each candidate's `accepts_prefill`.
-  resume_after_content: z.literal("prefill").nullable().default(null).describe(
-    "When a stream that already sent text to the client breaks (idle timeout, broken " +
-      "connection, in-stream error), send the next candidate with `accepts_prefill` the request " +
-      "plus the text delivered so far as a trailing assistant message, and relay only its " +
-      "continuation into the same client stream. A stream that delivered a tool call is never " +
-      "resumed. null: off, the stream ends with an error event.",
+  resume_after_content: z.enum(["prefill", "replay", "auto"]).nullable().default(null).describe(
+    "When a stream that already sent content to the client breaks (idle timeout, broken " +
+      "connection, in-stream error), continue it on the route's next untried candidate and " +
+      'relay only what follows into the same client stream. "prefill": only candidates with ' +
+      "`accepts_prefill`, sent the request plus the text delivered so far as a trailing " +
+      'assistant message; a stream that delivered a tool call is not resumed. "replay": any ' +
+      "candidate, sent the original request; its answer is held and compared with what the " +
+      "client has, and relayed only from where it has matched all of it (a divergence ends the " +
+      'stream with the original error). "auto": prefill on candidates with ' +
+      "`accepts_prefill`, replay on the others. null: off, the stream ends with an error event.",
   ),
   enabled: enabledFlag("route"),
   ...hedgeFields("route"),
@@ -271,25 +343,76 @@ export const KeySchema = z.object({
 }).strict();
 
 type Issues = z.RefinementCtx<unknown>;
+type CheckedCandidate = { upstream: string; model: string; accepts_prefill: boolean };
+type CheckedEntry = CheckedCandidate | {
+  pool: CheckedCandidate[];
+  pick: PoolPick;
+  explore_share?: number | undefined;
+};
 type Checked = {
   upstreams: { id: string; kind: string }[];
-  routes: { model: string; candidates: { upstream: string; accepts_prefill: boolean }[] }[];
+  routes: { model: string; candidates: CheckedEntry[] }[];
   keys: { id: string; key_env: string; routes?: string[] | undefined }[];
 };
 
-function flagDuplicates(values: string[], ctx: Issues, opts: { at: (i: number) => PropertyKey[] }) {
+/** Every candidate of a route, a pool's members included, with its path in the config. */
+function routeCandidates(
+  route: Checked["routes"][number],
+  r: number,
+): { candidate: CheckedCandidate; path: PropertyKey[] }[] {
+  return route.candidates.flatMap((entry, c) =>
+    "pool" in entry
+      ? entry.pool.map((candidate, m) => ({
+        candidate,
+        path: ["routes", r, "candidates", c, "pool", m],
+      }))
+      : [{ candidate: entry, path: ["routes", r, "candidates", c] }]
+  );
+}
+
+/**
+ * A pool's members are told apart by upstream and model (their latency is measured per
+ * member), and `explore_share` belongs to the one pick that explores.
+ */
+function flagPoolProblems(config: Checked, ctx: Issues) {
+  config.routes.forEach((route, r) =>
+    route.candidates.forEach((entry, c) => {
+      if (!("pool" in entry)) return;
+      const at = ["routes", r, "candidates", c];
+      flagDuplicates(entry.pool.map((m) => JSON.stringify([m.upstream, m.model])), ctx, {
+        at: (i) => [...at, "pool", i, "model"],
+        message: (_, first) =>
+          `the pool already has this upstream and model at ${first.slice(0, -1).join(".")}; ` +
+          "each member must differ in upstream or model",
+      });
+      if (entry.explore_share !== undefined && entry.pick !== "least_latency") {
+        ctx.addIssue({
+          code: "custom",
+          path: [...at, "explore_share"],
+          message: 'only a pool with pick "least_latency" explores',
+        });
+      }
+    })
+  );
+}
+
+function flagDuplicates(
+  values: string[],
+  ctx: Issues,
+  opts: {
+    at: (i: number) => PropertyKey[];
+    message?: (value: string, firstPath: PropertyKey[]) => string;
+  },
+) {
   const firstSeen = new Map<string, number>();
+  const message = opts.message ?? duplicateMessage;
   values.forEach((value, i) => {
     const first = firstSeen.get(value);
     if (first === undefined) {
       firstSeen.set(value, i);
       return;
     }
-    ctx.addIssue({
-      code: "custom",
-      path: opts.at(i),
-      message: duplicateMessage(value, opts.at(first)),
-    });
+    ctx.addIssue({ code: "custom", path: opts.at(i), message: message(value, opts.at(first)) });
   });
 }
 
@@ -302,11 +425,11 @@ function duplicateMessage(value: string, firstPath: PropertyKey[]): string {
 function flagUnknownUpstreams(config: Checked, ctx: Issues) {
   const ids = new Set(config.upstreams.map((u) => u.id));
   config.routes.forEach((route, r) =>
-    route.candidates.forEach((candidate, c) => {
+    routeCandidates(route, r).forEach(({ candidate, path }) => {
       if (ids.has(candidate.upstream)) return;
       ctx.addIssue({
         code: "custom",
-        path: ["routes", r, "candidates", c, "upstream"],
+        path: [...path, "upstream"],
         message: `no upstream has id "${candidate.upstream}"`,
       });
     })
@@ -327,18 +450,22 @@ function flagUnknownKeyRoutes(config: Checked, ctx: Issues) {
   );
 }
 
-/** The Responses API has no prefill: an assistant turn last is taken as a past answer, not continued. */
+/**
+ * The Responses API has no prefill: an assistant turn last is taken as a past answer, not
+ * continued. Nor does the Interactions API document one (a model_output step last).
+ */
+const NO_PREFILL = new Set(["openai-responses", "gemini-interactions"]);
+
 function flagPrefillKinds(config: Checked, ctx: Issues) {
   const kinds = new Map(config.upstreams.map((u) => [u.id, u.kind]));
   config.routes.forEach((route, r) =>
-    route.candidates.forEach((candidate, c) => {
-      if (!candidate.accepts_prefill || kinds.get(candidate.upstream) !== "openai-responses") {
-        return;
-      }
+    routeCandidates(route, r).forEach(({ candidate, path }) => {
+      const kind = kinds.get(candidate.upstream);
+      if (!candidate.accepts_prefill || kind === undefined || !NO_PREFILL.has(kind)) return;
       ctx.addIssue({
         code: "custom",
-        path: ["routes", r, "candidates", c, "accepts_prefill"],
-        message: "an openai-responses upstream cannot continue a prefill",
+        path: [...path, "accepts_prefill"],
+        message: `${/^[aeiou]/.test(kind) ? "an" : "a"} ${kind} upstream cannot continue a prefill`,
       });
     })
   );
@@ -354,6 +481,7 @@ function checkReferences(config: Checked, ctx: Issues) {
   flagUnknownUpstreams(config, ctx);
   flagUnknownKeyRoutes(config, ctx);
   flagPrefillKinds(config, ctx);
+  flagPoolProblems(config, ctx);
 }
 
 export const ConfigSchema = z.object({
@@ -380,6 +508,10 @@ export type WholeAnswerDeadline = z.output<typeof WholeAnswerDeadlineSchema>;
 export type Upstream = z.output<typeof UpstreamSchema>;
 export type BedrockUpstream = Extract<Upstream, { kind: "bedrock" }>;
 export type RouteCandidate = z.output<typeof CandidateSchema>;
+export type PoolMember = z.output<typeof PoolMemberSchema>;
+export type PoolEntry = z.output<typeof PoolSchema>;
+/** One entry of `routes[].candidates`: a candidate, or a pool of them. */
+export type RouteEntry = z.output<typeof RouteEntrySchema>;
 export type Route = z.output<typeof RouteSchema>;
 export type GatewayKey = z.output<typeof KeySchema>;
 
@@ -393,5 +525,13 @@ function defaultBaseUrl(upstream: Upstream): string {
   if (upstream.kind === "bedrock") {
     return `https://bedrock-runtime.${upstream.region}.amazonaws.com`;
   }
+  if ("vertex" in upstream && upstream.vertex) return vertexHost(upstream.vertex.location);
   return DEFAULT_BASE_URLS[upstream.kind];
+}
+
+/** Vertex AI's host for a location: regional, or the global endpoint. */
+export function vertexHost(location: string): string {
+  return location === "global"
+    ? "https://aiplatform.googleapis.com"
+    : `https://${location}-aiplatform.googleapis.com`;
 }

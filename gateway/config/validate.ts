@@ -30,6 +30,11 @@ export function joinPath(path: readonly PropertyKey[]): string {
 }
 
 function toProblems(issue: z.core.$ZodIssue): ConfigProblem[] {
+  if (issue.code === "invalid_union" && issue.errors.length > 1) {
+    return meantShape(issue.errors).flatMap((inner) =>
+      toProblems({ ...inner, path: [...issue.path, ...inner.path] } as z.core.$ZodIssue)
+    );
+  }
   if (issue.code !== "unrecognized_keys") {
     return [{ path: joinPath(issue.path), message: issue.message, kind: "invalid" }];
   }
@@ -41,7 +46,26 @@ function toProblems(issue: z.core.$ZodIssue): ConfigProblem[] {
   }));
 }
 
+/**
+ * Of a union's shapes that all refused a value (a route entry: a candidate or a pool), the one the
+ * operator meant: the one that finds the fewest of its fields unknown, the first on a tie. So a
+ * pool with a bad member is told about that member, not that `pool` is no candidate field.
+ */
+function meantShape(branches: z.core.$ZodIssue[][]): z.core.$ZodIssue[] {
+  const unknown = (issues: z.core.$ZodIssue[]) =>
+    issues.reduce(
+      (n, i) => n + (i.code === "unrecognized_keys" && !i.path.length ? i.keys.length : 0),
+      0,
+    );
+  let best = branches[0] ?? [];
+  for (const branch of branches) if (unknown(branch) < unknown(best)) best = branch;
+  return best;
+}
+
 function unknownFieldMessage(key: string, known: readonly string[]): string {
+  // Known to another shape a union allows here (another upstream kind; a pool's field beside a
+  // candidate's): no suggestion then.
+  if (known.includes(key)) return `unknown field "${key}" (it belongs to another kind of entry)`;
   const suggestion = closestName(key, known);
   const hint = suggestion === undefined ? "" : ` (did you mean "${suggestion}"?)`;
   return `unknown field "${key}"${hint}`;

@@ -18,6 +18,7 @@ import { estimateInputTokens } from "../formats/token_estimate.ts";
 import { readCapped, UPSTREAM_CAPS } from "../formats/upstream_caps.ts";
 import { affinitySession } from "../route/affinity.ts";
 import { requestSession } from "../formats/session_ids.ts";
+import { vertexOf } from "../formats/cloud/vertex.ts";
 
 /** A counter upstream slower than this is not waited for: the estimate answers instead. */
 const COUNT_TIMEOUT_MS = 10_000;
@@ -133,7 +134,8 @@ async function count(req: CountRequest, deps: ForwardDeps & ProxyDeps): Promise<
     }),
   });
   const [first] = planCandidates(req.route, { deps, sessionId });
-  const counter = first && COUNTERS[first.upstream.kind];
+  // Vertex AI counts at other paths than the provider's own: its upstreams get the estimate.
+  const counter = first && !vertexOf(first.upstream) && COUNTERS[first.upstream.kind];
   if (!first || !counter) return estimate();
   try {
     // What a guardrail would stop from reaching an upstream is not sent to its counter either.

@@ -3,8 +3,8 @@ import type { IrBuiltinTool, IrRequest } from "./ir.ts";
 
 /**
  * Provider-run tools each upstream kind has an equivalent for, and its form:
- * Anthropic's `web_search` server tool, Gemini's `googleSearch`, Responses'
- * `web_search`. Chat Completions searches only with dedicated search models
+ * Anthropic's `web_search` server tool, Gemini's `googleSearch` (the Interactions
+ * API's `google_search`), Responses' `web_search`. Chat Completions searches only with dedicated search models
  * and Converse has no search tool, so neither takes one.
  */
 const SUPPORTED: Record<UpstreamKind, ReadonlySet<IrBuiltinTool["type"]>> = {
@@ -13,6 +13,7 @@ const SUPPORTED: Record<UpstreamKind, ReadonlySet<IrBuiltinTool["type"]>> = {
   "anthropic": new Set(["web_search"]),
   "gemini": new Set(["web_search"]),
   "bedrock": new Set(),
+  "gemini-interactions": new Set(["web_search"]),
 };
 
 export function supportsBuiltin(kind: UpstreamKind, tool: IrBuiltinTool): boolean {

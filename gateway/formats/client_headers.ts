@@ -42,6 +42,8 @@ const FORWARDED_HEADERS: Record<ClientFormat, readonly string[]> = {
   "openai-responses": CODEX_HEADERS,
   // Gemini CLI and Google's SDK send only auth and telemetry.
   gemini: [],
+  // Google's REST samples pin the API's revision with `Api-Revision` (the SDK sends none).
+  "gemini-interactions": ["api-revision"],
 };
 
 const FORWARDED_QUERY: Record<ClientFormat, readonly string[]> = {
@@ -51,6 +53,7 @@ const FORWARDED_QUERY: Record<ClientFormat, readonly string[]> = {
   "openai-responses": [],
   // `alt` is the gateway's own choice per call; `key` is auth.
   gemini: [],
+  "gemini-interactions": [],
 };
 
 /**

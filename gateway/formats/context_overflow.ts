@@ -38,6 +38,11 @@ const REFUSALS: Record<UpstreamKind, Refusal> = {
     type: "INVALID_ARGUMENT",
     message: /input token count.*exceeds the maximum number of tokens/i,
   },
+  // The Interactions API is Gemini's models behind another path: the same refusal.
+  "gemini-interactions": {
+    type: "INVALID_ARGUMENT",
+    message: /input token count.*exceeds the maximum number of tokens/i,
+  },
   // "Input is too long for requested model."; Claude on Bedrock relays Anthropic's words:
   // "The model returned the following errors: prompt is too long: 227255 tokens > 200000 maximum".
   "bedrock": {

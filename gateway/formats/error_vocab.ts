@@ -36,6 +36,8 @@ const VOCAB_OF: Record<UpstreamKind, ErrorVocab> = {
   "anthropic": "anthropic",
   "gemini": "gemini",
   "bedrock": "bedrock",
+  // Its HTTP errors are Google's google.rpc objects, as generateContent's.
+  "gemini-interactions": "gemini",
 };
 
 /**
@@ -192,6 +194,9 @@ const ALSO: Record<Reading, Record<string, ErrorMeaning>> = {
     model_not_found: "not_found",
     invalid_prompt: "invalid_request",
     image_content_policy_violation: "content_policy",
+    // Azure OpenAI's content filter refusing the prompt (400, innererror
+    // ResponsibleAIPolicyViolation): the provider's refusal, the caller's to read.
+    content_filter: "content_policy",
     vector_store_timeout: "timeout",
     server_error: "server",
   },

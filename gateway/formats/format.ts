@@ -40,6 +40,10 @@ export interface UpstreamCall {
   model: string;
   env: (name: string) => string | undefined;
   config: Config;
+  /** The hop's stop: ends a wait before the call is sent (an access token, docs/providers.md). */
+  signal?: AbortSignal;
+  /** The gateway's fetch, for what an adapter fetches before the call (an access token). */
+  fetch?: typeof fetch;
 }
 
 /** What the gateway needs to call one kind of upstream. */
@@ -50,7 +54,7 @@ export interface UpstreamAdapter {
    * each; empty when it can take it all. Pure, so the engine can skip a
    * candidate before any attempt: `buildRequest` refuses the same things.
    * Provider-run tools are not listed here: whether one the kind lacks may be
-   * left out is the route's call (gateway/builtin_tools.ts, candidates.ts).
+   * left out is the route's call (gateway/formats/builtin_tools.ts, gateway/route/candidates.ts).
    */
   unsupportedFor(ir: IrRequest): string[];
   buildRequest(call: UpstreamCall): Promise<Request>;
@@ -78,6 +82,12 @@ export interface ClientStreamEncoder {
   close(): Uint8Array | null;
   /** Ends the stream with the client's error event. */
   error(err: GatewayError): Uint8Array;
+  /**
+   * The same error once more, written on its own after `error`, for clients
+   * that read another form of it (Gemini SSE: the bare object for Google's
+   * SDK, then a `data:` event for strict SSE readers; docs/architecture.md).
+   */
+  errorAgain?(err: GatewayError): Uint8Array | null;
 }
 
 export interface ClientRequestContext {

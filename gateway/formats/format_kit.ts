@@ -9,6 +9,7 @@ import { upstreamStatusError } from "./upstream_error.ts";
 import type { ClientStreamShape, UpstreamAdapter, UpstreamCall, UpstreamKind } from "./format.ts";
 import { KEEP_ALIVE_BLOCK } from "./sse_stream.ts";
 import { upstreamKey } from "./upstream_key.ts";
+import { applyUpstreamHeaders } from "./upstream_headers.ts";
 
 /** A JSON POST to the upstream; `auth` names the header the key goes in and how it is written. */
 export function jsonPost(
@@ -24,6 +25,8 @@ export function jsonPost(
   const key = upstreamKey(call);
   if (key) headers.set(...opts.auth(key));
   const post = upstreamPostInit(opts.url, { headers, body: opts.body, forwarded: call.forwarded });
+  // The operator's headers last: over a client's forwarded one of the same name, never over auth.
+  applyUpstreamHeaders(headers, call);
   return Promise.resolve(post);
 }
 

@@ -2,6 +2,7 @@ import type { ClientCodec, UpstreamAdapter, UpstreamKind } from "./format.ts";
 import { anthropicClient, anthropicUpstream } from "./anthropic/mod.ts";
 import { bedrockUpstream } from "./bedrock/mod.ts";
 import { geminiClient, geminiUpstream } from "./gemini/mod.ts";
+import { interactionsClient, interactionsUpstream } from "./gemini_interactions/mod.ts";
 import { chatClient, chatUpstream } from "./openai_chat/mod.ts";
 import { responsesClient, responsesUpstream } from "./openai_responses/mod.ts";
 
@@ -11,6 +12,7 @@ export const UPSTREAM_ADAPTERS: Record<UpstreamKind, UpstreamAdapter> = {
   "anthropic": anthropicUpstream,
   "gemini": geminiUpstream,
   "bedrock": bedrockUpstream,
+  "gemini-interactions": interactionsUpstream,
 };
 
 export const CLIENT_CODECS = {
@@ -18,4 +20,5 @@ export const CLIENT_CODECS = {
   responses: responsesClient,
   anthropic: anthropicClient,
   gemini: geminiClient,
+  interactions: interactionsClient,
 } satisfies Record<string, ClientCodec>;

@@ -54,7 +54,7 @@ export type IrPart =
  * A turn. `system` is an instruction given mid-conversation (after the first
  * user or assistant turn): a leading one is `IrRequest.system`. Its content is
  * text only. Targets without such a role fold it into a user turn
- * (`foldSystemTurns` in gateway/system_turns.ts).
+ * (`foldSystemTurns` in gateway/formats/system_turns.ts).
  */
 export interface IrMessage {
   role: "user" | "assistant" | "system";
@@ -63,7 +63,7 @@ export interface IrMessage {
 
 /**
  * A tool the provider runs itself. Each upstream kind maps the ones it has an
- * equivalent for (gateway/builtin_tools.ts); a kind without one is skipped
+ * equivalent for (gateway/formats/builtin_tools.ts); a kind without one is skipped
  * unless the route sets `drop_unsupported_tools`.
  */
 export interface IrBuiltinTool {
@@ -153,6 +153,20 @@ export interface IrRequest {
   sessionHint?: string;
   /** Features only a same-format upstream can take; absent or empty when any upstream can. */
   nativeOnly?: IrNativeFeature[];
+  /**
+   * State the provider keeps between turns (Gemini Interactions): the stored
+   * conversation this request continues, which only the upstream that stored
+   * it holds, and whether the client asked for this exchange to be kept
+   * (docs/interactions.md "Stored interactions").
+   */
+  providerState?: IrProviderState;
+}
+
+export interface IrProviderState {
+  /** The provider's id of the stored exchange this one continues (`previous_interaction_id`). */
+  continues?: string;
+  /** The client asked the provider to store this exchange (`store`, on unless set false). */
+  stores: boolean;
 }
 
 export type IrFinishReason = "stop" | "length" | "tool_calls" | "content_filter" | "error";

@@ -46,6 +46,20 @@ export function passthroughText(body: Record<string, unknown>, model?: string): 
 }
 
 /**
+ * The client's own body reshaped for one kind of upstream (Claude on Vertex: no `model`, its
+ * version in the body), as text, serialised once per request and `key`.
+ */
+export function reshapedText(
+  body: Record<string, unknown>,
+  opts: { key: string; reshape: (body: Record<string, unknown>) => unknown },
+): string {
+  return remembered(body, {
+    key: `reshaped ${opts.key}`,
+    make: () => JSON.stringify(opts.reshape(body)),
+  });
+}
+
+/**
  * Makes an upstream body, giving the serving thread back before and after
  * when the client's body was large: parsing it, serialising it and encoding
  * it for the wire then each hold the thread once, rather than all three

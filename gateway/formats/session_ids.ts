@@ -16,6 +16,7 @@ const SESSION_HEADERS: Record<ClientFormat, readonly string[]> = {
   "openai-chat": ["x-session-id", "session_id", "session-id"],
   "openai-responses": ["x-session-id", "session_id", "session-id"],
   gemini: ["x-session-id"],
+  "gemini-interactions": ["x-session-id"],
 };
 
 /**

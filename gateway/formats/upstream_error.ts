@@ -17,11 +17,13 @@ export interface UpstreamErrorBody {
 /**
  * Reads the common shapes of provider error bodies: `{error: {message, type,
  * code, param}}` (OpenAI), `{type: "error", error: {type, message}}`
- * (Anthropic), `{error: {code, message, status, details}}` (Gemini) and
- * `{message}` (Bedrock).
+ * (Anthropic), `{error: {code, message, status, details}}` (Gemini, also as
+ * an array of one) and `{message}` (Bedrock).
  */
 export function readErrorBody(text: string): UpstreamErrorBody | undefined {
-  const body = parseJson(text);
+  const parsed = parseJson(text);
+  // Google's streaming methods may answer an error as a JSON array of one.
+  const body = Array.isArray(parsed) && parsed.length === 1 ? parsed[0] : parsed;
   if (!isRecord(body)) return undefined;
   const inner = isRecord(body.error) ? body.error : body;
   const message = stringOf(inner.message);

@@ -3,6 +3,7 @@ import type { ClientCodec, ClientStreamEncoder, ClientStreamShape } from "../for
 import { sameFormatAnswer } from "../formats/error_vocab.ts";
 import { ERROR_CODE_HEADER, type GatewayError } from "../runtime/gateway_error.ts";
 import { isFinal } from "../runtime/error_codes.ts";
+import { nextTurn } from "../runtime/loop_turn.ts";
 
 /** Headers every answer carries; the request id is there from the first byte. */
 export function baseHeaders(requestId: string, extra: HeadersInit = {}): Headers {
@@ -179,6 +180,13 @@ export class StreamChannel {
       return;
     }
     await this.write(this.opts.encoder.error(err));
+    // Google's SDK raises the first only from a network chunk of its own: a loop turn lets the
+    // server send it before the second is queued, or both would leave in one write.
+    const again = this.opts.encoder.errorAgain?.(err);
+    if (again) {
+      await nextTurn();
+      await this.write(again);
+    }
     await this.#close();
   }
 

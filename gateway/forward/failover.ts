@@ -11,6 +11,8 @@ import { ContextOverflow } from "../route/context_overflow.ts";
 import { isContextOverflow } from "../formats/context_overflow.ts";
 import { type Answered, type Failed, settle, type Settled } from "./settle.ts";
 import { retryWait } from "./verdict.ts";
+import { notHome } from "../route/interaction_pin.ts";
+import type { ProbeAnswer, ProbeTicket } from "../route/cooldown.ts";
 
 /**
  * One hop's work: send, read, and say how it ended (hop_ending.ts). It
@@ -76,21 +78,39 @@ async function tryInOrder(
   const overflow = new ContextOverflow(req.route);
   for (const [i, target] of plan.entries()) {
     if (overflow.skips(target)) continue;
+    // Half-open (docs/design.md "Cooldown"): tried only with its one probe; else passed over.
+    let ticket: ProbeTicket | null = null;
+    if (target.probe) {
+      const probe = await claimProbe(target, { req, deps });
+      if (typeof probe === "object") ticket = probe;
+      if (stopReason(live.signal)) {
+        if (ticket) deps.cooldowns.probeEnded(ticket);
+        return stopReason(live.signal)!;
+      }
+      if (probe === "taken") continue;
+    }
     // A hedge never waits for a slot while another candidate runs: it is tried later if full.
     const wait = isAffine(target, req, deps) && !race?.running;
     const release = await takeSlot(target, { req, deps, wait });
     if (!release) {
+      if (ticket) deps.cooldowns.probeEnded(ticket);
       if (stopReason(live.signal)) return stopReason(live.signal)!;
-      // The session's own upstream was already waited for, for as long as a wait may last.
-      if (!wait) full.push(target);
+      // The session's own upstream was already waited for, for as long as a wait may last;
+      // a probe is not waited for either: the next request may claim it.
+      if (!wait && !target.probe) full.push(target);
       continue;
     }
     // A later full candidate may still be waited for, so this one is last only if none was full.
     const isLast = i === plan.length - 1 && !full.length;
     const start = (lane: Lane | null = null) =>
-      tryCandidate(req, { ...opts, target, release, isLast, tried, lane });
+      tryCandidate(req, { ...opts, target, release, isLast, tried, lane, probe: ticket });
     const more = i < plan.length - 1;
-    const outcome = race ? await race.run(target, { start, release, more }) : await start();
+    // A race already decided starts nothing more: the slot and the probe go back unused.
+    const unused = () => {
+      release();
+      if (ticket) deps.cooldowns.probeEnded(ticket);
+    };
+    const outcome = race ? await race.run(target, { start, release: unused, more }) : await start();
     // Still running, silent past its hedge delay: the next candidate starts beside it.
     if (!outcome) continue;
     if (outcome.step !== "next") return ended(outcome, { req, chain });
@@ -140,9 +160,14 @@ function planFor(
   const plan = planCandidates(req.route, {
     deps,
     sessionId,
+    only: req.only,
     // A candidate that cannot be sent the request is passed over, not tried:
     // no attempt row, no cooldown charge, no place in "tried".
     accept: ({ upstream }) => {
+      if (req.pin !== undefined && upstream.id !== req.pin) {
+        skipped.set(upstream.id, [notHome(req)]);
+        return false;
+      }
       const missing = inexpressible(req, { kind: upstream.kind, deps });
       if (missing.length) skipped.set(upstream.id, missing);
       return missing.length === 0;
@@ -164,6 +189,8 @@ async function tryCandidate(
     tried: string[];
     /** Its lane in a hedge race: a lost race stops its retries too. */
     lane?: Lane | null;
+    /** The probe of its half-open upstream this request holds (docs/design.md "Cooldown"). */
+    probe?: ProbeTicket | null;
   },
 ): Promise<Outcome> {
   const { target, deps, lane } = opts;
@@ -177,7 +204,14 @@ async function tryCandidate(
       if (!release) return { step: "stop", error: stopped() ?? slotsFull(deps), resumable: false };
     }
     if (opts.tried.at(-1) !== target.upstream.id) opts.tried.push(target.upstream.id);
-    const hop = new Hop(req, { target, deps, release, signal, gate: lane ?? undefined });
+    const hop = new Hop(req, {
+      target,
+      deps,
+      release,
+      signal,
+      gate: lane ?? undefined,
+      probe: opts.probe ?? undefined,
+    });
     let ending: HopEnding;
     try {
       // A retry still to come could answer too: until then this hop is not the last word.
@@ -199,6 +233,24 @@ async function tryCandidate(
       return { step: "stop", error: stopped() ?? settled.error, resumable: false };
     }
   }
+}
+
+/**
+ * The probe of a half-open candidate's upstream: held for as long as its hop may wait for a slot
+ * and then go without content, so a probe whose process died frees the upstream by then.
+ */
+function claimProbe(
+  target: Candidate,
+  opts: { req: ForwardRequest; deps: ForwardDeps },
+): Promise<ProbeAnswer> {
+  const { req, deps } = opts;
+  const { failover } = deps.config;
+  const silentSecs = target.candidate.first_content_timeout_secs ??
+    req.route.first_content_timeout_secs ?? failover.idle_timeout_secs;
+  const secs = silentSecs + failover.slot_wait_secs;
+  return deps.cooldowns.claimProbe(target.upstream.id, {
+    leaseMs: secs * 1000 * deps.clock.scale,
+  });
 }
 
 function isAffine(target: Candidate, req: ForwardRequest, deps: ForwardDeps): boolean {

@@ -19,6 +19,7 @@ import { UsageLedger } from "./usage_ledger.ts";
 import { passesBodyThrough } from "../route/passthrough.ts";
 import { CancelTimer } from "./cancel_timer.ts";
 import { traceUpstream } from "./upstream_trace.ts";
+import type { ProbeTicket } from "../route/cooldown.ts";
 
 /**
  * The reason a finished hop's connection is dropped. Shared and plain: the
@@ -65,6 +66,8 @@ export class Hop {
   /** What this hop received, for the tokens its upstream did not report (usage_ledger.ts). */
   readonly ledger = new UsageLedger();
   readonly gate: FirstContentGate;
+  /** The id the upstream gave its answer, where it names one (an Interactions interaction id). */
+  answerId?: string;
   #cancel: CancelTimer;
   #unlink: () => void;
   #stopFirstContent: () => void;
@@ -79,6 +82,8 @@ export class Hop {
       signal?: AbortSignal;
       /** Whether it may answer (see first_content_gate.ts); open unless hedged. */
       gate?: FirstContentGate;
+      /** It is the one probe of its half-open upstream (docs/design.md "Cooldown"). */
+      probe?: ProbeTicket;
     },
   ) {
     const { live } = req;
@@ -95,7 +100,8 @@ export class Hop {
       movedFrom: warm && warm !== upstream.id ? warm : undefined,
     });
     this.attempt.record.resumeOffset = req.resumeAt ?? null;
-    if (this.gate.holdsUsage) this.attempt.holdUsage();
+    // A replay's usage stays on its row until it has matched what the client has (docs/liveness.md).
+    if (this.gate.holdsUsage || req.replay) this.attempt.holdUsage();
     const stops = opts.signal ?? live.signal;
     const forward = () => this.controller.abort(stops.reason);
     if (stops.aborted) forward();
@@ -137,6 +143,8 @@ export class Hop {
       model: this.opts.target.candidate.model,
       env: deps.env,
       config: deps.config,
+      signal: this.controller.signal,
+      fetch: deps.fetch,
     };
     const { signal } = this.controller;
     // A url and init where the adapter has them: fetch would copy a Request once more.

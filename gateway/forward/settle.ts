@@ -4,7 +4,8 @@ import { affinitySession } from "../route/affinity.ts";
 import { firstContentSecs } from "./first_content_timer.ts";
 import type { Hop } from "./hop.ts";
 import type { HopEnding } from "./hop_ending.ts";
-import { type Step, verdictFor } from "./verdict.ts";
+import { type Step, type Verdict, verdictFor } from "./verdict.ts";
+import { answerIsStored } from "../route/interaction_pin.ts";
 
 /** What the candidate loop does after a hop, with the hop's error. */
 export type Settled = Answered | Failed<Exclude<Step, "done">>;
@@ -31,10 +32,12 @@ export function settle(hop: Hop, ending: HopEnding): Settled {
   const { error } = ending;
   const { route, resumeAt } = hop.req;
   const content = hop.attempt.contentSeen;
+  const { probe } = hop.opts;
   const verdict = verdictFor(ending.how, {
     content,
     resuming: resumeAt !== undefined,
     overflow: error !== undefined && movesOnOverflow(route, error),
+    probing: probe !== undefined,
   });
   const { cooldowns, affinity, metrics, log } = hop.opts.deps;
   const upstream = hop.upstream.id;
@@ -56,20 +59,69 @@ export function settle(hop: Hop, ending: HopEnding): Settled {
   if (verdict.dropsAffinity) {
     affinity.drop(route.model, { sessionId: affinitySession(hop.req.live.record), upstream });
   }
+  if (probe) {
+    // Content or a charge settled the upstream already; any other end gives the probe back.
+    const result = content ? "ok" : verdict.cooldown ? "failed" : "released";
+    metrics.probes.inc({ upstream, result });
+    cooldowns.probeEnded(probe);
+  }
+  measure(hop, verdict);
   if (verdict.step === "done" || !error) return { step: "done" };
   return { step: verdict.step, error, resumable: verdict.resumable === true };
 }
 
 /**
  * A hop's first content reached the client (or a whole answer was read): the
- * upstream is healthy, and the session stays with it.
+ * upstream is healthy, the session stays with it, and a stored answer is
+ * known to live there.
  */
 export function settleContent(hop: Hop): void {
   hop.attempt.firstContent();
-  const { cooldowns, affinity } = hop.opts.deps;
+  const { cooldowns, affinity, homes, metrics, clock } = hop.opts.deps;
+  const ms = clock.unscale(hop.attempt.record.firstContentMs ?? 0);
+  metrics.upstreamFirstContent.observe({ upstream: hop.upstream.id }, ms / 1000);
+  const slot = hop.opts.target.pool;
+  slot?.state.firstContent(slot.member, ms);
   cooldowns.success(hop.upstream.id);
   affinity.set(hop.req.route.model, {
     sessionId: affinitySession(hop.req.live.record),
     upstream: hop.upstream.id,
   });
+  // The client now has the answer's id: a later turn on it must come back here
+  // (docs/interactions.md "Stored interactions").
+  if (homes && hop.answerId && answerIsStored(hop.req, hop.upstream)) {
+    homes.note(hop.req.live.record.keyId, hop.answerId, {
+      upstream: hop.upstream.id,
+      route: hop.req.route.model,
+    });
+  }
+}
+
+/**
+ * What the hop tells of its upstream's speed (docs/design.md "Pools"): an answer's content
+ * tokens per second after its first content, for /metrics and its pool; a charged failure
+ * counts against a pool member's latency. Every hop into a pool counts in its share.
+ */
+function measure(hop: Hop, verdict: Verdict): void {
+  const { metrics, clock } = hop.opts.deps;
+  const record = hop.attempt.record;
+  const slot = hop.opts.target.pool;
+  const upstream = hop.upstream.id;
+  if (slot) {
+    slot.state.hop(slot.member);
+    metrics.poolHops.inc({
+      route: slot.state.route,
+      pool: String(slot.state.index),
+      upstream,
+    });
+  }
+  if (verdict.cooldown && slot) {
+    slot.state.failed(slot.member, clock.unscale(clock.now() - record.startedAt));
+  }
+  if (verdict.outcome !== "success" || record.firstContentMs === null) return;
+  const ms = clock.unscale((record.durationMs ?? 0) - record.firstContentMs);
+  const tokens = record.outputTokens ?? 0;
+  if (tokens < 2 || ms < 1) return; // a whole answer, or one token: no rate to tell
+  metrics.upstreamContentRate.observe({ upstream }, tokens * 1000 / ms);
+  slot?.state.answered(slot.member, { tokens, ms });
 }

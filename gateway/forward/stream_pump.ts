@@ -9,6 +9,7 @@ import { settleContent } from "./settle.ts";
 import type { StreamResume } from "./stream_resume.ts";
 import { streamPassesThrough } from "../route/passthrough.ts";
 import { hidesUsage, isUsageOnlyChunk, withoutUsage } from "./usage_chunk.ts";
+import { ReplayGate } from "./replay_gate.ts";
 
 /** docs/design.md "Failover before content": the most a held opening may buffer. */
 export const HOLD_LIMIT_BYTES = 1024 * 1024;
@@ -41,10 +42,16 @@ export class StreamPump {
   readonly #out: Uint8Array[] = [];
   readonly #passthrough: boolean;
   readonly #hideUsage: boolean;
+  /** A replaying hop's frames are held and compared until it has caught up (replay_gate.ts). */
+  readonly #replay: ReplayGate | null;
+  /** Whether the answer's id is wanted: it names a stored interaction (settle.ts). */
+  #seekId: boolean;
 
   constructor(readonly hop: Hop, readonly opts: PumpOpts) {
     this.#passthrough = streamPassesThrough(hop.upstream.kind, opts);
     this.#hideUsage = hidesUsage(hop.req);
+    this.#replay = hop.req.replay ? new ReplayGate(hop, opts.resume) : null;
+    this.#seekId = hop.req.ir.providerState?.stores === true;
   }
 
   /** Reads `body` to its end, or to the first frame that ends the hop. */
@@ -86,14 +93,27 @@ export class StreamPump {
     const { hop } = this;
     for (const frame of frames) {
       hop.ledger.frame(frame);
+      if (this.#seekId) this.#noteId(frame);
       if (frame.usage) hop.attempt.usage(frame.usage);
       this.#terminal ||= frame.terminal === true;
       this.#finished ||= this.#terminal || finishes(frame);
       if (frame.error) return { how: "stream_error", error: frame.error };
-      if (frame.content) this.#content(frame);
+      if (this.#replay?.holding) {
+        const taken = this.#replay.take(frame);
+        if (taken && "ending" in taken) return taken.ending;
+        if (taken) this.#content(taken.frame);
+      } else if (frame.content) this.#content(frame);
       else this.#keepAlive(frame);
     }
     return null;
+  }
+
+  /** The answer's id, from its start (an Interactions stream's `interaction.created`). */
+  #noteId(frame: UpstreamFrame): void {
+    const start = frame.events.find((e) => e.type === "start");
+    if (start?.type !== "start" || !start.id) return;
+    this.hop.answerId = start.id;
+    this.#seekId = false;
   }
 
   #content(frame: UpstreamFrame): void {

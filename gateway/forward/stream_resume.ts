@@ -2,13 +2,29 @@ import type { ClientFormat } from "../formats/format.ts";
 import type { IrEvent, IrRequest, IrUsage } from "../formats/ir.ts";
 import { cacheWrites, mergeUsage } from "../formats/ir.ts";
 import type { AttemptRecord } from "../../db/records.ts";
+import { codePoints, ReplayCheck, type Segment } from "./replay_check.ts";
 
 /**
  * Client formats whose streams name items by ids the upstream chose (Responses'
- * `item_id`): a continuation from our encoder would name other ids, and the
- * SDK rejects that. With resume on, their answers are always encoded.
+ * `item_id`, the Interactions API's step indexes): a continuation from our encoder
+ * would name other ids, and the SDK rejects that. With resume on, their answers
+ * are always encoded.
  */
-const IDS_FROM_UPSTREAM: ReadonlySet<ClientFormat> = new Set(["openai-responses"]);
+const IDS_FROM_UPSTREAM: ReadonlySet<ClientFormat> = new Set([
+  "openai-responses",
+  "gemini-interactions",
+]);
+/**
+ * Client formats whose encoder holds a tool call back until it is complete (Gemini sends calls
+ * whole): shadowing a passed-through call it would still hold one the client has, and send it
+ * again after a replay. With replay possible, their answers are always encoded.
+ */
+const HOLDS_CALLS: ReadonlySet<ClientFormat> = new Set(["gemini"]);
+
+/** How a candidate continues a broken answer (docs/liveness.md): prefill or replay. */
+export type ResumeWay = "prefill" | "replay";
+/** A route's `resume_after_content`, when on. */
+export type ResumeMode = ResumeWay | "auto";
 
 /** Where a resuming hop picks the answer up. */
 export interface ResumePoint {
@@ -18,16 +34,31 @@ export interface ResumePoint {
   offset: number;
 }
 
+/** Where a replay takes over: once it has matched this many characters (code points). */
+export interface ReplayPoint {
+  offset: number;
+}
+
+/** The ways a broken answer can be resumed, where each picks it up; null where one cannot. */
+export interface ResumePoints {
+  prefill: ResumePoint | null;
+  replay: ReplayPoint | null;
+}
+
 /**
  * What one streamed answer has delivered to the client, for mid-stream resume
- * (docs/liveness.md): its text, whether a tool call or a finish went out, and
- * its usage per hop. Once a resuming hop starts, its events are rewritten
+ * (docs/liveness.md): its content in the order the client got it, whether a tool call or a
+ * finish went out, and its usage per hop. Once a resuming hop starts, its events are rewritten
  * before they reach the same client encoder, so that encoder carries on with
  * the one message it started: no second start, usage summed over the hops,
- * and no whitespace the client already had repeated.
+ * no whitespace the client already had repeated after a prefill, and a replay's tool calls
+ * numbered as the client numbers them.
  */
 export class StreamResume {
-  #text = "";
+  /** What the client has, as the replay compares it (replay_check.ts); text, for a prefill. */
+  #delivered: Segment[] = [];
+  /** The client's index of each tool call it got, in order. */
+  #calls: number[] = [];
   #toolCall = false;
   #finished = false;
   /** Usage of the hops before the current one, summed. */
@@ -37,8 +68,19 @@ export class StreamResume {
   #resuming = false;
   /** The prefill left off trailing whitespace the client has: the continuation's leading whitespace is dropped. */
   #trimLead = false;
+  /** Whether the current break's prefill left whitespace off. */
+  #prefillTrims = false;
+  /** A replay that caught up: its tool-call indexes as the client's; null: as they come. */
+  #indexOf: Map<number, number> | null = null;
+  #nextIndex = 0;
 
-  constructor(readonly enabled: boolean, readonly opts: { client: ClientFormat }) {}
+  constructor(
+    readonly enabled: boolean,
+    readonly opts: {
+      client: ClientFormat; /** The route may resume by replay. */
+      replays?: boolean;
+    },
+  ) {}
 
   /**
    * Resume as the route says, except for a request with provider-run tools or
@@ -47,12 +89,16 @@ export class StreamResume {
    * in, and a translated resume could not carry them.
    */
   static for(
-    req: { route: { resume_after_content: "prefill" | null }; ir: IrRequest },
+    req: { route: { resume_after_content: ResumeMode | null }; ir: IrRequest },
     opts: { client: ClientFormat },
   ): StreamResume {
     const { ir } = req;
     const native = (ir.builtinTools?.length ?? 0) + (ir.nativeOnly?.length ?? 0);
-    return new StreamResume(req.route.resume_after_content === "prefill" && native === 0, opts);
+    const mode = req.route.resume_after_content;
+    return new StreamResume(mode !== null && native === 0, {
+      ...opts,
+      replays: mode !== "prefill",
+    });
   }
 
   /** True from the first resume on. */
@@ -68,7 +114,9 @@ export class StreamResume {
    */
   passesThrough(sameFormat: boolean): boolean {
     if (!this.enabled) return sameFormat;
-    return sameFormat && !this.#resuming && !IDS_FROM_UPSTREAM.has(this.opts.client);
+    const { client, replays } = this.opts;
+    if (replays && HOLDS_CALLS.has(client)) return false;
+    return sameFormat && !this.#resuming && !IDS_FROM_UPSTREAM.has(client);
   }
 
   /** The answer's usage so far, summed over its hops. */
@@ -101,13 +149,26 @@ export class StreamResume {
         const text = this.#trimLead ? event.text.trimStart() : event.text;
         if (!text) return null;
         this.#trimLead = false;
-        this.#text += text;
+        this.#note("text", text);
         return text === event.text ? event : { type: "text", text };
       }
-      case "tool_call_start":
-      case "tool_call_args":
-        this.#toolCall = true;
+      case "reasoning":
+      case "refusal":
+        this.#note(event.type, event.text);
         return event;
+      case "tool_call_start": {
+        this.#toolCall = true;
+        const index = this.#clientIndex(event.index);
+        this.#delivered.push({ key: `call:${this.#calls.length}`, text: event.name });
+        this.#calls.push(index);
+        return index === event.index ? event : { ...event, index };
+      }
+      case "tool_call_args": {
+        this.#toolCall = true;
+        const index = this.#clientIndex(event.index);
+        this.#note(`args:${this.#calls.lastIndexOf(index)}`, event.args);
+        return index === event.index ? event : { ...event, index };
+      }
       case "finish":
         this.#finished = true;
         return event;
@@ -116,20 +177,49 @@ export class StreamResume {
     }
   }
 
+  /** Adds to the last segment when it is of the same kind. */
+  #note(key: string, text: string): void {
+    if (!text) return;
+    const last = this.#delivered.at(-1);
+    if (last?.key === key) last.text += text;
+    else this.#delivered.push({ key, text });
+  }
+
+  #clientIndex(index: number): number {
+    const map = this.#indexOf;
+    if (!map) return index;
+    let mapped = map.get(index);
+    if (mapped === undefined) {
+      mapped = this.#nextIndex++;
+      map.set(index, mapped);
+    }
+    return mapped;
+  }
+
   /**
-   * The point to resume from after the current hop broke, or null when this
-   * answer cannot be resumed: off, no text went out, a tool call went out (its
-   * arguments cannot be continued as text), or the answer already finished.
-   * Starts a new hop's usage. `broken`, the broken hop's row, gives its tokens where
-   * its usage never came (estimated, docs/observability.md "Token usage").
+   * Where the current hop's break can be picked up, by each way; null when this answer cannot
+   * be resumed at all: off, nothing went out, or the answer already finished. A prefill needs
+   * text and no tool call (its arguments cannot be continued as text); a replay compares all
+   * the client has (text, reasoning, refusals, tool calls). Changes nothing.
    */
-  begin(broken?: Pick<AttemptRecord, "tokensEstimated" | "inputTokens" | "outputTokens"> | null):
-    | ResumePoint
-    | null {
-    if (!this.enabled || this.#toolCall || this.#finished) return null;
+  points(): ResumePoints | null {
+    if (!this.enabled || this.#finished || !this.#delivered.length) return null;
+    const text = this.#delivered.filter((s) => s.key === "text").map((s) => s.text).join("");
     // Anthropic refuses a prefill ending in whitespace; the client has it, so the continuation's is dropped.
-    const prefill = this.#text.trimEnd();
-    if (!prefill) return null;
+    const prefill = this.#toolCall ? "" : text.trimEnd();
+    const all = this.#delivered.reduce((n, s) => n + codePoints(s.text), 0);
+    return {
+      prefill: prefill ? { prefill, offset: codePoints(text) } : null,
+      replay: { offset: all },
+    };
+  }
+
+  /**
+   * The current hop broke and another will resume the answer: starts a new hop's usage.
+   * `broken`, the broken hop's row, gives its tokens where its usage never came (estimated,
+   * docs/observability.md "Token usage").
+   */
+  begin(broken?: Pick<AttemptRecord, "tokensEstimated" | "inputTokens" | "outputTokens"> | null) {
     const billed = broken?.tokensEstimated
       ? {
         ...this.#hop,
@@ -140,8 +230,33 @@ export class StreamResume {
     this.#earlier = addUsage(this.#earlier, billed);
     this.#hop = {};
     this.#resuming = true;
-    this.#trimLead = prefill.length < this.#text.length;
-    return { prefill, offset: [...this.#text].length };
+    const text = this.#delivered.filter((s) => s.key === "text").map((s) => s.text).join("");
+    this.#prefillTrims = /\s$/.test(text);
+  }
+
+  /** The next hops resume by `way`. */
+  use(way: ResumeWay): void {
+    this.#trimLead = way === "prefill" && this.#prefillTrims;
+    this.#indexOf = null;
+  }
+
+  /** A replaying hop's comparison with what the client has now (replay_check.ts). */
+  replayCheck(): ReplayCheck {
+    return new ReplayCheck(this.#delivered.map((s) => ({ ...s })));
+  }
+
+  /**
+   * A replay matched all the client has: what follows is relayed, its usage counted from
+   * here, its tool calls numbered as the client has them and new ones after them.
+   */
+  caughtUp(check: ReplayCheck): void {
+    this.#hop = {};
+    this.#indexOf = new Map();
+    for (const [own, n] of check.calls) {
+      const index = this.#calls[n];
+      if (index !== undefined) this.#indexOf.set(own, index);
+    }
+    this.#nextIndex = this.#calls.length ? Math.max(...this.#calls) + 1 : 0;
   }
 }
 

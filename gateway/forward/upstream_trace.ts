@@ -3,6 +3,8 @@ import type { Upstream } from "../config/schema.ts";
 import type { UpstreamKind } from "../formats/format.ts";
 import { formatTraceparent } from "../live/trace_context.ts";
 import { boundedMemo } from "../runtime/memo.ts";
+import { azureOf } from "../formats/cloud/azure.ts";
+import { vertexOf } from "../formats/cloud/vertex.ts";
 
 /** `gen_ai.provider.name` of each upstream kind (OpenTelemetry GenAI conventions). */
 const PROVIDERS: Record<UpstreamKind, string> = {
@@ -11,7 +13,15 @@ const PROVIDERS: Record<UpstreamKind, string> = {
   anthropic: "anthropic",
   gemini: "gcp.gemini",
   bedrock: "aws.bedrock",
+  "gemini-interactions": "gcp.gemini",
 };
+
+/** The conventions' names for the clouds serving a kind's API (docs/providers.md). */
+function providerName(upstream: Upstream): string {
+  if (azureOf(upstream)) return "azure.ai.openai";
+  if (vertexOf(upstream)) return "gcp.vertex_ai";
+  return PROVIDERS[upstream.kind];
+}
 
 const DEFAULT_PORTS: Record<string, number> = { "http:": 80, "https:": 443 };
 
@@ -58,7 +68,7 @@ export function traceUpstream(request: Pick<Request, "url" | "headers">, hop: Tr
   const attempt = hop.attempt.record;
   if (!attempt.trace) return;
   const server = serverOf(request.url);
-  attempt.trace.provider = PROVIDERS[hop.upstream.kind];
+  attempt.trace.provider = providerName(hop.upstream);
   attempt.trace.serverAddress = server.address;
   attempt.trace.serverPort = server.port;
   if (!trace) return;

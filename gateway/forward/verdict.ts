@@ -39,7 +39,12 @@ export type How =
   /** The gateway is shutting down. */
   | "shutdown"
   /** Another hedged hop reached its first content first. */
-  | "hedge_lost";
+  | "hedge_lost"
+  /**
+   * A replaying hop's answer parted from what the client already has before matching all of it
+   * (docs/liveness.md, "Replay"): nothing of it went out.
+   */
+  | "replay_diverged";
 
 /**
  * What happens after a hop: `done` (it answered), `retry` (the same candidate
@@ -76,6 +81,8 @@ export interface Place {
    * on to a larger window (`on_context_overflow: "next"`, docs/liveness.md).
    */
   overflow: boolean;
+  /** This hop is the one probe of an upstream whose pause ended (docs/design.md "Cooldown"). */
+  probing?: boolean;
 }
 
 interface Row {
@@ -89,6 +96,8 @@ interface Row {
   resumed?: Verdict;
   /** Changes before content when the refusal is of the prompt's length and the route moves on. */
   overflow?: Partial<Verdict>;
+  /** Changes before content when the hop probed a half-open upstream. */
+  probing?: Partial<Verdict>;
 }
 
 /** After content, a failure of the upstream's ends the stream (and may be resumed). */
@@ -99,6 +108,11 @@ const stopped = (outcome: AttemptOutcome): Row => ({
   after: { step: "stop", outcome },
 });
 const ANSWERED: Verdict = { step: "done", outcome: "success" };
+/**
+ * A failed probe paused its upstream again (docs/design.md "Cooldown"): it is not retried, or
+ * one probe would be two calls to an upstream just back.
+ */
+const PROBE_NOT_RETRIED: Partial<Verdict> = { step: "next" };
 const CHARGED_NEXT: Verdict = { step: "next", outcome: "error", cooldown: "charge" };
 const SILENT: Verdict = {
   step: "next",
@@ -132,10 +146,19 @@ export const VERDICTS: Readonly<Record<How, Row>> = {
   rate_limited: {
     before: { step: "retry", outcome: "error", cooldown: "charge_and_pause" },
     after: BROKE_OFF,
+    probing: PROBE_NOT_RETRIED,
   },
-  overloaded: { before: { step: "retry", outcome: "error", cooldown: "charge" }, after: BROKE_OFF },
+  overloaded: {
+    before: { step: "retry", outcome: "error", cooldown: "charge" },
+    after: BROKE_OFF,
+    probing: PROBE_NOT_RETRIED,
+  },
   refused: { before: CHARGED_NEXT, after: BROKE_OFF },
-  connection: { before: { step: "retry", outcome: "error", cooldown: "charge" }, after: BROKE_OFF },
+  connection: {
+    before: { step: "retry", outcome: "error", cooldown: "charge" },
+    after: BROKE_OFF,
+    probing: PROBE_NOT_RETRIED,
+  },
   // A context-length refusal is not a health fault, in a stream or as a status.
   stream_error: { before: CHARGED_NEXT, after: BROKE_OFF, overflow: { cooldown: undefined } },
   bad_response: { before: CHARGED_NEXT, after: BROKE_OFF },
@@ -154,14 +177,21 @@ export const VERDICTS: Readonly<Record<How, Row>> = {
   client_gone: stopped("client_disconnected"),
   shutdown: stopped("aborted"),
   hedge_lost: stopped("hedge_lost"),
+  // Another answer, not a fault: uncharged, and the next candidate may replay. Only a replay
+  // diverges, and only before its content reaches the client (after it nothing is compared).
+  replay_diverged: {
+    before: { step: "next", outcome: "replay_diverged" },
+    after: { step: "stop", outcome: "replay_diverged" },
+  },
 };
 
-/** The verdict for one hop: its row's column for the place, with an overflow's changes. */
+/** The verdict for one hop: its row's column for the place, with an overflow's or a probe's changes. */
 export function verdictFor(how: How, place: Place): Verdict {
   const row = VERDICTS[how];
   if (place.content) return (place.resuming && row.resumed) || row.after;
   const verdict = (place.resuming && row.resuming) || row.before;
-  return place.overflow && row.overflow ? { ...verdict, ...row.overflow } : verdict;
+  const moved = place.overflow && row.overflow ? { ...verdict, ...row.overflow } : verdict;
+  return place.probing && row.probing ? { ...moved, ...row.probing } : moved;
 }
 
 /** The backoff before retrying the same candidate, in configured seconds; it doubles per retry. */

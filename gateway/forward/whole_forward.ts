@@ -45,6 +45,7 @@ async function wholeHop(hop: Hop, deps: ForwardDeps): Promise<HopEnding | Respon
       return { how: "bad_response", error };
     }
     const ir = hop.adapter.decodeWhole(text);
+    hop.answerId = ir.id;
     hop.ledger.answer(ir);
     hop.attempt.usage(ir.usage);
     settleContent(hop);

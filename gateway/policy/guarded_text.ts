@@ -4,8 +4,9 @@ import { isRecord } from "../runtime/json.ts";
  * Fields whose string value is not text a model reads: enum words the
  * upstream checks against its own list (`type`, `role`, media types), the
  * model (replaced by the route's), references to the provider's own stored
- * objects (`file_id`, `previous_response_id`: the provider looks them up and
- * refuses one it did not issue), and opaque blobs the provider signed or
+ * objects (`file_id`, `previous_response_id`, `previous_interaction_id`,
+ * `continuation_token`: the provider looks them up and refuses one it did not
+ * issue), and opaque blobs the provider signed or
  * encrypted itself. Ids a client writes (`id`, `call_id`, `tool_use_id`,
  * `tool_call_id`) are read: they are free text in a conversation's history,
  * and a provider may show them to the model (docs/security.md "Guardrails
@@ -14,6 +15,8 @@ import { isRecord } from "../runtime/json.ts";
 const NOT_TEXT = new Set([
   "file_id",
   "previous_response_id",
+  "previous_interaction_id",
+  "continuation_token",
   "signature",
   "thought_signature",
   "thoughtSignature",
@@ -149,6 +152,21 @@ const FIELD_NAMES = new Set([
   "safetySettings",
   "category",
   "threshold",
+  // Gemini Interactions
+  "system_instruction",
+  "generation_config",
+  "previous_interaction_id",
+  "continuation_token",
+  "response_mime_type",
+  "response_modalities",
+  "thinking_level",
+  "thinking_summaries",
+  "allowed_tools",
+  "safety_settings",
+  "service_tier",
+  "background",
+  "result",
+  "uri",
   // JSON Schema
   "properties",
   "items",

@@ -37,7 +37,7 @@ interface Tracked {
  * Counts live in this process. A session's first request here reads what history already holds
  * of it (a restart or another instance before it), so a budget survives a restart; after that
  * the process counts on its own, as affinity keeps a session on one instance's view anyway
- * (docs/scaling.md "Session limits").
+ * (docs/scaling.md "Per process").
  */
 export class SessionLimits {
   #tracked = new Map<string, Tracked>();

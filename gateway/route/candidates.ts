@@ -1,7 +1,8 @@
 import { unsupportedBuiltins } from "../formats/builtin_tools.ts";
 import type { Candidate, RouteDeps, RoutedRequest } from "./route_request.ts";
 import { passesBodyThrough } from "./passthrough.ts";
-import type { Config, Route, Upstream } from "../config/schema.ts";
+import type { Config, Route, RouteCandidate, Upstream } from "../config/schema.ts";
+import { isPool } from "../config/route_entries.ts";
 import type { UpstreamKind } from "../formats/format.ts";
 import { onePer } from "../runtime/memo.ts";
 
@@ -38,31 +39,53 @@ export function describeSkipped(skipped: ReadonlyMap<string, readonly string[]>)
 }
 
 /**
- * Orders a route's candidates for one request (docs/design.md "Failover before content"): enabled ones only,
- * and of those only the ones `accept` keeps (those that can be sent the
- * request at all), before any health rule; the session's upstream first while
- * it is healthy; upstreams in cooldown skipped, unless all are paused (then
- * the one freed soonest goes first); a single candidate ignores cooldown.
+ * Orders a route's candidates for one request (docs/design.md "Failover before content",
+ * "Pools"): each pool entry becomes its members in its pick's order; enabled ones only, and of
+ * those only the ones `accept` keeps (those that can be sent the request at all), before any
+ * health rule; the session's upstream first while it is healthy; upstreams in cooldown
+ * skipped, unless all are paused (then the one freed soonest goes first); an upstream whose
+ * pause ended is tried only by the request that claims its probe, while another is healthy;
+ * a single candidate ignores cooldown.
  */
 export function planCandidates(
   route: Route,
-  opts: { deps: RouteDeps; sessionId: string | null; accept?: (c: Candidate) => boolean },
+  opts: {
+    deps: RouteDeps;
+    sessionId: string | null;
+    accept?: (c: Candidate) => boolean;
+    /** Only these of the route's candidates (a narrowed pass: RoutedRequest.only). */
+    only?: (candidate: RouteCandidate) => boolean;
+  },
 ): Candidate[] {
   const { deps } = opts;
   const byId = upstreamsById(deps.config);
   const all: Candidate[] = [];
-  for (const candidate of route.candidates) {
-    const upstream = byId.get(candidate.upstream);
-    if (!candidate.enabled || !upstream?.enabled) continue;
-    const target = { upstream, candidate };
+  const add = (target: Candidate) => {
+    if (!target.candidate.enabled || !target.upstream.enabled) return;
+    if (opts.only && !opts.only(target.candidate)) return;
     if (opts.accept?.(target) ?? true) all.push(target);
-  }
+  };
+  route.candidates.forEach((entry, index) => {
+    if (!isPool(entry)) {
+      const upstream = byId.get(entry.upstream);
+      if (upstream) add({ upstream, candidate: entry });
+      return;
+    }
+    const { config, slots } = deps;
+    for (const member of deps.pools.order(route, { index, entry, config, slots })) add(member);
+  });
   if (all.length <= 1) return all;
+  const { cooldowns } = deps;
   const affine = deps.affinity.get(route.model, opts.sessionId);
-  const healthy = all.filter((c) => !deps.cooldowns.isPaused(c.upstream.id));
+  const healthy = all.filter((c) => !cooldowns.isPaused(c.upstream.id));
   if (!healthy.length) {
-    const until = (c: Candidate) => deps.cooldowns.get(c.upstream.id).pausedUntil ?? 0;
+    const until = (c: Candidate) => cooldowns.get(c.upstream.id).pausedUntil ?? 0;
     return [...all].sort((a, b) => until(a) - until(b));
+  }
+  // A recovering upstream gets one probe while another can take the rest; with none, it is
+  // the best left and is tried as before.
+  if (healthy.some((c) => !cooldowns.halfOpen(c.upstream.id))) {
+    for (const c of healthy) if (cooldowns.halfOpen(c.upstream.id)) c.probe = true;
   }
   const ordered = preferLeastLoaded(healthy, deps);
   const first = ordered.findIndex((c) => c.upstream.id === affine);
@@ -78,7 +101,8 @@ const upstreamsById = onePer((config: Config) =>
 /**
  * "Equal" candidates are neighbours with the same model name on different
  * upstreams; among those the one with fewer live requests goes first.
- * Order between different models is the operator's and is kept.
+ * Order between different models is the operator's and is kept, and so is a
+ * pool's: its pick made it (docs/design.md "Pools").
  */
 function preferLeastLoaded(list: Candidate[], deps: RouteDeps): Candidate[] {
   const out = [...list];
@@ -86,7 +110,7 @@ function preferLeastLoaded(list: Candidate[], deps: RouteDeps): Candidate[] {
     for (let j = i; j > 0; j--) {
       const a = out[j - 1]!;
       const b = out[j]!;
-      if (a.candidate.model !== b.candidate.model) break;
+      if (a.candidate.model !== b.candidate.model || a.pool || b.pool) break;
       if (deps.slots.inFlight(b.upstream.id) >= deps.slots.inFlight(a.upstream.id)) break;
       out[j - 1] = b;
       out[j] = a;

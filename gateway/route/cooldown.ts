@@ -7,10 +7,21 @@ export interface CooldownState {
   pausedUntil: number | null; // epoch ms, real time
   /** Why it was last paused, for the operator (e.g. "3 failures in a row; last: gw.upstream.error"). */
   reason: string | null;
+  /**
+   * Epoch ms, real time: until then one request probes the upstream whose pause ended
+   * (half-open, docs/design.md "Cooldown"); null when no probe is out.
+   */
+  probeUntil: number | null;
   updatedAt: number;
 }
 
-const RESET = { consecutiveFailures: 0, pauseCount: 0, pausedUntil: null, reason: null };
+const RESET = {
+  consecutiveFailures: 0,
+  pauseCount: 0,
+  pausedUntil: null,
+  reason: null,
+  probeUntil: null,
+};
 
 export interface CooldownPolicy {
   failuresToPause: number;
@@ -18,17 +29,46 @@ export interface CooldownPolicy {
   maxPauseSecs: number;
 }
 
+/** ok; paused; probing: the pause is over and one request at a time tests it (half-open). */
+export type CooldownPhase = "ok" | "paused" | "probing";
+
+/** A probe this process holds: the lease it claimed, to give back if the probe says nothing. */
+export interface ProbeTicket {
+  upstream: string;
+  until: number;
+}
+
+/** What `claimProbe` answers: a probe to send, the upstream is simply open, or someone probes it. */
+export type ProbeAnswer = ProbeTicket | "open" | "taken";
+
 /**
- * docs/design.md "Failover before content" cooldown: consecutive failures pause an upstream, each further
- * pause doubles up to the cap, one success resets it. State is handed to
- * `save` on every change so it survives a restart.
+ * The shared store's side of a probe (db/cooldown_store.ts): `claim` takes the probe in one
+ * conditional write and answers "claimed", or the stored state that refused it, or null when
+ * the store cannot be asked (then this process's own claim stands); `release` gives back a
+ * probe that ended with no word on the upstream's health.
+ */
+export interface ProbeStore {
+  claim(probe: ProbeTicket & { now: number }): Promise<"claimed" | CooldownState | null>;
+  release(probe: ProbeTicket): void;
+}
+
+/**
+ * docs/design.md "Cooldown": consecutive failures pause an upstream, each further
+ * pause doubles up to the cap, one success resets it. When a pause ends the upstream is
+ * half-open: one request probes it (`claimProbe`), the others are sent elsewhere; success
+ * closes it, failure pauses it again for the doubled pause. State is handed to
+ * `save` on every change so it survives a restart and reaches other instances.
  */
 export class Cooldowns {
   #states = new Map<string, CooldownState>();
 
   constructor(
     private clock: Clock,
-    private opts: { policy: () => CooldownPolicy; save: (s: CooldownState) => void },
+    private opts: {
+      policy: () => CooldownPolicy;
+      save: (s: CooldownState) => void;
+      probes?: ProbeStore;
+    },
   ) {}
 
   load(states: CooldownState[]): void {
@@ -40,9 +80,55 @@ export class Cooldowns {
       { ...RESET, upstream, updatedAt: 0 };
   }
 
+  /** Paused, or half-open with its probe out: not to be sent new requests while others can. */
   isPaused(upstream: string): boolean {
-    const until = this.get(upstream).pausedUntil;
-    return until !== null && until > this.clock.now();
+    const { pausedUntil, probeUntil } = this.get(upstream);
+    const now = this.clock.now();
+    return (pausedUntil !== null && pausedUntil > now) || (probeUntil !== null && probeUntil > now);
+  }
+
+  /** Its pause is over, not yet confirmed by a success, and no probe is out: the next request probes it. */
+  halfOpen(upstream: string): boolean {
+    const { pausedUntil, probeUntil } = this.get(upstream);
+    const now = this.clock.now();
+    return pausedUntil !== null && pausedUntil <= now && (probeUntil === null || probeUntil <= now);
+  }
+
+  phase(upstream: string): CooldownPhase {
+    const { pausedUntil } = this.get(upstream);
+    if (pausedUntil === null) return "ok";
+    return pausedUntil > this.clock.now() ? "paused" : "probing";
+  }
+
+  /**
+   * A request would send to `upstream`. Half-open: the first to ask gets the probe (held for
+   * `leaseMs` at most, should its process die with it), claimed here at once and then in the
+   * shared store, which one instance wins; everyone else is told "taken". Otherwise "open",
+   * or "taken" while it is paused or probed.
+   */
+  async claimProbe(upstream: string, opts: { leaseMs: number }): Promise<ProbeAnswer> {
+    if (!this.halfOpen(upstream)) return this.isPaused(upstream) ? "taken" : "open";
+    const now = this.clock.now();
+    const ticket = { upstream, until: now + opts.leaseMs };
+    // Claimed in this process before the store answers: concurrent requests here see it taken.
+    this.#states.set(upstream, { ...this.get(upstream), probeUntil: ticket.until });
+    const stored = await this.opts.probes?.claim({ ...ticket, now }) ?? null;
+    if (stored === null || stored === "claimed") return ticket;
+    // Another instance probes it, or its state moved on there: take the stored view.
+    this.#states.set(upstream, { ...stored });
+    return stored.pausedUntil === null ? "open" : "taken";
+  }
+
+  /**
+   * The probe's request ended with no word on the upstream's health (the caller's own error,
+   * an abort, a lost hedge): the next request may probe it. A success or failure already
+   * settled it, and then this does nothing.
+   */
+  probeEnded(ticket: ProbeTicket): void {
+    const s = this.get(ticket.upstream);
+    if (s.probeUntil !== ticket.until) return;
+    this.#states.set(ticket.upstream, { ...s, probeUntil: null });
+    this.opts.probes?.release(ticket);
   }
 
   all(): CooldownState[] {
@@ -54,7 +140,9 @@ export class Cooldowns {
     const policy = this.opts.policy();
     const s = this.get(upstream);
     const failures = s.consecutiveFailures + 1;
-    if (failures < policy.failuresToPause) {
+    // Half-open: one failure is enough to pause it again, for the doubled pause.
+    const reopened = s.pausedUntil !== null && s.pausedUntil <= this.clock.now();
+    if (failures < policy.failuresToPause && !reopened) {
       return this.#set({ ...s, consecutiveFailures: failures });
     }
     const secs = Math.min(policy.pauseSecs * 2 ** s.pauseCount, policy.maxPauseSecs);
@@ -63,7 +151,8 @@ export class Cooldowns {
       consecutiveFailures: 0,
       pauseCount: s.pauseCount + 1,
       pausedUntil: this.clock.now() + secs * 1000 * this.clock.scale,
-      reason: pauseReason(failures, code),
+      probeUntil: null,
+      reason: reopened ? probeReason(code) : pauseReason(failures, code),
     });
   }
 
@@ -73,7 +162,12 @@ export class Cooldowns {
     const until = this.clock.now() + capped * 1000 * this.clock.scale;
     const s = this.get(upstream);
     if ((s.pausedUntil ?? 0) >= until) return;
-    this.#set({ ...s, pausedUntil: until, reason: `rate limited: Retry-After ${secs} s` });
+    this.#set({
+      ...s,
+      pausedUntil: until,
+      probeUntil: null,
+      reason: `rate limited: Retry-After ${secs} s`,
+    });
   }
 
   /** An operator's resume: the upstream is tried again at once, its failure count cleared. */
@@ -83,7 +177,10 @@ export class Cooldowns {
 
   success(upstream: string): void {
     const s = this.get(upstream);
-    if (s.consecutiveFailures === 0 && s.pauseCount === 0 && s.pausedUntil === null) return;
+    if (
+      s.consecutiveFailures === 0 && s.pauseCount === 0 && s.pausedUntil === null &&
+      s.probeUntil === null
+    ) return;
     this.#set({ ...RESET, upstream });
   }
 
@@ -92,6 +189,10 @@ export class Cooldowns {
     this.#states.set(s.upstream, next);
     this.opts.save(next);
   }
+}
+
+function probeReason(code: string | undefined): string {
+  return code ? `the probe after a pause failed: ${code}` : "the probe after a pause failed";
 }
 
 function pauseReason(failures: number, code: string | undefined): string {

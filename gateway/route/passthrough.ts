@@ -13,13 +13,13 @@ import type { RoutedRequest } from "./route_request.ts";
  * docs/design.md "Client API": an upstream of the client's own format is sent
  * the client's body, unchanged but for the model; any other gets a
  * translation of the IR. A resume's request carries its prefill in the IR,
- * so it is always translated.
+ * so it is always translated; a replay's is the original request, sent as the first hop's was.
  */
 export function passesBodyThrough(
-  req: Pick<RoutedRequest, "codec" | "resumeAt">,
+  req: Pick<RoutedRequest, "codec" | "resumeAt" | "replay">,
   kind: UpstreamKind,
 ): boolean {
-  return req.resumeAt === undefined && req.codec.format === kind;
+  return (req.resumeAt === undefined || req.replay === true) && req.codec.format === kind;
 }
 
 /** Whether a whole answer from `kind` goes to the client as the upstream wrote it. */

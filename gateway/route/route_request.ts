@@ -4,6 +4,8 @@ import type { IrRequest } from "../formats/ir.ts";
 import type { Affinity } from "./affinity.ts";
 import type { Cooldowns } from "./cooldown.ts";
 import type { Slots } from "./slots.ts";
+import type { InteractionHomes } from "./interaction_homes.ts";
+import type { Pools, PoolSlot } from "./pools.ts";
 
 /**
  * What routing knows of a request and of the state it shares with others: the
@@ -15,6 +17,13 @@ import type { Slots } from "./slots.ts";
 export interface Candidate {
   upstream: Upstream;
   candidate: RouteCandidate;
+  /** Set when it is a member of a pool (docs/design.md "Pools"). */
+  pool?: PoolSlot;
+  /**
+   * Its upstream's pause is over and not yet confirmed (half-open, docs/design.md "Cooldown"):
+   * it is tried only by the one request that claims its probe.
+   */
+  probe?: boolean;
 }
 
 /** The request path's shared state, as far as choosing candidates needs it. */
@@ -24,6 +33,9 @@ export interface RouteDeps {
   cooldowns: Cooldowns;
   slots: Slots;
   affinity: Affinity;
+  /** Which upstream stores each interaction (docs/interactions.md "Stored interactions"). */
+  homes?: InteractionHomes;
+  pools: Pools;
 }
 
 /** A request, as far as choosing its candidates needs it. */
@@ -37,4 +49,19 @@ export interface RoutedRequest {
    * IR, so it is always translated.
    */
   resumeAt?: number;
+  /**
+   * A resume by replay (docs/liveness.md, "Replay"): the original request, without a
+   * prefill, sent as the first hop's was; its answer is held until it matches what the client has.
+   */
+  replay?: true;
+  /**
+   * The one upstream this request may go to: the one storing the interaction it continues
+   * (docs/interactions.md "Stored interactions"); any other candidate is passed over.
+   */
+  pin?: string;
+  /**
+   * A narrowed pass of the loop (mid-stream resume): only the route's candidates this keeps
+   * are planned, each pool still ordered by its pick.
+   */
+  only?: (candidate: RouteCandidate) => boolean;
 }

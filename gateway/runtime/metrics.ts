@@ -47,13 +47,21 @@ class Counter {
   }
 }
 
+/** Content tokens per second: from a slow local model to a fast hosted one. */
+const RATE_BUCKETS = [1, 2, 5, 10, 20, 30, 50, 75, 100, 150, 200, 300, 500, 1000, 2000];
+
 class Histogram {
   series = new Map<string, { counts: number[]; sum: number; count: number }>();
-  constructor(readonly name: string, readonly help: string) {}
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    readonly buckets: readonly number[] = BUCKETS,
+  ) {}
   observe(labels: Labels, seconds: number): void {
     const key = labelKey(labels);
-    const s = this.series.get(key) ?? { counts: BUCKETS.map(() => 0), sum: 0, count: 0 };
-    for (let i = BUCKETS.length - 1; i >= 0 && seconds <= BUCKETS[i]!; i--) s.counts[i]!++;
+    const buckets = this.buckets;
+    const s = this.series.get(key) ?? { counts: buckets.map(() => 0), sum: 0, count: 0 };
+    for (let i = buckets.length - 1; i >= 0 && seconds <= buckets[i]!; i--) s.counts[i]!++;
     s.sum += seconds;
     s.count++;
     if (s.count === 1) this.series.set(key, s);
@@ -67,7 +75,9 @@ class Histogram {
     const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} histogram`];
     for (const [key, s] of this.series) {
       const sep = key ? `${key},` : "";
-      BUCKETS.forEach((b, i) => lines.push(`${this.name}_bucket{${sep}le="${b}"} ${s.counts[i]}`));
+      this.buckets.forEach((b, i) =>
+        lines.push(`${this.name}_bucket{${sep}le="${b}"} ${s.counts[i]}`)
+      );
       lines.push(`${this.name}_bucket{${sep}le="+Inf"} ${s.count}`);
       lines.push(`${this.name}_sum${key ? `{${key}}` : ""} ${s.sum}`);
       lines.push(`${this.name}_count${key ? `{${key}}` : ""} ${s.count}`);
@@ -122,6 +132,24 @@ export class Metrics {
     "pulsegate_upstream_cancel_seconds",
     "Time from a stop (abort, disconnect, timeout, lost hedge, shutdown) to the upstream connection's close, by upstream and reason.",
   );
+  // Pools and upstream health (docs/observability.md "Pools and upstream health").
+  upstreamFirstContent = new Histogram(
+    "pulsegate_upstream_first_content_seconds",
+    "Time from sending an attempt to its first content (keep-alives excluded), by upstream.",
+  );
+  upstreamContentRate = new Histogram(
+    "pulsegate_upstream_content_tokens_per_second",
+    "Content tokens per second of answered attempts after their first content, by upstream.",
+    RATE_BUCKETS,
+  );
+  poolHops = new Counter(
+    "pulsegate_pool_attempts_total",
+    "Attempts sent to pool members, by route, pool (its place in the route) and upstream.",
+  );
+  probes = new Counter(
+    "pulsegate_upstream_probes_total",
+    "Probes of upstreams whose pause ended, by upstream and result (ok, failed, released).",
+  );
   inflight = 0;
   keyInFlight = new Counter(
     "pulsegate_key_in_flight_requests",
@@ -137,7 +165,11 @@ export class Metrics {
     this.keyRefusalsUnrecorded.inc({}, 0);
   }
   /** Filled in at render time by the owner of cooldown state. */
-  cooldown: () => Array<{ upstream: string; paused: boolean }> = () => [];
+  cooldown: () => Array<{ upstream: string; paused: boolean; state?: string }> = () => [];
+  /** Filled in at render time by the owner of the pools: each member's current share. */
+  poolShares: () => Array<
+    { route: string; pool: number; upstream: string; model: string; share: number }
+  > = () => [];
 
   render(): string {
     const inflight = [
@@ -152,6 +184,28 @@ export class Metrics {
         `pulsegate_upstream_cooldown{${labelKey({ upstream: c.upstream })}} ${c.paused ? 1 : 0}`
       ),
     ].join("\n");
+    const states = [
+      "# HELP pulsegate_upstream_state 1 for an upstream's state: ok, paused, or probing (its pause ended; one request at a time tests it).",
+      "# TYPE pulsegate_upstream_state gauge",
+      ...this.cooldown().flatMap((c) =>
+        c.state === undefined
+          ? []
+          : ["ok", "paused", "probing"].map((state) =>
+            `pulsegate_upstream_state{${labelKey({ upstream: c.upstream, state })}} ${
+              c.state === state ? 1 : 0
+            }`
+          )
+      ),
+    ].join("\n");
+    const shares = [
+      "# HELP pulsegate_pool_share Share of a pool's last 200 attempts each member took.",
+      "# TYPE pulsegate_pool_share gauge",
+      ...this.poolShares().map((p) =>
+        `pulsegate_pool_share{${
+          labelKey({ route: p.route, pool: String(p.pool), upstream: p.upstream, model: p.model })
+        }} ${p.share}`
+      ),
+    ].join("\n");
     return [
       this.requests.render(),
       this.attempts.render(),
@@ -161,6 +215,12 @@ export class Metrics {
       this.aborts.render(),
       this.idleTimeouts.render(),
       cooldown,
+      states,
+      shares,
+      this.poolHops.render(),
+      this.probes.render(),
+      this.upstreamFirstContent.render(),
+      this.upstreamContentRate.render(),
       this.firstContent.render(),
       this.duration.render(),
       this.upstreamCancel.render(),

@@ -9,10 +9,16 @@ export const UPSTREAM_KINDS = [
   "anthropic",
   "gemini",
   "bedrock",
+  "gemini-interactions",
 ] as const;
 export type UpstreamKind = (typeof UPSTREAM_KINDS)[number];
 
-export type ClientFormat = "openai-chat" | "openai-responses" | "anthropic" | "gemini";
+export type ClientFormat =
+  | "openai-chat"
+  | "openai-responses"
+  | "anthropic"
+  | "gemini"
+  | "gemini-interactions";
 
 /** Who a failure belongs to; the same words travel in `x-pulsegate-error`. */
 export type FailureSource = "upstream" | "timeout" | "aborted" | "client" | "gateway" | "config";

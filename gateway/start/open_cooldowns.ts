@@ -1,9 +1,15 @@
 import type { Db } from "../../db/client.ts";
-import { loadCooldowns, saveCooldown } from "../../db/cooldown_store.ts";
+import { claimProbe, loadCooldowns, releaseProbe, saveCooldown } from "../../db/cooldown_store.ts";
 import type { RunState } from "../policy/run_state.ts";
-import { Cooldowns } from "../route/cooldown.ts";
+import { Cooldowns, type ProbeStore } from "../route/cooldown.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
+
+/**
+ * A database slower than this does not hold the request that would probe: this process's own
+ * claim stands (real ms, unscaled: a round trip does not shrink in a scaled test).
+ */
+const CLAIM_TIMEOUT_MS = 500;
 
 /**
  * Upstream pauses as stored (a pause survives a restart and is shared by instances), under the
@@ -33,7 +39,44 @@ export async function openCooldowns(
       void saveCooldown(db, row).catch((err) =>
         log.event("cooldown.save_failed", { error: String(err) })
       ),
+    probes: sharedProbes(db, log),
   });
   if (opts.load) cooldowns.load(await loadCooldowns(db));
   return cooldowns;
+}
+
+/**
+ * Probes claimed in the shared database (docs/scaling.md "Shared through libSQL"), so one instance of
+ * all probes a recovering upstream. A database that fails or is slow answers null: the claim
+ * is then this process's alone, as the pause was while the database was away.
+ */
+function sharedProbes(db: Db, log: Logger): ProbeStore {
+  return {
+    async claim(probe) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const late = new Promise<null>((
+        resolve,
+      ) => (timer = setTimeout(resolve, CLAIM_TIMEOUT_MS, null)));
+      const claimed = claimProbe(db, probe).then(
+        (answer) => answer === "claimed" ? answer : { ...answer },
+        (err) => {
+          log.event("cooldown.probe_claim_failed", {
+            upstream: probe.upstream,
+            error: String(err),
+          });
+          return null;
+        },
+      );
+      try {
+        return await Promise.race([claimed, late]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+    release(probe) {
+      void releaseProbe(db, probe).catch((err) =>
+        log.event("cooldown.save_failed", { error: String(err) })
+      );
+    },
+  };
 }

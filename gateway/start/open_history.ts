@@ -43,6 +43,8 @@ export async function openHistory(
     memoryRows?: number;
     /** Told how many rows the writer dropped (the queue full, or abandoned at shutdown). */
     onDropped?: (rows: number) => void;
+    /** Where a local file's batches run: a worker thread (default), or this one. */
+    thread?: "worker" | "this";
     env: (name: string) => string | undefined;
   },
 ): Promise<History> {
@@ -62,7 +64,7 @@ export async function openHistory(
   // A local file's writes run synchronously in the driver: keep them off the serving thread.
   const executor = gated(
     readiness,
-    db.client.protocol === "file"
+    db.client.protocol === "file" && opts.thread !== "this"
       ? workerExecutor(settings.dbUrl, {
         authToken: settings.dbAuthToken,
         fallback: inProcessExecutor(db),

@@ -9,6 +9,7 @@ import { installFallbacks, refuseOtherMethods } from "../endpoints/not_found.ts"
 import { originCheck } from "../accept/origin_check.ts";
 import { badHostResponse } from "../accept/host_header.ts";
 import { handleProxy } from "../accept/proxy.ts";
+import { type InteractionAction, serveInteraction } from "../endpoints/interaction_paths.ts";
 
 export interface ServerDeps extends ControlDeps {
   admin: AdminDeps;
@@ -56,6 +57,18 @@ export function createApp(deps: ServerDeps): Hono {
   refuseOtherMethods(app, { paths: ["/v1/models", "/v1beta/models"], allow: ["GET", "HEAD"] });
   app.all("/v1/models/*", (c) => serveModelPath(c.req.raw, deps));
   app.all("/v1beta/models/*", (c) => serveModelPath(c.req.raw, deps));
+  // Google's Interactions API (docs/interactions.md), under both versions as the models are.
+  for (const version of ["/v1beta", "/v1"]) {
+    const at = `${version}/interactions`;
+    app.post(at, proxy("interactions"));
+    const act = (action: InteractionAction) => (c: Context) =>
+      serveInteraction(c.req.raw, { id: c.req.param("id") ?? "", action, deps });
+    app.get(`${at}/:id`, act("get"));
+    app.delete(`${at}/:id`, act("delete"));
+    app.post(`${at}/:id/cancel`, act("cancel"));
+    refuseOtherMethods(app, { paths: [at, `${at}/:id/cancel`], allow: ["POST"] });
+    refuseOtherMethods(app, { paths: [`${at}/:id`], allow: ["GET", "DELETE"] });
+  }
   app.get("/healthz", (c) => c.json({ ok: true }));
   app.get("/readyz", (c) => {
     const ready = deps.ready();

@@ -12,8 +12,10 @@ import { AbortRegistry } from "../live/abort_registry.ts";
 import type { Exporter } from "../observability/exporter.ts";
 import { exportingSink } from "../observability/export_sink.ts";
 import { Affinity, PIN_IDLE_MS } from "../route/affinity.ts";
+import { InteractionHomes } from "../route/interaction_homes.ts";
 import type { Cooldowns } from "../route/cooldown.ts";
 import { Slots } from "../route/slots.ts";
+import type { Pools } from "../route/pools.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
 import type { Metrics } from "../runtime/metrics.ts";
@@ -31,6 +33,8 @@ export interface ServerParts {
   state: RunState;
   history: History;
   cooldowns: Cooldowns;
+  /** Each pool's measurements and shares (docs/design.md "Pools"). */
+  pools: Pools;
   fetch: typeof fetch;
   exporter: Exporter;
   metricsOpen: boolean;
@@ -53,6 +57,8 @@ export function serverDeps(parts: ServerParts): ServerDeps {
     cooldowns: parts.cooldowns,
     slots: new Slots(clock),
     affinity: new Affinity(undefined, { now: clock.now, idleMs: PIN_IDLE_MS * clock.scale }),
+    homes: new InteractionHomes({ db, clock, log: parts.log }),
+    pools: parts.pools,
     metrics: parts.metrics,
     log: parts.log,
     env: parts.env,
@@ -117,6 +123,7 @@ function adminDeps(
     registry: deps.registry,
     cooldowns: deps.cooldowns,
     slots: deps.slots,
+    pools: deps.pools,
     db: deps.db,
     clock: deps.clock,
     instanceId: deps.instanceId,

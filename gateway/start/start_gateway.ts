@@ -26,6 +26,7 @@ import { shuttingDown } from "../forward/stop_reasons.ts";
 import { Closers } from "./closers.ts";
 import { loadConfig } from "./load_config.ts";
 import { openCooldowns } from "./open_cooldowns.ts";
+import { Pools } from "../route/pools.ts";
 import { openHistory } from "./open_history.ts";
 import { serverDeps } from "./server_deps.ts";
 import { serveClients } from "./serve_clients.ts";
@@ -52,6 +53,14 @@ export interface StartOptions {
   onHistoryBatch?: (batch: { ms: number; rows: number }) => void;
   /** Bound on history rows kept in memory while the database is away; default HISTORY_MEMORY_ROWS. */
   historyMemoryRows?: number;
+  /**
+   * Where a local file's history batches are written: on a worker thread (the default, as
+   * served) or on this thread (suites that start hundreds of gateways in one process, where each
+   * worker's own copy of the libSQL driver costs a third of a second; tests/harness.ts).
+   */
+  historyThread?: "worker" | "this";
+  /** Uniform in [0, 1) for the pools' picks: Math.random unless a test seeds it. */
+  random?: () => number;
 }
 
 export interface Gateway {
@@ -63,6 +72,7 @@ export interface Gateway {
   registry: AbortRegistry;
   cooldowns: Cooldowns;
   slots: Slots;
+  pools: Pools;
   clock: Clock;
   state: RunState;
   instanceId: string;
@@ -108,6 +118,7 @@ async function start(
     closers,
     onHistoryBatch: opts.onHistoryBatch,
     memoryRows: opts.historyMemoryRows,
+    thread: opts.historyThread,
     onDropped: (rows) => metrics.historyDropped.inc({}, rows),
     env: opts.env,
   });
@@ -141,7 +152,21 @@ async function start(
     (state.config?.upstreams ?? []).map((u) => ({
       upstream: u.id,
       paused: cooldowns.isPaused(u.id),
+      state: cooldowns.phase(u.id),
     }));
+  const pools = new Pools({ random: opts.random ?? Math.random });
+  metrics.poolShares = () =>
+    state.config === null
+      ? []
+      : pools.view(state.config).flatMap((pool) =>
+        pool.members.map((m) => ({
+          route: pool.route,
+          pool: pool.index,
+          upstream: m.upstream,
+          model: m.model,
+          share: m.share ?? 0,
+        }))
+      );
   const deps = serverDeps({
     settings,
     env: opts.env,
@@ -151,6 +176,7 @@ async function start(
     state,
     history,
     cooldowns,
+    pools,
     fetch: upstream.fetch,
     exporter,
     metricsOpen: opts.metricsOpen ?? settings.metricsOpen,
@@ -254,6 +280,7 @@ async function start(
     registry: deps.registry,
     cooldowns,
     slots: deps.slots,
+    pools,
     clock,
     state,
     instanceId,

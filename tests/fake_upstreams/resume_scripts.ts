@@ -27,6 +27,8 @@ export interface KindScripts {
   first(fault: Fault): Script;
   /** "ld!" and a normal end. */
   second(): Script;
+  /** A replay: the whole answer, "Hello, world!" (or `text`), cut otherwise, and a normal end. */
+  replay(text?: string[]): Script;
   /** The whole of "Hello, wor" then a tool call starting, then a reset. */
   toolCallThenReset?(): Script;
   /** The last turn of the body the fake got: its role in our words, and its text. */
@@ -38,6 +40,7 @@ export interface KindScripts {
 const SSE = { "content-type": "text/event-stream" };
 const FIRST_TEXT = ["Hello, ", "wor"];
 const SECOND_TEXT = ["ld!"];
+const REPLAY_TEXT = ["Hel", "lo, world!"];
 
 function faultSteps(fault: Fault, errorBytes: string | Uint8Array): Step[] {
   if (fault === "reset") return [{ reset: true }];
@@ -74,6 +77,10 @@ const anthropicScripts: KindScripts = {
     headers: SSE,
     body: sends(anthropic.streamChunks({ text: SECOND_TEXT, usage: SECOND_USAGE })),
   }),
+  replay: (text = REPLAY_TEXT) => ({
+    headers: SSE,
+    body: sends(anthropic.streamChunks({ text, usage: SECOND_USAGE })),
+  }),
   lastTurn: (call) => {
     const last = lastOf(call, "messages");
     return { role: String(last.role), text: textOf(last.content) };
@@ -97,6 +104,10 @@ const chatScripts: KindScripts = {
     headers: SSE,
     body: sends(chatStreamBlocks({ text: SECOND_TEXT, usage: SECOND_USAGE })),
   }),
+  replay: (text = REPLAY_TEXT) => ({
+    headers: SSE,
+    body: sends(chatStreamBlocks({ text, usage: SECOND_USAGE })),
+  }),
   lastTurn: (call) => {
     const last = lastOf(call, "messages");
     return { role: String(last.role), text: textOf(last.content) };
@@ -116,6 +127,10 @@ const geminiScripts: KindScripts = {
   second: () => ({
     headers: SSE,
     body: sends(gemini.streamChunks({ text: SECOND_TEXT, usage: SECOND_USAGE })),
+  }),
+  replay: (text = REPLAY_TEXT) => ({
+    headers: SSE,
+    body: sends(gemini.streamChunks({ text, usage: SECOND_USAGE })),
   }),
   lastTurn: (call) => {
     const last = lastOf(call, "contents");
@@ -138,6 +153,10 @@ const bedrockScripts: KindScripts = {
   second: () => ({
     headers: { "content-type": "application/vnd.amazon.eventstream" },
     body: sends(bedrockStreamChunks({ text: SECOND_TEXT, usage: SECOND_USAGE })),
+  }),
+  replay: (text = REPLAY_TEXT) => ({
+    headers: { "content-type": "application/vnd.amazon.eventstream" },
+    body: sends(bedrockStreamChunks({ text, usage: SECOND_USAGE })),
   }),
   lastTurn: (call) => {
     const last = lastOf(call, "messages");

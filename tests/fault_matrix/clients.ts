@@ -17,12 +17,16 @@ export interface ClientView {
   error?: string;
   /** Bytes of the answer after its end (there must be none). */
   trailing: boolean;
+  /** Tool calls read, each its name then its arguments' JSON text, by the stream's own index. */
+  calls: string[];
+  /** A Gemini SSE error was repeated as a `data:` event (not trailing bytes). */
+  repeated?: boolean;
 }
 
 export interface ClientFormat {
   name: string;
-  /** Its own upstream kind first, then one it is translated to. */
-  kinds: [UpstreamKind, UpstreamKind];
+  /** Its own upstream kind first, then those it is translated to. */
+  kinds: [UpstreamKind, UpstreamKind, ...UpstreamKind[]];
   /** Gemini's streamed JSON array is never answered early (docs/design.md "Failover before content"). */
   answersEarly: boolean;
   streamOnly?: boolean;
@@ -46,7 +50,13 @@ function sseData(body: string): { event?: string; data: string }[] {
 }
 
 function view(): ClientView {
-  return { starts: 0, text: "", end: "none", trailing: false };
+  return { starts: 0, text: "", end: "none", trailing: false, calls: [] };
+}
+
+/** Adds to the call at `index` (a call's name first, then its arguments). */
+function addToCall(v: ClientView, index: unknown, text: unknown): void {
+  if (typeof index !== "number" || typeof text !== "string") return;
+  v.calls[index] = (v.calls[index] ?? "") + text;
 }
 
 /** Records what came after the end, then hands the block to `read` while the answer is open. */
@@ -75,18 +85,34 @@ const geminiText = (chunk: Json): string => {
   return parts.filter((p) => !p.thought).map((p) => p.text ?? "").join("");
 };
 
-/** Gemini has no end marker: an answer is done when a finish reason came and no error after it. */
+/** Gemini sends each call whole: its name and its arguments as JSON. */
+const geminiCalls = (chunk: Json): string[] => {
+  const candidate = (chunk.candidates as Json[] | undefined)?.[0];
+  const parts = ((candidate?.content as Json | undefined)?.parts ?? []) as Json[];
+  return parts.flatMap((p) => {
+    const call = p.functionCall as Json | undefined;
+    return call ? [`${call.name}${JSON.stringify(call.args ?? {})}`] : [];
+  });
+};
+
+/**
+ * Gemini has no end marker: an answer is done when a finish reason came and no error after it.
+ * An SSE error comes twice, the bare object then the same as a `data:` event
+ * (docs/formats.md "Gemini errors inside a stream"): the repeat is not trailing bytes.
+ */
 function readGemini(chunks: { json: Json; raw: string }[]): ClientView {
   const v = view();
   let finished = false;
   for (const { json, raw } of chunks) {
-    if (v.end === "error") v.trailing = true;
+    if (v.end === "error" && raw === v.error && !v.repeated) v.repeated = true;
+    else if (v.end === "error") v.trailing = true;
     else if (json.error !== undefined || json.unparsable !== undefined) {
       v.end = "error";
       v.error = raw;
     } else {
       v.starts = 1;
       v.text += geminiText(json);
+      for (const call of geminiCalls(json)) v.calls.push(call);
       const candidate = (json.candidates as Json[] | undefined)?.[0];
       finished ||= Boolean(candidate?.finishReason);
     }
@@ -105,7 +131,8 @@ const geminiRequest = (stream: boolean, sse: boolean) => (route: string) => ({
 export const CLIENTS: ClientFormat[] = [
   {
     name: "chat",
-    kinds: ["openai-chat", "anthropic"],
+    // And the Interactions API translated: every fault of it, read back as Chat.
+    kinds: ["openai-chat", "anthropic", "gemini-interactions"],
     answersEarly: true,
     request: (route, stream) => ({
       path: "/v1/chat/completions",
@@ -122,6 +149,11 @@ export const CLIENTS: ClientFormat[] = [
       const delta = ((chunk.choices as Json[] | undefined)?.[0]?.delta ?? {}) as Json;
       if (delta.role === "assistant") v.starts++;
       if (typeof delta.content === "string") v.text += delta.content;
+      for (const call of (delta.tool_calls ?? []) as Json[]) {
+        const fn = (call.function ?? {}) as Json;
+        addToCall(v, call.index, fn.name);
+        addToCall(v, call.index, fn.arguments);
+      }
     }),
     wholeText: (json) =>
       String((((json as Json).choices as Json[])[0]!.message as Json).content ?? ""),
@@ -143,7 +175,12 @@ export const CLIENTS: ClientFormat[] = [
           v.trailing = true;
         } else if (event.type === "response.created") v.starts++;
         else if (event.type === "response.output_text.delta") v.text += String(event.delta);
-        else if (event.type === "response.completed") v.end = "done";
+        else if (event.type === "response.output_item.added") {
+          const item = event.item as Json;
+          if (item.type === "function_call") addToCall(v, event.output_index, item.name);
+        } else if (event.type === "response.function_call_arguments.delta") {
+          addToCall(v, event.output_index, event.delta);
+        } else if (event.type === "response.completed") v.end = "done";
         else if (
           event.type === "response.failed" || event.type === "error" ||
           event.unparsable !== undefined
@@ -172,9 +209,13 @@ export const CLIENTS: ClientFormat[] = [
     readStream: reader((v, { data }) => {
       const event = parse(data);
       if (event.type === "message_start") v.starts++;
-      else if (event.type === "content_block_delta") {
+      else if (event.type === "content_block_start") {
+        const block = event.content_block as Json;
+        if (block.type === "tool_use") addToCall(v, event.index, block.name);
+      } else if (event.type === "content_block_delta") {
         const delta = event.delta as Json;
         if (delta.type === "text_delta") v.text += String(delta.text);
+        if (delta.type === "input_json_delta") addToCall(v, event.index, delta.partial_json);
       } else if (event.type === "message_stop") v.end = "done";
       else if (event.type === "error" || event.unparsable !== undefined) {
         v.end = "error";
@@ -194,6 +235,53 @@ export const CLIENTS: ClientFormat[] = [
     readStream: (body) =>
       readGemini(sseData(body).map(({ data }) => ({ json: parse(data), raw: data }))),
     wholeText: (json) => geminiText(json as Json),
+  },
+  {
+    name: "interactions",
+    kinds: ["gemini-interactions", "anthropic"],
+    answersEarly: true,
+    request: (route, stream) => ({
+      path: "/v1beta/interactions",
+      body: { model: route, stream, input: user },
+    }),
+    // `[DONE]` follows `interaction.completed`; nothing follows an `error` event.
+    readStream: (body) => {
+      const v = view();
+      let done = false;
+      for (const { data } of sseData(body)) {
+        if (v.end === "done" && data.trim() === "[DONE]" && !done) {
+          done = true;
+          continue;
+        }
+        if (v.end !== "none") {
+          v.trailing = true;
+          continue;
+        }
+        const event = parse(data);
+        const delta = (event.delta ?? {}) as Json;
+        const step = (event.step ?? {}) as Json;
+        if (event.event_type === "interaction.created") v.starts++;
+        else if (event.event_type === "step.delta" && delta.type === "text") {
+          v.text += String(delta.text);
+        } else if (event.event_type === "step.start" && step.type === "function_call") {
+          addToCall(v, event.index, step.name);
+        } else if (event.event_type === "step.delta" && delta.type === "arguments_delta") {
+          addToCall(v, event.index, delta.arguments);
+        } else if (event.event_type === "interaction.completed") v.end = "done";
+        else if (event.event_type === "error" || event.unparsable !== undefined) {
+          v.end = "error";
+          v.error = data;
+        }
+      }
+      return v;
+    },
+    wholeText: (json) =>
+      (((json as Json).steps ?? []) as Json[])
+        .filter((step) => step.type === "model_output")
+        .flatMap((step) => (step.content ?? []) as Json[])
+        .filter((c) => c.type === "text")
+        .map((c) => c.text)
+        .join(""),
   },
   {
     name: "gemini-array",

@@ -158,7 +158,7 @@ export const FAULTS: Fault[] = [
     // Not Bedrock: aborting a fetch of its signed Converse request before any header left the
     // connection open (seen with a bare fetch, without the gateway, so below us, in the
     // runtime's HTTP client) and kept the test process from exiting. docs/architecture.md.
-    kinds: ["openai-chat", "openai-responses", "anthropic", "gemini"],
+    kinds: ["openai-chat", "openai-responses", "anthropic", "gemini", "gemini-interactions"],
     stream: { serve: () => ({ headerDelay: "never" }), ...idle },
     whole: { serve: () => ({ headerDelay: "never" }), ...idle },
   },
@@ -295,7 +295,7 @@ export const FAULTS: Fault[] = [
   },
   {
     name: "line_never_ends",
-    kinds: ["openai-chat", "openai-responses", "anthropic", "gemini"],
+    kinds: ["openai-chat", "openai-responses", "anthropic", "gemini", "gemini-interactions"],
     stream: {
       serve: (wire) =>
         sse(wire, [
@@ -354,7 +354,7 @@ export const FAULTS: Fault[] = [
   },
   {
     name: "no_end_marker",
-    kinds: ["openai-chat", "anthropic"],
+    kinds: ["openai-chat", "anthropic", "gemini-interactions"],
     stream: {
       serve: (wire, text) => sse(wire, steps(wire.stream(text).slice(0, -1))),
       how: "answered",

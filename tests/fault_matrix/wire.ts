@@ -10,14 +10,22 @@ import * as bedrock from "../fake_upstreams/bedrock_script.ts";
 import * as gemini from "../fake_upstreams/gemini_script.ts";
 import { chatStreamBlocks, chatWholeBody } from "../fake_upstreams/openai_chat_script.ts";
 import * as responses from "../fake_upstreams/openai_responses_script.ts";
+import * as interactions from "../fake_upstreams/interactions_script.ts";
 import type { Script } from "../fake_upstreams/server.ts";
 
 export type Chunk = string | Uint8Array;
 
+/** A tool call an answer ends with, its arguments' JSON in pieces. */
+export interface ToolCall {
+  id: string;
+  name: string;
+  argsPieces: string[];
+}
+
 export interface Wire {
   streamType: string;
-  /** The whole streamed answer, with its finish and usage. */
-  stream(text: string[]): Chunk[];
+  /** The whole streamed answer, with its finish and usage; its text, then `toolCall` if given. */
+  stream(text: string[], toolCall?: ToolCall): Chunk[];
   /** How many chunks `stream` opens with before its first content (docs/design.md "Pulse" keep-alives). */
   opening: number;
   /** A keep-alive of the format's own (not an SSE comment). */
@@ -38,7 +46,7 @@ const json = { "content-type": "application/json" };
 export const WIRES: Record<UpstreamKind, Wire> = {
   "openai-chat": {
     streamType: "text/event-stream",
-    stream: (text) => chatStreamBlocks({ text, usage: USAGE }),
+    stream: (text, toolCall) => chatStreamBlocks({ text, toolCall, usage: USAGE }),
     opening: 1,
     // An empty delta: OpenAI-compatible servers' in-band keep-alive (the role is sent once).
     ping: `data: ${
@@ -57,7 +65,8 @@ export const WIRES: Record<UpstreamKind, Wire> = {
   },
   "openai-responses": {
     streamType: "text/event-stream",
-    stream: (text) => responses.responsesStreamChunks({ text, usage: USAGE }, { pingFirst: 0 }),
+    stream: (text, toolCall) =>
+      responses.responsesStreamChunks({ text, toolCall, usage: USAGE }, { pingFirst: 0 }),
     opening: 1,
     ping: responses.responsesStreamChunks({ text: [], usage: USAGE }, { pingFirst: 1 })[1]!,
     errorEvent: responses.responsesFailedChunks({ text: [], usage: USAGE }, "boom")[1]!,
@@ -71,7 +80,7 @@ export const WIRES: Record<UpstreamKind, Wire> = {
   },
   "anthropic": {
     streamType: "text/event-stream",
-    stream: (text) => anthropic.streamChunks({ text, usage: USAGE }),
+    stream: (text, toolCall) => anthropic.streamChunks({ text, toolCall, usage: USAGE }),
     opening: 1,
     ping: anthropic.streamChunks({ text: [], usage: USAGE, pingFirst: 1 })[1]!,
     errorEvent: anthropic.errorEvent(529, "Overloaded"),
@@ -85,7 +94,7 @@ export const WIRES: Record<UpstreamKind, Wire> = {
   },
   "gemini": {
     streamType: "text/event-stream",
-    stream: (text) => gemini.streamChunks({ text, usage: USAGE }),
+    stream: (text, toolCall) => gemini.streamChunks({ text, toolCall, usage: USAGE }),
     opening: 0,
     ping: gemini.streamChunks({ text: [], usage: USAGE, pingFirst: 1 })[0]!,
     errorEvent: gemini.errorChunk(500, "Internal error"),
@@ -99,7 +108,7 @@ export const WIRES: Record<UpstreamKind, Wire> = {
   },
   "bedrock": {
     streamType: "application/vnd.amazon.eventstream",
-    stream: (text) => bedrock.bedrockStreamChunks({ text, usage: USAGE }),
+    stream: (text, toolCall) => bedrock.bedrockStreamChunks({ text, toolCall, usage: USAGE }),
     opening: 1,
     ping: bedrock.bedrockEvent("messageStart", { role: "assistant" }),
     errorEvent: bedrock.bedrockException("modelStreamErrorException", "boom"),
@@ -110,6 +119,22 @@ export const WIRES: Record<UpstreamKind, Wire> = {
       body: [{ send: bedrock.errorBody(status, message) }],
     }),
     endMarker: false,
+  },
+  "gemini-interactions": {
+    streamType: "text/event-stream",
+    stream: (text, toolCall) =>
+      interactions.interactionsStreamChunks({ text, toolCall, usage: USAGE }),
+    // `interaction.created` and one `interaction.status_update` in progress.
+    opening: 2,
+    ping: interactions.statusUpdate({}),
+    errorEvent: interactions.errorEvent("boom"),
+    whole: (text) => interactions.interactionsWholeBody({ text, usage: USAGE }),
+    error: (status, message) => ({
+      status,
+      headers: json,
+      body: [{ send: interactions.errorBody(status, message) }],
+    }),
+    endMarker: true,
   },
 };
 

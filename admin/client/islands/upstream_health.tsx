@@ -1,6 +1,6 @@
 import { TableHead } from "./table_head.tsx";
 import type { UpstreamHealth as Row } from "../../api_types.ts";
-import { formatMs, plural } from "../format.ts";
+import { formatMs, formatShare, plural } from "../format.ts";
 import { Time } from "./time.tsx";
 import type { Health } from "../health_model.ts";
 import type { UpstreamAction } from "../api.ts";
@@ -9,7 +9,10 @@ export interface UpstreamHealthProps {
   health: Health;
 }
 
-/** Slots, cooldowns and the last minutes of attempts, per configured upstream. */
+/**
+ * Slots, state (ok, paused, probing), the last minutes of attempts (error rate, first content,
+ * content tokens/s) and each pool's share, per configured upstream (docs/admin.md "Health").
+ */
 export function UpstreamHealth({ health }: UpstreamHealthProps) {
   const view = health.view.value;
   const minutes = Math.round((view?.upstreams[0]?.recent.windowMs ?? 0) / 60_000);
@@ -45,9 +48,11 @@ export function UpstreamHealth({ health }: UpstreamHealthProps) {
             columns={[
               "Upstream",
               "In flight",
-              "Cooldown",
+              "State",
               `Last ${minutes} min`,
               "First content p50 / p95",
+              "Content tokens/s",
+              "Pool share",
               "Controls",
             ]}
           />
@@ -93,12 +98,18 @@ function HealthRow(
         {u.inFlight} / {u.maxInFlight}
         <meter min={0} max={1} value={used} aria-label={`${u.id} slots in use`} />
       </td>
-      <td data-label="Cooldown">
+      <td data-label="State">
         {u.paused && u.pausedUntil !== null
           ? (
             <span class="state paused">
               paused until <Time at={u.pausedUntil} now={props.now} /> (
               {formatMs(u.pausedUntil - props.now)} left)
+            </span>
+          )
+          : u.state === "probing"
+          ? (
+            <span class="state probing" title="its pause ended: one request at a time tests it">
+              probing
             </span>
           )
           : <span class="state ok">ok</span>}
@@ -111,12 +122,30 @@ function HealthRow(
       </td>
       <td data-label="Recent">
         {plural(r.attempts, "attempt")} · {r.failures} failed
+        {r.errorRate !== null && ` (${formatShare(r.errorRate)})`}
         <small>
           {plural(r.idleTimeouts, "idle timeout")} · {r.cancelled} aborted or disconnected
         </small>
       </td>
       <td data-label="First content p50 / p95">
         {formatMs(r.firstContentP50Ms)} / {formatMs(r.firstContentP95Ms)}
+      </td>
+      <td data-label="Content tokens/s">
+        {r.tokensPerSecP50 === null ? "—" : Math.round(r.tokensPerSecP50)}
+        {r.tokensPerSecP50 !== null && <small>median, after the first content</small>}
+      </td>
+      <td data-label="Pool share" class="pools">
+        {u.pools.length === 0
+          ? "—"
+          : u.pools.map((p) => (
+            <span key={`${p.route}#${p.index}`} class="pool-share">
+              {p.share === null ? "—" : formatShare(p.share)}
+              <small>
+                of {p.route} pool {p.index + 1} ({p.pick}, weight {p.weight}
+                {p.window ? `, last ${p.window}` : ""})
+              </small>
+            </span>
+          ))}
       </td>
       <td data-label="Controls" class="controls">
         {u.paused && (

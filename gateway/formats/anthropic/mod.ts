@@ -1,8 +1,11 @@
-import { ownTurn, passthroughText, translatedText } from "../request_text.ts";
+import { ownTurn, passthroughText, reshapedText, translatedText } from "../request_text.ts";
 import { guardRequestJson } from "../json_guard.ts";
-import type { ClientCodec, UpstreamAdapter } from "../format.ts";
+import type { ClientCodec, UpstreamAdapter, UpstreamCall } from "../format.ts";
 import { jsonPost, sseShape, statusErrors } from "../format_kit.ts";
-import { postRequest } from "../client_headers.ts";
+import { postRequest, type UpstreamPost } from "../client_headers.ts";
+import type { VertexOptions } from "../../config/cloud_schema.ts";
+import { vertexClaudeBody, vertexModelUrl, vertexOf } from "../cloud/vertex.ts";
+import { vertexAuthorization } from "../cloud/vertex_auth.ts";
 import { upstreamBaseUrl } from "../../config/schema.ts";
 import { anthropicError } from "./errors.ts";
 import { anthropicRequestBody, parseAnthropicRequest, unsupportedFor } from "./request.ts";
@@ -31,6 +34,8 @@ export const anthropicUpstream: UpstreamAdapter = {
   unsupportedFor,
   buildRequest: (call) => anthropicUpstream.buildPost!(call).then(postRequest),
   async buildPost(call) {
+    const vertex = vertexOf(call.upstream);
+    if (vertex) return await vertexClaudePost(call, vertex);
     const body = await ownTurn(
       call,
       () =>
@@ -50,3 +55,36 @@ export const anthropicUpstream: UpstreamAdapter = {
   decodeWhole: decodeAnthropicWhole,
   decodeError: statusErrors("anthropic"),
 };
+
+/**
+ * Claude on Vertex AI: the Messages body with `anthropic_version` in it and no `model`, at the
+ * model's `:rawPredict` / `:streamRawPredict`, with OAuth. The client's query flags are left
+ * behind: Google's front end refuses a query parameter it does not know (`?beta=true`).
+ */
+async function vertexClaudePost(call: UpstreamCall, vertex: VertexOptions): Promise<UpstreamPost> {
+  const body = await ownTurn(
+    call,
+    () =>
+      call.passthrough
+        ? reshapedText(call.passthrough, { key: "vertex", reshape: vertexClaudeBody })
+        : translatedText(call, {
+          variant: "vertex",
+          build: () => vertexClaudeBody(anthropicRequestBody(call.ir, call.model)),
+        }),
+  );
+  const method = call.ir.stream ? "streamRawPredict" : "rawPredict";
+  const url = vertexModelUrl(call.upstream, {
+    vertex,
+    publisher: "anthropic",
+    model: call.model,
+    method,
+  });
+  const authorization = await vertexAuthorization(call, vertex);
+  const forwarded = call.forwarded && { headers: call.forwarded.headers, query: [] };
+  return jsonPost({ ...call, forwarded }, {
+    url,
+    body,
+    auth: (key) => ["x-api-key", key],
+    headers: { authorization },
+  });
+}

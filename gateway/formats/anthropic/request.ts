@@ -38,7 +38,7 @@ import { type ConversationTurn, foldSystemTurns } from "../system_turns.ts";
  */
 const MAX_OUTPUT_BY_FAMILY: [RegExp, number][] = [
   [/claude-(?:opus|sonnet)-4-[6-9]/, 128000],
-  [/claude-opus-4(?:-0|-1|-2025)/, 32000],
+  [/claude-opus-4(?:-0|-1|-2025|@)/, 32000],
   [/claude-(?:opus|sonnet|haiku)-4/, 64000],
   [/claude-3-7-/, 64000],
   [/claude-3-5-/, 8192],

@@ -7,6 +7,7 @@ import { decodeBedrockWhole } from "./response.ts";
 import { bedrockCredentials, signedPost } from "./sign.ts";
 import { decodeBedrockStream } from "./stream.ts";
 import { ownTurn, translatedText } from "../request_text.ts";
+import { applyUpstreamHeaders } from "../upstream_headers.ts";
 
 /**
  * Converse / ConverseStream, SigV4-signed. There is no Bedrock client format,
@@ -36,5 +37,11 @@ async function buildBedrockRequest(call: UpstreamCall): Promise<Request> {
     () => translatedText(call, { build: () => converseRequestBody(call.ir, call.model) }),
   );
   const url = converseUrl(upstreamBaseUrl(upstream), { model: call.model, stream: call.ir.stream });
-  return await signedPost(url, { body, credentials: bedrockCredentials(upstream, call.env) });
+  const request = await signedPost(url, {
+    body,
+    credentials: bedrockCredentials(upstream, call.env),
+  });
+  // Not signed, which SigV4 allows: the operator's extra headers (never an x-amz-* one).
+  applyUpstreamHeaders(request.headers, call);
+  return request;
 }

@@ -5,6 +5,8 @@ import { jsonPost, statusErrors } from "../format_kit.ts";
 import { postRequest } from "../client_headers.ts";
 import { upstreamBaseUrl } from "../../config/schema.ts";
 import { geminiError } from "./errors.ts";
+import { vertexModelUrl, vertexOf } from "../cloud/vertex.ts";
+import { vertexAuthorization } from "../cloud/vertex_auth.ts";
 import {
   geminiModelPath,
   geminiRequestBody,
@@ -30,6 +32,8 @@ export const geminiClient: ClientCodec = {
   renderError: geminiError,
 };
 
+const apiKeyHeader = (key: string): [string, string] => ["x-goog-api-key", key];
+
 export const geminiUpstream: UpstreamAdapter = {
   kind: "gemini",
   unsupportedFor,
@@ -44,8 +48,20 @@ export const geminiUpstream: UpstreamAdapter = {
           : translatedText(call, { build: () => geminiRequestBody(call.ir) }),
     );
     const method = call.ir.stream ? "streamGenerateContent?alt=sse" : "generateContent";
+    const vertex = vertexOf(call.upstream);
+    if (vertex) {
+      // Vertex AI: the same body and stream, at the model's URL in the project, with OAuth.
+      const url = vertexModelUrl(call.upstream, {
+        vertex,
+        publisher: "google",
+        model: call.model,
+        method,
+      });
+      const authorization = await vertexAuthorization(call, vertex);
+      return jsonPost(call, { url, body, auth: apiKeyHeader, headers: { authorization } });
+    }
     const url = `${upstreamBaseUrl(call.upstream)}/v1beta/${geminiModelPath(call.model)}:${method}`;
-    return jsonPost(call, { url, body, auth: (key) => ["x-goog-api-key", key] });
+    return jsonPost(call, { url, body, auth: apiKeyHeader });
   },
   decodeStream: decodeGeminiStream,
   frameDecoder: geminiFrameDecoder,

@@ -103,24 +103,31 @@ interface Framing {
   close(): string | null;
   /** The stream's last bytes: a google.rpc error object. */
   error(json: string): string;
+  /** The same error again, in a write of its own after `error`, or null. */
+  again(json: string): string | null;
 }
 
 /**
- * An error after the 200 goes out as Google's API sends one: the bare error
- * object on one line, with no `data:` field. Every `@google/genai` since
- * 0.10 raises an `ApiError` (status = `code`) from a network chunk that
- * parses as `{"error": {...}}` whole, and 2.x reads nothing else: a
- * `data: {"error"}` event is handed to the caller as an empty chunk, so the
- * Gemini CLI ended with an empty answer. No blank line follows, so even a
- * client that got it glued to the chunk before it is left with an
- * unterminated segment, which the SDK raises too (docs/architecture.md).
+ * An error after the 200 goes out twice, each in its own write. First as
+ * Google's API sends one: the bare error object on a line of its own. Every
+ * `@google/genai` since 0.10 raises an `ApiError` (status = `code`) from a
+ * network chunk that parses as `{"error": {...}}` whole, and up to 2.30 it
+ * read nothing else: a `data: {"error"}` event was handed to the caller as an
+ * empty chunk, so the Gemini CLI ended with an empty answer. Then as a
+ * `data:` event, the only form a strict SSE reader sees (the Vercel AI SDK's
+ * Google provider skips a line that is not an SSE field and ended its stream
+ * "interrupted", with no error). Google's SDK has thrown by then. Glued
+ * together by a proxy that re-chunks, 1.x is left with a segment it cannot
+ * read, which it raises, and 2.32 and later read the `data:` event
+ * (docs/formats.md "Gemini errors inside a stream").
  */
 function sseFraming(): Framing {
   return {
     open: () => null,
     element: (json) => formatSse({ data: json }),
     close: () => null,
-    error: (json) => `${json}\n`,
+    error: (json) => `${json}\n\n`,
+    again: (json) => formatSse({ data: json }),
   };
 }
 
@@ -140,6 +147,7 @@ function arrayFraming(): Framing {
     element,
     close: () => "]",
     error: (json) => `${element(json)}]`,
+    again: () => null,
   };
 }
 
@@ -223,5 +231,9 @@ export function geminiStreamEncoder(meta: StreamMeta): ClientStreamEncoder {
     },
     close: () => bytes(flushCalls() + closing() + (framing.close() ?? "")),
     error: (err: GatewayError) => encoder.encode(framing.error(JSON.stringify(geminiError(err)))),
+    errorAgain(err: GatewayError) {
+      const again = framing.again(JSON.stringify(geminiError(err)));
+      return again === null ? null : encoder.encode(again);
+    },
   };
 }

@@ -1,9 +1,9 @@
 import { ownTurn, passthroughText, translatedText } from "../request_text.ts";
 import { guardRequestJson } from "../json_guard.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
-import { bearer, jsonPost, sseShape, statusErrors } from "../format_kit.ts";
+import { jsonPost, sseShape, statusErrors } from "../format_kit.ts";
 import { postRequest } from "../client_headers.ts";
-import { upstreamBaseUrl } from "../../config/schema.ts";
+import { openAiAuth, openAiUrl } from "../cloud/azure.ts";
 import { openAiError } from "./errors.ts";
 import { chatRequestBody, maxTokensField, parseChatRequest, unsupportedFor } from "./request.ts";
 import { decodeChatWhole, encodeChatWhole } from "./response.ts";
@@ -38,8 +38,8 @@ export const chatUpstream: UpstreamAdapter = {
             build: () => chatRequestBody(call.ir, call.model, { tokenField }),
           }),
     );
-    const url = `${upstreamBaseUrl(call.upstream)}/chat/completions`;
-    return jsonPost(call, { url, body, auth: bearer });
+    const url = openAiUrl(call.upstream, { path: "chat/completions", model: call.model });
+    return jsonPost(call, { url, body, auth: openAiAuth(call.upstream) });
   },
   decodeStream: decodeChatStream,
   frameDecoder: chatFrameDecoder,

@@ -23,6 +23,7 @@ import {
 import { isRecord } from "../../runtime/json.ts";
 import { systemText } from "../system_turns.ts";
 import { boundedMemo } from "../../runtime/memo.ts";
+import { azureOf } from "../cloud/azure.ts";
 
 /** Where parsed input lands: system text, turns, and what only a Chat upstream can take. */
 interface Into {
@@ -271,16 +272,16 @@ export function unsupportedFor(ir: IrRequest): string[] {
  * OpenAI deprecated `max_tokens` for `max_completion_tokens`, and its
  * reasoning models (o-series, gpt-5 and later) refuse `max_tokens`. Many
  * Chat-compatible servers know only `max_tokens`, some refuse unknown fields.
- * So: `max_completion_tokens` for OpenAI's own API (and Azure OpenAI) and for
- * reasoning model names anywhere; `max_tokens` for other servers.
+ * So: `max_completion_tokens` for OpenAI's own API (and Azure OpenAI, by its host
+ * or its `azure` options) and for reasoning model names anywhere; `max_tokens`
+ * for other servers.
  */
 export function maxTokensField(
   upstream: Upstream,
   model: string,
 ): "max_tokens" | "max_completion_tokens" {
-  return isOpenAiHost(upstreamBaseUrl(upstream)) || REASONING_MODEL.test(model)
-    ? "max_completion_tokens"
-    : "max_tokens";
+  const openAiOwn = isOpenAiHost(upstreamBaseUrl(upstream)) || azureOf(upstream) !== undefined;
+  return openAiOwn || REASONING_MODEL.test(model) ? "max_completion_tokens" : "max_tokens";
 }
 
 /** By base URL, parsed once each: every hop to a Chat upstream asks. */

@@ -15,7 +15,7 @@ import { isRecord, parseJson } from "../../runtime/json.ts";
  * (Codex's own flat MCP names), a free-form `custom` tool a function with one
  * string argument `input`, a client-run `tool_search` a function of that
  * name. `clientTools` remembers each so an answer reports the call back as
- * the client declared it (gateway/openai_responses/response.ts `toolCallItem`).
+ * the client declared it (gateway/formats/openai_responses/response.ts `toolCallItem`).
  */
 export interface ToolsInto {
   tools: IrTool[];

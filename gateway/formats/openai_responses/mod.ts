@@ -1,9 +1,9 @@
 import { ownTurn, passthroughText, translatedText } from "../request_text.ts";
 import { guardRequestJson } from "../json_guard.ts";
 import type { ClientCodec, UpstreamAdapter } from "../format.ts";
-import { bearer, jsonPost, sseShape, statusErrors } from "../format_kit.ts";
+import { jsonPost, sseShape, statusErrors } from "../format_kit.ts";
 import { postRequest } from "../client_headers.ts";
-import { upstreamBaseUrl } from "../../config/schema.ts";
+import { openAiAuth, openAiUrl } from "../cloud/azure.ts";
 import { openAiError } from "../openai_chat/errors.ts";
 import { parseResponsesRequest, responsesRequestBody, unsupportedFor } from "./request.ts";
 import { decodeResponsesWhole, encodeResponsesWhole } from "./response.ts";
@@ -32,8 +32,8 @@ export const responsesUpstream: UpstreamAdapter = {
           ? passthroughText(call.passthrough, call.model)
           : translatedText(call, { build: () => responsesRequestBody(call.ir, call.model) }),
     );
-    const url = `${upstreamBaseUrl(call.upstream)}/responses`;
-    return jsonPost(call, { url, body, auth: bearer });
+    const url = openAiUrl(call.upstream, { path: "responses", model: call.model });
+    return jsonPost(call, { url, body, auth: openAiAuth(call.upstream) });
   },
   decodeStream: decodeResponsesStream,
   frameDecoder: responsesFrameDecoder,

@@ -1,0 +1,103 @@
+/**
+ * The access token of a service account over its life (gateway/formats/cloud/token_source.ts),
+ * against the local OAuth endpoint that verifies each signed assertion, on a clock the test
+ * moves: kept while fresh, renewed in the background before it expires (the held token still
+ * serving), waited for once it has run out, one fetch in flight whoever asks, and a failed
+ * renewal neither kept nor fatal.
+ */
+import assert from "node:assert/strict";
+import { fetchAccessToken, readServiceAccount } from "../gateway/formats/cloud/service_account.ts";
+import { TokenSource } from "../gateway/formats/cloud/token_source.ts";
+import { GatewayError } from "../gateway/runtime/gateway_error.ts";
+import { eventually } from "./harness.ts";
+import { type FakeOAuth, startFakeOAuth } from "./fake_upstreams/fake_oauth.ts";
+
+const MINUTE = 60_000;
+
+async function sourceOver(oauth: FakeOAuth) {
+  const account = await readServiceAccount(await oauth.serviceAccountJson());
+  const clock = { now: 1_000_000 };
+  // The assertion is signed at the real time (the endpoint checks `iat`); the source's view of
+  // the token's life runs on the test's clock, from the lifetime the endpoint answered.
+  const source = new TokenSource(async () => {
+    const grant = await fetchAccessToken(account, { now: Date.now(), fetch });
+    return { token: grant.token, expiresAt: clock.now + (grant.expiresAt - Date.now()) };
+  }, { now: () => clock.now });
+  return { source, clock };
+}
+
+Deno.test("token: fetched once, kept while fresh, renewed in the background before it expires", async () => {
+  await using oauth = await startFakeOAuth();
+  const { source, clock } = await sourceOver(oauth);
+  const first = await source.token();
+  assert.equal(first, oauth.calls[0]?.token);
+  clock.now += 50 * MINUTE;
+  assert.equal(await source.token(), first, "fresh: no fetch");
+  assert.equal(oauth.calls.length, 1);
+  // Within five minutes of its end: the held token answers at once, a renewal starts.
+  clock.now += 5 * MINUTE;
+  assert.equal(await source.token(), first);
+  let second = first;
+  await eventually(async () => (second = await source.token()) !== first, {
+    what: "the renewed token in use",
+  });
+  assert.equal(second, oauth.calls[1]?.token);
+  assert.equal(oauth.calls.length, 2);
+});
+
+Deno.test("token: callers at once share one fetch; an expired token is waited for, not sent", async () => {
+  await using oauth = await startFakeOAuth();
+  const { source, clock } = await sourceOver(oauth);
+  let release!: () => void;
+  oauth.holdUntil(new Promise<void>((r) => (release = r)));
+  const waiting = Array.from({ length: 10 }, () => source.token());
+  await eventually(() => oauth.calls.length === 1);
+  release();
+  const tokens = await Promise.all(waiting);
+  assert.equal(new Set(tokens).size, 1);
+  assert.equal(oauth.calls.length, 1);
+  // Past its end (less than 30 s left counts as ended): a new one is fetched before answering.
+  oauth.holdUntil(null);
+  clock.now += 60 * MINUTE - 20_000;
+  const renewed = await source.token();
+  assert.notEqual(renewed, tokens[0]);
+  assert.equal(oauth.calls.length, 2);
+});
+
+Deno.test("token: a failed fetch rejects its waiters, is not kept, and the next call tries again", async () => {
+  await using oauth = await startFakeOAuth();
+  const { source, clock } = await sourceOver(oauth);
+  oauth.failWith(503);
+  const errors = await Promise.all([source.token(), source.token()].map((p) => p.catch((e) => e)));
+  for (const err of errors) {
+    assert.ok(err instanceof GatewayError);
+    assert.equal(err.code, "gw.upstream.credentials");
+    assert.equal(err.source, "upstream", "charged to the upstream that needed it");
+  }
+  assert.equal(oauth.calls.length, 1);
+  oauth.failWith(null);
+  const token = await source.token();
+  assert.equal(token, oauth.calls[1]?.token);
+  // A background renewal that fails leaves the held token serving, and waits before retrying.
+  oauth.failWith(500);
+  clock.now += 56 * MINUTE;
+  assert.equal(await source.token(), token);
+  await eventually(() => oauth.calls.length === 3 && oauth.calls[2]?.refused !== undefined);
+  assert.equal(await source.token(), token);
+  assert.equal(oauth.calls.length, 3, "no second renewal within 5 s of a failed one");
+});
+
+Deno.test("token: a caller that stops waiting does not stop the fetch for the others", async () => {
+  await using oauth = await startFakeOAuth();
+  const { source } = await sourceOver(oauth);
+  let release!: () => void;
+  oauth.holdUntil(new Promise<void>((r) => (release = r)));
+  const stop = new AbortController();
+  const leaving = source.token({ signal: stop.signal });
+  const staying = source.token();
+  await eventually(() => oauth.calls.length === 1);
+  stop.abort(new Error("client went away"));
+  await assert.rejects(leaving, /client went away/);
+  release();
+  assert.equal(await staying, oauth.calls[0]?.token);
+});
