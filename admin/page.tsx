@@ -8,6 +8,7 @@ export interface PageAssets {
 
 const SECTIONS = [
   ["live", "Live"],
+  ["sessions", "Sessions"],
   ["trends", "Trends"],
   ["history", "History"],
   ["health", "Health"],

@@ -34,6 +34,8 @@ import { memoryHistoryPage, memoryRequestDetail, type MemoryRows } from "./memor
 import { liveSnapshot } from "./live_snapshot.ts";
 import { renderAdminPage } from "./page.tsx";
 import { trendsApi } from "./trends_api.ts";
+import { sessionsApi } from "./sessions_api.ts";
+import type { SessionLimits } from "../gateway/policy/session_limits.ts";
 import { upstreamControls } from "./upstream_controls.ts";
 
 export interface AdminDeps extends AccessDeps {
@@ -59,6 +61,8 @@ export interface AdminDeps extends AccessDeps {
   memoryHistory?: () => MemoryRows | null;
   /** More JSON APIs under /admin/api/, behind the same guard (e.g. docs/observability.md observability). */
   apis?: Hono[];
+  /** Session budgets, for the Sessions panel's counts (docs/admin.md "Sessions"). */
+  sessionLimits?: SessionLimits;
 }
 
 /** Config documents are small; anything near this is a mistake, not a config. */
@@ -140,6 +144,16 @@ export function adminRoutes(deps: AdminDeps): Hono {
   app.route(
     "/",
     trendsApi({ db: deps.db, now: () => deps.clock.now(), config: () => deps.state.config }),
+  );
+  app.route(
+    "/",
+    sessionsApi({
+      db: deps.db,
+      now: () => deps.clock.now(),
+      config: () => deps.state.config,
+      running: () => deps.registry.all().map((r) => r.record),
+      sessionLimits: deps.sessionLimits,
+    }),
   );
   for (const api of deps.apis ?? []) app.route("/", api);
   return app;

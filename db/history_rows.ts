@@ -29,6 +29,10 @@ const REQUEST_COLUMNS: Record<keyof RequestRow, string> = {
   reasoningTokens: "reasoning_tokens",
   tokensEstimated: "tokens_estimated",
   costUsd: "cost_usd",
+  cacheWriteTokens: "cache_write_tokens",
+  cacheWrite1hTokens: "cache_write_1h_tokens",
+  cacheWriteUsd: "cache_write_usd",
+  movedFrom: "moved_from",
 };
 
 const ATTEMPT_COLUMNS: Record<keyof AttemptRow, string> = {
@@ -50,6 +54,11 @@ const ATTEMPT_COLUMNS: Record<keyof AttemptRow, string> = {
   droppedHeaders: "dropped_headers",
   costUsd: "cost_usd",
   resumeOffset: "resume_offset",
+  cachedTokens: "cached_tokens",
+  cacheWriteTokens: "cache_write_tokens",
+  cacheWrite1hTokens: "cache_write_1h_tokens",
+  cacheWriteUsd: "cache_write_usd",
+  movedFrom: "moved_from",
 };
 
 /**
@@ -70,6 +79,7 @@ const BOUNDED_COLUMNS = new Set([
   "upstream_model",
   "model",
   "dropped_headers",
+  "moved_from",
 ]);
 
 function selectList(columns: Record<string, string>): string {
@@ -229,6 +239,10 @@ export function requestFromRow(row: Row): RequestRow {
     reasoningTokens: numOrNull(row, "reasoning_tokens"),
     tokensEstimated: flag(row, "tokens_estimated"),
     costUsd: numOrNull(row, "cost_usd"),
+    cacheWriteTokens: numOrNull(row, "cache_write_tokens"),
+    cacheWrite1hTokens: numOrNull(row, "cache_write_1h_tokens"),
+    cacheWriteUsd: numOrNull(row, "cache_write_usd"),
+    movedFrom: textOrNull(row, "moved_from"),
   };
 }
 
@@ -252,5 +266,10 @@ export function attemptFromRow(row: Row): AttemptRow {
     droppedHeaders: textOrNull(row, "dropped_headers"),
     costUsd: numOrNull(row, "cost_usd"),
     resumeOffset: numOrNull(row, "resume_offset"),
+    cachedTokens: numOrNull(row, "cached_tokens"),
+    cacheWriteTokens: numOrNull(row, "cache_write_tokens"),
+    cacheWrite1hTokens: numOrNull(row, "cache_write_1h_tokens"),
+    cacheWriteUsd: numOrNull(row, "cache_write_usd"),
+    movedFrom: textOrNull(row, "moved_from"),
   };
 }

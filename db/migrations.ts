@@ -214,4 +214,22 @@ export const MIGRATIONS: readonly Migration[] = [
       "CREATE INDEX interaction_homes_age ON interaction_homes (key_id, created_at)",
     ],
   },
+  {
+    // docs/observability.md "Cache tokens": cache reads and writes per hop and per request, the
+    // USD of the writes, and the warm upstream a session's hop left (its cache writes are what
+    // the move cost). Numbered after the others in flight on history.
+    version: 21,
+    name: "cache_tokens",
+    sql: [
+      "ALTER TABLE requests ADD COLUMN cache_write_tokens INTEGER",
+      "ALTER TABLE requests ADD COLUMN cache_write_1h_tokens INTEGER",
+      "ALTER TABLE requests ADD COLUMN cache_write_usd REAL",
+      "ALTER TABLE requests ADD COLUMN moved_from TEXT",
+      "ALTER TABLE attempts ADD COLUMN cached_tokens INTEGER",
+      "ALTER TABLE attempts ADD COLUMN cache_write_tokens INTEGER",
+      "ALTER TABLE attempts ADD COLUMN cache_write_1h_tokens INTEGER",
+      "ALTER TABLE attempts ADD COLUMN cache_write_usd REAL",
+      "ALTER TABLE attempts ADD COLUMN moved_from TEXT",
+    ],
+  },
 ];

@@ -68,14 +68,27 @@ export interface RequestRow {
   upstreamModel: string | null;
   firstContentMs: number | null; // from start to first content sent to the client
   durationMs: number | null;
+  /** Every input token, the cache reads and writes included (docs/observability.md "Cache tokens"). */
   inputTokens: number | null;
   outputTokens: number | null;
+  /** Input tokens read from the provider's prompt cache (part of `inputTokens`). */
   cachedTokens: number | null;
   reasoningTokens: number | null;
   /** Whether the tokens are partly the gateway's estimate (docs/observability.md "Token usage"). */
   tokensEstimated: boolean;
   /** USD, the sum over its attempts; null when none of them had a price (docs/config.md). */
   costUsd: number | null;
+  /** Input tokens written to the prompt cache, every lifetime (part of `inputTokens`). */
+  cacheWriteTokens: number | null;
+  /** Of `cacheWriteTokens`, those written for one hour. */
+  cacheWrite1hTokens: number | null;
+  /** USD of the cache writes, part of `costUsd`, summed over the attempts; null unpriced. */
+  cacheWriteUsd: number | null;
+  /**
+   * The upstream holding the session's warm cache when the request came, when a hop of it went
+   * to another one (docs/observability.md "Cache-aware affinity"); null otherwise.
+   */
+  movedFrom: string | null;
 }
 
 /** One hop: one call to one upstream. */
@@ -112,4 +125,17 @@ export interface AttemptRow {
    * continued the answer (docs/liveness.md); null for every other hop.
    */
   resumeOffset: number | null;
+  /** Input tokens read from the prompt cache (part of `inputTokens`). */
+  cachedTokens: number | null;
+  /** Input tokens written to the prompt cache, every lifetime (part of `inputTokens`). */
+  cacheWriteTokens: number | null;
+  /** Of `cacheWriteTokens`, those written for one hour. */
+  cacheWrite1hTokens: number | null;
+  /** USD of this hop's cache writes, part of `costUsd`; null when unpriced. */
+  cacheWriteUsd: number | null;
+  /**
+   * The session's warm upstream, when this hop went to another one (a failover, a full or paused
+   * warm upstream, a hedge or a resume): its cache writes are what leaving the warm cache cost.
+   */
+  movedFrom: string | null;
 }

@@ -223,7 +223,8 @@ Deno.test("anthropic request: client body → IR → upstream body round-trips",
   assert.deepEqual(body, {
     model: "claude-sonnet-4-5",
     max_tokens: 1024,
-    system: "Be brief.",
+    // The cache mark is kept (docs/observability.md "Where the cache is carried").
+    system: anthropicBody.system,
     tools,
     tool_choice: { type: "any" },
     temperature: 0.2,
@@ -545,12 +546,14 @@ Deno.test("anthropic stream decode: a recorded stream becomes IR events", async 
     inputTokens: 220,
     outputTokens: 1,
     cachedTokens: 100,
+    cacheWriteTokens: 0,
     reasoningTokens: undefined,
   });
   const finalUsage = {
     inputTokens: 220,
     outputTokens: 42,
     cachedTokens: 100,
+    cacheWriteTokens: 0,
     reasoningTokens: undefined,
   };
   assert.deepEqual(
@@ -559,6 +562,11 @@ Deno.test("anthropic stream decode: a recorded stream becomes IR events", async 
       { type: "start", id: "msg_01FakeUpstreamScript", model: "claude-sonnet-4-5" },
       { type: "reasoning", text: "The user wants " },
       { type: "reasoning", text: "weather." },
+      {
+        type: "reasoning",
+        text: "",
+        signature: "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds",
+      },
       { type: "text", text: "Let me " },
       { type: "text", text: "check." },
       { type: "tool_call_start", index: 0, id: "toolu_01A", name: "get_weather" },
@@ -591,6 +599,7 @@ Deno.test("anthropic whole decode: the scripted body becomes an IR response", ()
     inputTokens: 220,
     outputTokens: 42,
     cachedTokens: 100,
+    cacheWriteTokens: 0,
     reasoningTokens: undefined,
   });
   assert.deepEqual(res.content, [

@@ -510,6 +510,8 @@ Deno.test("bedrock stream: reasoning deltas and a second tool get their own inde
   ];
   assert.deepEqual((await decode(chunks)).flatMap((f) => f.events), [
     { type: "reasoning", text: "Think" },
+    // The signature is kept, so the thinking can go back to Claude in the next turn.
+    { type: "reasoning", text: "", signature: "s" },
     { type: "tool_call_start", index: 0, id: "a", name: "f" },
     { type: "tool_call_start", index: 1, id: "b", name: "g" },
     { type: "tool_call_args", index: 1, args: "{}" },

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import type { AttemptRecord, RequestRecord } from "../db/records.ts";
 import { validateConfig } from "../gateway/config/validate.ts";
-import { billingFor, hopCost } from "../gateway/live/billing.ts";
+import { billingFor, hopCost, ratesFor } from "../gateway/live/billing.ts";
 import { LiveRequest } from "../gateway/live/live_request.ts";
 import { createClock } from "../gateway/runtime/clock.ts";
 import { GatewayError } from "../gateway/runtime/gateway_error.ts";
@@ -11,13 +11,22 @@ import { budgetPeriod, slidingUse } from "../gateway/policy/usage_windows.ts";
 const PRICE = { input: 3, output: 15, cached_input: 0.3 };
 
 Deno.test("hopCost: cached input at cached_input, the rest at input, output at output", () => {
-  const usd = hopCost(PRICE, { input: 1_000_000, output: 100_000, cached: 400_000 });
+  const chat = (price: typeof PRICE | { input: number; output: number }) =>
+    ratesFor(price, { kind: "openai-chat", model: "m" });
+  const usd = hopCost(chat(PRICE), { input: 1_000_000, output: 100_000, cached: 400_000 })?.usd;
   assert.ok(Math.abs(usd! - (0.6 * 3 + 0.4 * 0.3 + 0.1 * 15)) < 1e-12);
-  // Without cached_input, cached tokens cost as input.
-  const plain = hopCost({ input: 3, output: 15 }, { input: 1_000_000, output: 0, cached: 400_000 });
-  assert.equal(plain, 3);
+  // Without cached_input, an OpenAI upstream's cached tokens cost as input.
+  const plain = hopCost(chat({ input: 3, output: 15 }), {
+    input: 1_000_000,
+    output: 0,
+    cached: 400_000,
+  });
+  assert.deepEqual(plain, { usd: 3, cacheWriteUsd: 0 });
   assert.equal(hopCost(undefined, { input: 10, output: 10, cached: null }), null);
-  assert.equal(hopCost(PRICE, { input: null, output: null, cached: null }), 0);
+  assert.deepEqual(hopCost(chat(PRICE), { input: null, output: null, cached: null }), {
+    usd: 0,
+    cacheWriteUsd: 0,
+  });
 });
 
 function config() {

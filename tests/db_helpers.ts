@@ -49,6 +49,10 @@ export function requestRecord(overrides: Partial<RequestRecord> = {}): RequestRe
     reasoningTokens: null,
     tokensEstimated: false,
     costUsd: null,
+    cacheWriteTokens: null,
+    cacheWrite1hTokens: null,
+    cacheWriteUsd: null,
+    movedFrom: null,
     ...overrides,
   };
 }
@@ -73,6 +77,11 @@ export function attemptRecord(overrides: Partial<AttemptRecord> = {}): AttemptRe
     droppedHeaders: null,
     costUsd: null,
     resumeOffset: null,
+    cachedTokens: null,
+    cacheWriteTokens: null,
+    cacheWrite1hTokens: null,
+    cacheWriteUsd: null,
+    movedFrom: null,
     ...overrides,
   };
 }

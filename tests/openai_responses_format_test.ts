@@ -367,7 +367,13 @@ Deno.test("decodeStream: a recorded stream becomes IR events", async () => {
   const frames = await decode(responsesStreamChunks(toolScript, { pingFirst: 3 }));
   assert.deepEqual(frames.slice(0, 4).map((f) => f.content), [false, false, false, false]);
   const events = frames.flatMap((f) => f.events);
-  const usage = { inputTokens: 120, outputTokens: 40, cachedTokens: 100, reasoningTokens: 12 };
+  const usage = {
+    inputTokens: 120,
+    outputTokens: 40,
+    cachedTokens: 100,
+    reasoningTokens: 12,
+    cacheWriteTokens: 0,
+  };
   assert.deepEqual(events, [
     {
       type: "start",
@@ -452,6 +458,7 @@ Deno.test("decodeWhole: output items, finish and usage", () => {
     outputTokens: 40,
     cachedTokens: 100,
     reasoningTokens: 12,
+    cacheWriteTokens: 0,
   });
   const cut = responsesUpstream.decodeWhole(
     responsesWholeBody({ text: ["x"], usage: { input: 1, output: 1 }, finish: "content_filter" }),
@@ -534,7 +541,7 @@ Deno.test("stream encode: a full, numbered event sequence", () => {
   assert.equal(completed.model, "smart");
   assert.deepEqual(completed.usage, {
     input_tokens: 10,
-    input_tokens_details: { cached_tokens: 3 },
+    input_tokens_details: { cached_tokens: 3, cache_write_tokens: 0 },
     output_tokens: 5,
     output_tokens_details: { reasoning_tokens: 2 },
     total_tokens: 15,

@@ -136,7 +136,8 @@ Deno.test("sessions: each client's own header or field names the recorded sessio
       "codex-new",
     );
 
-    // Gemini CLI sends no session: none is made up, so there is no affinity.
+    // Gemini CLI sends no session. A lone question gets none; a conversation gets one from its
+    // prompt (tests/cache_affinity_test.ts).
     assert.equal(await ask("/v1beta/models/smart:generateContent", gemini), null);
     assert.equal(
       await ask("/v1beta/models/smart:generateContent", gemini, { "x-session-id": "g-1" }),

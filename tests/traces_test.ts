@@ -514,6 +514,10 @@ Deno.test("attempt outcomes map to span statuses: hedge lost is unset, every fai
     reasoningTokens: null,
     tokensEstimated: false,
     costUsd: null,
+    cacheWriteTokens: null,
+    cacheWrite1hTokens: null,
+    cacheWriteUsd: null,
+    movedFrom: null,
     trace: {
       traceId: CLIENT_TRACE,
       spanId: "1111111111111111",
@@ -542,6 +546,11 @@ Deno.test("attempt outcomes map to span statuses: hedge lost is unset, every fai
     droppedHeaders: null,
     costUsd: outcome === "resumed" ? 0.0125 : null,
     resumeOffset: outcome === "resumed" ? 12 : null,
+    cachedTokens: null,
+    cacheWriteTokens: null,
+    cacheWrite1hTokens: null,
+    cacheWriteUsd: null,
+    movedFrom: null,
     trace: { spanId: `${n}`.repeat(16) },
   });
   const body = otlpTraces([{

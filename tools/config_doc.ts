@@ -86,12 +86,17 @@ export const EXAMPLE_CONFIG: ConfigInput = {
 
 const PRICES_AND_LIMITS = [
   "An upstream's `prices` give each attempt a cost in USD when it ends, from the tokens it " +
-  "billed: input at `input`, the cached share of the input at `cached_input` (or `input` when " +
-  "that is not given), output (reasoning included) at `output`, all per million tokens and keyed " +
-  "by the model name the candidate sends. A request costs the sum of its attempts, so a request " +
-  "that failed over pays for every hop that billed. The cost is in history (`cost_usd` on " +
-  "requests and attempts), in `pulsegate_cost_total{route,upstream}` and on the admin page; a " +
-  "model without a price records no cost (null), not zero.",
+  "billed, all per million tokens and keyed by the model name the candidate sends: input at " +
+  "`input`, the input read from the provider's prompt cache at `cached_input`, the input written " +
+  "to it at `cache_write` (`cache_write_1h` for a one-hour cache), output (reasoning included) at " +
+  "`output`. A cache price the config leaves out follows the provider's rule: for Claude (an " +
+  "`anthropic` upstream, or a Claude model on `bedrock`) a read is 0.1 x input, a write 1.25 x " +
+  "input and a one-hour write 2 x input; for every other upstream the input price, which never " +
+  'bills less than the provider (docs/observability.md "Cache tokens" has the table per kind). A ' +
+  "request costs the sum of its attempts, so a request that failed over pays for every hop that " +
+  "billed. The cost is in history (`cost_usd`, and `cache_write_usd` for the writes, on requests " +
+  "and attempts), in `pulsegate_cost_total{route,upstream}` and on the admin page; a model " +
+  "without a price records no cost (null), not zero.",
   "A key's `rpm` counts the requests it was admitted for in the last 60 seconds; its `tpm` " +
   "counts the tokens its finished attempts billed (input + output, as the upstream reported " +
   "them) in the last 60 seconds, so a request is admitted while that sum is under `tpm` and may " +
@@ -110,6 +115,27 @@ const PRICES_AND_LIMITS = [
   "`gw.key.max_in_flight` with a `Retry-After` of 1 s, recorded, before its body is read and " +
   "without counting towards `rpm`. `pulsegate_key_in_flight_requests{key}` shows each key's " +
   'count (docs/security.md "Request bodies and per-key concurrency").',
+];
+
+const SESSION_LIMITS = [
+  "A key's `session_budget` caps each of its sessions (a coding agent's conversation: the " +
+  "session its client names, or the one derived from its prompt, docs/observability.md " +
+  '"Cache-aware affinity"): its `requests` (each one admitted counts), billed `tokens` (input + ' +
+  "output) and `usd`. Once a session reaches a cap, its next requests are answered 429 " +
+  "`gw.session.budget_exhausted` in the client's own format, recorded, with no upstream called. " +
+  "A session's budget does not renew: the answer carries no `Retry-After` but " +
+  "`x-should-retry: false`, which the OpenAI and Anthropic SDKs obey; a new session starts from " +
+  "zero. Requests with no session (a lone question) are not under it.",
+  "`loop_breaker: {repeats, window_secs}` (opt-in) refuses a runaway agent: a request whose body " +
+  "is byte for byte one the same session sent `repeats - 1` times already in the last " +
+  "`window_secs` is answered 429 `gw.session.loop_detected` with `Retry-After` (seconds until " +
+  "the oldest copy leaves the window) and `x-should-retry: false`. Only admitted copies count, " +
+  "and a different body (an agent making progress) always passes.",
+  "Both are checked once the body is read (the session may be named in it), after the key's own " +
+  "limits and before guardrails. They count in the gateway process: a session's first request " +
+  "in a process reads what history holds of it, so a budget holds across a restart; after that " +
+  'each process counts its own (docs/scaling.md "Per process"). The admin page\'s Sessions ' +
+  "panel shows each session's use and refusals.",
 ];
 
 const POOLS = [
@@ -158,6 +184,8 @@ export function renderConfigDoc(): string {
     ...POOLS.map((paragraph) => wrap(paragraph)),
     "## Prices and key limits",
     ...PRICES_AND_LIMITS.map((paragraph) => wrap(paragraph)),
+    "## Session limits",
+    ...SESSION_LIMITS.map((paragraph) => wrap(paragraph)),
     "## Guardrails",
     wrap(
       "Not part of the config file: the guardrails document is stored with " +

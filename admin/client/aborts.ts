@@ -5,12 +5,16 @@ import { type AdminApi, describeFailure } from "./api.ts";
 export interface AbortOutcome {
   ok: boolean;
   text: string;
+  /** The panel whose button asked, which shows the result. */
+  panel?: string;
 }
 
 /** What an Abort button asked to stop, waiting for the operator to confirm. */
 export interface AbortAsked {
   kind: "request" | "session";
   id: string;
+  /** The panel whose button asked, which shows the confirmation ("live" unless told). */
+  panel?: string;
 }
 
 /**
@@ -22,23 +26,32 @@ export interface AbortAsked {
 export function createAborts(api: AdminApi) {
   const result = signal<AbortOutcome | null>(null);
   const asked = signal<AbortAsked | null>(null);
-  const run = async (what: string, call: () => Promise<AbortResult>) => {
+  const run = async (
+    what: string,
+    opts: { call: () => Promise<AbortResult>; panel?: string },
+  ) => {
+    const { panel } = opts;
     try {
-      const { requests } = await call();
+      const { requests } = await opts.call();
       const count = requests.length === 1 ? "1 request" : `${requests.length} requests`;
       result.value = {
         ok: true,
         text: `Aborted ${what}: ${count} stopped (${requests.join(", ")})`,
+        panel,
       };
     } catch (err) {
-      result.value = { ok: false, text: `Could not abort ${what}: ${describeFailure(err)}` };
+      result.value = {
+        ok: false,
+        text: `Could not abort ${what}: ${describeFailure(err)}`,
+        panel,
+      };
     }
   };
   return {
     result,
     asked,
-    ask(kind: AbortAsked["kind"], id: string) {
-      asked.value = { kind, id };
+    ask(kind: AbortAsked["kind"], id: string, opts: { panel?: string } = {}) {
+      asked.value = { kind, id, panel: opts.panel };
     },
     cancel() {
       asked.value = null;
@@ -51,7 +64,7 @@ export function createAborts(api: AdminApi) {
       const call = what.kind === "request"
         ? () => api.abortRequest(what.id)
         : () => api.abortSession(what.id);
-      return run(`${what.kind} ${what.id}`, call);
+      return run(`${what.kind} ${what.id}`, { call, panel: what.panel });
     },
     dismiss() {
       result.value = null;

@@ -17,6 +17,7 @@ import type {
   UpstreamControlResult,
 } from "../api_types.ts";
 import type { TrendsView, TrendWindow } from "../trends_types.ts";
+import type { SessionsView } from "../sessions_types.ts";
 import type { ConfigVersion, ConfigVersionList } from "../config_versions_types.ts";
 
 export type Fetch = (input: string, init?: RequestInit) => Promise<Response>;
@@ -56,6 +57,7 @@ export interface AdminApi {
   abortSession(id: string): Promise<AbortResult>;
   controlUpstream(id: string, action: UpstreamAction): Promise<UpstreamControlResult>;
   trends(filters: { window: TrendWindow; route: string; upstream: string }): Promise<TrendsView>;
+  sessions(): Promise<SessionsView>;
   configVersions(): Promise<ConfigVersionList>;
   configVersion(id: number): Promise<ConfigVersion>;
   rollbackConfig(id: number): Promise<ConfigSaved>;
@@ -131,6 +133,7 @@ export function createAdminApi(io: ApiIo): AdminApi {
         { method: "POST" },
       ),
     trends: (filters) => call<TrendsView>(`/admin/api/trends?${new URLSearchParams(filters)}`),
+    sessions: () => call<SessionsView>("/admin/api/sessions"),
     configVersions: () => call<ConfigVersionList>("/admin/api/config/versions"),
     configVersion: (id) => call<ConfigVersion>(`/admin/api/config/versions/${id}`),
     rollbackConfig: (id) =>

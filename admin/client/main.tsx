@@ -23,10 +23,14 @@ import { Trends } from "./islands/trends.tsx";
 import { UpstreamHealth } from "./islands/upstream_health.tsx";
 import { createLiveFeed } from "./live_feed.ts";
 import { createTrends } from "./trends_model.ts";
+import { createSessions } from "./sessions_model.ts";
+import { SessionsPanel } from "./islands/sessions.tsx";
 
 const HEALTH_EVERY_MS = 2000;
 // Trends read up to a day of history: refreshed less often than health, and on demand.
 const TRENDS_EVERY_MS = 15_000;
+// Sessions read a day of history too, but their hit rates move with every turn.
+const SESSIONS_EVERY_MS = 5_000;
 
 const now = () => Date.now();
 const wait = (ms: number, signal: AbortSignal) =>
@@ -51,6 +55,7 @@ const health = createHealth(api);
 const config = createConfigModel(api);
 const costs = createCosts(api, { now });
 const trends = createTrends((filters) => api.trends(filters));
+const sessions = createSessions(api);
 
 function mount(name: string, island: ComponentChildren): void {
   const host = document.querySelector(`[data-island="${name}"]`);
@@ -62,6 +67,7 @@ const gated = (island: ComponentChildren) => <SignedIn auth={auth}>{island}</Sig
 mount("login", <Login auth={auth} onSignIn={(token) => void signIn(api, { auth, token })} />);
 mount("safe-mode", gated(<SafeMode config={config} />));
 mount("live", gated(<LiveRequests feed={feed} aborts={aborts} />));
+mount("sessions", gated(<SessionsPanel sessions={sessions} aborts={aborts} now={now} />));
 mount("trends", gated(<Trends trends={trends} />));
 mount("history", gated(<History history={history} now={now} />));
 mount("health", gated(<UpstreamHealth health={health} />));
@@ -71,18 +77,21 @@ mount("costs", gated(<CostPanel costs={costs} now={now} />));
 // Panels load when the tab signs in and forget everything when it signs out.
 let healthTimer: ReturnType<typeof setInterval> | undefined;
 let trendsTimer: ReturnType<typeof setInterval> | undefined;
+let sessionsTimer: ReturnType<typeof setInterval> | undefined;
 effect(() => {
   const signedIn = auth.status.value === "signed_in";
   document.body.dataset.auth = auth.status.value;
   untracked(() => {
     clearInterval(healthTimer);
     clearInterval(trendsTimer);
+    clearInterval(sessionsTimer);
     if (!signedIn) {
       feed.stop();
       health.clear();
       trends.clear();
       config.clear();
       costs.clear();
+      sessions.clear();
       return;
     }
     feed.start();
@@ -93,6 +102,8 @@ effect(() => {
     healthTimer = setInterval(() => void health.refresh(), HEALTH_EVERY_MS);
     void trends.refresh();
     trendsTimer = setInterval(() => void trends.refresh(), TRENDS_EVERY_MS);
+    void sessions.refresh();
+    sessionsTimer = setInterval(() => void sessions.refresh(), SESSIONS_EVERY_MS);
   });
 });
 
@@ -102,7 +113,10 @@ effect(() => {
   const ids = new Set((feed.snapshot.value?.requests ?? []).map((r) => r.id));
   const ended = [...liveIds].some((id) => !ids.has(id));
   liveIds = ids;
-  if (ended) untracked(() => history.trail.value.length === 1 && void history.refresh());
+  if (ended) {
+    untracked(() => history.trail.value.length === 1 && void history.refresh());
+    untracked(() => void sessions.refresh());
+  }
 });
 
 void resumeSession(api, auth);

@@ -76,6 +76,10 @@ function rowsFor(i: number, instanceId: string): [RequestRecord, AttemptRecord] 
     reasoningTokens: null,
     tokensEstimated: false,
     costUsd: null,
+    cacheWriteTokens: null,
+    cacheWrite1hTokens: null,
+    cacheWriteUsd: null,
+    movedFrom: null,
   };
   const attempt: AttemptRecord = {
     requestId: id,
@@ -96,6 +100,11 @@ function rowsFor(i: number, instanceId: string): [RequestRecord, AttemptRecord] 
     droppedHeaders: null,
     costUsd: null,
     resumeOffset: null,
+    cachedTokens: null,
+    cacheWriteTokens: null,
+    cacheWrite1hTokens: null,
+    cacheWriteUsd: null,
+    movedFrom: null,
   };
   return [request, attempt];
 }

@@ -11,10 +11,13 @@ import type { IrRequest } from "../formats/ir.ts";
 import { type HistorySink, LiveRequest } from "../live/live_request.ts";
 import { checkGuardrails } from "../policy/guardrails.ts";
 import { requireJsonContentType } from "./json_content_type.ts";
-import { readJsonBody } from "./read_body.ts";
+import { BODY_LIMIT_BYTES } from "./read_body.ts";
+import { readBodyBytes } from "./body_bytes.ts";
+import { parseRequestBody } from "../formats/json_guard.ts";
+import { bodyDigest, SessionLimits } from "../policy/session_limits.ts";
 import type { KeyRefusalBudget } from "../policy/key_refusal_budget.ts";
 import type { RefusedBudget } from "../policy/refused_budget.ts";
-import { boundedSession, headerSession } from "../formats/session_ids.ts";
+import { boundedSession, headerSession, promptSession } from "../formats/session_ids.ts";
 import { isRecord } from "../runtime/json.ts";
 import { clientDisconnected } from "../forward/stop_reasons.ts";
 import { forwardStream } from "../forward/stream_forward.ts";
@@ -43,6 +46,8 @@ export interface ProxyDeps extends Omit<ForwardDeps, "config"> {
   refusedBudget: RefusedBudget;
   /** How many of each key's requests refused after auth still get a row this minute. */
   keyRefusals: KeyRefusalBudget;
+  /** Per-key session budgets and loop breakers (docs/config.md "Session limits"). */
+  sessionLimits?: SessionLimits;
 }
 
 interface Admitted {
@@ -264,6 +269,26 @@ async function admitBeforeBody(
   }
 }
 
+/**
+ * The key's session limits (docs/config.md "Session limits"), once the session is known: null
+ * when there is nothing to check (no session, no limit), so most requests await nothing here.
+ */
+function admitSession(
+  live: LiveRequest,
+  opts: { config: Config; keyId: string | null; bytes: Uint8Array; deps: ProxyDeps },
+): Promise<void> | null {
+  const { keyId, deps } = opts;
+  const sessionId = live.record.sessionId;
+  const limits = deps.sessionLimits;
+  if (keyId === null || sessionId === null || !limits) return null;
+  const key = opts.config.keys.find((k) => k.id === keyId);
+  if (!SessionLimits.applies(key)) return null;
+  if (key.session_budget && live.billing) {
+    live.billing = limits.billing(live.billing, { keyId, sessionId });
+  }
+  return limits.admit(key, { sessionId, bodyDigest: () => bodyDigest(opts.bytes) });
+}
+
 interface Started {
   config: Config;
   ir: IrRequest;
@@ -287,16 +312,27 @@ async function begin(
   const { deps, live } = opts;
   const { config, keyId: key } = opts.admitted;
   try {
-    const body = await readJsonBody(request, { signal: live.signal, clock: deps.clock });
+    const bytes = await readBodyBytes(request, {
+      limit: BODY_LIMIT_BYTES,
+      signal: live.signal,
+      clock: deps.clock,
+    });
+    const body = await parseRequestBody(bytes);
     if (!isRecord(body)) {
       throw clientError("request body must be a JSON object", { code: "gw.client.invalid_json" });
     }
     const ir = opts.codec.parseRequest(body, opts.ctx);
     live.record.route = ir.model;
     live.record.stream = ir.stream;
-    live.record.sessionId ??= ir.sessionHint === undefined ? null : boundedSession(ir.sessionHint);
+    // A client that names no session gets one from its prompt (docs/observability.md
+    // "Cache-aware affinity").
+    live.record.sessionId ??= ir.sessionHint === undefined
+      ? promptSession(ir)
+      : boundedSession(ir.sessionHint);
     const route = routeFor(config, { model: ir.model, keyId: key });
     live.metricsRoute = route.model;
+    const sessionCheck = admitSession(live, { config, keyId: key, bytes, deps });
+    if (sessionCheck) await sessionCheck;
     // Null when guardrails are off: nothing to await then.
     const guardrails = checkGuardrails(body, { model: ir.model, deps });
     if (guardrails) await guardrails;

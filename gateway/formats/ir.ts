@@ -3,23 +3,52 @@
  * parses into it and serialises out of it, so n formats need 2n modules, not n².
  */
 
+/**
+ * A prompt-cache breakpoint (Anthropic's `cache_control`, Bedrock's `cachePoint`): the prompt up
+ * to and including the marked block may be cached, for 5 minutes unless `ttl` says an hour. Kept
+ * in the IR so a translated or resumed request keeps its caching (docs/observability.md "Where
+ * the cache is carried"); kinds that cache on their own (OpenAI, Gemini) leave it out.
+ */
+export interface IrCacheMark {
+  ttl?: "5m" | "1h";
+}
+
 export interface IrTool {
   name: string;
   description?: string;
   /** JSON Schema of the arguments. */
   parameters: Record<string, unknown>;
+  cache?: IrCacheMark;
 }
+
+/** One block of the system prompt, kept as a block when the client marked any for caching. */
+export interface IrSystemBlock {
+  text: string;
+  cache?: IrCacheMark;
+}
+
+/**
+ * Extended thinking as Anthropic asks for it (`thinking`), which Claude on Bedrock takes in the
+ * same words; other kinds have their own knobs and are not sent it.
+ */
+export type IrThinking =
+  | { type: "enabled"; budgetTokens: number }
+  | { type: "adaptive" }
+  | { type: "disabled" };
 
 export type IrToolChoice = "auto" | "none" | "required" | { name: string };
 
 export type IrPart =
-  | { type: "text"; text: string }
-  | { type: "image"; mediaType: string; data: string } // base64
-  | { type: "image_url"; url: string }
-  | { type: "reasoning"; text: string; signature?: string }
-  | { type: "refusal"; text: string }
-  | { type: "tool_call"; id: string; name: string; arguments: string } // arguments: JSON text
-  | { type: "tool_result"; toolCallId: string; name?: string; content: string; isError?: boolean };
+  & (
+    | { type: "text"; text: string }
+    | { type: "image"; mediaType: string; data: string } // base64
+    | { type: "image_url"; url: string }
+    | { type: "reasoning"; text: string; signature?: string }
+    | { type: "refusal"; text: string }
+    | { type: "tool_call"; id: string; name: string; arguments: string } // arguments: JSON text
+    | { type: "tool_result"; toolCallId: string; name?: string; content: string; isError?: boolean }
+  )
+  & { cache?: IrCacheMark };
 
 /**
  * A turn. `system` is an instruction given mid-conversation (after the first
@@ -97,6 +126,14 @@ export interface IrRequest {
   /** The model name the client asked for: the route. */
   model: string;
   system?: string;
+  /**
+   * The system prompt as the client's blocks, present only when it marked one for caching;
+   * their texts joined with "\n" are `system` (or its start, when system messages followed).
+   */
+  systemBlocks?: IrSystemBlock[];
+  /** A cache breakpoint on the request as a whole (Anthropic's top-level `cache_control`). */
+  cache?: IrCacheMark;
+  thinking?: IrThinking;
   messages: IrMessage[];
   tools?: IrTool[];
   toolChoice?: IrToolChoice;
@@ -134,10 +171,22 @@ export interface IrProviderState {
 
 export type IrFinishReason = "stop" | "length" | "tool_calls" | "content_filter" | "error";
 
+/**
+ * What an answer billed, in one vocabulary for every kind (docs/observability.md "Cache
+ * tokens"): `inputTokens` is the whole prompt, as OpenAI and Gemini count it; the cache reads
+ * and writes are parts of it, never added to it. Anthropic and Bedrock report their cache
+ * reads and writes beside their input count, so their decoders add them in.
+ */
 export interface IrUsage {
+  /** Every input token: uncached, read from the cache and written to it. */
   inputTokens?: number;
   outputTokens?: number;
+  /** Input tokens read from the provider's prompt cache (part of `inputTokens`). */
   cachedTokens?: number;
+  /** Input tokens written to the provider's prompt cache, every lifetime (part of `inputTokens`). */
+  cacheWriteTokens?: number;
+  /** Of `cacheWriteTokens`, those written for one hour (Anthropic and Bedrock `ttl: "1h"`). */
+  cacheWrite1hTokens?: number;
   reasoningTokens?: number;
 }
 
@@ -153,7 +202,8 @@ export interface IrResponse {
 export type IrEvent =
   | { type: "start"; id: string; model: string }
   | { type: "text"; text: string }
-  | { type: "reasoning"; text: string }
+  /** `signature` (with empty text) closes a thinking block, as Anthropic's signature_delta does. */
+  | { type: "reasoning"; text: string; signature?: string }
   | { type: "tool_call_start"; index: number; id: string; name: string }
   | { type: "tool_call_args"; index: number; args: string }
   | { type: "refusal"; text: string }
@@ -166,5 +216,22 @@ export function mergeUsage(into: IrUsage, from: IrUsage): IrUsage {
     outputTokens: from.outputTokens ?? into.outputTokens,
     cachedTokens: from.cachedTokens ?? into.cachedTokens,
     reasoningTokens: from.reasoningTokens ?? into.reasoningTokens,
+    ...cacheWrites(from.cacheWriteTokens ?? into.cacheWriteTokens, {
+      oneHour: from.cacheWrite1hTokens ?? into.cacheWrite1hTokens,
+    }),
   };
+}
+
+/**
+ * The cache-write fields of a usage, present only when known: most answers write nothing to a
+ * cache, and their usage keeps the four fields it always had.
+ */
+export function cacheWrites(
+  tokens: number | undefined,
+  opts: { oneHour?: number } = {},
+): Pick<IrUsage, "cacheWriteTokens" | "cacheWrite1hTokens"> {
+  const out: Pick<IrUsage, "cacheWriteTokens" | "cacheWrite1hTokens"> = {};
+  if (tokens !== undefined) out.cacheWriteTokens = tokens;
+  if (opts.oneHour !== undefined) out.cacheWrite1hTokens = opts.oneHour;
+  return out;
 }

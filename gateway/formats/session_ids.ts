@@ -1,4 +1,5 @@
 import type { ClientFormat } from "./format.ts";
+import type { IrRequest } from "./ir.ts";
 import { isRecord } from "../runtime/json.ts";
 import { guardedParse } from "./json_guard.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
@@ -89,5 +90,58 @@ function userIdJson(userId: string): unknown {
   } catch (err) {
     if (err instanceof GatewayError) throw err;
     return undefined; // not JSON: the client's own id
+  }
+}
+
+/** How much of a prompt the derived session reads: past it, two prompts share a cache anyway. */
+const PROMPT_DIGEST_CHARS = 256 * 1024;
+
+/**
+ * The session of a request that names none (docs/observability.md "Cache-aware affinity"): a
+ * digest of its system prompt and first user turn, which every later turn of the same
+ * conversation repeats, so the conversation keeps to the upstream holding its prompt cache.
+ * Two conversations that open alike share the name, as they share that cache. `p:` marks it
+ * as derived. Null for a lone question (one message, no system prompt: there is no prefix
+ * worth a cache, and identical one-line asks must not all stick to one upstream) and for a
+ * request with no user turn.
+ */
+export function promptSession(ir: IrRequest): string | null {
+  if (!ir.system && ir.messages.length < 2) return null;
+  const first = ir.messages.find((m) => m.role === "user");
+  if (!first) return null;
+  const digest = new Fnv();
+  digest.add(ir.system ?? "");
+  for (const part of first.content) {
+    digest.add(`\u0000${part.type}\u0000`);
+    if (part.type === "text" || part.type === "refusal") digest.add(part.text);
+    else if (part.type === "tool_result") digest.add(part.content);
+    else if (part.type === "image_url") digest.add(part.url);
+    else if (part.type === "image") digest.add(part.data.slice(0, 4096));
+  }
+  return `p:${digest.hex()}`;
+}
+
+/** FNV-1a, 32 bits twice (as `boundedSession`), over at most PROMPT_DIGEST_CHARS characters. */
+class Fnv {
+  #a = 0x811c9dc5;
+  #b = 0x01000193;
+  #left = PROMPT_DIGEST_CHARS;
+
+  add(text: string): void {
+    const n = Math.min(text.length, this.#left);
+    this.#left -= n;
+    let a = this.#a;
+    let b = this.#b;
+    for (let i = 0; i < n; i++) {
+      const c = text.charCodeAt(i);
+      a = Math.imul(a ^ c, 0x01000193) >>> 0;
+      b = Math.imul(b ^ c, 0x01000193 ^ 0x5bd1e995) >>> 0;
+    }
+    this.#a = a;
+    this.#b = b;
+  }
+
+  hex(): string {
+    return this.#a.toString(16).padStart(8, "0") + this.#b.toString(16).padStart(8, "0");
   }
 }

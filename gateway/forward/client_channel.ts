@@ -2,6 +2,7 @@ import type { Clock } from "../runtime/clock.ts";
 import type { ClientCodec, ClientStreamEncoder, ClientStreamShape } from "../formats/format.ts";
 import { sameFormatAnswer } from "../formats/error_vocab.ts";
 import { ERROR_CODE_HEADER, type GatewayError } from "../runtime/gateway_error.ts";
+import { isFinal } from "../runtime/error_codes.ts";
 import { nextTurn } from "../runtime/loop_turn.ts";
 
 /** Headers every answer carries; the request id is there from the first byte. */
@@ -30,6 +31,7 @@ export function errorResponse(
   if (err.retryAfterSecs !== undefined) {
     headers.set("retry-after", String(Math.max(1, Math.ceil(err.retryAfterSecs))));
   }
+  if (isFinal(err.code)) headers.set("x-should-retry", "false");
   const body = answer?.text ?? JSON.stringify(codec.renderError(err));
   return new Response(body, { status: err.status, headers });
 }

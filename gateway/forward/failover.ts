@@ -151,9 +151,15 @@ function planFor(
 ): { plan: Candidate[]; skipped: Map<string, string[]> } {
   // By upstream id, in plan order: the error names each candidate passed over.
   const skipped = new Map<string, string[]>();
+  const sessionId = affinitySession(req.live.record);
+  // Where the session's cache is warm as it arrives: a hop sent elsewhere records it
+  // (docs/observability.md "Cache-aware affinity"). A resume's pass keeps the first answer.
+  if (req.live.warmUpstream === undefined) {
+    req.live.warmUpstream = deps.affinity.get(req.route.model, sessionId) ?? null;
+  }
   const plan = planCandidates(req.route, {
     deps,
-    sessionId: affinitySession(req.live.record),
+    sessionId,
     only: req.only,
     // A candidate that cannot be sent the request is passed over, not tried:
     // no attempt row, no cooldown charge, no place in "tried".

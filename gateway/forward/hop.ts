@@ -95,7 +95,10 @@ export class Hop {
       upstream: upstream.id,
     });
     this.gate = opts.gate ?? OPEN_GATE;
-    this.attempt = live.startAttempt(upstream.id, candidate.model);
+    const warm = live.warmUpstream;
+    this.attempt = live.startAttempt(upstream.id, candidate.model, {
+      movedFrom: warm && warm !== upstream.id ? warm : undefined,
+    });
     this.attempt.record.resumeOffset = req.resumeAt ?? null;
     // A replay's usage stays on its row until it has matched what the client has (docs/liveness.md).
     if (this.gate.holdsUsage || req.replay) this.attempt.holdUsage();

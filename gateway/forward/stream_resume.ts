@@ -1,6 +1,6 @@
 import type { ClientFormat } from "../formats/format.ts";
 import type { IrEvent, IrRequest, IrUsage } from "../formats/ir.ts";
-import { mergeUsage } from "../formats/ir.ts";
+import { cacheWrites, mergeUsage } from "../formats/ir.ts";
 import type { AttemptRecord } from "../../db/records.ts";
 import { codePoints, ReplayCheck, type Segment } from "./replay_check.ts";
 
@@ -280,5 +280,8 @@ export function addUsage(a: IrUsage, b: IrUsage): IrUsage {
     outputTokens: sum(a.outputTokens, b.outputTokens),
     cachedTokens: sum(a.cachedTokens, b.cachedTokens),
     reasoningTokens: sum(a.reasoningTokens, b.reasoningTokens),
+    ...cacheWrites(sum(a.cacheWriteTokens, b.cacheWriteTokens), {
+      oneHour: sum(a.cacheWrite1hTokens, b.cacheWrite1hTokens),
+    }),
   };
 }

@@ -1,5 +1,6 @@
 import type { Config } from "../config/schema.ts";
 import type { Price } from "../config/limits_schema.ts";
+import type { UpstreamKind } from "../runtime/wire_kinds.ts";
 import type { AttemptRecord } from "../../db/records.ts";
 
 /** What one ended hop billed, as key limits count it (docs/config.md "Prices and key limits"). */
@@ -13,42 +14,121 @@ export interface Billed {
  * usage meter what each hop billed.
  */
 export interface Billing {
-  /** Sets the hop's `costUsd` from its tokens, and reports the hop as billed. */
-  bill(hop: AttemptRecord, opts: { cachedTokens: number | null }): void;
+  /** Sets the hop's `costUsd` and `cacheWriteUsd` from its tokens, and reports it as billed. */
+  bill(hop: AttemptRecord): void;
 }
 
 const PER_MILLION = 1_000_000;
 
 /**
- * USD for one hop; null when the upstream lists no price for the model. The IR counts cached
- * input inside `inputTokens` (as OpenAI does), so the cached share is taken out and priced at
- * `cached_input` (or `input` when that is not given).
+ * A model's prices with every cache price settled, in USD per million tokens: the config's,
+ * or where it gives none the provider's rule (`CACHE_RULES`).
  */
-export function hopCost(
-  price: Price | undefined,
-  tokens: { input: number | null; output: number | null; cached: number | null },
-): number | null {
-  if (!price) return null;
+export interface Rates {
+  input: number;
+  output: number;
+  cacheRead: number;
+  cacheWrite: number;
+  cacheWrite1h: number;
+}
+
+/** A provider's cache prices as multiples of its input price. */
+interface CacheRule {
+  read: number;
+  write: number;
+  write1h: number;
+}
+
+/**
+ * Claude's published rule, on Anthropic's API and on Bedrock: a cache read costs 0.1 x input, a
+ * write 1.25 x input for the 5-minute cache and 2 x for the 1-hour one (docs/observability.md
+ * "Cache tokens", where the providers' pages are cited).
+ */
+const CLAUDE: CacheRule = { read: 0.1, write: 1.25, write1h: 2 };
+/**
+ * Where no rule holds for every model (OpenAI's and Gemini's discounts differ per model, and
+ * neither surcharges a write unless the config says so): everything at the input price, which
+ * never bills less than the provider. `cached_input` in the config gives the discount.
+ */
+const AS_INPUT: CacheRule = { read: 1, write: 1, write1h: 1 };
+
+/** The rule for a kind and model, one row per kind whose rule differs from AS_INPUT. */
+const CACHE_RULES: Partial<Record<UpstreamKind, (model: string) => CacheRule>> = {
+  anthropic: () => CLAUDE,
+  // Bedrock serves many families; only Claude models bill cache writes this way.
+  bedrock: (model) => /anthropic|claude/i.test(model) ? CLAUDE : AS_INPUT,
+};
+
+/** The config's price for a model with its cache prices settled for the upstream's kind. */
+export function ratesFor(price: Price, opts: { kind: UpstreamKind; model: string }): Rates {
+  const rule = CACHE_RULES[opts.kind]?.(opts.model) ?? AS_INPUT;
+  const cacheWrite = price.cache_write ?? price.input * rule.write;
+  return {
+    input: price.input,
+    output: price.output,
+    cacheRead: price.cached_input ?? price.input * rule.read,
+    cacheWrite,
+    cacheWrite1h: price.cache_write_1h ??
+      (rule === AS_INPUT ? cacheWrite : price.input * rule.write1h),
+  };
+}
+
+/** A hop's tokens as its row holds them: cache reads and writes are parts of `input`. */
+export interface HopTokens {
+  input: number | null;
+  output: number | null;
+  cached: number | null;
+  cacheWrite?: number | null;
+  cacheWrite1h?: number | null;
+}
+
+/** USD for a hop, and the part of it its cache writes cost. */
+export interface HopCost {
+  usd: number;
+  cacheWriteUsd: number;
+}
+
+/**
+ * USD for one hop; null when the upstream lists no price for the model. The IR counts cache
+ * reads and writes inside `inputTokens` (as OpenAI does), so they are taken out and priced at
+ * their own rates; counts an upstream reported beyond its input are cut to it.
+ */
+export function hopCost(rates: Rates | undefined, tokens: HopTokens): HopCost | null {
+  if (!rates) return null;
   const input = tokens.input ?? 0;
-  const cached = Math.min(tokens.cached ?? 0, input);
-  const usd = (input - cached) * price.input + cached * (price.cached_input ?? price.input) +
-    (tokens.output ?? 0) * price.output;
-  return usd / PER_MILLION;
+  const read = Math.min(tokens.cached ?? 0, input);
+  const written = Math.min(tokens.cacheWrite ?? 0, input - read);
+  const oneHour = Math.min(tokens.cacheWrite1h ?? 0, written);
+  const cacheWriteUsd = ((written - oneHour) * rates.cacheWrite + oneHour * rates.cacheWrite1h) /
+    PER_MILLION;
+  const usd = ((input - read - written) * rates.input + read * rates.cacheRead +
+        (tokens.output ?? 0) * rates.output) / PER_MILLION + cacheWriteUsd;
+  return { usd, cacheWriteUsd };
 }
 
 export function billingFor(
   config: Config,
   opts: { onBilled?: (billed: Billed) => void } = {},
 ): Billing {
-  const prices = new Map(config.upstreams.map((u) => [u.id, u.prices]));
+  const rates = new Map<string, Map<string, Rates>>();
+  for (const u of config.upstreams) {
+    const models = new Map<string, Rates>();
+    for (const [model, price] of Object.entries(u.prices ?? {})) {
+      models.set(model, ratesFor(price, { kind: u.kind, model }));
+    }
+    rates.set(u.id, models);
+  }
   return {
-    bill(hop, { cachedTokens }) {
-      const price = prices.get(hop.upstream)?.[hop.model];
-      hop.costUsd = hopCost(price, {
+    bill(hop) {
+      const cost = hopCost(rates.get(hop.upstream)?.get(hop.model), {
         input: hop.inputTokens,
         output: hop.outputTokens,
-        cached: cachedTokens,
+        cached: hop.cachedTokens,
+        cacheWrite: hop.cacheWriteTokens,
+        cacheWrite1h: hop.cacheWrite1hTokens,
       });
+      hop.costUsd = cost?.usd ?? null;
+      hop.cacheWriteUsd = cost?.cacheWriteUsd ?? null;
       const tokens = (hop.inputTokens ?? 0) + (hop.outputTokens ?? 0);
       if (tokens > 0 || hop.costUsd) opts.onBilled?.({ tokens, costUsd: hop.costUsd });
     },
@@ -57,9 +137,14 @@ export function billingFor(
 
 /** A request's cost: the sum over its hops that had a price, null when none had. */
 export function requestCost(hops: readonly { costUsd: number | null }[]): number | null {
+  return sumPriced(hops.map((hop) => hop.costUsd));
+}
+
+/** A sum of the values that are priced, null when none is. */
+export function sumPriced(values: readonly (number | null)[]): number | null {
   let total: number | null = null;
-  for (const hop of hops) {
-    if (hop.costUsd !== null) total = (total ?? 0) + hop.costUsd;
+  for (const usd of values) {
+    if (usd !== null) total = (total ?? 0) + usd;
   }
   return total;
 }

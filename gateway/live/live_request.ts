@@ -9,7 +9,7 @@ import type { Clock } from "../runtime/clock.ts";
 import type { GatewayError } from "../runtime/gateway_error.ts";
 import type { IrUsage } from "../formats/ir.ts";
 import type { Metrics } from "../runtime/metrics.ts";
-import { type Billing, requestCost } from "./billing.ts";
+import { type Billing, requestCost, sumPriced } from "./billing.ts";
 
 export type LiveState =
   | "waiting_for_slot"
@@ -77,12 +77,25 @@ export interface LiveRequestInit {
   trace?: RequestTrace;
 }
 
+/** The token fields a hop's or a request's row takes from a usage report (IrUsage). */
+type UsageFields = Pick<
+  AttemptRecord,
+  "inputTokens" | "outputTokens" | "cachedTokens" | "cacheWriteTokens" | "cacheWrite1hTokens"
+>;
+
+/** A usage report onto a row: each field it states replaces the row's, the rest stay. */
+function takeUsage(row: UsageFields, usage: IrUsage): void {
+  row.inputTokens = usage.inputTokens ?? row.inputTokens;
+  row.outputTokens = usage.outputTokens ?? row.outputTokens;
+  row.cachedTokens = usage.cachedTokens ?? row.cachedTokens;
+  row.cacheWriteTokens = usage.cacheWriteTokens ?? row.cacheWriteTokens;
+  row.cacheWrite1hTokens = usage.cacheWrite1hTokens ?? row.cacheWrite1hTokens;
+}
+
 /** One hop in progress. Ends exactly once; later calls are ignored. */
 export class Attempt {
   ended = false;
   contentSeen = false;
-  /** Cached input among `inputTokens`, kept for pricing; the row has no column for it. */
-  cachedTokens: number | null = null;
   /** Usage kept off the request's row until this hop may answer (a hedged hop: first_content_gate.ts). */
   #held: IrUsage[] | null = null;
   constructor(readonly record: AttemptRecord, private owner: LiveRequest) {}
@@ -109,9 +122,7 @@ export class Attempt {
   }
 
   usage(usage: IrUsage): void {
-    this.record.inputTokens = usage.inputTokens ?? this.record.inputTokens;
-    this.record.outputTokens = usage.outputTokens ?? this.record.outputTokens;
-    this.cachedTokens = usage.cachedTokens ?? this.cachedTokens;
+    takeUsage(this.record, usage);
     if (this.#held) this.#held.push(usage);
     else this.owner.usage(usage);
   }
@@ -152,6 +163,11 @@ export class LiveRequest {
   metricsRoute: string | null = null;
   /** Prices hops and meters the key; set once the request is admitted (docs/config.md). */
   billing: Billing | null = null;
+  /**
+   * The upstream the session was pinned to (its warm prompt cache) when its candidates were
+   * first planned; null without a session or a pin, undefined until planned.
+   */
+  warmUpstream: string | null | undefined = undefined;
   #finished = false;
   #row: RowKind;
 
@@ -189,6 +205,10 @@ export class LiveRequest {
       reasoningTokens: null,
       tokensEstimated: false,
       costUsd: null,
+      cacheWriteTokens: null,
+      cacheWrite1hTokens: null,
+      cacheWriteUsd: null,
+      movedFrom: null,
     };
     const slot = deps.refusal;
     this.#row = slot === undefined
@@ -213,7 +233,12 @@ export class LiveRequest {
     return this.#finished;
   }
 
-  startAttempt(upstream: string, model: string): Attempt {
+  /**
+   * A hop to `upstream`. `movedFrom`: the session's warm upstream, when this hop goes elsewhere
+   * (docs/observability.md "Cache-aware affinity"); the request's row keeps the first.
+   */
+  startAttempt(upstream: string, model: string, opts: { movedFrom?: string } = {}): Attempt {
+    const movedFrom = opts.movedFrom ?? null;
     const attempt = new Attempt({
       requestId: this.record.id,
       hop: this.attempts.length + 1,
@@ -233,9 +258,15 @@ export class LiveRequest {
       droppedHeaders: null,
       costUsd: null,
       resumeOffset: null,
+      cachedTokens: null,
+      cacheWriteTokens: null,
+      cacheWrite1hTokens: null,
+      cacheWriteUsd: null,
+      movedFrom,
       trace: { spanId: newSpanId() },
     }, this);
     this.attempts.push(attempt);
+    this.record.movedFrom ??= movedFrom;
     this.record.upstream = upstream;
     this.record.upstreamModel = model;
     this.state = "waiting_for_headers";
@@ -276,7 +307,7 @@ export class LiveRequest {
   attemptEnded(attempt: Attempt): void {
     const r = attempt.record;
     this.deps.metrics.attempts.inc({ upstream: r.upstream, outcome: r.outcome ?? "error" });
-    this.billing?.bill(r, { cachedTokens: attempt.cachedTokens });
+    this.billing?.bill(r);
     if (r.costUsd) {
       const route = this.metricsRoute ?? UNKNOWN_ROUTE;
       this.deps.metrics.cost.inc({ route, upstream: r.upstream }, r.costUsd);
@@ -285,11 +316,8 @@ export class LiveRequest {
   }
 
   usage(usage: IrUsage): void {
-    const r = this.record;
-    r.inputTokens = usage.inputTokens ?? r.inputTokens;
-    r.outputTokens = usage.outputTokens ?? r.outputTokens;
-    r.cachedTokens = usage.cachedTokens ?? r.cachedTokens;
-    r.reasoningTokens = usage.reasoningTokens ?? r.reasoningTokens;
+    takeUsage(this.record, usage);
+    this.record.reasoningTokens = usage.reasoningTokens ?? this.record.reasoningTokens;
   }
 
   /** The answering hop's tokens were estimated: the request's row says so, with at least as many. */
@@ -328,6 +356,7 @@ export class LiveRequest {
     r.errorCode = err?.code ?? null;
     r.errorMessage = err ? err.recordedMessage : null;
     r.costUsd = requestCost(this.attempts.map((a) => a.record));
+    r.cacheWriteUsd = sumPriced(this.attempts.map((a) => a.record.cacheWriteUsd));
     const { metrics } = this.deps;
     const route = this.metricsRoute ?? UNKNOWN_ROUTE;
     metrics.requests.inc({ route, outcome: r.outcome });
@@ -340,6 +369,7 @@ export class LiveRequest {
       if (a.record.outputTokens) {
         metrics.tokens.inc({ upstream, direction: "output" }, a.record.outputTokens);
       }
+      countCacheTokens(metrics, a.record);
     }
     if (this.#row !== "real" && !this.#keepsRow(err)) {
       // Refused before any upstream call beyond its key's budget: answered, counted, no row.
@@ -348,4 +378,17 @@ export class LiveRequest {
     }
     this.deps.sink.writeRequest({ ...r }, { expendable: this.#row === "expendable" });
   }
+}
+
+/**
+ * `pulsegate_cache_tokens_total{upstream,op}`: a hop's cache reads and its writes by lifetime
+ * (docs/observability.md "Cache tokens"); each is also counted in its input tokens.
+ */
+function countCacheTokens(metrics: Metrics, a: AttemptRecord): void {
+  const upstream = a.upstream;
+  const written = a.cacheWriteTokens ?? 0;
+  const oneHour = Math.min(a.cacheWrite1hTokens ?? 0, written);
+  if (a.cachedTokens) metrics.cacheTokens.inc({ upstream, op: "read" }, a.cachedTokens);
+  if (written > oneHour) metrics.cacheTokens.inc({ upstream, op: "write_5m" }, written - oneHour);
+  if (oneHour) metrics.cacheTokens.inc({ upstream, op: "write_1h" }, oneHour);
 }

@@ -44,6 +44,8 @@ function logRecord({ request: r, attempts }: FinishedRecord) {
     "pulsegate.first_content_ms": r.firstContentMs,
     "gen_ai.usage.input_tokens": r.inputTokens,
     "gen_ai.usage.output_tokens": r.outputTokens,
+    "gen_ai.usage.cache_read.input_tokens": r.cachedTokens,
+    "gen_ai.usage.cache_creation.input_tokens": r.cacheWriteTokens,
     "pulsegate.attempts": JSON.stringify(attempts.map((a) => ({
       hop: a.hop,
       upstream: a.upstream,

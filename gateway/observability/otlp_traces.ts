@@ -69,6 +69,7 @@ function spansOf({ request: r, attempts }: FinishedRecord): unknown[] {
           "gen_ai.usage.input_tokens": r.inputTokens,
           "gen_ai.usage.output_tokens": r.outputTokens,
           "gen_ai.usage.cache_read.input_tokens": r.cachedTokens,
+          "gen_ai.usage.cache_creation.input_tokens": r.cacheWriteTokens,
           "error.type": failed ? r.errorCode ?? "_OTHER" : null,
           "http.response.status_code": r.status,
           ...requestFields(r),
@@ -101,6 +102,8 @@ function requestFields(r: RequestRecord) {
     "pulsegate.first_content_ms": r.firstContentMs,
     "pulsegate.duration_ms": r.durationMs,
     "pulsegate.usage.reasoning_tokens": r.reasoningTokens,
+    "pulsegate.usage.cache_creation_1h.input_tokens": r.cacheWrite1hTokens,
+    "pulsegate.moved_from": r.movedFrom,
   };
 }
 
@@ -126,6 +129,8 @@ function attemptSpan(a: AttemptRecord, opts: { trace: RequestTrace; requestEnd: 
         "gen_ai.response.model": status === STATUS_OK ? a.model : null,
         "gen_ai.usage.input_tokens": a.inputTokens,
         "gen_ai.usage.output_tokens": a.outputTokens,
+        "gen_ai.usage.cache_read.input_tokens": a.cachedTokens,
+        "gen_ai.usage.cache_creation.input_tokens": a.cacheWriteTokens,
         "server.address": a.trace?.serverAddress,
         "server.port": a.trace?.serverPort,
         "error.type": failed ? a.errorCode ?? (a.status ? String(a.status) : "_OTHER") : null,
@@ -138,6 +143,8 @@ function attemptSpan(a: AttemptRecord, opts: { trace: RequestTrace; requestEnd: 
         "pulsegate.headers_ms": a.headersMs,
         "pulsegate.first_content_ms": a.firstContentMs,
         "pulsegate.resume_offset": a.resumeOffset,
+        "pulsegate.usage.cache_creation_1h.input_tokens": a.cacheWrite1hTokens,
+        "pulsegate.moved_from": a.movedFrom,
       }),
       ...costAttribute(a.costUsd),
     ],

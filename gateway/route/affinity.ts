@@ -16,26 +16,45 @@ export function affinitySession(
 }
 
 /**
+ * How long a pin outlives the session's last answer: an hour, the longest a provider keeps a
+ * prompt cache warm unread (Anthropic's and Bedrock's `ttl: "1h"`; OpenAI's in-memory caches go
+ * sooner). Past it no upstream holds the cache, so the route's own order applies again: a
+ * session that failed over once does not stay on the fallback for ever.
+ */
+export const PIN_IDLE_MS = 60 * 60 * 1000;
+
+/**
  * Keeps a session on the upstream that last answered it (docs/design.md "Client API"), so a
- * conversation's prompt cache stays warm. Per route: the same session id on
- * another route (a coding agent's side calls to a small model, say) has its
- * own candidates and must not be pulled to this route's upstream. Bounded:
- * the oldest pins go first.
+ * conversation's prompt cache stays warm (docs/observability.md "Cache-aware affinity"). Per
+ * route: the same session id on another route (a coding agent's side calls to a small model,
+ * say) has its own candidates and must not be pulled to this route's upstream. Bounded: the
+ * oldest pins go first, and a pin unused for PIN_IDLE_MS (scaled) is forgotten.
  */
 export class Affinity {
-  #pins = new Map<string, string>();
+  #pins = new Map<string, { upstream: string; at: number }>();
 
-  constructor(private max = 100_000) {}
+  constructor(
+    private max = 100_000,
+    private opts: { now?: () => number; idleMs?: number } = {},
+  ) {}
 
   get(route: string, sessionId: string | null): string | undefined {
-    return sessionId === null ? undefined : this.#pins.get(key(route, sessionId));
+    if (sessionId === null) return undefined;
+    const k = key(route, sessionId);
+    const pin = this.#pins.get(k);
+    if (!pin) return undefined;
+    if (this.#now() - pin.at > (this.opts.idleMs ?? PIN_IDLE_MS)) {
+      this.#pins.delete(k);
+      return undefined;
+    }
+    return pin.upstream;
   }
 
   set(route: string, pin: AffinityPin): void {
     if (pin.sessionId === null) return;
     const k = key(route, pin.sessionId);
     this.#pins.delete(k);
-    this.#pins.set(k, pin.upstream);
+    this.#pins.set(k, { upstream: pin.upstream, at: this.#now() });
     if (this.#pins.size > this.max) {
       const oldest = this.#pins.keys().next().value;
       if (oldest !== undefined) this.#pins.delete(oldest);
@@ -46,7 +65,11 @@ export class Affinity {
   drop(route: string, pin: AffinityPin): void {
     if (pin.sessionId === null) return;
     const k = key(route, pin.sessionId);
-    if (this.#pins.get(k) === pin.upstream) this.#pins.delete(k);
+    if (this.#pins.get(k)?.upstream === pin.upstream) this.#pins.delete(k);
+  }
+
+  #now(): number {
+    return (this.opts.now ?? Date.now)();
   }
 }
 

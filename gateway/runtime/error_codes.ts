@@ -48,6 +48,9 @@ export const ERROR_CODES = {
   "gw.key.rate_limited": { source: "client", status: 429 },
   "gw.key.budget_exhausted": { source: "client", status: 429 },
   "gw.key.max_in_flight": { source: "client", status: 429 },
+  // A retry cannot help a spent session or a loop: answered with `x-should-retry: false`.
+  "gw.session.budget_exhausted": { source: "client", status: 429, final: true },
+  "gw.session.loop_detected": { source: "client", status: 429, final: true },
   "gw.gateway.internal": { source: "gateway", status: 500 },
   "gw.gateway.interrupted": { source: "gateway", status: 500 },
   "gw.gateway.shutting_down": { source: "gateway", status: 503 },
@@ -57,7 +60,15 @@ export const ERROR_CODES = {
   "guardrail.unchecked": { source: "client", status: 400 },
   "control.request_not_running": { source: "client", status: 404 },
   "control.session_not_running": { source: "client", status: 404 },
-} as const satisfies Record<string, { source: FailureSource; status: number }>;
+} as const satisfies Record<string, { source: FailureSource; status: number; final?: true }>;
+
+/**
+ * Whether a client should not retry the request at all (`x-should-retry: false`, which the
+ * OpenAI and Anthropic SDKs obey): the `final` column of ERROR_CODES.
+ */
+export function isFinal(code: GatewayCode): boolean {
+  return "final" in ERROR_CODES[code];
+}
 
 /** Codes the gateway emits; the first segment says whose fault it is. */
 export type GatewayCode = keyof typeof ERROR_CODES;

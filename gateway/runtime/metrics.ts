@@ -99,6 +99,10 @@ export class Metrics {
     "Idle timeouts by upstream and phase (before_content, mid_stream).",
   );
   tokens = new Counter("pulsegate_tokens_total", "Tokens by upstream and direction.");
+  cacheTokens = new Counter(
+    "pulsegate_cache_tokens_total",
+    "Input tokens read from (op=read) or written to (op=write_5m, write_1h) prompt caches.",
+  );
   cost = new Counter(
     "pulsegate_cost_total",
     "USD billed by route and upstream, from config prices.",
@@ -221,6 +225,7 @@ export class Metrics {
       this.duration.render(),
       this.upstreamCancel.render(),
       this.tokens.render(),
+      this.cacheTokens.render(),
       this.cost.render(),
       this.historyDropped.render(),
       this.guardrailUnchecked.render(),

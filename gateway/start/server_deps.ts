@@ -1,5 +1,6 @@
 import type { AdminDeps } from "../../admin/routes.ts";
 import type { KeyUsageMeter } from "../policy/key_usage_meter.ts";
+import type { SessionLimits } from "../policy/session_limits.ts";
 import { KeyRefusalBudget } from "../policy/key_refusal_budget.ts";
 import { RefusedBudget } from "../policy/refused_budget.ts";
 import { requestExists } from "../../db/history_queries.ts";
@@ -10,7 +11,7 @@ import type { ControlDeps } from "../endpoints/control.ts";
 import { AbortRegistry } from "../live/abort_registry.ts";
 import type { Exporter } from "../observability/exporter.ts";
 import { exportingSink } from "../observability/export_sink.ts";
-import { Affinity } from "../route/affinity.ts";
+import { Affinity, PIN_IDLE_MS } from "../route/affinity.ts";
 import { InteractionHomes } from "../route/interaction_homes.ts";
 import type { Cooldowns } from "../route/cooldown.ts";
 import { Slots } from "../route/slots.ts";
@@ -39,6 +40,8 @@ export interface ServerParts {
   metricsOpen: boolean;
   /** Counts each key's requests, tokens and cost for its limits (docs/config.md). */
   keyMeter: KeyUsageMeter;
+  /** Each key's session budgets and loop breakers (docs/config.md "Session limits"). */
+  sessionLimits?: SessionLimits;
   demo: boolean;
   /** More admin JSON APIs (e.g. observability). */
   adminApis: AdminDeps["apis"];
@@ -53,7 +56,7 @@ export function serverDeps(parts: ServerParts): ServerDeps {
     adapters: UPSTREAM_ADAPTERS,
     cooldowns: parts.cooldowns,
     slots: new Slots(clock),
-    affinity: new Affinity(),
+    affinity: new Affinity(undefined, { now: clock.now, idleMs: PIN_IDLE_MS * clock.scale }),
     homes: new InteractionHomes({ db, clock, log: parts.log }),
     pools: parts.pools,
     metrics: parts.metrics,
@@ -66,6 +69,7 @@ export function serverDeps(parts: ServerParts): ServerDeps {
     instanceId,
     pending: new Set(),
     keyMeter: parts.keyMeter,
+    sessionLimits: parts.sessionLimits,
     // The queue first: a request that just ended may not have reached the database yet. A
     // database that cannot answer does not refuse the request; the upsert still keeps a closed row.
     requestIdTaken: async (id) =>
@@ -125,6 +129,7 @@ function adminDeps(
     instanceId: deps.instanceId,
     log: deps.log,
     apis: opts.apis,
+    sessionLimits: deps.sessionLimits,
   };
 }
 

@@ -8,6 +8,7 @@ import { syncStoredConfig } from "./config_sync.ts";
 import { observabilityApi } from "../../admin/observability_api.ts";
 import { costsApi } from "../../admin/costs_api.ts";
 import { KeyUsageMeter } from "../policy/key_usage_meter.ts";
+import { SessionLimits } from "../policy/session_limits.ts";
 import { Exporter } from "../observability/exporter.ts";
 import { ObservabilityState } from "../observability/observability_state.ts";
 import type { AbortRegistry } from "../live/abort_registry.ts";
@@ -130,6 +131,7 @@ async function start(
   // Flushed before the history writer closes: the last counts reach the database it still has.
   const keyMeter = new KeyUsageMeter({ db, clock, log });
   closers.add("key usage meter", () => keyMeter.flush());
+  const sessionLimits = new SessionLimits({ db, clock, log });
   const observability = new ObservabilityState({ db, clock, exporter, log });
   if (readiness.ready) await observability.load();
   const loaded = await loadConfig(db, { ...opts, log, now: clock.now(), database });
@@ -179,6 +181,7 @@ async function start(
     exporter,
     metricsOpen: opts.metricsOpen ?? settings.metricsOpen,
     keyMeter,
+    sessionLimits,
     demo: loaded.demo,
     adminApis: [observabilityApi(observability), costsApi({ db, clock, state, meter: keyMeter })],
   });

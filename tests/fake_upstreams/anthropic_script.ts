@@ -22,7 +22,17 @@ export interface AnthropicScript {
   /** Thinking deltas, sent in a thinking block before the text. */
   thinking?: string[];
   toolCall?: { id: string; name: string; argsPieces: string[] };
-  usage: { input: number; output: number; cacheRead?: number };
+  /**
+   * As Anthropic counts: `input` leaves out the cache reads and writes, reported beside it;
+   * `cacheWrite1h` is the part of `cacheWrite` written for an hour (`cache_creation`).
+   */
+  usage: {
+    input: number;
+    output: number;
+    cacheRead?: number;
+    cacheWrite?: number;
+    cacheWrite1h?: number;
+  };
   /** Default: tool_use with a tool call, else end_turn. */
   finish?: AnthropicFinish;
   /** `ping` events sent right after message_start, before any content. */
@@ -56,13 +66,26 @@ function message(script: AnthropicScript, content: unknown[]): Record<string, un
     content,
     stop_reason: null,
     stop_sequence: null,
-    usage: {
-      input_tokens: script.usage.input,
-      cache_creation_input_tokens: 0,
-      cache_read_input_tokens: script.usage.cacheRead ?? 0,
-      output_tokens: 1,
-    },
+    usage: startUsage(script),
   };
+}
+
+/** The usage of message_start (and, with the final output, of a whole answer). */
+function startUsage(script: AnthropicScript): Record<string, unknown> {
+  const { input, cacheRead, cacheWrite, cacheWrite1h } = script.usage;
+  const usage: Record<string, unknown> = {
+    input_tokens: input,
+    cache_creation_input_tokens: cacheWrite ?? 0,
+    cache_read_input_tokens: cacheRead ?? 0,
+    output_tokens: 1,
+  };
+  if (cacheWrite !== undefined) {
+    usage.cache_creation = {
+      ephemeral_5m_input_tokens: cacheWrite - (cacheWrite1h ?? 0),
+      ephemeral_1h_input_tokens: cacheWrite1h ?? 0,
+    };
+  }
+  return usage;
 }
 
 /** How many chunks open the stream as keep-alives (message_start and the pings). */

@@ -20,7 +20,17 @@ export interface BedrockScript {
   text: string[];
   reasoning?: string[];
   toolCall?: { id: string; name: string; argsPieces: string[] };
-  usage: { input: number; output: number; cacheRead?: number };
+  /**
+   * As Bedrock counts: `input` leaves out the cache reads and writes, reported beside it;
+   * `cacheWrite1h` is the part of `cacheWrite` written for an hour (`cacheDetails`).
+   */
+  usage: {
+    input: number;
+    output: number;
+    cacheRead?: number;
+    cacheWrite?: number;
+    cacheWrite1h?: number;
+  };
   finish?: BedrockStopReason;
 }
 
@@ -67,14 +77,23 @@ function stopReason(script: BedrockScript): BedrockStopReason {
   return script.finish ?? (script.toolCall ? "tool_use" : "end_turn");
 }
 
-function usageJson(script: BedrockScript): Record<string, number> {
-  const { input, output, cacheRead } = script.usage;
-  const usage: Record<string, number> = {
+function usageJson(script: BedrockScript): Record<string, unknown> {
+  const { input, output, cacheRead, cacheWrite, cacheWrite1h } = script.usage;
+  const usage: Record<string, unknown> = {
     inputTokens: input,
     outputTokens: output,
-    totalTokens: input + output + (cacheRead ?? 0),
+    totalTokens: input + output + (cacheRead ?? 0) + (cacheWrite ?? 0),
   };
   if (cacheRead !== undefined) usage.cacheReadInputTokens = cacheRead;
+  if (cacheWrite !== undefined) {
+    usage.cacheWriteInputTokens = cacheWrite;
+    // Sorted by lifetime, 1h first, and only the lifetimes written.
+    const oneHour = cacheWrite1h ?? 0;
+    usage.cacheDetails = [
+      ...(oneHour ? [{ ttl: "1h", inputTokens: oneHour }] : []),
+      ...(cacheWrite - oneHour ? [{ ttl: "5m", inputTokens: cacheWrite - oneHour }] : []),
+    ];
+  }
   return usage;
 }
 

@@ -5,7 +5,8 @@ import { sseSteps } from "./server.ts";
 
 export interface ChatAnswer {
   text: string[];
-  usage?: { input: number; output: number };
+  /** As OpenAI counts: `cached` and `cacheWrite` are parts of `input` (prompt_tokens). */
+  usage?: { input: number; output: number; cached?: number; cacheWrite?: number };
   model?: string;
   toolCall?: { id: string; name: string; argsPieces: string[] };
   reasoning?: string[];
@@ -21,6 +22,21 @@ function chunk(delta: Record<string, unknown>, opts: { finish?: string; model?: 
       choices: [{ index: 0, delta, finish_reason: opts.finish ?? null }],
     })
   }\n\n`;
+}
+
+function chatUsage(usage: NonNullable<ChatAnswer["usage"]>): Record<string, unknown> {
+  const out: Record<string, unknown> = {
+    prompt_tokens: usage.input,
+    completion_tokens: usage.output,
+    total_tokens: usage.input + usage.output,
+  };
+  if (usage.cached !== undefined || usage.cacheWrite !== undefined) {
+    out.prompt_tokens_details = {
+      cached_tokens: usage.cached ?? 0,
+      ...(usage.cacheWrite === undefined ? {} : { cache_write_tokens: usage.cacheWrite }),
+    };
+  }
+  return out;
 }
 
 export function chatStreamBlocks(answer: ChatAnswer): string[] {
@@ -39,7 +55,6 @@ export function chatStreamBlocks(answer: ChatAnswer): string[] {
   }
   blocks.push(chunk({}, { finish: answer.toolCall ? "tool_calls" : "stop", model }));
   if (answer.usage) {
-    const { input, output } = answer.usage;
     blocks.push(`data: ${
       JSON.stringify({
         id: "chatcmpl-fake",
@@ -47,7 +62,7 @@ export function chatStreamBlocks(answer: ChatAnswer): string[] {
         created: 1700000000,
         model: model ?? "fake-model",
         choices: [],
-        usage: { prompt_tokens: input, completion_tokens: output, total_tokens: input + output },
+        usage: chatUsage(answer.usage),
       })
     }\n\n`);
   }
@@ -91,11 +106,7 @@ export function chatWholeBody(answer: ChatAnswer): string {
     created: 1700000000,
     model: answer.model ?? "fake-model",
     choices: [{ index: 0, message, finish_reason: answer.toolCall ? "tool_calls" : "stop" }],
-    usage: {
-      prompt_tokens: usage.input,
-      completion_tokens: usage.output,
-      total_tokens: usage.input + usage.output,
-    },
+    usage: chatUsage(usage),
   });
 }
 

@@ -9,7 +9,14 @@ export interface ResponsesScript {
   /** Reasoning summary deltas, sent before the message. */
   reasoning?: string[];
   toolCall?: { id: string; name: string; argsPieces: string[] };
-  usage: { input: number; output: number; cached?: number; reasoning?: number };
+  /** As OpenAI counts: `cached` and `cacheWrite` are parts of `input`. */
+  usage: {
+    input: number;
+    output: number;
+    cached?: number;
+    cacheWrite?: number;
+    reasoning?: number;
+  };
   finish?: "stop" | "length" | "tool_calls" | "content_filter";
   model?: string;
   id?: string;
@@ -57,7 +64,7 @@ function usageJson(script: ResponsesScript): Json {
   const u = script.usage;
   return {
     input_tokens: u.input,
-    input_tokens_details: { cached_tokens: u.cached ?? 0 },
+    input_tokens_details: { cached_tokens: u.cached ?? 0, cache_write_tokens: u.cacheWrite ?? 0 },
     output_tokens: u.output,
     output_tokens_details: { reasoning_tokens: u.reasoning ?? 0 },
     total_tokens: u.input + u.output,

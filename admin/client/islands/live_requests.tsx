@@ -80,9 +80,11 @@ export function LiveRequests({ feed, aborts }: LiveRequestsProps) {
  * The confirmation an Abort button opens, naming what will stop; focus moves to it, then to the
  * result once the abort is done, so a keyboard user is never left on a row that went away.
  */
-function AbortPrompt({ aborts }: { aborts: Aborts }) {
-  const asked = aborts.asked.value;
-  const result = aborts.result.value;
+export function AbortPrompt({ aborts, panel = "live" }: { aborts: Aborts; panel?: string }) {
+  const mine = <T extends { panel?: string }>(what: T | null): T | null =>
+    what && (what.panel ?? "live") === panel ? what : null;
+  const asked = mine(aborts.asked.value);
+  const result = mine(aborts.result.value);
   const confirmRef = useRef<HTMLButtonElement>(null);
   const resultRef = useRef<HTMLParagraphElement>(null);
   useEffect(() => confirmRef.current?.focus(), [asked?.kind, asked?.id]);

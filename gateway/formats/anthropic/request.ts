@@ -5,11 +5,14 @@ import { clientError } from "../../runtime/gateway_error.ts";
 import {
   DEFAULT_RESPONSE_FORMAT_NAME,
   type IrBuiltinTool,
+  type IrCacheMark,
   type IrMessage,
   type IrNativeFeature,
   type IrPart,
   type IrRequest,
   type IrResponseFormat,
+  type IrSystemBlock,
+  type IrThinking,
   type IrTool,
   type IrToolChoice,
 } from "../ir.ts";
@@ -53,6 +56,8 @@ type Role = ConversationTurn["role"];
 /** Where parsed input lands: system text, turns, and what only Anthropic can take. */
 interface Into {
   system: string[];
+  /** The system prompt's blocks, with their cache marks (`IrRequest.systemBlocks`). */
+  systemBlocks: IrSystemBlock[];
   out: IrMessage[];
   native: IrNativeFeature[];
   builtins: IrBuiltinTool[];
@@ -61,10 +66,12 @@ interface Into {
 /**
  * Reads a Messages body into the gateway's request.
  *
- * Hints the IR has no slot for and that only tune the answer (`thinking`,
- * `top_k`, `cache_control`, `service_tier`, `output_config.effort`,
- * `context_management`, `defer_loading`) are carried by same-format
- * pass-through and left out of translations. A system message after the
+ * Hints the IR has no slot for and that only tune the answer (`top_k`,
+ * `service_tier`, `output_config.effort`, `context_management`,
+ * `defer_loading`) are carried by same-format pass-through and left out of
+ * translations. `cache_control` marks (on system blocks, content blocks, tools
+ * and the request) and `thinking` are kept, for Bedrock's Claude and for a
+ * resumed hop (docs/observability.md "Where the cache is carried"). A system message after the
  * first turn is a system turn; the web search server tool a built-in other
  * kinds may map. Content the IR cannot carry (documents, other server tools,
  * redacted thinking, MCP servers, non-text tool results, ...) is recorded in
@@ -75,7 +82,7 @@ export function parseAnthropicRequest(body: unknown): IrRequest {
   const b = requireRecord(body, "body");
   const model = boundedModel(requireString(b.model, "model"));
   if (model === "") throw clientError("'model' must not be empty", { param: "model" });
-  const into: Into = { system: [], out: [], native: [], builtins: [] };
+  const into: Into = { system: [], systemBlocks: [], out: [], native: [], builtins: [] };
   if (b.mcp_servers !== undefined && b.mcp_servers !== null) {
     if (requireArray(b.mcp_servers, "mcp_servers").length) {
       into.native.push({ param: "mcp_servers", what: "MCP servers ('mcp_servers')" });
@@ -86,9 +93,14 @@ export function parseAnthropicRequest(body: unknown): IrRequest {
   const metadata = b.metadata === undefined || b.metadata === null
     ? {}
     : requireRecord(b.metadata, "metadata");
+  const cache = readCacheMark(b.cache_control, "cache_control");
+  const thinking = readThinking(b.thinking);
   return {
     model,
     system: into.system.length ? into.system.join("\n\n") : undefined,
+    ...(into.systemBlocks.some((block) => block.cache) ? { systemBlocks: into.systemBlocks } : {}),
+    ...(cache ? { cache } : {}),
+    ...(thinking ? { thinking } : {}),
     messages: into.out,
     tools: readTools(b.tools, into),
     ...(into.builtins.length ? { builtinTools: into.builtins } : {}),
@@ -129,17 +141,49 @@ function readOutputFormat(value: unknown, into: Into): IrResponseFormat | undefi
   };
 }
 
+/**
+ * A cache breakpoint: Anthropic's `{type: "ephemeral", ttl?: "5m" | "1h"}`. Anthropic itself
+ * refuses a malformed one; here only its lifetime is read.
+ */
+function readCacheMark(value: unknown, param: string): IrCacheMark | undefined {
+  if (value === undefined || value === null) return undefined;
+  const mark = requireRecord(value, param);
+  const ttl = optionalString(mark.ttl, `${param}.ttl`);
+  return ttl === "5m" || ttl === "1h" ? { ttl } : {};
+}
+
+/**
+ * `thinking` as the IR carries it for Claude on Bedrock: enabled with its budget, adaptive or
+ * disabled; another shape is Anthropic's alone and stays with pass-through.
+ */
+function readThinking(value: unknown): IrThinking | undefined {
+  if (value === undefined || value === null) return undefined;
+  const thinking = requireRecord(value, "thinking");
+  const type = requireString(thinking.type, "thinking.type");
+  if (type === "adaptive" || type === "disabled") return { type };
+  if (type !== "enabled") return undefined;
+  const budgetTokens = optionalNumber(thinking.budget_tokens, "thinking.budget_tokens");
+  return budgetTokens === undefined ? undefined : { type, budgetTokens };
+}
+
 function readSystem(value: unknown, into: Into): string[] {
   if (value === undefined || value === null) return [];
-  if (typeof value === "string") return value === "" ? [] : [value];
-  return [textBlocks(value, { param: "system", into })];
+  if (typeof value === "string") {
+    if (value === "") return [];
+    into.systemBlocks.push({ text: value });
+    return [value];
+  }
+  return [textBlocks(value, { param: "system", into, system: true })];
 }
 
 /**
  * Text of a list of text blocks, as `system` and tool results carry them.
  * Any other block (an image or document in a tool result) is Anthropic's alone.
  */
-function textBlocks(value: unknown, opts: { param: string; into: Into }): string {
+function textBlocks(
+  value: unknown,
+  opts: { param: string; into: Into; system?: boolean },
+): string {
   const { param, into } = opts;
   return requireArray(value, param).flatMap((b, i) => {
     const block = requireRecord(b, `${param}[${i}]`);
@@ -148,7 +192,12 @@ function textBlocks(value: unknown, opts: { param: string; into: Into }): string
       into.native.push({ param: `${param}[${i}].type`, what: `a '${type}' block in '${param}'` });
       return [];
     }
-    return [requireString(block.text, `${param}[${i}].text`)];
+    const text = requireString(block.text, `${param}[${i}].text`);
+    if (opts.system) {
+      const cache = readCacheMark(block.cache_control, `${param}[${i}].cache_control`);
+      into.systemBlocks.push(cache ? { text, cache } : { text });
+    }
+    return [text];
   }).join("\n");
 }
 
@@ -157,9 +206,13 @@ function readMessage(value: unknown, param: string, into: Into): void {
   const role = requireString(m.role, `${param}.role`);
   if (role === "system") {
     // Claude Code sends one after the first user turn on every request.
-    const text = readSystem(m.content, into).join("\n");
-    if (!into.out.length) into.system.push(text);
-    else if (text) into.out.push({ role: "system", content: [{ type: "text", text }] });
+    if (!into.out.length) {
+      into.system.push(readSystem(m.content, into).join("\n"));
+      return;
+    }
+    // Mid-conversation: a system turn, its blocks not part of the system prompt.
+    const text = readSystem(m.content, { ...into, systemBlocks: [] }).join("\n");
+    if (text) into.out.push({ role: "system", content: [{ type: "text", text }] });
   } else if (role === "user" || role === "assistant") {
     into.out.push({
       role,
@@ -180,8 +233,11 @@ function readContent(content: unknown, opts: BlockOpts): IrPart[] {
   if (typeof content === "string") return [{ type: "text", text: content }];
   return requireArray(content, opts.param).flatMap((b, i) => {
     const param = `${opts.param}[${i}]`;
-    const part = readBlock(requireRecord(b, param), { ...opts, param });
-    return part ? [part] : [];
+    const block = requireRecord(b, param);
+    const part = readBlock(block, { ...opts, param });
+    if (!part) return [];
+    const cache = readCacheMark(block.cache_control, `${param}.cache_control`);
+    return [cache ? { ...part, cache } : part];
   });
 }
 
@@ -275,12 +331,14 @@ function readTools(value: unknown, into: Into): IrTool[] | undefined {
       } else into.native.push({ param: `tools[${i}].type`, what: `server tool '${type}'` });
       return [];
     }
+    const cache = readCacheMark(tool.cache_control, `tools[${i}].cache_control`);
     return [{
       name: requireString(tool.name, `tools[${i}].name`),
       description: optionalString(tool.description, `tools[${i}].description`),
       parameters: isRecord(tool.input_schema)
         ? tool.input_schema
         : { type: "object", properties: {} },
+      ...(cache ? { cache } : {}),
     }];
   });
 }
@@ -336,7 +394,10 @@ export function anthropicRequestBody(ir: IrRequest, model: string): Record<strin
     max_tokens: ir.maxTokens ?? defaultMaxTokens(model),
     messages: anthropicMessages(foldSystemTurns(ir.messages)),
   };
-  if (ir.system) body.system = ir.system;
+  if (ir.systemBlocks?.length) body.system = ir.systemBlocks.map(systemBlock);
+  else if (ir.system) body.system = ir.system;
+  if (ir.cache) body.cache_control = cacheControl(ir.cache);
+  if (ir.thinking) body.thinking = anthropicThinking(ir.thinking);
   const tools = anthropicTools(ir);
   if (tools.length) body.tools = tools;
   const choice = anthropicToolChoice(ir, tools.length > 0);
@@ -354,12 +415,33 @@ export function anthropicRequestBody(ir: IrRequest, model: string): Record<strin
   return body;
 }
 
+/** A cache mark as Anthropic's `cache_control`. */
+export function cacheControl(mark: IrCacheMark): Record<string, unknown> {
+  return mark.ttl ? { type: "ephemeral", ttl: mark.ttl } : { type: "ephemeral" };
+}
+
+function withCache(block: Record<string, unknown>, mark: IrCacheMark | undefined) {
+  return mark ? { ...block, cache_control: cacheControl(mark) } : block;
+}
+
+function systemBlock(block: IrSystemBlock): Record<string, unknown> {
+  return withCache({ type: "text", text: block.text }, block.cache);
+}
+
+function anthropicThinking(thinking: IrThinking): Record<string, unknown> {
+  return thinking.type === "enabled"
+    ? { type: "enabled", budget_tokens: thinking.budgetTokens }
+    : { type: thinking.type };
+}
+
 function anthropicTools(ir: IrRequest): Record<string, unknown>[] {
-  const tools: Record<string, unknown>[] = (ir.tools ?? []).map((t) => ({
-    name: t.name,
-    ...(t.description === undefined ? {} : { description: t.description }),
-    input_schema: t.parameters,
-  }));
+  const tools: Record<string, unknown>[] = (ir.tools ?? []).map((t) =>
+    withCache({
+      name: t.name,
+      ...(t.description === undefined ? {} : { description: t.description }),
+      input_schema: t.parameters,
+    }, t.cache)
+  );
   // Built-ins Anthropic lacks were dropped by the route's choice (the engine skips the candidate otherwise).
   if (ir.builtinTools?.some((t) => supportsBuiltin("anthropic", t))) {
     tools.push({ type: "web_search_20250305", name: "web_search" });
@@ -396,7 +478,9 @@ function anthropicToolChoice(
 function anthropicMessages(messages: ConversationTurn[]): Record<string, unknown>[] {
   const out: { role: Role; content: Record<string, unknown>[] }[] = [];
   messages.forEach((m, i) => {
-    const blocks = m.content.flatMap((p, j) => anthropicBlocks(p, `messages[${i}].content[${j}]`));
+    const blocks = m.content.flatMap((p, j) =>
+      anthropicBlocks(p, `messages[${i}].content[${j}]`).map((b) => withCache(b, p.cache))
+    );
     if (!blocks.length) return;
     const last = out.at(-1);
     if (last?.role === m.role) last.content.push(...blocks);

@@ -1,5 +1,11 @@
 import { badResponse } from "../upstream_error.ts";
-import type { IrFinishReason, IrPart, IrResponse, IrUsage } from "../ir.ts";
+import {
+  cacheWrites,
+  type IrFinishReason,
+  type IrPart,
+  type IrResponse,
+  type IrUsage,
+} from "../ir.ts";
 import { isRecord, parseJson } from "../../runtime/json.ts";
 
 const finishFromAnthropic: Record<string, IrFinishReason> = {
@@ -35,9 +41,10 @@ export function irFinishToAnthropic(reason: IrFinishReason, opts: { toolCalls: b
 const num = (v: unknown) => (typeof v === "number" ? v : undefined);
 
 /**
- * Anthropic's `input_tokens` leaves out cache reads and writes; the IR's
- * input is the whole prompt (as OpenAI counts it), with cache reads also
- * in `cachedTokens`.
+ * Anthropic's `input_tokens` leaves out cache reads and writes, which it reports beside it
+ * (`cache_read_input_tokens`, `cache_creation_input_tokens`, split by lifetime in
+ * `cache_creation`); the IR's input is the whole prompt (as OpenAI counts it), with the reads
+ * in `cachedTokens` and the writes in `cacheWriteTokens` (docs/observability.md "Cache tokens").
  */
 export function anthropicUsageToIr(usage: unknown): IrUsage | undefined {
   if (!isRecord(usage)) return undefined;
@@ -45,22 +52,36 @@ export function anthropicUsageToIr(usage: unknown): IrUsage | undefined {
   const cacheRead = num(usage.cache_read_input_tokens);
   const cacheWrite = num(usage.cache_creation_input_tokens);
   const details = isRecord(usage.output_tokens_details) ? usage.output_tokens_details : {};
+  const byTtl = isRecord(usage.cache_creation) ? usage.cache_creation : {};
   return {
     inputTokens: input === undefined ? undefined : input + (cacheRead ?? 0) + (cacheWrite ?? 0),
     outputTokens: num(usage.output_tokens),
     cachedTokens: cacheRead,
     reasoningTokens: num(details.thinking_tokens),
+    ...cacheWrites(cacheWrite, { oneHour: num(byTtl.ephemeral_1h_input_tokens) }),
   };
 }
 
+/**
+ * The IR's usage in Anthropic's words: `input_tokens` without the cache reads and writes, which
+ * go in their own fields, the writes split by lifetime (all 5-minute unless told otherwise).
+ */
 export function irUsageToAnthropic(usage: IrUsage): Record<string, unknown> {
   const cached = usage.cachedTokens ?? 0;
+  const written = usage.cacheWriteTokens ?? 0;
+  const oneHour = Math.min(usage.cacheWrite1hTokens ?? 0, written);
   const out: Record<string, unknown> = {
-    input_tokens: Math.max(0, (usage.inputTokens ?? 0) - cached),
+    input_tokens: Math.max(0, (usage.inputTokens ?? 0) - cached - written),
     output_tokens: usage.outputTokens ?? 0,
-    cache_creation_input_tokens: 0,
+    cache_creation_input_tokens: written,
     cache_read_input_tokens: cached,
   };
+  if (usage.cacheWriteTokens !== undefined) {
+    out.cache_creation = {
+      ephemeral_5m_input_tokens: written - oneHour,
+      ephemeral_1h_input_tokens: oneHour,
+    };
+  }
   if (usage.reasoningTokens !== undefined) {
     out.output_tokens_details = { thinking_tokens: usage.reasoningTokens };
   }

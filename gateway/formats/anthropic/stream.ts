@@ -32,7 +32,12 @@ export function anthropicFrameDecoder(): FrameDecoder {
  */
 class AnthropicStreamReader {
   #toolByBlock = new Map<number, number>();
-  #usage: IrUsage = {};
+  /**
+   * Anthropic's own usage fields as last reported, merged: message_delta's counts are
+   * cumulative and may leave a field out or null, and the IR's input is a sum of three of them
+   * (anthropicUsageToIr), so the fields are merged before they are added up.
+   */
+  #reported: Record<string, unknown> = {};
 
   read(event: SseEvent, data: unknown): SseReading {
     const content = anthropicEventIsContent(event.event, data);
@@ -62,11 +67,10 @@ class AnthropicStreamReader {
       id: String(message.id ?? ""),
       model: String(message.model ?? ""),
     }];
-    const usage = anthropicUsageToIr(message.usage);
+    const usage = this.#report(message.usage);
     if (!usage) return { content: false, events };
     // Recorded on the attempt at once (an idle timeout still bills the prompt);
     // sent on as an event only with the final count, in message_delta.
-    this.#usage = usage;
     return { content: false, events, usage };
   }
 
@@ -100,6 +104,10 @@ class AnthropicStreamReader {
     if (delta.type === "thinking_delta" && nonEmpty(delta.thinking)) {
       return [{ type: "reasoning", text: delta.thinking }];
     }
+    // The thinking block's signature: kept, so a translated answer's thinking can be sent back.
+    if (delta.type === "signature_delta" && nonEmpty(delta.signature)) {
+      return [{ type: "reasoning", text: "", signature: delta.signature }];
+    }
     if (delta.type === "input_json_delta" && nonEmpty(delta.partial_json)) {
       const index = this.#toolByBlock.get(blockIndex(data));
       // Server tools stream input too; only client tool calls become IR calls.
@@ -114,12 +122,19 @@ class AnthropicStreamReader {
     if (delta.stop_reason !== null && delta.stop_reason !== undefined) {
       events.push({ type: "finish", reason: anthropicStopToIr(delta.stop_reason) });
     }
-    const reported = anthropicUsageToIr(data.usage);
-    if (!reported) return { content: true, events };
-    // message_delta counts are cumulative and may omit input: merged with the start's.
-    this.#usage = mergeUsage(this.#usage, reported);
-    events.push({ type: "usage", usage: this.#usage });
-    return { content: true, events, usage: this.#usage };
+    const usage = this.#report(data.usage);
+    if (!usage) return { content: true, events };
+    events.push({ type: "usage", usage });
+    return { content: true, events, usage };
+  }
+
+  /** The usage so far, with this event's fields merged in; undefined when it carries none. */
+  #report(usage: unknown): IrUsage | undefined {
+    if (!isRecord(usage)) return undefined;
+    for (const [field, value] of Object.entries(usage)) {
+      if (value !== null && value !== undefined) this.#reported[field] = value;
+    }
+    return anthropicUsageToIr(this.#reported);
   }
 }
 
@@ -171,10 +186,11 @@ class AnthropicStreamEncoder implements ClientStreamEncoder {
         out.push(this.#block("text"), this.#delta({ type: "text_delta", text: event.text }));
         break;
       case "reasoning":
-        out.push(
-          this.#block("thinking"),
-          this.#delta({ type: "thinking_delta", thinking: event.text }),
-        );
+        out.push(this.#block("thinking"));
+        if (event.text) out.push(this.#delta({ type: "thinking_delta", thinking: event.text }));
+        if (event.signature) {
+          out.push(this.#delta({ type: "signature_delta", signature: event.signature }));
+        }
         break;
       case "tool_call_start":
         out.push(this.#toolStart(event));

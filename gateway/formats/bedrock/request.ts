@@ -1,6 +1,13 @@
 import { clientError } from "../../runtime/gateway_error.ts";
 import { withoutTrailingSlashes } from "../../config/trailing_slashes.ts";
-import type { IrPart, IrRequest, IrResponseFormat, IrToolChoice } from "../ir.ts";
+import type {
+  IrCacheMark,
+  IrPart,
+  IrRequest,
+  IrResponseFormat,
+  IrThinking,
+  IrToolChoice,
+} from "../ir.ts";
 import { toolArguments } from "../json_guard.ts";
 import { echoed } from "../bounded_names.ts";
 import { type ConversationTurn, foldSystemTurns } from "../system_turns.ts";
@@ -52,12 +59,19 @@ export function converseRequestBody(ir: IrRequest, model = ""): Record<string, u
       code: "gw.client.unsupported",
     });
   }
+  const caches = cachesPrompts(model);
   const body: Record<string, unknown> = {
-    messages: converseMessages(foldSystemTurns(ir.messages)),
+    messages: converseMessages(foldSystemTurns(ir.messages), { caches }),
   };
-  if (ir.system !== undefined && ir.system !== "") body.system = [{ text: ir.system }];
-  const tools = toolConfig(ir);
+  const system = systemBlocks(ir, { caches });
+  if (system.length) body.system = system;
+  if (caches && ir.cache) lastMessageCachePoint(body.messages as ConverseMessage[], ir.cache);
+  const tools = toolConfig(ir, { caches });
   if (tools) body.toolConfig = tools;
+  // Claude on Bedrock takes Anthropic's own `thinking` here; other models have no such field.
+  if (ir.thinking && /anthropic|claude/i.test(model)) {
+    body.additionalModelRequestFields = { thinking: bedrockThinking(ir.thinking) };
+  }
   const inference = inferenceConfig(ir, model);
   if (inference) body.inferenceConfig = inference;
   const output = outputConfig(ir.responseFormat);
@@ -80,10 +94,53 @@ function outputConfig(format: IrResponseFormat | undefined): Record<string, unkn
   return { textFormat: { type: "json_schema", structure: { jsonSchema } } };
 }
 
-function converseMessages(messages: ConversationTurn[]): ConverseMessage[] {
+/**
+ * Models that take `cachePoint` blocks (Claude and Nova); any other would refuse the request, so
+ * its cache marks are left out (docs/observability.md "Where the cache is carried").
+ */
+function cachesPrompts(model: string): boolean {
+  return /anthropic|claude|nova/i.test(model);
+}
+
+/** Converse's cache breakpoint, the block that follows what may be cached. */
+function cachePoint(mark: IrCacheMark): Block {
+  return { cachePoint: mark.ttl ? { type: "default", ttl: mark.ttl } : { type: "default" } };
+}
+
+function systemBlocks(ir: IrRequest, opts: { caches: boolean }): Block[] {
+  if (opts.caches && ir.systemBlocks?.length) {
+    return ir.systemBlocks.flatMap((b) => [
+      ...(b.text === "" ? [] : [{ text: b.text }]),
+      ...(b.cache ? [cachePoint(b.cache)] : []),
+    ]);
+  }
+  return ir.system === undefined || ir.system === "" ? [] : [{ text: ir.system }];
+}
+
+/** A request-wide mark (Anthropic's top-level `cache_control`) caches up to the last turn. */
+function lastMessageCachePoint(messages: ConverseMessage[], mark: IrCacheMark): void {
+  const last = messages.at(-1);
+  if (last && !last.content.at(-1)?.cachePoint) last.content.push(cachePoint(mark));
+}
+
+function bedrockThinking(thinking: IrThinking): Record<string, unknown> {
+  return thinking.type === "enabled"
+    ? { type: "enabled", budget_tokens: thinking.budgetTokens }
+    : { type: thinking.type };
+}
+
+function converseMessages(
+  messages: ConversationTurn[],
+  opts: { caches: boolean },
+): ConverseMessage[] {
   const out: ConverseMessage[] = [];
   for (const m of messages) {
-    const content = m.content.flatMap(converseBlock);
+    const content = m.content.flatMap((part) => {
+      const blocks = converseBlock(part);
+      return opts.caches && part.cache && blocks.length
+        ? [...blocks, cachePoint(part.cache)]
+        : blocks;
+    });
     const last = out.at(-1);
     // Converse rejects two turns of one role in a row, which other formats allow: join them.
     if (last?.role === m.role) last.content.push(...content);
@@ -142,7 +199,7 @@ const imageFormats: Record<string, string> = {
   "image/webp": "webp",
 };
 
-function toolConfig(ir: IrRequest): Record<string, unknown> | undefined {
+function toolConfig(ir: IrRequest, opts: { caches: boolean }): Record<string, unknown> | undefined {
   if (!ir.tools?.length) {
     if (ir.toolChoice === "required" || typeof ir.toolChoice === "object") {
       throw clientError("'tool_choice' asks for a tool call but no tools are defined", {
@@ -152,13 +209,16 @@ function toolConfig(ir: IrRequest): Record<string, unknown> | undefined {
     return undefined;
   }
   const config: Record<string, unknown> = {
-    tools: ir.tools.map((t) => ({
-      toolSpec: {
-        name: t.name,
-        ...(t.description ? { description: t.description } : {}),
-        inputSchema: { json: t.parameters },
+    tools: ir.tools.flatMap((t) => [
+      {
+        toolSpec: {
+          name: t.name,
+          ...(t.description ? { description: t.description } : {}),
+          inputSchema: { json: t.parameters },
+        },
       },
-    })),
+      ...(opts.caches && t.cache ? [cachePoint(t.cache)] : []),
+    ]),
   };
   const choice = toolChoice(ir.toolChoice);
   if (choice) config.toolChoice = choice;

@@ -1,5 +1,11 @@
 import { badResponse } from "../upstream_error.ts";
-import type { IrFinishReason, IrPart, IrResponse, IrUsage } from "../ir.ts";
+import {
+  cacheWrites,
+  type IrFinishReason,
+  type IrPart,
+  type IrResponse,
+  type IrUsage,
+} from "../ir.ts";
 import { isRecord, parseJson } from "../../runtime/json.ts";
 
 const finishFromBedrock: Record<string, IrFinishReason> = {
@@ -17,8 +23,9 @@ export function bedrockStopToIr(reason: unknown): IrFinishReason {
 }
 
 /**
- * Bedrock counts cache reads and writes apart from `inputTokens`; the gateway's
- * input count is everything read, with the cache hits as a part of it (as OpenAI reports).
+ * Bedrock counts cache reads and writes apart from `inputTokens` (`cacheReadInputTokens`,
+ * `cacheWriteInputTokens`, the writes split by lifetime in `cacheDetails`); the gateway's input
+ * count is everything read, with the cache reads and writes as parts of it (as OpenAI reports).
  */
 export function bedrockUsageToIr(usage: unknown): IrUsage | undefined {
   if (!isRecord(usage)) return undefined;
@@ -30,7 +37,20 @@ export function bedrockUsageToIr(usage: unknown): IrUsage | undefined {
     inputTokens: input === undefined ? undefined : input + (cacheRead ?? 0) + (cacheWrite ?? 0),
     outputTokens: num(usage.outputTokens),
     cachedTokens: cacheRead,
+    ...cacheWrites(cacheWrite, { oneHour: oneHourWrites(usage.cacheDetails) }),
   };
+}
+
+/** `cacheDetails: [{ttl: "1h", inputTokens}, {ttl: "5m", ...}]`: the tokens written for an hour. */
+function oneHourWrites(details: unknown): number | undefined {
+  if (!Array.isArray(details)) return undefined;
+  let tokens: number | undefined;
+  for (const detail of details) {
+    if (isRecord(detail) && detail.ttl === "1h" && typeof detail.inputTokens === "number") {
+      tokens = (tokens ?? 0) + detail.inputTokens;
+    }
+  }
+  return tokens;
 }
 
 /** Reads a whole Converse answer. */

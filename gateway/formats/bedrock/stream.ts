@@ -226,6 +226,10 @@ export class ConverseStreamReader {
     if (typeof reasoning.text === "string" && reasoning.text) {
       return [{ type: "reasoning", text: reasoning.text }];
     }
+    // Claude's thinking signature, so the thinking can be sent back in the next turn.
+    if (typeof reasoning.signature === "string" && reasoning.signature) {
+      return [{ type: "reasoning", text: "", signature: reasoning.signature }];
+    }
     return [];
   }
 

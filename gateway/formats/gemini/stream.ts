@@ -208,6 +208,8 @@ export function geminiStreamEncoder(meta: StreamMeta): ClientStreamEncoder {
         case "refusal":
           return bytes(flushCalls() + chunk(parts([{ text: event.text }])));
         case "reasoning":
+          // A signature alone (text "") is Anthropic's to carry: nothing to say here.
+          if (!event.text) return null;
           return bytes(flushCalls() + chunk(parts([{ text: event.text, thought: true }])));
         case "tool_call_start":
           calls.set(event.index, { id: event.id, name: event.name, args: "" });

@@ -246,6 +246,8 @@ class InteractionsStreamWriter implements ClientStreamEncoder {
       case "refusal":
         return this.#delta("model_output", { type: "text", text: event.text });
       case "reasoning":
+        // A signature alone (text "") is Anthropic's to carry: nothing to say here.
+        if (!event.text) return [];
         return this.#delta("thought", {
           type: "thought_summary",
           content: { type: "text", text: event.text },

@@ -1,5 +1,11 @@
 import { badResponse } from "../upstream_error.ts";
-import type { IrFinishReason, IrPart, IrResponse, IrUsage } from "../ir.ts";
+import {
+  cacheWrites,
+  type IrFinishReason,
+  type IrPart,
+  type IrResponse,
+  type IrUsage,
+} from "../ir.ts";
 import { isRecord } from "../../runtime/json.ts";
 
 const finishFromChat: Record<string, IrFinishReason> = {
@@ -26,6 +32,8 @@ export function chatUsageToIr(usage: unknown): IrUsage | undefined {
     outputTokens: num(usage.completion_tokens),
     cachedTokens: num(prompt.cached_tokens),
     reasoningTokens: num(completion.reasoning_tokens),
+    // Part of prompt_tokens, like the cached ones (docs/observability.md "Cache tokens").
+    ...cacheWrites(num(prompt.cache_write_tokens)),
   };
 }
 
@@ -37,8 +45,13 @@ export function irUsageToChat(usage: IrUsage): Record<string, unknown> {
     completion_tokens: output,
     total_tokens: input + output,
   };
-  if (usage.cachedTokens !== undefined) {
-    out.prompt_tokens_details = { cached_tokens: usage.cachedTokens };
+  if (usage.cachedTokens !== undefined || usage.cacheWriteTokens !== undefined) {
+    out.prompt_tokens_details = {
+      cached_tokens: usage.cachedTokens ?? 0,
+      ...(usage.cacheWriteTokens === undefined
+        ? {}
+        : { cache_write_tokens: usage.cacheWriteTokens }),
+    };
   }
   if (usage.reasoningTokens !== undefined) {
     out.completion_tokens_details = { reasoning_tokens: usage.reasoningTokens };

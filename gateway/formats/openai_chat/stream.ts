@@ -163,7 +163,8 @@ export function chatStreamEncoder(meta: { id: string; model: string }): ClientSt
         case "text":
           return delta({ content: event.text });
         case "reasoning":
-          return delta({ reasoning_content: event.text });
+          // A signature alone (text "") is Anthropic's to carry: nothing to say here.
+          return event.text ? delta({ reasoning_content: event.text }) : null;
         case "refusal":
           return delta({ refusal: event.text });
         case "tool_call_start":

@@ -1,4 +1,11 @@
-import type { IrClientTools, IrFinishReason, IrPart, IrResponse, IrUsage } from "../ir.ts";
+import {
+  cacheWrites,
+  type IrClientTools,
+  type IrFinishReason,
+  type IrPart,
+  type IrResponse,
+  type IrUsage,
+} from "../ir.ts";
 import { isRecord } from "../../runtime/json.ts";
 import { customInput, searchArguments } from "./client_tools.ts";
 import { badResponse } from "../upstream_error.ts";
@@ -16,6 +23,8 @@ export function responsesUsageToIr(usage: unknown): IrUsage | undefined {
     outputTokens: num(usage.output_tokens),
     cachedTokens: num(input.cached_tokens),
     reasoningTokens: num(output.reasoning_tokens),
+    // Part of input_tokens, like the cached ones (docs/observability.md "Cache tokens").
+    ...cacheWrites(num(input.cache_write_tokens)),
   };
 }
 
@@ -26,7 +35,10 @@ export function irUsageToResponses(usage: IrUsage): Json | null {
   const output = usage.outputTokens ?? 0;
   return {
     input_tokens: input,
-    input_tokens_details: { cached_tokens: usage.cachedTokens ?? 0 },
+    input_tokens_details: {
+      cached_tokens: usage.cachedTokens ?? 0,
+      cache_write_tokens: usage.cacheWriteTokens ?? 0,
+    },
     output_tokens: output,
     output_tokens_details: { reasoning_tokens: usage.reasoningTokens ?? 0 },
     total_tokens: input + output,

@@ -300,7 +300,8 @@ class ResponsesStreamWriter implements ClientStreamEncoder {
       case "refusal":
         return this.#messageDelta({ kind: "refusal", text: event.text });
       case "reasoning":
-        return this.#reasoningDelta(event.text);
+        // A signature alone (text "") is Anthropic's to carry: nothing to say here.
+        return event.text ? this.#reasoningDelta(event.text) : [];
       case "tool_call_start":
         return this.#callStart(event);
       case "tool_call_args":

@@ -1,0 +1,211 @@
+/**
+ * docs/config.md "Session limits": `session_budget` and `loop_breaker` per key, end to end
+ * through the three official SDKs, which must raise the 429s as rate-limit errors and, told
+ * `x-should-retry: false`, not retry them.
+ */
+import assert from "node:assert/strict";
+import Anthropic from "@anthropic-ai/sdk";
+import { ApiError, GoogleGenAI } from "@google/genai";
+import OpenAI from "openai";
+import type { ConfigInput } from "../gateway/config/schema.ts";
+import { SessionLimits } from "../gateway/policy/session_limits.ts";
+import { createClock } from "../gateway/runtime/clock.ts";
+import { GatewayError } from "../gateway/runtime/gateway_error.ts";
+import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
+import { startFakeUpstream } from "./fake_upstreams/server.ts";
+import { startTestGateway, type TestGateway } from "./harness.ts";
+
+const ENV = { PULSEGATE_KEY_BUDGET: "sk-budget", PULSEGATE_KEY_LOOP: "sk-loop" };
+
+function config(url: string): ConfigInput {
+  return {
+    upstreams: [{
+      id: "up1",
+      kind: "openai-chat",
+      base_url: url,
+      prices: { "model-1": { input: 10, output: 20 } },
+    }],
+    routes: [{ model: "smart", candidates: [{ upstream: "up1", model: "model-1" }] }],
+    keys: [
+      { id: "budget", key_env: "PULSEGATE_KEY_BUDGET", session_budget: { requests: 2, usd: 1 } },
+      { id: "loop", key_env: "PULSEGATE_KEY_LOOP", loop_breaker: { repeats: 3, window_secs: 600 } },
+    ],
+  };
+}
+
+async function rowsWith(gw: TestGateway, code: string) {
+  await gw.writer.flush();
+  const result = await gw.db.client.execute({
+    sql: "SELECT key_id, session_id, status FROM requests WHERE error_code = ? ORDER BY started_at",
+    args: [code],
+  });
+  return result.rows.map((r) => [r.key_id, r.session_id, r.status]);
+}
+
+/** The three SDKs on one key and one session; default retries, so a retry would show. */
+function clients(gw: TestGateway, opts: { apiKey: string; session: string }) {
+  const headers = { "x-session-id": opts.session };
+  const openai = new OpenAI({
+    baseURL: `${gw.url}/v1`,
+    apiKey: opts.apiKey,
+    defaultHeaders: headers,
+  });
+  const anthropic = new Anthropic({
+    baseURL: gw.url,
+    apiKey: opts.apiKey,
+    defaultHeaders: headers,
+  });
+  const genai = new GoogleGenAI({
+    apiKey: opts.apiKey,
+    httpOptions: { baseUrl: gw.url, apiVersion: "v1beta", headers, retryOptions: { attempts: 1 } },
+  });
+  return {
+    openai: (content = "q") =>
+      openai.chat.completions.create({ model: "smart", messages: [{ role: "user", content }] }),
+    anthropic: (content = "q") =>
+      anthropic.messages.create({
+        model: "smart",
+        max_tokens: 10,
+        messages: [{ role: "user", content }],
+      }),
+    gemini: (text = "q") => genai.models.generateContent({ model: "smart", contents: text }),
+  };
+}
+
+async function withSessionLimits(
+  run: (gw: TestGateway, calls: () => number) => Promise<void>,
+  opts: { dir?: string } = {},
+) {
+  const up = startFakeUpstream({
+    fallback: () => chatWhole({ text: ["hi"], usage: { input: 60, output: 40 } }),
+  });
+  try {
+    await using gw = await startTestGateway(config(up.url), { env: ENV, dir: opts.dir });
+    await run(gw, () => up.calls.length);
+  } finally {
+    await up.close();
+  }
+}
+
+const fail = (p: Promise<unknown>) => p.then(() => null, (err: unknown) => err);
+
+Deno.test("session_budget: each SDK raises the third request of a session as a rate-limit error", async () => {
+  await withSessionLimits(async (gw, calls) => {
+    const oai = clients(gw, { apiKey: "sk-budget", session: "s-oai" });
+    await oai.openai();
+    await oai.openai();
+    const oaiErr = await fail(oai.openai());
+    assert.ok(oaiErr instanceof OpenAI.RateLimitError, String(oaiErr));
+    assert.equal(oaiErr.code, "gw.session.budget_exhausted");
+    assert.equal(oaiErr.headers?.get("x-should-retry"), "false");
+    assert.match(
+      oaiErr.message,
+      /session 's-oai' of key 'budget' has used its budget of 2 requests/,
+    );
+
+    const ant = clients(gw, { apiKey: "sk-budget", session: "s-ant" });
+    await ant.anthropic();
+    await ant.anthropic();
+    const antErr = await fail(ant.anthropic());
+    assert.ok(antErr instanceof Anthropic.RateLimitError, String(antErr));
+    assert.equal(antErr.headers?.get("x-pulsegate-error-code"), "gw.session.budget_exhausted");
+
+    const gem = clients(gw, { apiKey: "sk-budget", session: "s-gem" });
+    await gem.gemini();
+    await gem.gemini();
+    const gemErr = await fail(gem.gemini());
+    assert.ok(gemErr instanceof ApiError, String(gemErr));
+    assert.equal(gemErr.status, 429);
+    assert.match(gemErr.message, /RESOURCE_EXHAUSTED/);
+
+    // Another session of the same key starts from zero.
+    await clients(gw, { apiKey: "sk-budget", session: "s-new" }).openai();
+    assert.equal(calls(), 7, "two calls per session, none for a refusal");
+    assert.deepEqual(await rowsWith(gw, "gw.session.budget_exhausted"), [
+      ["budget", "s-oai", 429],
+      ["budget", "s-ant", 429],
+      ["budget", "s-gem", 429],
+    ], "each refusal recorded once: the SDKs did not retry");
+  });
+});
+
+Deno.test("loop_breaker: the third identical body in a session is refused; a new body passes", async () => {
+  await withSessionLimits(async (gw, calls) => {
+    const oai = clients(gw, { apiKey: "sk-loop", session: "l-oai" });
+    await oai.openai("same");
+    await oai.openai("same");
+    const oaiErr = await fail(oai.openai("same"));
+    assert.ok(oaiErr instanceof OpenAI.RateLimitError, String(oaiErr));
+    assert.equal(oaiErr.code, "gw.session.loop_detected");
+    const retry = Number(oaiErr.headers?.get("retry-after"));
+    assert.ok(retry >= 1 && retry <= 600, `Retry-After ${retry}`);
+    await oai.openai("progress");
+
+    const ant = clients(gw, { apiKey: "sk-loop", session: "l-ant" });
+    await ant.anthropic("same");
+    await ant.anthropic("same");
+    const antErr = await fail(ant.anthropic("same"));
+    assert.ok(antErr instanceof Anthropic.RateLimitError, String(antErr));
+    assert.match(antErr.message, /sent 3 times in 600 s in this session/);
+
+    const gem = clients(gw, { apiKey: "sk-loop", session: "l-gem" });
+    await gem.gemini("same");
+    await gem.gemini("same");
+    const gemErr = await fail(gem.gemini("same"));
+    assert.ok(gemErr instanceof ApiError, String(gemErr));
+    assert.equal(gemErr.status, 429);
+
+    // The same body in another session is that session's first.
+    await clients(gw, { apiKey: "sk-loop", session: "l-other" }).openai("same");
+    assert.equal(calls(), 8);
+    assert.deepEqual((await rowsWith(gw, "gw.session.loop_detected")).map((r) => r[1]), [
+      "l-oai",
+      "l-ant",
+      "l-gem",
+    ]);
+  });
+});
+
+Deno.test("session_budget in USD holds across a restart: history seeds the session's spend", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "pulsegate-session-" });
+  const big = () => chatWhole({ text: ["hi"], usage: { input: 60_000, output: 30_000 } }); // 0.6 + 0.6 USD
+  const up = startFakeUpstream({ fallback: big });
+  try {
+    const cfg: ConfigInput = {
+      ...config(up.url),
+      keys: [{ id: "budget", key_env: "PULSEGATE_KEY_BUDGET", session_budget: { usd: 1 } }],
+    };
+    {
+      await using gw = await startTestGateway(cfg, { env: ENV, dir });
+      await clients(gw, { apiKey: "sk-budget", session: "long" }).openai();
+    }
+    await using gw = await startTestGateway(cfg, { env: ENV, dir });
+    const err = await fail(clients(gw, { apiKey: "sk-budget", session: "long" }).openai());
+    assert.ok(err instanceof OpenAI.RateLimitError, String(err));
+    assert.match(err.message, /budget of 1 USD/);
+    assert.equal(up.calls.length, 1);
+  } finally {
+    await up.close();
+  }
+});
+
+Deno.test("the loop breaker's window: a copy older than window_secs no longer counts", async () => {
+  let now = 1_000_000;
+  const clock = { ...createClock(), now: () => now };
+  const limits = new SessionLimits({ db: null, clock });
+  const key = {
+    id: "k",
+    key_env: "K",
+    enabled: true,
+    loop_breaker: { repeats: 2, window_secs: 10 },
+  } as Parameters<typeof limits.admit>[0];
+  const digest = () => Promise.resolve("d");
+  await limits.admit(key, { sessionId: "s", bodyDigest: digest });
+  now += 4_000;
+  const err = await limits.admit(key, { sessionId: "s", bodyDigest: digest }).catch((e) => e);
+  assert.ok(err instanceof GatewayError);
+  assert.equal(err.code, "gw.session.loop_detected");
+  assert.equal(err.retryAfterSecs, 6, "frees when the first copy leaves the window");
+  now += 6_000;
+  await limits.admit(key, { sessionId: "s", bodyDigest: digest });
+});
