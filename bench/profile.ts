@@ -66,17 +66,18 @@ export const FULL: Profile = {
 export const QUICK: Profile = {
   name: "quick",
   latency: { rounds: 2, perRound: 50, warmup: 30, budgetMs: 10_000 },
-  throughput: { concurrency: [1, 16], seconds: 1, warmupSeconds: 0 },
+  // One level: each level of each target starts a load process (seconds of CPU each).
+  throughput: { concurrency: [16], seconds: 1, warmupSeconds: 0 },
   streaming: { rounds: 1, concurrency: 2, budgetMs: 10_000 },
   held: { counts: [50], floorCount: null, openPerSecond: 1_000, deltas: 2, deltaGapMs: 200 },
   history: {
-    requests: 2_000,
-    inThreadRequests: 1_000,
+    requests: 1_000,
+    inThreadRequests: 500,
     chunk: 100,
     backlog: 500,
     concurrency: 16,
     seconds: 1,
   },
-  cpuCost: { reps: 3, streams: 4, rounds: 1, concurrency: 16, seconds: 1 },
+  cpuCost: { reps: 2, streams: 4, rounds: 1, concurrency: 16, seconds: 1 },
   installPortkey: false,
 };

@@ -82,7 +82,7 @@ Deno.test({
       assert.ok(Number.isFinite(on.maxStallMs), "the gateway's loop probe reported its stalls");
 
       const cpu = r.scenarios.cpuCost;
-      assert.ok(cpu && cpu.reps >= 3, "CPU cost is measured in at least three repetitions");
+      assert.ok(cpu && cpu.reps >= 2, "CPU cost is measured in alternating repetitions");
       for (const row of cpu.rows) {
         assert.equal(row.usPerDelta.length, cpu.reps, `${row.target}: one figure per repetition`);
         // Read from each thread's schedstat (ns): every repetition's work shows, however short.
