@@ -44,7 +44,7 @@ export const GuardrailsSchema = z.object({
     ),
   on_unchecked: z.enum(["block", "allow"]).default("block")
     .describe(
-      "What happens to a request the rules could not check in full (text over `max_checked_chars`, a file in a text media type that cannot be decoded, budget spent, worker busy for longer than the budget, or unavailable): `block` answers 400 `guardrail.unchecked`; `allow` forwards it. Either way it is logged and counted in `pulsegate_guardrail_unchecked_total`.",
+      "What happens to a request the rules could not check in full (text over `max_checked_chars`, a file in a text media type that cannot be decoded, an embeddings input given as token ids, budget spent, worker busy for longer than the budget, or unavailable): `block` answers 400 `guardrail.unchecked`; `allow` forwards it. Either way it is logged and counted in `pulsegate_guardrail_unchecked_total`.",
     ),
   rules: z.array(RuleSchema).default([]).describe("Patterns that block a request."),
 }).strict();

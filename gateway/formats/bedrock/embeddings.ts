@@ -96,7 +96,6 @@ const FAMILIES: readonly Family[] = [
     match: /amazon\.titan-embed-text-v2/,
     batch: 1,
     dimensions: [256, 512, 1024],
-    maxChars: 50_000,
     body: titanBody,
     decode: titanDecode,
   },
