@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { GoogleGenAI } from "@google/genai";
 import type { ConfigInput } from "../gateway/config/schema.ts";
-import { postJson, startTestGateway, type TestGateway } from "./harness.ts";
+import { eventually, postJson, startTestGateway, type TestGateway } from "./harness.ts";
 import { type FakeUpstream, startFakeUpstream } from "./fake_upstreams/server.ts";
 import {
   AWS,
@@ -344,4 +344,73 @@ Deno.test("candidates that cannot embed are passed over; a route of only those i
   assert.match(body.error.message, /claude: embeddings \(anthropic has no embeddings API\)/);
   assert.match(body.error.message, /upstream kinds that can: openai-chat, gemini, bedrock/);
   assert.equal((await gw.row("skip-2")).request.status, 400);
+});
+
+const TITAN = "amazon.titan-embed-text-v2:0";
+const titanPriced = (id: string, url: string): Upstreams[number] => ({
+  ...bedrockUp(id, url),
+  prices: { [TITAN]: { input: 0.02, output: 0 } },
+});
+
+/** A Titan fake whose `n`th call never answers: the hop's calls before it did. */
+function titanStallingAt(n: number): FakeUpstream {
+  const titan = bedrockEmbeddings({ model: TITAN, dims: 4 });
+  const up: FakeUpstream = startFakeUpstream({
+    fallback: (call) => up.calls.length === n ? { headerDelay: "never" } : titan(call),
+  });
+  return up;
+}
+
+Deno.test("a hop of several calls: silence on its second call fails over, the first call's tokens stay on its row", async () => {
+  await using slow = titanStallingAt(2);
+  await using good = startFakeUpstream({
+    fallback: bedrockEmbeddings({ model: TITAN, dims: 4 }),
+  });
+  await using gw = await startTestGateway(
+    embedConfig([titanPriced("slow", slow.url), titanPriced("good", good.url)], [TITAN, TITAN], {
+      failover: { retries_per_candidate: 0, idle_timeout_secs: 30 },
+    }),
+    { env },
+  );
+  const texts = ["one", "two two", "three three three"];
+  const res = await openaiClient(gw, "stall-1").embeddings.create({ model: "embed", input: texts });
+  assert.deepEqual(res.data.map((d) => d.embedding), texts.map((t) => vectorFor(t, 4)));
+  assert.equal(slow.calls.length, 2);
+  assert.equal(good.calls.length, 3);
+  const { request, attempts } = await gw.row("stall-1");
+  assert.deepEqual(attempts.map((a) => [a.upstream, a.outcome, a.inputTokens]), [
+    ["slow", "idle_timeout", 1],
+    ["good", "success", 8],
+  ]);
+  assert.equal(request.inputTokens, 8);
+  assert.equal(request.costUsd, ((1 + 8) * 0.02) / 1e6);
+  await eventually(() => slow.openConnections === 0, { what: "the silent call closed" });
+});
+
+Deno.test("a client that leaves mid-hop: one row, 499, its upstream call closed, nothing left in flight", async () => {
+  await using up = titanStallingAt(2);
+  await using gw = await startTestGateway(
+    embedConfig([titanPriced("titan", up.url)], [TITAN]),
+    { env },
+  );
+  const leave = new AbortController();
+  const asked = fetch(`${gw.url}/v1/embeddings`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-request-id": "gone-1" },
+    body: JSON.stringify({ model: "embed", input: ["a", "b", "c"] }),
+    signal: leave.signal,
+  }).catch(() => null);
+  await eventually(() => up.calls.length === 2, { what: "the second call sent" });
+  leave.abort();
+  await asked;
+  const { request, attempts } = await gw.row("gone-1");
+  assert.equal(request.status, 499);
+  assert.equal(request.errorCode, "gw.client.disconnected");
+  assert.deepEqual(attempts.map((a) => [a.outcome, a.inputTokens]), [["client_disconnected", 1]]);
+  await eventually(() => up.openConnections === 0, { what: "the upstream call closed" });
+  await eventually(() => gw.metrics.inflight === 0, { what: "nothing in flight" });
+  const other = await fetch(`${gw.url}/v1/embeddings`);
+  assert.equal(other.status, 405);
+  assert.equal(other.headers.get("allow"), "POST");
+  assert.equal((await other.json()).error.type, "invalid_request_error");
 });
