@@ -240,3 +240,8 @@ export function answerObject(text: string, upstream: string): Record<string, unk
   }
   return body;
 }
+
+/** A token count an upstream reported: a whole number from 0, or none. */
+export function reportedTokens(value: unknown): number | undefined {
+  return typeof value === "number" && Number.isSafeInteger(value) && value >= 0 ? value : undefined;
+}

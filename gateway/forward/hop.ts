@@ -160,13 +160,13 @@ export class Hop {
   async sendBuilt(built: UpstreamPost | Request): Promise<Response> {
     const { signal } = this.controller;
     const fetch = this.opts.deps.fetch;
-    const post = built instanceof Request ? null : built;
-    traceUpstream(post ? { url: post.url, headers: post.init.headers } : built as Request, this);
+    const request = built instanceof Request;
+    traceUpstream(request ? built : { url: built.url, headers: built.init.headers }, this);
     let res: Response;
     try {
-      res = post
-        ? await fetch(post.url, { ...post.init, signal })
-        : await fetch(built as Request, { signal });
+      res = request
+        ? await fetch(built, { signal })
+        : await fetch(built.url, { ...built.init, signal });
     } catch (err) {
       this.#cancel.closed();
       throw err;

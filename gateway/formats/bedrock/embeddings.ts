@@ -17,6 +17,7 @@ import {
   type EmbedPiece,
   type EmbedRequest,
   type EmbedUpstream,
+  reportedTokens,
 } from "../embeddings.ts";
 import { vectorOf } from "../embedding_vectors.ts";
 import { bedrockCredentials, signedPost } from "./sign.ts";
@@ -43,10 +44,9 @@ const titanBody = (inputs: EmbedInput[], req: EmbedRequest) => ({
 
 /** `{"embedding": [...], "inputTextTokenCount": n}` (V2 adds `embeddingsByType`). */
 function titanDecode(body: Record<string, unknown>, opts: EmbedDecode): EmbedPiece {
-  const tokens = body.inputTextTokenCount;
   return {
     vectors: [vectorOf(body.embedding, opts)],
-    inputTokens: typeof tokens === "number" && tokens >= 0 ? tokens : undefined,
+    inputTokens: reportedTokens(body.inputTextTokenCount),
   };
 }
 

@@ -21,6 +21,7 @@ import {
   type EmbedInput,
   type EmbedRequest,
   type EmbedUpstream,
+  reportedTokens,
 } from "../embeddings.ts";
 import { floatsText, vectorBody, vectorOf } from "../embedding_vectors.ts";
 import { geminiClient } from "./mod.ts";
@@ -38,7 +39,8 @@ function readRequest(
   const r = requireRecord(value, param);
   if (r.model !== undefined && r.model !== null) {
     const model = r.model;
-    if (model !== opts.route && model !== geminiModelPath(opts.route)) {
+    // Route names may hold slashes: `models/` is taken off whatever follows it.
+    if (model !== opts.route && model !== `models/${opts.route}`) {
       throw clientError(`'${param}.model' must be the model in the path, models/${opts.route}`, {
         param: `${param}.model`,
       });
@@ -174,6 +176,6 @@ export const geminiEmbedUpstream: EmbedUpstream = {
     const vectors = list.map((e) => vectorOf(isRecord(e) ? e.values : undefined, opts));
     // Newer answers report the prompt's tokens; the Gemini API long reported none.
     const usage = isRecord(body.usageMetadata) ? body.usageMetadata.promptTokenCount : undefined;
-    return { vectors, inputTokens: typeof usage === "number" && usage >= 0 ? usage : undefined };
+    return { vectors, inputTokens: reportedTokens(usage) };
   },
 };

@@ -21,6 +21,7 @@ import {
   type EmbedInput,
   type EmbedRequest,
   type EmbedUpstream,
+  reportedTokens,
 } from "../embeddings.ts";
 import { base64Of, floatsText, vectorBody, vectorOf } from "../embedding_vectors.ts";
 import { chatClient } from "./mod.ts";
@@ -170,11 +171,11 @@ export const openAiEmbedUpstream: EmbedUpstream = {
       }
       vectors[index as number] = vectorOf(item.embedding, opts);
     });
-    const usage = isRecord(body.usage) ? body.usage.prompt_tokens : undefined;
     return {
       vectors,
-      inputTokens: typeof usage === "number" && usage >= 0 ? usage : undefined,
-      model: typeof body.model === "string" ? body.model : undefined,
+      inputTokens: reportedTokens(isRecord(body.usage) ? body.usage.prompt_tokens : undefined),
+      // Echoed to the client: bounded as a client's own model name is.
+      model: typeof body.model === "string" ? boundedModel(body.model) : undefined,
     };
   },
 };
