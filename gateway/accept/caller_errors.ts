@@ -22,6 +22,7 @@ export function clientCodecOf(request: Request): ClientCodec | null {
   if (/^\/v1\/messages(?:\/|$)/.test(path)) return CLIENT_CODECS.anthropic;
   if (/^\/v1\/responses(?:\/|$)/.test(path)) return CLIENT_CODECS.responses;
   if (/^\/v1\/chat(?:\/|$)/.test(path)) return CLIENT_CODECS.chat;
+  if (/^\/v1\/embeddings(?:\/|$)/.test(path)) return CLIENT_CODECS.chat;
   // `/v1/models` is every SDK's; the SDKs' own headers tell them apart.
   if (request.headers.has("x-goog-api-key")) return CLIENT_CODECS.gemini;
   if (request.headers.has("anthropic-version")) return CLIENT_CODECS.anthropic;

@@ -28,6 +28,9 @@ import type { KeyUsageMeter } from "../policy/key_usage_meter.ts";
 import { KeyInFlight } from "../policy/key_in_flight.ts";
 import { onePer } from "../runtime/memo.ts";
 import { interactionPin } from "../route/interaction_pin.ts";
+import type { EmbedClient, EmbedRequest } from "../formats/embeddings.ts";
+import { embedIr } from "../formats/embed_ir.ts";
+import { forwardEmbeddings } from "../forward/embed_forward.ts";
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -117,11 +120,13 @@ function duplicate(asked: string, why: string): { id: string; admitted: GatewayE
  * right after auth and the id check (a refused request gets a row under a
  * generated id), before the body is read, so bad input is recorded too, and
  * closed by a `finally`, so no path skips it. The key's place in progress,
- * taken before the body is read, is given back when the row closes.
+ * taken before the body is read, is given back when the row closes. With `embed` the request
+ * is an embeddings call (docs/providers.md "Embeddings"): the same admission, body, route and
+ * guardrails, its errors in `codec`'s format.
  */
 export async function handleProxy(
   request: Request,
-  opts: { codec: ClientCodec; ctx: ClientRequestContext; deps: ProxyDeps },
+  opts: { codec: ClientCodec; ctx: ClientRequestContext; deps: ProxyDeps; embed?: EmbedClient },
 ): Promise<Response> {
   const { codec, deps } = opts;
   const asked = request.headers.get("x-request-id");
@@ -144,7 +149,7 @@ export async function handleProxy(
   const live = new LiveRequest({
     id,
     instanceId: deps.instanceId,
-    clientFormat: codec.format,
+    clientFormat: opts.embed?.format ?? codec.format,
     route: opts.ctx.pathModel ?? null,
     stream: opts.ctx.pathStream ?? false,
     keyId: admitted instanceof GatewayError ? null : admitted.keyId,
@@ -194,9 +199,27 @@ export async function handleProxy(
     const held = await admitBeforeBody(request, { deps, admitted });
     if (held instanceof GatewayError) return endWith(held);
     releaseKey = held;
-    const started = await begin(request, { codec, ctx: opts.ctx, deps, live, admitted });
+    const started = await begin(request, {
+      codec,
+      embed: opts.embed,
+      ctx: opts.ctx,
+      deps,
+      live,
+      admitted,
+    });
     if (started instanceof GatewayError) return endWith(started);
     const fdeps = forwardDeps(deps, started.config);
+    if (started.embed && opts.embed) {
+      const embedReq = { live, ir: started.ir, body: started.body, codec, ctx: opts.ctx };
+      const { response, error } = await forwardEmbeddings(
+        { ...embedReq, route: started.route, embed: started.embed },
+        { deps: fdeps, client: opts.embed },
+      );
+      if (error || !response) return endWith(error ?? GatewayError.from("no answer"));
+      live.finish({ status: 200 });
+      cleanup();
+      return response;
+    }
     const fwd = {
       live,
       ir: started.ir,
@@ -296,6 +319,8 @@ interface Started {
   route: Config["routes"][number];
   /** The one upstream storing the interaction the request continues, if it continues one. */
   pin?: string;
+  /** An embeddings request, parsed by its client's `EmbedClient`. */
+  embed?: EmbedRequest;
 }
 
 /** Everything after admission before the first upstream call: body, route. Errors are returned, not thrown. */
@@ -303,6 +328,7 @@ async function begin(
   request: Request,
   opts: {
     codec: ClientCodec;
+    embed?: EmbedClient;
     ctx: ClientRequestContext;
     deps: ProxyDeps;
     live: LiveRequest;
@@ -321,7 +347,8 @@ async function begin(
     if (!isRecord(body)) {
       throw clientError("request body must be a JSON object", { code: "gw.client.invalid_json" });
     }
-    const ir = opts.codec.parseRequest(body, opts.ctx);
+    const embed = opts.embed?.parse(body, opts.ctx);
+    const ir = embed ? embedIr(embed) : opts.codec.parseRequest(body, opts.ctx);
     live.record.route = ir.model;
     live.record.stream = ir.stream;
     // A client that names no session gets one from its prompt (docs/observability.md
@@ -334,13 +361,15 @@ async function begin(
     const sessionCheck = admitSession(live, { config, keyId: key, bytes, deps });
     if (sessionCheck) await sessionCheck;
     // Null when guardrails are off: nothing to await then.
-    const guardrails = checkGuardrails(body, { model: ir.model, deps });
+    // Token ids are no text a rule can read (docs/security.md "Guardrails are bounded").
+    const tokens = embed !== undefined && embed.tokenIds > 0;
+    const guardrails = checkGuardrails(body, { model: ir.model, deps, tokens });
     if (guardrails) await guardrails;
     // A stored conversation goes where it is stored, or nowhere (docs/interactions.md).
     const pin = ir.providerState?.continues === undefined
       ? undefined
       : await interactionPin(ir, { route, keyId: key, config, homes: deps.homes });
-    return { config, ir, body, route, pin };
+    return { config, ir, body, route, pin, embed };
   } catch (err) {
     return GatewayError.from(err);
   }

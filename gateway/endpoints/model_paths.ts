@@ -4,16 +4,25 @@ import { CLIENT_CODECS } from "../formats/formats.ts";
 import { describeModel, GEMINI_METHODS } from "./model_list.ts";
 import { methodNotAllowed, notFound } from "./not_found.ts";
 import { handleProxy, type ProxyDeps } from "../accept/proxy.ts";
+import { EMBED_CLIENTS } from "../formats/embed_formats.ts";
+import type { EmbedClient } from "../formats/embeddings.ts";
 
-type GeminiMethod = typeof GEMINI_METHODS[number];
+/** Gemini's embedding methods (docs/providers.md "Embeddings"), each with its client. */
+const EMBED_METHODS: Record<string, EmbedClient> = {
+  embedContent: EMBED_CLIENTS.gemini,
+  batchEmbedContents: EMBED_CLIENTS.geminiBatch,
+};
 
-const isGeminiMethod = (name: string): name is GeminiMethod =>
-  (GEMINI_METHODS as readonly string[]).includes(name);
+/** The methods a model path answers: generation, counting and embedding. */
+const METHODS: readonly string[] = [...GEMINI_METHODS, ...Object.keys(EMBED_METHODS)];
+
+const isGeminiMethod = (name: string): boolean => METHODS.includes(name);
 
 /**
  * Everything under `/v1beta/models/` and `/v1/models/`: Gemini's methods on
  * a model (`{model}:generateContent`, `:streamGenerateContent`,
- * `:countTokens`), and one model's description (GET, any SDK). The method is
+ * `:countTokens`, `:embedContent`, `:batchEmbedContents`), and one model's description (GET,
+ * any SDK). The method is
  * what follows the last colon, so route names may hold colons and slashes.
  */
 export function serveModelPath(request: Request, deps: ProxyDeps): Promise<Response> | Response {
@@ -32,7 +41,7 @@ export function serveModelPath(request: Request, deps: ProxyDeps): Promise<Respo
     const named = colon < 0 ? "no method" : `unknown method ':${method}'`;
     return notFound(
       request,
-      `${named} in ${url.pathname}; a model answers :${GEMINI_METHODS.join(", :")}`,
+      `${named} in ${url.pathname}; a model answers :${METHODS.join(", :")}`,
     );
   }
   const ctx = {
@@ -42,7 +51,8 @@ export function serveModelPath(request: Request, deps: ProxyDeps): Promise<Respo
     sse: url.searchParams.get("alt") === "sse",
   };
   const opts = { codec: CLIENT_CODECS.gemini, ctx, deps };
-  return method === "countTokens" ? handleCountTokens(request, opts) : handleProxy(request, opts);
+  if (method === "countTokens") return handleCountTokens(request, opts);
+  return handleProxy(request, { ...opts, embed: EMBED_METHODS[method] });
 }
 
 /**

@@ -13,7 +13,7 @@ import { applyUpstreamHeaders } from "./upstream_headers.ts";
 
 /** A JSON POST to the upstream; `auth` names the header the key goes in and how it is written. */
 export function jsonPost(
-  call: UpstreamCall,
+  call: Pick<UpstreamCall, "upstream" | "env" | "forwarded">,
   opts: {
     url: string;
     body: string;

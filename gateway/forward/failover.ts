@@ -163,12 +163,13 @@ function planFor(
     only: req.only,
     // A candidate that cannot be sent the request is passed over, not tried:
     // no attempt row, no cooldown charge, no place in "tried".
-    accept: ({ upstream }) => {
+    accept: (target) => {
+      const { upstream } = target;
       if (req.pin !== undefined && upstream.id !== req.pin) {
         skipped.set(upstream.id, [notHome(req)]);
         return false;
       }
-      const missing = inexpressible(req, { kind: upstream.kind, deps });
+      const missing = inexpressible(req, { kind: upstream.kind, deps, target });
       if (missing.length) skipped.set(upstream.id, missing);
       return missing.length === 0;
     },

@@ -1,4 +1,8 @@
-import { type ClientHeaders, clientHeadersFor } from "../formats/client_headers.ts";
+import {
+  type ClientHeaders,
+  clientHeadersFor,
+  type UpstreamPost,
+} from "../formats/client_headers.ts";
 import type { Upstream } from "../config/schema.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { ClientRequestContext, UpstreamAdapter } from "../formats/format.ts";
@@ -146,21 +150,32 @@ export class Hop {
       signal: this.controller.signal,
       fetch: deps.fetch,
     };
-    const { signal } = this.controller;
     // A url and init where the adapter has them: fetch would copy a Request once more.
     const post = await this.adapter.buildPost?.(call);
-    const request = post ? null : await this.adapter.buildRequest(call);
-    traceUpstream(post ? { url: post.url, headers: post.init.headers } : request!, this);
+    return await this.sendBuilt(post ?? await this.adapter.buildRequest(call));
+  }
+
+  /**
+   * Sends one call built for this hop: the generation's one, or each call of an embeddings
+   * hop that needs several (gateway/forward/embed_forward.ts). The attempt's headers time is
+   * its first answer's; its status the last one's.
+   */
+  async sendBuilt(built: UpstreamPost | Request): Promise<Response> {
+    const { signal } = this.controller;
+    const fetch = this.opts.deps.fetch;
+    const request = built instanceof Request;
+    traceUpstream(request ? built : { url: built.url, headers: built.init.headers }, this);
     let res: Response;
     try {
-      res = post
-        ? await deps.fetch(post.url, { ...post.init, signal })
-        : await deps.fetch(request!, { signal });
+      res = request
+        ? await fetch(built, { signal })
+        : await fetch(built.url, { ...built.init, signal });
     } catch (err) {
       this.#cancel.closed();
       throw err;
     }
-    this.attempt.headers(res.status);
+    if (this.attempt.record.headersMs === null) this.attempt.headers(res.status);
+    else this.attempt.record.status = res.status;
     return res;
   }
 

@@ -65,9 +65,15 @@ async function wholeHop(hop: Hop, deps: ForwardDeps): Promise<HopEnding | Respon
  * wait (docs/design.md "Failover before content"); after it, any bytes restart the idle timer, so a body that
  * stalls half-way is given up on (and, as nothing reached the client yet,
  * fails over) instead of being waited on for ever. A body over
- * UPSTREAM_CAPS.answerBytes is a failed hop too: the read stops there.
+ * UPSTREAM_CAPS.answerBytes is a failed hop too: the read stops there. `bills: false` (an
+ * embeddings answer, whose tokens are the input's): its text is not counted as output.
  */
-async function readUntilContent(hop: Hop, body: ReadableStream<Uint8Array>): Promise<string> {
+export async function readUntilContent(
+  hop: Hop,
+  body: ReadableStream<Uint8Array>,
+  opts: { bills?: boolean } = {},
+): Promise<string> {
+  const bills = opts.bills ?? true;
   const decoder = new TextDecoder();
   const parts: string[] = [];
   let size = 0;
@@ -80,7 +86,7 @@ async function readUntilContent(hop: Hop, body: ReadableStream<Uint8Array>): Pro
       const text = decoder.decode(chunk, { stream: true });
       parts.push(text);
       // Leading whitespace is no content, and bills nothing.
-      if (started || text.trim() !== "") hop.ledger.text(text.length);
+      if (bills && (started || text.trim() !== "")) hop.ledger.text(text.length);
       if (started) hop.idle.touch();
       // Only the new text is looked at: leading whitespace is not rescanned per chunk.
       else if (text.trim() !== "") {
@@ -99,7 +105,8 @@ async function readUntilContent(hop: Hop, body: ReadableStream<Uint8Array>): Pro
   return parts.join("");
 }
 
-function startDeadline(hop: Hop, deps: ForwardDeps): () => void {
+/** `whole_answer_deadline` for one hop, if the config sets it; answers its cancel. */
+export function startDeadline(hop: Hop, deps: ForwardDeps): () => void {
   const deadline = deps.config.failover.whole_answer_deadline;
   if (!deadline) return () => {};
   const maxTokens = hop.req.ir.maxTokens;

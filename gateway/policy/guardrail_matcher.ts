@@ -7,7 +7,14 @@ import { type MatchRule, spawnGuardrailWorker, type WorkerReply } from "./guardr
  * was busy for longer than the budget (`busy`), or no worker could run them
  * (`unavailable`).
  */
-export type UncheckedReason = "size" | "undecodable" | "budget" | "busy" | "unavailable";
+export type UncheckedReason =
+  | "size"
+  | "undecodable"
+  | "budget"
+  | "busy"
+  | "unavailable"
+  /** Token ids in an embeddings input: numbers, no text a rule reads. */
+  | "tokens";
 
 export type MatchResult =
   | { kind: "matched"; rule: number } // index into the rules given

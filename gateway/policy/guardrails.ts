@@ -44,7 +44,7 @@ export const GuardrailsSchema = z.object({
     ),
   on_unchecked: z.enum(["block", "allow"]).default("block")
     .describe(
-      "What happens to a request the rules could not check in full (text over `max_checked_chars`, a file in a text media type that cannot be decoded, budget spent, worker busy for longer than the budget, or unavailable): `block` answers 400 `guardrail.unchecked`; `allow` forwards it. Either way it is logged and counted in `pulsegate_guardrail_unchecked_total`.",
+      "What happens to a request the rules could not check in full (text over `max_checked_chars`, a file in a text media type that cannot be decoded, an embeddings input given as token ids, budget spent, worker busy for longer than the budget, or unavailable): `block` answers 400 `guardrail.unchecked`; `allow` forwards it. Either way it is logged and counted in `pulsegate_guardrail_unchecked_total`.",
     ),
   rules: z.array(RuleSchema).default([]).describe("Patterns that block a request."),
 }).strict();
@@ -74,11 +74,12 @@ export interface GuardrailDeps {
  * the request body the upstream would see, and `guardrail.unchecked` when the
  * rules could not read it all and `on_unchecked` is `block`. The rules run on
  * a worker within `budget_ms` (docs/security.md, "Guardrails are bounded").
+ * `tokens`: the body holds token ids (an embeddings input), which no rule can read.
  * Answers null when the guardrails are off.
  */
 export function checkGuardrails(
   body: unknown,
-  opts: { model: string; deps: GuardrailDeps },
+  opts: { model: string; deps: GuardrailDeps; tokens?: boolean },
 ): Promise<void> | null {
   const rails = opts.deps.state.guardrails();
   // Off (the default): null, so the request path awaits nothing for them.
@@ -88,7 +89,7 @@ export function checkGuardrails(
 
 async function checkEnabled(
   body: unknown,
-  opts: { model: string; deps: GuardrailDeps; rails: Guardrails },
+  opts: { model: string; deps: GuardrailDeps; rails: Guardrails; tokens?: boolean },
 ): Promise<void> {
   const { rails } = opts;
   const rules = rails.rules.filter((rule) =>
@@ -114,8 +115,12 @@ async function checkEnabled(
     const rule = rules[result.rule]!;
     throw blocked(`${rule.message} (${rule.id})`);
   }
-  // What was read is clear, but a file that should hold text could not be read.
-  const reason = result.kind === "unchecked" ? result.reason : read.undecodable && "undecodable";
+  // What was read is clear, but a file that should hold text, or token ids, could not be read.
+  const reason = result.kind === "unchecked"
+    ? result.reason
+    : read.undecodable
+    ? "undecodable"
+    : opts.tokens && "tokens";
   if (reason) unchecked(reason, { rails, deps: opts.deps });
 }
 
@@ -125,6 +130,7 @@ const UNCHECKED_WHY = {
   budget: (rails: Guardrails) => `the guardrails could not finish within ${rails.budget_ms} ms`,
   busy: (rails: Guardrails) => `the guardrails were busy for longer than ${rails.budget_ms} ms`,
   unavailable: () => "the guardrails could not run",
+  tokens: () => "the guardrails cannot read token ids (input given as token arrays)",
   undecodable: () =>
     "the guardrails could not read a file sent as text (not valid base64, percent-encoding or text in its charset)",
 };

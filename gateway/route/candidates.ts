@@ -5,6 +5,7 @@ import type { Config, Route, RouteCandidate, Upstream } from "../config/schema.t
 import { isPool } from "../config/route_entries.ts";
 import type { UpstreamKind } from "../formats/format.ts";
 import { onePer } from "../runtime/memo.ts";
+import { embedUnsupported } from "../formats/embed_formats.ts";
 
 /**
  * What an upstream of `kind` could not be sent of this request, or nothing.
@@ -12,14 +13,26 @@ import { onePer } from "../runtime/memo.ts";
  * any other gets a translation, which carries neither the features the IR
  * has no slot for (`nativeOnly`) nor what the kind has no field for, nor
  * provider-run tools the kind has no equivalent for, unless the route drops
- * those (`drop_unsupported_tools`).
+ * those (`drop_unsupported_tools`). An embeddings request asks the kind's embeddings API and,
+ * given the candidate (`target`), what its upstream and model take (formats/embed_formats.ts).
  */
 export function inexpressible(
-  req: Pick<RoutedRequest, "codec" | "ir" | "resumeAt"> & {
+  req: Pick<RoutedRequest, "codec" | "ir" | "resumeAt" | "embed"> & {
     route?: Pick<Route, "drop_unsupported_tools">;
   },
-  opts: { kind: UpstreamKind; deps: Pick<RouteDeps, "adapters"> },
+  opts: {
+    kind: UpstreamKind;
+    deps: Pick<RouteDeps, "adapters">;
+    target?: Pick<Candidate, "upstream" | "candidate">;
+  },
 ): string[] {
+  if (req.embed) {
+    const { target } = opts;
+    return embedUnsupported(req.embed, {
+      kind: opts.kind,
+      target: target && { upstream: target.upstream, model: target.candidate.model },
+    });
+  }
   if (passesBodyThrough(req, opts.kind)) return [];
   const native = (req.ir.nativeOnly ?? []).map((f) => `${f.what} (${f.param})`);
   const tools = req.route?.drop_unsupported_tools ? [] : unsupportedBuiltins(req.ir, opts.kind);

@@ -1,6 +1,7 @@
 import type { Config, Route, RouteCandidate, Upstream } from "../config/schema.ts";
 import type { ClientCodec, UpstreamAdapter, UpstreamKind } from "../formats/format.ts";
 import type { IrRequest } from "../formats/ir.ts";
+import type { EmbedRequest } from "../formats/embeddings.ts";
 import type { Affinity } from "./affinity.ts";
 import type { Cooldowns } from "./cooldown.ts";
 import type { Slots } from "./slots.ts";
@@ -59,6 +60,11 @@ export interface RoutedRequest {
    * (docs/interactions.md "Stored interactions"); any other candidate is passed over.
    */
   pin?: string;
+  /**
+   * An embeddings request (docs/providers.md "Embeddings"): what its candidates are asked, in
+   * place of a generation; `ir` then holds only its route and its text.
+   */
+  embed?: EmbedRequest;
   /**
    * A narrowed pass of the loop (mid-stream resume): only the route's candidates this keeps
    * are planned, each pool still ordered by its pick.

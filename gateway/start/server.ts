@@ -10,6 +10,7 @@ import { originCheck } from "../accept/origin_check.ts";
 import { badHostResponse } from "../accept/host_header.ts";
 import { handleProxy } from "../accept/proxy.ts";
 import { type InteractionAction, serveInteraction } from "../endpoints/interaction_paths.ts";
+import { EMBED_CLIENTS } from "../formats/embed_formats.ts";
 
 export interface ServerDeps extends ControlDeps {
   admin: AdminDeps;
@@ -43,12 +44,26 @@ export function createApp(deps: ServerDeps): Hono {
   app.post("/v1/chat/completions", proxy("chat"));
   app.post("/v1/responses", proxy("responses"));
   app.post("/v1/messages", proxy("anthropic"));
+  // Embeddings (docs/providers.md "Embeddings"); Gemini's are model paths (model_paths.ts).
+  app.post("/v1/embeddings", (c) =>
+    handleProxy(c.req.raw, {
+      codec: CLIENT_CODECS.chat,
+      ctx: {},
+      deps,
+      embed: EMBED_CLIENTS.openai,
+    }));
   app.post(
     "/v1/messages/count_tokens",
     (c) => handleCountTokens(c.req.raw, { codec: CLIENT_CODECS.anthropic, ctx: {}, deps }),
   );
   refuseOtherMethods(app, {
-    paths: ["/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens"],
+    paths: [
+      "/v1/chat/completions",
+      "/v1/responses",
+      "/v1/messages",
+      "/v1/messages/count_tokens",
+      "/v1/embeddings",
+    ],
     allow: ["POST"],
   });
   // Google's SDK calls /v1beta by default and /v1 when asked; both are served.

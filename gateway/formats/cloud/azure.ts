@@ -2,15 +2,18 @@
  * Azure OpenAI as an upstream of the two OpenAI kinds (docs/providers.md "Azure OpenAI"): the
  * same bodies, streams and errors as OpenAI's, at Azure's URLs and with its auth header. The
  * v1 API (`/openai/v1/...`, the deployment name as `model`), or the dated API
- * (`/openai/deployments/{deployment}/chat/completions?api-version=...`; Responses has no
- * deployment path: `/openai/responses?api-version=...`), as the openai SDK's `AzureOpenAI`
- * client builds them.
+ * (`/openai/deployments/{deployment}/chat/completions?api-version=...`, `.../embeddings?...`;
+ * Responses has no deployment path: `/openai/responses?api-version=...`), as the openai SDK's
+ * `AzureOpenAI` client builds them.
  */
 import type { AzureOptions } from "../../config/cloud_schema.ts";
 import { type Upstream, upstreamBaseUrl } from "../../config/schema.ts";
 import { bearer } from "../format_kit.ts";
 
-export type OpenAiPath = "chat/completions" | "responses";
+export type OpenAiPath = "chat/completions" | "responses" | "embeddings";
+
+/** The OpenAI paths Azure serves under a deployment (Responses has none). */
+const DEPLOYMENT_PATHS: ReadonlySet<OpenAiPath> = new Set(["chat/completions", "embeddings"]);
 
 /** The upstream's Azure options, if it is an Azure OpenAI resource. */
 export function azureOf(upstream: Upstream): AzureOptions | undefined {
@@ -25,9 +28,9 @@ export function openAiUrl(upstream: Upstream, opts: { path: OpenAiPath; model: s
   if (azure.api_version === undefined) return `${base}/openai/v1/${opts.path}`;
   const version = `api-version=${encodeURIComponent(azure.api_version)}`;
   // The deployment is the candidate's model: one path segment, whatever it holds.
-  return opts.path === "chat/completions"
-    ? `${base}/openai/deployments/${encodeURIComponent(opts.model)}/chat/completions?${version}`
-    : `${base}/openai/responses?${version}`;
+  return DEPLOYMENT_PATHS.has(opts.path)
+    ? `${base}/openai/deployments/${encodeURIComponent(opts.model)}/${opts.path}?${version}`
+    : `${base}/openai/${opts.path}?${version}`;
 }
 
 const apiKey = (key: string): [string, string] => ["api-key", key];

@@ -1,0 +1,411 @@
+/**
+ * Embeddings under the gateway's limits (docs/providers.md "Embeddings", docs/security.md
+ * "Hostile input"): a hostile batch gets a 400 in the client's format and a bounded row and
+ * reaches no upstream; a hostile answer (a bomb of vectors, the wrong count or length, values
+ * that are not numbers) is the upstream's bad answer and fails over; key limits and guardrails
+ * hold for embeddings as for generation; batches are cut to each provider's limit.
+ */
+import assert from "node:assert/strict";
+import OpenAI from "openai";
+import type { ConfigInput } from "../gateway/config/schema.ts";
+import { EMBED_LIMITS } from "../gateway/formats/embeddings.ts";
+import { eventually, postJson, startTestGateway } from "./harness.ts";
+import { type Script, startFakeUpstream } from "./fake_upstreams/server.ts";
+import {
+  AWS,
+  base64Vector,
+  bedrockEmbeddings,
+  geminiBatchEmbeddings,
+  geminiBody,
+  jsonScript,
+  openAiBody,
+  openAiEmbeddings,
+  vectorFor,
+} from "./fake_upstreams/embeddings_script.ts";
+import { checked } from "./fake_upstreams/cloud_script.ts";
+
+const MODEL = "text-embedding-3-small";
+const env = {
+  OPENAI_KEY: "sk-embed",
+  AWS_ID: AWS.accessKeyId,
+  AWS_SECRET: AWS.secretAccessKey,
+  GEMINI_KEY: "gm-key",
+  KEY_RPM: "pg-rpm",
+  KEY_TPM: "pg-tpm",
+  KEY_BUDGET: "pg-budget",
+  KEY_FLIGHT: "pg-flight",
+};
+
+function openAiFake(dims = 4) {
+  return startFakeUpstream({
+    fallback: openAiEmbeddings(() => ({
+      path: "/v1/embeddings",
+      headers: { authorization: "Bearer sk-embed" },
+      body: openAiBody({ model: MODEL }),
+    }), { dims }),
+  });
+}
+
+function route(urls: string[], extra: Partial<ConfigInput> = {}): ConfigInput {
+  return {
+    failover: { retries_per_candidate: 0 },
+    upstreams: urls.map((url, i) => ({
+      id: `up${i + 1}`,
+      kind: "openai-chat" as const,
+      base_url: `${url}/v1`,
+      api_key_env: "OPENAI_KEY",
+      prices: { [MODEL]: { input: 100_000, output: 0 } },
+    })),
+    routes: [{
+      model: "embed",
+      candidates: urls.map((_, i) => ({ upstream: `up${i + 1}`, model: MODEL })),
+    }],
+    ...extra,
+  };
+}
+
+const embed = (url: string, body: unknown, headers: Record<string, string> = {}) =>
+  postJson(`${url}/v1/embeddings`, body, headers);
+
+Deno.test("a hostile batch: 400 in OpenAI's shape, a bounded row, no upstream call", async () => {
+  await using up = openAiFake();
+  await using gw = await startTestGateway(route([up.url]), { env });
+  const cases: { name: string; body: unknown; param: string }[] = [
+    {
+      name: "too many inputs",
+      body: { model: "embed", input: Array(EMBED_LIMITS.inputs + 1).fill("x") },
+      param: "input",
+    },
+    {
+      name: "too many characters",
+      body: { model: "embed", input: Array(3).fill("y".repeat(700_000)) },
+      param: "input",
+    },
+    {
+      name: "too many token ids",
+      body: { model: "embed", input: [Array(EMBED_LIMITS.tokenIds + 1).fill(1)] },
+      param: "input[0]",
+    },
+    {
+      name: "dimensions over the cap",
+      body: { model: "embed", input: "x", dimensions: 1e6 },
+      param: "dimensions",
+    },
+    {
+      name: "a token id that is not one",
+      body: { model: "embed", input: [1, -2] },
+      param: "input",
+    },
+    { name: "mixed shapes", body: { model: "embed", input: ["a", [1, 2]] }, param: "input" },
+    { name: "an empty input", body: { model: "embed", input: ["a", ""] }, param: "input" },
+    { name: "no input", body: { model: "embed", input: [] }, param: "input" },
+    {
+      name: "an encoding OpenAI lacks",
+      body: { model: "embed", input: "x", encoding_format: "int8" },
+      param: "encoding_format",
+    },
+  ];
+  for (const [i, c] of cases.entries()) {
+    const id = `hostile-${i}`;
+    const res = await embed(gw.url, c.body, { "x-request-id": id });
+    assert.equal(res.status, 400, c.name);
+    assert.equal(res.headers.get("x-pulsegate-error-code"), "gw.client.invalid_request", c.name);
+    const body = await res.json();
+    assert.equal(body.error.type, "invalid_request_error", c.name);
+    assert.equal(body.error.param, c.param, c.name);
+    assert.ok(body.error.message.length < 300, `${c.name}: a bounded message`);
+    const { request, attempts } = await gw.row(id);
+    assert.equal(request.status, 400, c.name);
+    assert.equal(request.failureSource, "client", c.name);
+    assert.equal(request.clientFormat, "openai-embeddings", c.name);
+    assert.ok((request.errorMessage ?? "").length < 300, `${c.name}: a bounded row`);
+    assert.equal(attempts.length, 0, c.name);
+  }
+  assert.equal(up.calls.length, 0);
+  assert.equal(gw.metrics.inflight, 0);
+});
+
+Deno.test("a hostile Gemini batch: 400 in Gemini's shape", async () => {
+  await using up = openAiFake();
+  await using gw = await startTestGateway(route([up.url]), { env });
+  const at = (method: string) => `${gw.url}/v1beta/models/embed:${method}`;
+  const image = await postJson(at("embedContent"), {
+    content: { parts: [{ inlineData: { mimeType: "image/png", data: "AAAA" } }] },
+  });
+  assert.equal(image.status, 400);
+  assert.equal(image.headers.get("x-pulsegate-error-code"), "gw.client.unsupported");
+  assert.equal((await image.json()).error.status, "INVALID_ARGUMENT");
+  const other = await postJson(at("batchEmbedContents"), {
+    requests: [{ model: "models/another", content: { parts: [{ text: "x" }] } }],
+  });
+  assert.equal(other.status, 400);
+  assert.match((await other.json()).error.message, /must be the model in the path/);
+  const mixed = await postJson(at("batchEmbedContents"), {
+    requests: [
+      { model: "models/embed", content: { parts: [{ text: "x" }] }, outputDimensionality: 4 },
+      { model: "models/embed", content: { parts: [{ text: "y" }] }, outputDimensionality: 8 },
+    ],
+  });
+  assert.equal(mixed.status, 400);
+  const many = await postJson(at("batchEmbedContents"), {
+    requests: Array(EMBED_LIMITS.inputs + 1).fill({ content: { parts: [{ text: "x" }] } }),
+  });
+  assert.equal(many.status, 400);
+  assert.equal(up.calls.length, 0);
+});
+
+/** Answers a hostile upstream may send to one input, each a bad answer. */
+const HOSTILE: { name: string; script: Script }[] = [
+  {
+    name: "more vectors than inputs",
+    script: jsonScript({ data: [{ embedding: [1] }, { embedding: [2] }], usage: {} }),
+  },
+  {
+    name: "a vector over the cap",
+    script: jsonScript({ data: [{ embedding: Array(EMBED_LIMITS.dimensions + 1).fill(0) }] }),
+  },
+  {
+    name: "a base64 vector over the cap",
+    script: jsonScript({
+      data: [{ embedding: base64Vector(Array(EMBED_LIMITS.dimensions + 1).fill(0.5)) }],
+    }),
+  },
+  { name: "NaN in base64", script: jsonScript({ data: [{ embedding: base64Vector([NaN, 1]) }] }) },
+  { name: "partial floats", script: jsonScript({ data: [{ embedding: "AAAAAAA=" }] }) },
+  { name: "a string value", script: jsonScript({ data: [{ embedding: ["0.5"] }] }) },
+  { name: "an index out of place", script: jsonScript({ data: [{ embedding: [1], index: 7 }] }) },
+  { name: "not JSON", script: { body: [{ send: "<html>oops</html>" }] } },
+  { name: "an empty vector", script: jsonScript({ data: [{ embedding: [] }] }) },
+];
+
+Deno.test("a hostile answer is the upstream's bad answer: the next candidate answers", async () => {
+  await using bad = startFakeUpstream();
+  await using good = openAiFake(4);
+  // Every case charges the bad upstream; none may pause it before the next case is sent to it.
+  const failover = { retries_per_candidate: 0, failures_to_pause: 100 };
+  await using gw = await startTestGateway(route([bad.url, good.url], { failover }), { env });
+  for (const [i, h] of HOSTILE.entries()) {
+    bad.enqueue(h.script);
+    const id = `bad-answer-${i}`;
+    const res = await embed(gw.url, { model: "embed", input: "x" }, { "x-request-id": id });
+    assert.equal(res.status, 200, h.name);
+    assert.deepEqual((await res.json()).data[0].embedding, vectorFor("x", 4), h.name);
+    const { attempts } = await gw.row(id);
+    assert.deepEqual(
+      attempts.map((a) => [a.upstream, a.outcome, a.errorCode]),
+      [["up1", "error", "gw.upstream.bad_response"], ["up2", "success", null]],
+      h.name,
+    );
+  }
+  // Different lengths across one request's vectors, and a length other than the one asked for.
+  bad.enqueue(jsonScript({ data: [{ embedding: [1, 2] }, { embedding: [1, 2, 3] }] }));
+  const ragged = await embed(gw.url, { model: "embed", input: ["a", "b"] });
+  assert.equal(ragged.status, 200);
+  good.setHandler(openAiEmbeddings(() => ({ path: "/v1/embeddings" }), { dims: 4 }));
+  bad.enqueue(jsonScript({ data: [{ embedding: [1, 2, 3] }] }));
+  const wrong = await embed(gw.url, { model: "embed", input: "a", dimensions: 2 });
+  assert.equal(wrong.status, 200);
+  assert.equal((await wrong.json()).data[0].embedding.length, 2);
+});
+
+Deno.test("key limits: rpm, tpm, budget and max_in_flight refuse embeddings in OpenAI's shape", async () => {
+  await using up = openAiFake(4);
+  let release!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  await using gw = await startTestGateway(
+    route([up.url], {
+      keys: [
+        { id: "rpm", key_env: "KEY_RPM", rpm: 1 },
+        { id: "tpm", key_env: "KEY_TPM", tpm: 5 },
+        { id: "budget", key_env: "KEY_BUDGET", budget: { usd: 0.5, period: "day" } },
+        { id: "flight", key_env: "KEY_FLIGHT", max_in_flight: 1 },
+      ],
+    }),
+    { env },
+  );
+  const as = (key: string) => new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: key, maxRetries: 0 });
+  const refusal = (p: Promise<unknown>) =>
+    p.then(() => null, (err: { status?: number; code?: string }) => err);
+
+  await as("pg-rpm").embeddings.create({ model: "embed", input: "x" });
+  const rpm = await refusal(as("pg-rpm").embeddings.create({ model: "embed", input: "x" }));
+  assert.equal(rpm?.status, 429);
+  assert.equal(rpm?.code, "gw.key.rate_limited");
+
+  // 40 characters: 10 tokens billed, over the key's 5 a minute.
+  await as("pg-tpm").embeddings.create({ model: "embed", input: "t".repeat(40) });
+  const tpm = await refusal(as("pg-tpm").embeddings.create({ model: "embed", input: "x" }));
+  assert.equal(tpm?.status, 429);
+  assert.equal(tpm?.code, "gw.key.rate_limited");
+
+  // 10 tokens at 100,000 USD per million: 1 USD, over the 0.5 budget.
+  await as("pg-budget").embeddings.create({ model: "embed", input: "b".repeat(40) });
+  const budget = await refusal(as("pg-budget").embeddings.create({ model: "embed", input: "x" }));
+  assert.equal(budget?.status, 429);
+  assert.equal(budget?.code, "gw.key.budget_exhausted");
+
+  const answer = { data: [{ embedding: [0.5, 0.25] }], usage: { prompt_tokens: 1 } };
+  up.enqueue({ body: [{ until: held }, { send: JSON.stringify(answer) }] });
+  const first = embed(gw.url, { model: "embed", input: "x" }, {
+    authorization: "Bearer pg-flight",
+  });
+  await eventually(() => up.calls.length === 4, { what: "the first request at the upstream" });
+  const second = await embed(gw.url, { model: "embed", input: "x" }, {
+    authorization: "Bearer pg-flight",
+  });
+  assert.equal(second.status, 429);
+  assert.equal(second.headers.get("x-pulsegate-error-code"), "gw.key.max_in_flight");
+  await second.body?.cancel();
+  release();
+  const done = await first;
+  assert.equal(done.status, 200);
+  assert.deepEqual((await done.json()).data[0].embedding, [0.5, 0.25]);
+});
+
+Deno.test("guardrails read embedding inputs; token ids, which they cannot read, are unchecked", async () => {
+  await using up = openAiFake(4);
+  await using gw = await startTestGateway(route([up.url]), { env });
+  const put = await fetch(`${gw.url}/admin/api/guardrails`, {
+    method: "PUT",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ enabled: true, rules: [{ id: "secret", pattern: "project-x" }] }),
+  });
+  assert.equal(put.status, 200);
+  const blocked = await embed(gw.url, { model: "embed", input: ["fine", "about project-X"] });
+  assert.equal(blocked.status, 400);
+  assert.equal(blocked.headers.get("x-pulsegate-error-code"), "guardrail.blocked");
+  const gemini = await postJson(`${gw.url}/v1beta/models/embed:batchEmbedContents`, {
+    requests: [{ content: { parts: [{ text: "project-x" }] } }],
+  });
+  assert.equal(gemini.status, 400);
+  assert.equal(gemini.headers.get("x-pulsegate-error-code"), "guardrail.blocked");
+  const tokens = await embed(gw.url, { model: "embed", input: [[1, 2, 3]] });
+  assert.equal(tokens.status, 400);
+  assert.equal(tokens.headers.get("x-pulsegate-error-code"), "guardrail.unchecked");
+  assert.match((await tokens.json()).error.message, /token ids/);
+  assert.equal(up.calls.length, 0);
+  const ok = await embed(gw.url, { model: "embed", input: "fine" });
+  assert.equal(ok.status, 200);
+  await ok.body?.cancel();
+});
+
+Deno.test("batches are cut to each provider's limit: Gemini 100 a call, Cohere 96, Titan one", async () => {
+  await using gem = startFakeUpstream({
+    fallback: geminiBatchEmbeddings(() => ({
+      path: "/v1beta/models/gemini-embedding-001:batchEmbedContents",
+      body: geminiBody({ model: "gemini-embedding-001" }),
+    }), { dims: 3 }),
+  });
+  await using cohere = startFakeUpstream({
+    fallback: bedrockEmbeddings({ model: "cohere.embed-v4:0", dims: 256 }),
+  });
+  await using titan = startFakeUpstream({
+    fallback: bedrockEmbeddings({ model: "amazon.titan-embed-text-v2:0" }),
+  });
+  const bedrock = (id: string, url: string) => ({
+    id,
+    kind: "bedrock" as const,
+    base_url: url,
+    region: AWS.region,
+    access_key_env: "AWS_ID",
+    secret_key_env: "AWS_SECRET",
+  });
+  await using gw = await startTestGateway({
+    upstreams: [
+      { id: "gm", kind: "gemini", base_url: gem.url, api_key_env: "GEMINI_KEY" },
+      bedrock("cohere", cohere.url),
+      bedrock("titan", titan.url),
+    ],
+    routes: [
+      { model: "gem", candidates: [{ upstream: "gm", model: "gemini-embedding-001" }] },
+      { model: "cohere", candidates: [{ upstream: "cohere", model: "cohere.embed-v4:0" }] },
+      {
+        model: "titan",
+        candidates: [{ upstream: "titan", model: "amazon.titan-embed-text-v2:0" }],
+      },
+    ],
+  }, { env });
+  const texts = Array.from({ length: 250 }, (_, i) => `text ${i}`);
+  const gemRes = await embed(gw.url, { model: "gem", input: texts });
+  assert.equal(gemRes.status, 200);
+  const gemBody = await gemRes.json();
+  assert.deepEqual(
+    gemBody.data.map((d: { embedding: number[] }) => d.embedding),
+    texts.map((t) => vectorFor(t, 3)),
+  );
+  assert.deepEqual(gem.calls.map((c) => (c.json as { requests: unknown[] }).requests.length), [
+    100,
+    100,
+    50,
+  ]);
+
+  const cohereRes = await embed(gw.url, {
+    model: "cohere",
+    input: texts.slice(0, 100),
+    dimensions: 256,
+  });
+  assert.equal(cohereRes.status, 200);
+  assert.equal((await cohereRes.json()).data.length, 100);
+  assert.deepEqual(cohere.calls.map((c) => (c.json as { texts: unknown[] }).texts.length), [96, 4]);
+  assert.deepEqual(
+    cohere.calls.map((c) => (c.json as { output_dimension?: number }).output_dimension),
+    [256, 256],
+  );
+
+  // Titan takes one text a call: more inputs than a hop may make calls is not sent at all.
+  const titanRes = await embed(gw.url, {
+    model: "titan",
+    input: Array(EMBED_LIMITS.callsPerHop + 1).fill("t"),
+  });
+  assert.equal(titanRes.status, 400);
+  assert.equal(titanRes.headers.get("x-pulsegate-error-code"), "gw.client.unsupported");
+  const titanDims = await embed(gw.url, { model: "titan", input: "t", dimensions: 300 });
+  assert.equal(titanDims.status, 400);
+  assert.match((await titanDims.json()).error.message, /takes 256, 512, 1024/);
+  assert.equal(titan.calls.length, 0);
+});
+
+Deno.test("Azure OpenAI: embeddings at the deployment's URL, with the api-key header", async () => {
+  await using az = startFakeUpstream({
+    fallback: openAiEmbeddings(() => ({
+      path: "/openai/deployments/emb-prod/embeddings?api-version=2024-10-21",
+      headers: { "api-key": "az-key" },
+      absent: ["authorization"],
+      body: openAiBody({ model: "emb-prod" }),
+    }), { dims: 4 }),
+  });
+  await using gw = await startTestGateway({
+    upstreams: [{
+      id: "az",
+      kind: "openai-chat",
+      base_url: az.url,
+      api_key_env: "AZ_KEY",
+      azure: { api_version: "2024-10-21" },
+    }],
+    routes: [{ model: "embed", candidates: [{ upstream: "az", model: "emb-prod" }] }],
+  }, { env: { AZ_KEY: "az-key" } });
+  const res = await new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: "x", maxRetries: 0 })
+    .embeddings.create({ model: "embed", input: ["a", "b"] });
+  assert.deepEqual(res.data.map((d) => d.embedding), ["a", "b"].map((t) => vectorFor(t, 4)));
+  assert.equal(az.calls.length, 1);
+});
+
+Deno.test("an upstream's own 4xx reaches a same-format client as it came, and is not failed over", async () => {
+  const refusal = {
+    error: {
+      message: "This model's maximum context length is 8192 tokens",
+      type: "invalid_request_error",
+      param: "input",
+      code: null,
+    },
+  };
+  await using first = startFakeUpstream({
+    fallback: checked(() => ({ path: "/v1/embeddings" }), () => jsonScript(refusal, 400)),
+  });
+  await using second = openAiFake();
+  await using gw = await startTestGateway(route([first.url, second.url]), { env });
+  const res = await embed(gw.url, { model: "embed", input: "long" });
+  assert.equal(res.status, 400);
+  assert.deepEqual(await res.json(), refusal);
+  assert.equal(second.calls.length, 0);
+});
