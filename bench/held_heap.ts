@@ -1,0 +1,147 @@
+/**
+ * A developer's tool beside the bench: the JS heap one held stream costs pulsegate, and what it is
+ * made of. Holds `--count` streams through a fresh gateway (past the opening hold, so each sends
+ * keep-alives), takes a heap snapshot before and while they are held, and prints the bytes and
+ * objects per stream by V8 node type and constructor, most first.
+ *
+ *   deno run -A bench/held_heap.ts [--count 500] [--top 30] [--base /path/to/other/checkout]
+ *
+ * `--base` measures that checkout's gateway too, in the same run, for a before/after.
+ */
+import { benchLayout } from "./machine.ts";
+import { Service } from "./services.ts";
+import { REPO_ROOT, startFake } from "./stack.ts";
+import { gatewayConfig } from "./targets.ts";
+
+function option(name: string, fallback: string): string {
+  const at = Deno.args.indexOf(`--${name}`);
+  return at >= 0 ? Deno.args[at + 1] ?? fallback : fallback;
+}
+
+const count = Number(option("count", "500"));
+const top = Number(option("top", "30"));
+const base = option("base", "");
+/** The hold (15 s) becomes 1.5 s. */
+const TIME_SCALE = 0.1;
+const HELD_MODE = "held-60000-1-10";
+
+const workDir = await Deno.makeTempDir({ prefix: "pulsegate-held-heap-" });
+const layout = await benchLayout({ cpus: navigator.hardwareConcurrency, logDir: workDir });
+const fake = await startFake(layout);
+
+interface Tally {
+  bytes: number;
+  count: number;
+}
+
+/** Self sizes and counts by "type name" from a V8 heap snapshot file. */
+async function tally(file: string): Promise<Map<string, Tally>> {
+  const snap = JSON.parse(await Deno.readTextFile(file));
+  const fields: string[] = snap.snapshot.meta.node_fields;
+  const types: string[] = snap.snapshot.meta.node_types[0];
+  const width = fields.length;
+  const [typeAt, nameAt, sizeAt] = ["type", "name", "self_size"].map((f) => fields.indexOf(f));
+  const out = new Map<string, Tally>();
+  const nodes: number[] = snap.nodes;
+  for (let i = 0; i < nodes.length; i += width) {
+    const type = types[nodes[i + typeAt!]!]!;
+    const name = type === "object" || type === "closure"
+      ? String(snap.strings[nodes[i + nameAt!]!]).slice(0, 60)
+      : "";
+    const key = `${type} ${name}`.trim();
+    const t = out.get(key) ?? { bytes: 0, count: 0 };
+    t.bytes += nodes[i + sizeAt!]!;
+    t.count++;
+    out.set(key, t);
+  }
+  return out;
+}
+
+async function gateway(name: string, root: string): Promise<Service> {
+  const dir = `${workDir}/${name}`;
+  await Deno.mkdir(dir, { recursive: true });
+  const configPath = `${dir}/config.json`;
+  const config = gatewayConfig({ fake: fake.url, routes: { held: HELD_MODE } });
+  await Deno.writeTextFile(configPath, JSON.stringify(config));
+  return await Service.start({
+    name,
+    cmd: [Deno.execPath(), "run", "-A", `${root}bench/gateway_entry.ts`],
+    cwd: root,
+    cpus: layout.proxyCpus,
+    env: {
+      PULSEGATE_PORT: "0",
+      PULSEGATE_CONFIG: configPath,
+      PULSEGATE_DB_URL: `file:${dir}/pulsegate.db`,
+      PULSEGATE_TIME_SCALE: String(TIME_SCALE),
+    },
+  }, { layout, timeoutMs: 60_000 });
+}
+
+async function snapshot(control: string, file: string): Promise<void> {
+  const res = await fetch(`${control}/heap/snapshot?path=${encodeURIComponent(file)}`);
+  await res.body?.cancel();
+}
+
+async function inflight(url: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  return Number(/^pulsegate_inflight_requests (\d+)/m.exec(text)?.[1] ?? NaN);
+}
+
+async function measure(name: string, root: string): Promise<void> {
+  const gw = await gateway(name, root);
+  const control = gw.ready.control as string;
+  const body = JSON.stringify({
+    model: "held",
+    stream: true,
+    messages: [{ role: "user", content: "hi" }],
+  });
+  const open = () =>
+    fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body,
+    });
+  // Warm every path once, so the snapshots differ by the held streams alone.
+  for (const res of await Promise.all([open(), open()])) await res.body?.cancel();
+  await new Promise((r) => setTimeout(r, 500));
+  const before = `${workDir}/${name}-before.heapsnapshot`;
+  await snapshot(control, before);
+  const held = await Promise.all(Array.from({ length: count }, open));
+  const readers = held.map((res) => res.body!.getReader());
+  // Past the opening hold: every stream has its headers and its first keep-alive.
+  await Promise.all(readers.map((r) => r.read()));
+  while ((await inflight(gw.url)) < count) await new Promise((r) => setTimeout(r, 100));
+  const during = `${workDir}/${name}-held.heapsnapshot`;
+  await snapshot(control, during);
+  const [a, b] = [await tally(before), await tally(during)];
+  const rows = [...b].map(([key, t]) => {
+    const was = a.get(key) ?? { bytes: 0, count: 0 };
+    return { key, bytes: (t.bytes - was.bytes) / count, objects: (t.count - was.count) / count };
+  }).sort((x, y) => y.bytes - x.bytes);
+  const total = rows.reduce((s, r) => s + r.bytes, 0);
+  const objects = rows.reduce((s, r) => s + r.objects, 0);
+  const closures = rows.filter((r) => r.key.startsWith("closure")).reduce(
+    (s, r) => s + r.objects,
+    0,
+  );
+  const promises = rows.find((r) => r.key === "object Promise")?.objects ?? 0;
+  console.log(
+    `${name}: ${(total / 1024).toFixed(1)} KiB per held stream; ${objects.toFixed(0)} objects, ` +
+      `${closures.toFixed(0)} closures, ${promises.toFixed(0)} promises`,
+  );
+  const only = option("only", "");
+  for (const r of rows.filter((r) => !only || r.key.startsWith(only)).slice(0, top)) {
+    console.log(
+      `  ${r.bytes.toFixed(0).padStart(6)} B ${r.objects.toFixed(1).padStart(6)}  ${r.key}`,
+    );
+  }
+  for (const r of readers) void r.cancel().catch(() => {});
+  await gw.stop();
+}
+
+try {
+  await measure("pulsegate", REPO_ROOT);
+  if (base) await measure("base", base.endsWith("/") ? base : `${base}/`);
+} finally {
+  await fake.stop();
+}
