@@ -25,3 +25,27 @@ export async function pollHealth(url: string): Promise<{ stop(): Promise<HealthP
     },
   };
 }
+
+/**
+ * The slowest poll a hostile load may cause. The defects these tests guard against held the
+ * serving thread for seconds to minutes (docs/security.md); on a 2-core machine with a core busy
+ * elsewhere, scheduling alone has delayed a single poll by up to about 2.3 s while the gateway
+ * worked through a burst. The median says the gateway stayed responsive throughout.
+ */
+export const SLOWEST_HEALTH_MS = 3_000;
+/** The median poll a hostile load may cause. */
+export const MEDIAN_HEALTH_MS = 100;
+
+/** Every poll answered, the median quick, none stalled as the defects did; `what` names the load. */
+export function assertResponsive(polls: HealthPolls, what = "the load"): void {
+  if (polls.failures.length) throw new Error(`${what}: /healthz failed: ${polls.failures[0]}`);
+  const sorted = [...polls.times].sort((a, b) => a - b);
+  const slowest = sorted.at(-1) ?? Infinity;
+  const median = sorted[Math.floor(sorted.length / 2)] ?? Infinity;
+  if (slowest >= SLOWEST_HEALTH_MS) {
+    throw new Error(`${what}: the slowest /healthz took ${slowest.toFixed(0)} ms`);
+  }
+  if (median >= MEDIAN_HEALTH_MS) {
+    throw new Error(`${what}: the median /healthz took ${median.toFixed(1)} ms`);
+  }
+}

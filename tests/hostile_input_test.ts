@@ -4,7 +4,7 @@ import { KEY_REFUSED_ROWS_PER_MINUTE } from "../gateway/policy/refused_budget.ts
 import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
 import { type FakeUpstream, startFakeUpstream } from "./fake_upstreams/server.ts";
 import { eventually } from "./harness.ts";
-import { type HealthPolls, pollHealth } from "./health_poll.ts";
+import { assertResponsive, type HealthPolls, pollHealth } from "./health_poll.ts";
 import { type SpawnedGateway, spawnGateway } from "./spawn_gateway.ts";
 
 /**
@@ -462,11 +462,6 @@ async function send(url: string, c: HostileCase): Promise<Answer> {
   return { c, status: res.status, id: res.headers.get("x-request-id"), problems };
 }
 
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? Infinity;
-}
-
 /** A gateway key, its env var and its secret. */
 interface TestKey {
   id: string;
@@ -523,9 +518,6 @@ async function withSpawnedGateway(
   }
 }
 
-/** The slowest /healthz a corpus may cause (a loaded 2-core machine, not a latency target). */
-const SLOWEST_HEALTH_MS = 1_000;
-
 Deno.test("a corpus of bad requests: 4xx in the caller's format, recorded, /healthz stays quick", async () => {
   // The corpus three times over: a longer flood, and more polls to judge it by.
   const corpusCases = [...corpus(), ...corpus(), ...corpus()];
@@ -574,13 +566,9 @@ Deno.test("a corpus of bad requests: 4xx in the caller's format, recorded, /heal
     }
     assert.equal(rows.size, expected.size, "no row for a case that is not recorded");
 
-    const { times, failures } = health;
-    assert.deepEqual(failures, [], "/healthz answered every poll");
-    const slowest = Math.max(...times);
-    assert.ok(times.length >= 5, `polled /healthz ${times.length} times`);
+    assert.ok(health.times.length >= 5, `polled /healthz ${health.times.length} times`);
     assert.ok(cases.length >= 300, `${cases.length} cases`);
-    assert.ok(slowest < SLOWEST_HEALTH_MS, `slowest /healthz took ${slowest.toFixed(0)} ms`);
-    assert.ok(median(times) < 100, `median /healthz took ${median(times).toFixed(1)} ms`);
+    assertResponsive(health, "the corpus");
   }, keys);
 });
 
@@ -593,10 +581,7 @@ Deno.test("the worst bodies at full size (up to 31 MB), each alone: answered, re
       try {
         answer = await send(gw.url, c);
       } finally {
-        const { times, failures } = await poller.stop();
-        assert.deepEqual(failures, [], `${c.name}: /healthz answered every poll`);
-        const slowest = Math.max(...times);
-        assert.ok(slowest < SLOWEST_HEALTH_MS, `${c.name}: slowest /healthz took ${slowest} ms`);
+        assertResponsive(await poller.stop(), c.name);
       }
       assert.deepEqual(answer.problems, []);
       await eventually(async () => {
