@@ -8,6 +8,8 @@
  * - the time of every history batch, as the writer reports it (for a local file the batch runs on
  *   the writer's worker thread, so it is no longer time the serving thread is blocked);
  * - the process's CPU split by thread (serving thread, the history worker, all), from /proc;
+ * - `/stats?gc=1`: a full GC first, so the memory it reports is what is alive, not garbage not yet
+ *   collected; it needs `--v8-flags=--expose-gc` (answers 409 without it);
  * - a CPU profile of the serving thread between `/profile/start?us=N` and `/profile/stop`
  *   (bench/self_profiler.ts), and a heap snapshot to a file at `/heap/snapshot?path=F`;
  * - `BENCH_HISTORY=off`: the writer's `writeRequest`/`writeAttempt` become no-ops on this
@@ -48,6 +50,9 @@ function memory() {
   return { rssBytes: m.rss, heapUsedBytes: m.heapUsed, externalBytes: m.external };
 }
 
+/** V8's `gc()`, present only under `--v8-flags=--expose-gc`. */
+const fullGc = (globalThis as { gc?: () => void }).gc;
+
 const profiler = new SelfProfiler();
 
 const control = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
@@ -74,6 +79,12 @@ const control = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, as
     return Response.json({ ok: true });
   }
   if (path === "/stats") {
+    if (new URL(req.url).searchParams.get("gc") === "1") {
+      if (!fullGc) return new Response("start with --v8-flags=--expose-gc", { status: 409 });
+      // Twice: what the first frees can hold the last references to more (finalizers, weak maps).
+      fullGc();
+      fullGc();
+    }
     return Response.json({
       inflight: gateway.metrics.inflight,
       ...memory(),

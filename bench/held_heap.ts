@@ -4,9 +4,12 @@
  * keep-alives), takes a heap snapshot before and while they are held, and prints the bytes and
  * objects per stream by V8 node type and constructor, most first.
  *
- *   deno run -A bench/held_heap.ts [--count 500] [--top 30] [--base /path/to/other/checkout]
+ *   deno run -A bench/held_heap.ts [--count 500] [--top 30] [--only PREFIX]
+ *     [--base /path/to/other/checkout]
  *
- * `--base` measures that checkout's gateway too, in the same run, for a before/after.
+ * `--only closure` (or `object Promise`, ...) lists only the rows whose key starts so; `--base`
+ * measures that checkout's gateway too, in the same run, for a before/after. A snapshot holds
+ * only what is reachable, so the total is the live heap, as scenario 4's `/stats?gc=1` reading.
  */
 import { benchLayout } from "./machine.ts";
 import { Service } from "./services.ts";

@@ -1,12 +1,18 @@
 /**
- * How much of each scenario a run does. The full profile is sized to finish in well under 10
- * minutes on the 2-core machine; `--quick` runs every scenario in miniature (under a minute) so
- * the test that runs it keeps the whole pipeline from rotting.
+ * How much of each scenario a run does. The full profile is sized to finish in about 11 minutes
+ * on the 2-core machine; `--quick` runs every scenario in miniature (about a minute) so the test
+ * that runs it keeps the whole pipeline from rotting.
  */
 export interface Profile {
   name: "full" | "quick";
   latency: { rounds: number; perRound: number; warmup: number; budgetMs: number };
-  throughput: { concurrency: number[]; seconds: number; warmupSeconds: number };
+  throughput: {
+    concurrency: number[];
+    seconds: number;
+    warmupSeconds: number;
+    /** The zero-delay sweep (p99 under 20 ms): its levels; a target stops at its first miss. */
+    zeroDelayConcurrency: number[];
+  };
   streaming: { rounds: number; concurrency: number; budgetMs: number };
   held: {
     counts: number[];
@@ -40,6 +46,7 @@ export const FULL: Profile = {
     concurrency: [1, 2, 4, 8, 16, 32, 64, 128, 256],
     seconds: 3,
     warmupSeconds: 1,
+    zeroDelayConcurrency: [1, 2, 4, 8, 16, 32, 64, 128, 256],
   },
   streaming: { rounds: 4, concurrency: 4, budgetMs: 60_000 },
   held: {
@@ -67,7 +74,7 @@ export const QUICK: Profile = {
   name: "quick",
   latency: { rounds: 2, perRound: 50, warmup: 30, budgetMs: 10_000 },
   // One level: each level of each target starts a load process (seconds of CPU each).
-  throughput: { concurrency: [16], seconds: 1, warmupSeconds: 0 },
+  throughput: { concurrency: [16], seconds: 1, warmupSeconds: 0, zeroDelayConcurrency: [1] },
   streaming: { rounds: 1, concurrency: 2, budgetMs: 10_000 },
   held: { counts: [50], floorCount: null, openPerSecond: 1_000, deltas: 2, deltaGapMs: 200 },
   history: {

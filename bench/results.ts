@@ -68,12 +68,21 @@ export interface ThroughputRow {
   rssAfterMiB?: number | null;
 }
 
-export interface ThroughputResult {
+/** One sweep of concurrency levels against one fake route, with its p99 bound. */
+export interface ThroughputSweep {
   upstreamDelayMs: number;
   boundMs: number;
   secondsPerLevel: number;
   rows: ThroughputRow[];
+}
+
+export interface ThroughputResult extends ThroughputSweep {
   skipped: Skipped[];
+  /**
+   * The floor and pulsegate against the zero-delay route with a 20 ms p99 bound (requests/s at
+   * p99 under 20 ms, as published gateway comparisons count it); absent from older runs.
+   */
+  zeroDelay?: ThroughputSweep;
 }
 
 export interface StreamingRow {
@@ -108,9 +117,18 @@ export interface HeldRow {
   rssBeforeMiB: number;
   rssHeldMiB: number;
   bytesPerStream: number;
-  /** Of that, V8 heap in use and external memory (read buffers); null outside pulsegate. */
+  /**
+   * Of that, V8 heap in use and external memory (read buffers), read without a GC, so garbage
+   * counts; null outside pulsegate.
+   */
   heapBytesPerStream: number | null;
   externalBytesPerStream: number | null;
+  /**
+   * The JS heap one held stream keeps alive: heap used after a full GC, before and while `count`
+   * streams are held a second time on the same gateway (its content never sent: those streams
+   * are cancelled), divided by `count`. Null outside pulsegate; absent from older runs.
+   */
+  liveHeapBytesPerStream?: number | null;
   completeStreams: number;
   lostDeltas: number;
   lateDeltas: number;

@@ -45,7 +45,7 @@ export interface HeldJobResult {
   errorExamples: string[];
 }
 
-interface Stream {
+export interface Stream {
   headers: boolean;
   keepAlives: number;
   deltas: number;
@@ -56,7 +56,7 @@ interface Stream {
   stop: AbortController;
 }
 
-function openStream(request: RequestSpec, timeoutMs: number): Stream {
+export function openStream(request: RequestSpec, timeoutMs: number): Stream {
   const stop = new AbortController();
   const s: Stream = {
     headers: false,
@@ -101,10 +101,10 @@ async function rssOf(pid: number): Promise<number> {
   return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? NaN) * 1024;
 }
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Polls (bounded by `timeoutMs`) until `ok` holds; answers whether it did. */
-async function waitFor(ok: () => boolean, timeoutMs: number): Promise<boolean> {
+export async function waitFor(ok: () => boolean, timeoutMs: number): Promise<boolean> {
   const deadline = performance.now() + timeoutMs;
   while (!ok()) {
     if (performance.now() > deadline) return false;

@@ -17,23 +17,30 @@ import { cpuDeltaCheck, cpuRequestCheck, rssCheck, streamGapCheck } from "./cost
 import { heldChecks } from "./held_checks.ts";
 import { cpuAdvice, historyShare } from "./profile_notes.ts";
 
+/** Added latency at one connection, over the floor: p50 and p99 limits in ms. */
+const LATENCY_P50_MS = 0.25;
+const LATENCY_P99_MS = 1;
+
 function latencyChecks(s: AddedLatencyResult, opts: Context): TargetCheck[] {
   const floor = s.rows.find((r) => r.target === "floor");
   const gw = s.rows.find((r) => r.target === "pulsegate");
   const off = s.rows.find((r) => r.target === "pulsegate_no_history");
-  const target = "added latency p50 within 0.3 ms and p99 within 1 ms of the floor";
+  const target = `added latency at one connection: p50 at most ${LATENCY_P50_MS} ms and p99 at ` +
+    `most ${LATENCY_P99_MS} ms over the floor`;
   if (!floor || !gw) return [unmeasured("latency", target, "floor or pulsegate did not run")];
   const d50 = gw.latencyMs.p50 - floor.latencyMs.p50;
   const d99 = gw.latencyMs.p99 - floor.latencyMs.p99;
-  const met = d50 <= 0.3 && d99 <= 1;
+  const met = d50 <= LATENCY_P50_MS && d99 <= LATENCY_P99_MS;
   const misses = [
-    d50 > 0.3 ? `p50 by ${fmt(d50 - 0.3, 3)} ms` : "",
-    d99 > 1 ? `p99 by ${fmt(d99 - 1, 3)} ms` : "",
+    d50 > LATENCY_P50_MS ? `p50 by ${fmt(d50 - LATENCY_P50_MS, 3)} ms` : "",
+    d99 > LATENCY_P99_MS ? `p99 by ${fmt(d99 - LATENCY_P99_MS, 3)} ms` : "",
   ].filter(Boolean);
   return [{
     id: "latency",
     target,
-    measured: `pulsegate − floor: p50 ${fmt(d50, 3)} ms, p99 ${fmt(d99, 3)} ms`,
+    measured: `pulsegate − floor: p50 ${fmt(d50, 3)} ms, p99 ${fmt(d99, 3)} ms (pulsegate ` +
+      `${fmt(gw.latencyMs.p50, 3)} / ${fmt(gw.latencyMs.p99, 3)} ms, the floor ` +
+      `${fmt(floor.latencyMs.p50, 3)} / ${fmt(floor.latencyMs.p99, 3)} ms)`,
     met,
     gap: met ? "" : `missed: ${misses.join(", ")}`,
     closeWith: met ? "" : latencyAdvice({ d99, off, floor, opts }),
@@ -49,8 +56,8 @@ function latencyAdvice(a: {
   const tp = a.opts.scenarios.throughput;
   const parts = [
     `One request at a time, the added time is pulsegate's extra work per request: ` +
-    `${cpuVsFloor(tp)}. Where it goes and what is left to cut is under the throughput ` +
-    "target.",
+    `${cpuVsFloor(tp)}. Where it goes and what is left to cut is under the whole-answer ` +
+    "throughput target.",
   ];
   if (a.off) {
     const d99off = a.off.latencyMs.p99 - a.floor.latencyMs.p99;
@@ -164,10 +171,10 @@ function historyAdvice(
 function portkeyAdvice(s: ThroughputResult, portkeyRps: number): string {
   const off = row(s, "pulsegate_no_history");
   if (!off || off.bestRps < 3 * portkeyRps) {
-    return "See the floor target: the same CPU per request closes both.";
+    return "See the whole-answer throughput target: the same CPU per request closes both.";
   }
   return `With history off pulsegate holds ${fmt(off.bestRps, 0)} req/s, ` +
-    `${fmt(off.bestRps / portkeyRps)}× Portkey's: closing the history cost (below) closes this.`;
+    `${fmt(off.bestRps / portkeyRps)}× Portkey's: closing the history cost (above) closes this.`;
 }
 
 function portkeyCheck(s: ThroughputResult): TargetCheck {
@@ -198,17 +205,19 @@ function portkeyCheck(s: ThroughputResult): TargetCheck {
   };
 }
 
-/** The target asks 0.5× the floor; 0.8× is the goal beyond it. */
-const FLOOR_SHARE = 0.5;
-const FLOOR_GOAL = 0.8;
+/** Whole answers: throughput at the 50 ms bound at least this share of the floor's. */
+const FLOOR_SHARE = 0.4;
 
 function floorThroughputCheck(s: ThroughputResult, opts: Context): TargetCheck {
   const gw = row(s, "pulsegate");
   const floor = row(s, "floor");
   const target = `whole answers: throughput at the ${s.boundMs} ms p99 bound at least ` +
-    `${FLOOR_SHARE}× the floor's (the goal beyond it: ${FLOOR_GOAL}×)`;
+    `${FLOOR_SHARE}× the floor's`;
   if (!gw || !floor) {
     return unmeasured("throughput_floor", target, "floor or pulsegate did not run");
+  }
+  if (floor.bestRps === 0) {
+    return unmeasured("throughput_floor", target, "the floor held no level under the bound");
   }
   const ratio = gw.bestRps / floor.bestRps;
   const floorCpu = cpuAtBest(floor);
@@ -217,8 +226,7 @@ function floorThroughputCheck(s: ThroughputResult, opts: Context): TargetCheck {
   return {
     id: "throughput_floor",
     target,
-    measured: `${fmt(gw.bestRps, 0)} vs ${fmt(floor.bestRps, 0)} req/s: ${fmt(ratio)}× ` +
-      `(the ${FLOOR_GOAL}× goal ${ratio >= FLOOR_GOAL ? "reached" : "not reached"})` +
+    measured: `${fmt(gw.bestRps, 0)} vs ${fmt(floor.bestRps, 0)} req/s: ${fmt(ratio)}×` +
       (js
         ? `; JS relay floor ${fmt(js.bestRps, 0)} req/s (${fmt(js.bestRps / floor.bestRps)}×)`
         : ""),
@@ -232,23 +240,79 @@ function floorThroughputCheck(s: ThroughputResult, opts: Context): TargetCheck {
   };
 }
 
+/** Requests/s at p99 under 20 ms against the zero-delay fake: reported, no ratio asked. */
+function tailBoundCheck(s: ThroughputResult): TargetCheck {
+  const z = s.zeroDelay;
+  const bound = z?.boundMs ?? 20;
+  const target = `requests/s at p99 under ${bound} ms, upstream answering at once: ` +
+    "pulsegate's and the floor's (no ratio set)";
+  if (!z) return unmeasured("throughput_p99_20ms", target, "this run had no zero-delay sweep");
+  const gw = z.rows.find((r) => r.target === "pulsegate");
+  const floor = z.rows.find((r) => r.target === "floor");
+  if (!gw?.levels.length || !floor?.levels.length) {
+    return unmeasured("throughput_p99_20ms", target, "floor or pulsegate did not run");
+  }
+  const at = (r: ThroughputRow) =>
+    r.bestConcurrency === null
+      ? `no level held (p99 ${fmt(r.levels[0]!.p99Ms, 0)} ms at concurrency ` +
+        `${r.levels[0]!.concurrency})`
+      : `${fmt(r.bestRps, 0)} req/s at concurrency ${r.bestConcurrency}`;
+  const measured = `pulsegate ${at(gw)}, the floor ${at(floor)}` +
+    (gw.bestRps > 0 && floor.bestRps > 0 ? `: ${fmt(gw.bestRps / floor.bestRps)}×` : "");
+  if (gw.bestConcurrency !== null) {
+    return { id: "throughput_p99_20ms", target, measured, met: true, gap: "", closeWith: "" };
+  }
+  const first = gw.levels[0]!;
+  const floorFirst = floor.levels.find((l) => l.concurrency === first.concurrency);
+  return {
+    id: "throughput_p99_20ms",
+    target,
+    measured,
+    met: false,
+    gap: `pulsegate held no level with p99 under ${bound} ms`,
+    closeWith: `At concurrency ${first.concurrency}, its lowest level, pulsegate's p99 was ` +
+      `${fmt(first.p99Ms, 0)} ms against the zero-delay fake` +
+      (floorFirst ? ` (the floor's ${fmt(floorFirst.p99Ms, 0)} ms)` : "") +
+      (first.errors > 0 ? ` with ${first.errors} errors` : "") +
+      "; the added-latency target says what one request at a time costs.",
+  };
+}
+
+/** History on costs at most this share of the whole-answer throughput at the bound. */
+const HISTORY_SHARE = 0.15;
+
+/** Scenario 5's flat-out figures, one level for both: history's cost without the levels' steps. */
+function flatOut(h: HistoryResult | null): string {
+  const on = h?.underLoad.rows.find((r) => r.target === "pulsegate");
+  const off = h?.underLoad.rows.find((r) => r.target === "pulsegate_no_history");
+  if (!on || !off || off.rps <= 0) return "";
+  return `; flat out at concurrency ${h!.underLoad.concurrency} on the zero-delay route ` +
+    `(scenario 5): ${fmt(on.rps, 0)} vs ${fmt(off.rps, 0)} req/s, ` +
+    `${fmt((1 - on.rps / off.rps) * 100, 1)} %`;
+}
+
 function historyCheck(s: ThroughputResult, opts: Context): TargetCheck {
   const gw = row(s, "pulsegate");
   const off = row(s, "pulsegate_no_history");
-  const target = "history on costs under 10 % of that throughput";
+  const target = `history on costs at most ${HISTORY_SHARE * 100} % of the whole-answer ` +
+    `throughput at the ${s.boundMs} ms bound`;
   if (!gw || !off) {
     return unmeasured("history_cost", target, "pulsegate with history off did not run");
   }
+  if (off.bestRps === 0) {
+    return unmeasured("history_cost", target, "with history off pulsegate held no level");
+  }
   const cost = 1 - gw.bestRps / off.bestRps;
+  const met = cost <= HISTORY_SHARE;
   return {
     id: "history_cost",
     target,
     measured: `${fmt(gw.bestRps, 0)} on vs ${fmt(off.bestRps, 0)} req/s off: ` +
       `${fmt(cost * 100, 1)} % (CPU ${fmt(cpuAtBest(gw), 0)} vs ${fmt(cpuAtBest(off), 0)} ` +
-      "µs/request)",
-    met: cost < 0.1,
-    gap: cost < 0.1 ? "" : `missed by ${fmt((cost - 0.1) * 100, 1)} points`,
-    closeWith: cost < 0.1
+      "µs/request)" + flatOut(opts.scenarios.historyWrites),
+    met,
+    gap: met ? "" : `missed by ${fmt((cost - HISTORY_SHARE) * 100, 1)} points`,
+    closeWith: met
       ? ""
       : historyAdvice(opts.scenarios.historyWrites, { hot: opts.hot, on: gw, off }),
   };
@@ -269,14 +333,17 @@ export function checkTargets(
     machine: opts.machine ?? null,
   };
   return [
-    cpuDeltaCheck(ctx),
-    streamGapCheck(ctx),
+    // The tail and the gateway's own cost, in the order docs/benchmarks.md states them.
+    ...latencyChecks(s.addedLatency, ctx),
+    tailBoundCheck(s.throughput),
+    historyCheck(s.throughput, ctx),
     cpuRequestCheck(ctx),
     floorThroughputCheck(s.throughput, ctx),
+    cpuDeltaCheck(ctx),
     ...heldChecks(s.heldStreams, ctx.hotHeld ?? null),
+    // Standing targets.
+    streamGapCheck(ctx),
     rssCheck(ctx),
-    ...latencyChecks(s.addedLatency, ctx),
     portkeyCheck(s.throughput),
-    historyCheck(s.throughput, ctx),
   ];
 }

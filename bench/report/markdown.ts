@@ -9,6 +9,7 @@ import type {
   HotPathProfile,
   Skipped,
   ThroughputRow,
+  ThroughputSweep,
 } from "../results.ts";
 import type { Summary } from "../stats.ts";
 import { methodSection } from "./method.ts";
@@ -113,10 +114,10 @@ function addedLatency(r: BenchResults): string {
   ].join("\n") + skippedNotes(s.skipped);
 }
 
-function levelCell(row: ThroughputRow, c: number): string {
+function levelCell(row: ThroughputRow, c: number, boundMs: number): string {
   const l = row.levels.find((x) => x.concurrency === c);
   if (!l) return "–";
-  const over = l.p99Ms >= 50 || l.errors > 0;
+  const over = l.p99Ms >= boundMs || l.errors > 0;
   const text = `${n(l.rps, 0)} / ${l.p99Ms}${l.errors ? ` / ${l.errors} err` : ""}` +
     (l.retried ? " ↻" : "");
   return over ? `*${text}*` : text;
@@ -169,7 +170,7 @@ function throughput(r: BenchResults): string {
     "",
     table(
       ["concurrency", ...s.rows.map((x) => x.label)],
-      levels.map((c) => [String(c), ...s.rows.map((row) => levelCell(row, c))]),
+      levels.map((c) => [String(c), ...s.rows.map((row) => levelCell(row, c, s.boundMs))]),
     ),
     "",
     "CPU the proxy process used per request (user + system, from /proc), µs:",
@@ -183,7 +184,44 @@ function throughput(r: BenchResults): string {
         ),
       ]),
     ),
+    ...zeroDelaySweep(s.zeroDelay),
   ].join("\n") + skippedNotes(s.skipped);
+}
+
+/** The zero-delay sweep with its 20 ms bound: every level, and the best of each target. */
+function zeroDelaySweep(z: ThroughputSweep | undefined): string[] {
+  if (!z) return [];
+  const levels = [...new Set(z.rows.flatMap((x) => x.levels.map((l) => l.concurrency)))]
+    .sort((a, b) => a - b);
+  const floor = z.rows.find((x) => x.target === "floor")?.bestRps;
+  return [
+    "",
+    `### Requests/s at p99 under ${z.boundMs} ms`,
+    "",
+    `The floor and pulsegate alone against the fake's zero-delay route, ${z.secondsPerLevel} s ` +
+    `per level after a warm-up, levels the outer loop and the two alternating within each; a ` +
+    `target runs no level past its first miss of the ${z.boundMs} ms bound (after its rerun), ` +
+    `and pulsegate's probe is off. Best = the highest requests/s of a level with p99 under ` +
+    `${z.boundMs} ms and no error.`,
+    "",
+    table(
+      ["target", "best req/s", "at concurrency", "CPU µs/request there", "× floor"],
+      z.rows.map((row) => [
+        row.label,
+        n(row.bestRps, 0),
+        String(row.bestConcurrency ?? "none"),
+        n(row.levels.find((l) => l.concurrency === row.bestConcurrency)?.cpuUsPerRequest, 0),
+        floor ? n(row.bestRps / floor) : "–",
+      ]),
+    ),
+    "",
+    "Every level: requests/s / p99 ms (*italics*: over the bound or with errors; ↻: rerun).",
+    "",
+    table(
+      ["concurrency", ...z.rows.map((x) => x.label)],
+      levels.map((c) => [String(c), ...z.rows.map((row) => levelCell(row, c, z.boundMs))]),
+    ),
+  ];
 }
 
 const ms = (s: Summary) => pair(s.p50, s.p99);
@@ -245,12 +283,17 @@ function held(r: BenchResults): string {
     `The fake sends headers, then nothing until every stream is held; pulsegate holds each ` +
     `stream for its opening hold and then sends \`: keep-alive\` comments (time scale ` +
     `${s.timeScale}: hold ${s.holdMs / 1000} s, a keep-alive every ${s.keepAliveMs / 1000} s). ` +
-    `Resident memory is read from /proc once all are held; then the fake sends each stream ` +
+    `Resident memory is read from /proc once all are held, and the JS heap and external memory ` +
+    `from the gateway without a GC (garbage included); then the fake sends each stream ` +
     `${s.deltas} deltas ${s.deltaGapMs} ms apart. Late: delay over ${s.lateMs} ms. Each count ` +
     `runs on a fresh gateway process; the floor row is a reference for what holding a socket ` +
     `pair costs at all, and for how late content comes when nothing but the runtime relays it; ` +
     `the JS relay row, for the same once each chunk passes through JavaScript ` +
-    `(the target allows pulsegate's latest frame 50 ms more than the floor's at the same count).`,
+    `(the target allows pulsegate's latest frame 50 ms more than the floor's at the same count). ` +
+    `*Live JS heap*: once the content is through, the same gateway holds as many streams again ` +
+    `and its heap is read after a full GC before and while they are held (\`/stats?gc=1\`, ` +
+    `bench/gateway_entry.ts), then they are cancelled: what a held stream keeps alive, garbage ` +
+    `not counted, without a forced GC before the timed content.`,
     "",
     table(
       [
@@ -259,7 +302,8 @@ function held(r: BenchResults): string {
         "held",
         "ramp s",
         "RSS before → held MiB",
-        "per stream (JS heap, external)",
+        "per stream: RSS (JS heap, external)",
+        "live JS heap per stream",
         "proxy CPU s",
         "complete",
         "lost",
@@ -280,6 +324,7 @@ function held(r: BenchResults): string {
           : ` (${n(row.heapBytesPerStream / 1024, 1)}, ${
             n((row.externalBytesPerStream ?? 0) / 1024, 1)
           })`),
+        row.liveHeapBytesPerStream == null ? "–" : `${n(row.liveHeapBytesPerStream / 1024, 1)} KiB`,
         n(row.proxyCpuSeconds, 1),
         n(row.completeStreams, 0),
         n(row.lostDeltas, 0),

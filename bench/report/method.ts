@@ -22,7 +22,12 @@ export function methodSection(r: BenchResults): string {
       : "No pinning was possible on this machine."),
     `- **Load generators.** ${s.loadGenerator}. Scenario 1 sends one request at a time over one ` +
     "keep-alive connection per target, targets alternated in rounds whose order rotates; " +
-    "scenario 2 runs concurrency levels as the outer loop and rotates the target order per level.",
+    "scenario 2 runs concurrency levels as the outer loop and, within each level, runs every " +
+    "target once in an order that rotates from level to level, so no target gets a quiet or a " +
+    "busy minute of the machine to itself. Its zero-delay sweep (requests/s at p99 under 20 ms, " +
+    "as published gateway comparisons count it) does the same with the floor and pulsegate " +
+    "alone, so the two alternate level by level; since levels double, its figure (like the " +
+    "50 ms one) is the best level that held, not the exact point where p99 reaches the bound.",
     `- **Peer.** ${s.peer ?? "Portkey could not be installed or run here"}` +
     (s.peer
       ? ", run with Node, routed to the fake with `x-portkey-provider: openai` and " +
@@ -40,15 +45,28 @@ export function methodSection(r: BenchResults): string {
     "what it served; at low concurrency fixed " +
     "per-wake-up costs dominate, so compare at the busy levels.",
     "- **Repetitions.** Scenario 6 measures CPU per delta and per whole answer of the floor, " +
-    "the JS relay floor and pulsegate several times, the target order rotating; each figure is the median with " +
-    "its min–max, so a change smaller than that spread is not shown by a run. For a " +
-    "before/after on a busy machine, `bench/cpu_ab.ts --base DIR` runs the same measure on " +
-    "this checkout and another (e.g. `git archive main | tar -x -C DIR`) in alternation, and " +
-    "`bench/profile_gateway.ts --route stream64|zero|delay20` profiles one route in a minute " +
-    "(`PROF_DUMP=FILE` keeps the raw profile, for a call-tree view). A bench gateway also " +
-    "writes a heap snapshot on `POST /heap/snapshot?path=FILE` at its control port " +
-    "(bench/gateway_entry.ts): compare two, taken before and while streams are held, to see " +
-    "what a held stream keeps alive.",
+    "the JS relay floor and pulsegate several times, the target order rotating; each figure is " +
+    "the median with its min–max, so a change smaller than that spread is not shown by a run.",
+    "- **Held memory.** Scenario 4 reads resident memory from /proc and the JS heap without a GC " +
+    "while the timed streams are held, so garbage counts there. The held-heap target is read " +
+    "apart: once the timed content is through, the same gateway (started with " +
+    "`--v8-flags=--expose-gc`) holds as many streams again, and its heap is read after a full " +
+    "GC (`/stats?gc=1` on its control port, bench/gateway_entry.ts) before and while they are " +
+    "held; then they are cancelled. No GC is forced before the timed content, which would start " +
+    "it on a freshly collected heap.",
+    "- **Developer tools.** Besides the bench, for judging one change: " +
+    "`deno run -A bench/cpu_ab.ts [--base DIR] [--reps 3] [--streams 128] [--rounds 2] " +
+    "[--seconds 2] [--concurrency 16]` runs scenario 6's measure (CPU per delta and per whole " +
+    "answer) on the floor, the JS relay floor, this checkout's gateway and, with `--base`, " +
+    "another checkout's (e.g. `git archive main | tar -x -C DIR`) in alternating repetitions, " +
+    "and prints each median with its min–max; " +
+    "`deno run -A bench/held_heap.ts [--count 500] [--top 30] [--only PREFIX] [--base DIR]` " +
+    "holds `--count` streams through a fresh gateway and prints the JS heap one held stream " +
+    "adds, by V8 node type and constructor (objects, closures and promises per stream), from " +
+    "heap snapshots before and while they are held; " +
+    "`deno run -A bench/profile_gateway.ts --route stream64|zero|delay20` profiles one route in " +
+    "a minute (`PROF_DUMP=FILE` keeps the raw profile, for a call-tree view). A bench gateway " +
+    "also writes a heap snapshot on `POST /heap/snapshot?path=FILE` at its control port.",
     "- **Time scale.** Only scenario 4 scales time (`PULSEGATE_TIME_SCALE`), to make the 15 s " +
     "opening hold and keep-alive interval short enough to hold thousands of streams in seconds.",
     "- **File limit.** Each spawned process raises its soft `ulimit -n` (to the hard limit " +
@@ -56,8 +74,8 @@ export function methodSection(r: BenchResults): string {
     "- **Traffic.** Only 127.0.0.1; every loop is bounded by a count and a deadline.",
     ...s.notes.map((note) => `- **Note.** ${note}`),
     "",
-    "Reproduce: `deno task bench` (full, about 11 minutes on 2 cores) or `deno task bench " +
-    "--quick` (under a minute; `tests/bench_quick_test.ts` runs it into a temp directory); " +
+    "Reproduce: `deno task bench` (full, about 12 minutes on 2 cores) or `deno task bench " +
+    "--quick` (about a minute; `tests/bench_quick_test.ts` runs it into a temp directory); " +
     "`deno task bench --render` rewrites this doc from bench/results.json without measuring. " +
     "autocannon and Portkey are installed with npm on first use into `~/.cache/pulsegate-bench` " +
     "(or `$PULSEGATE_BENCH_TOOLS`).",

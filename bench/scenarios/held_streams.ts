@@ -3,11 +3,16 @@
  * silent, so pulsegate holds each stream through its opening hold and sends `: keep-alive`
  * comments; once every stream is held the bench reads the gateway's resident memory and releases
  * the fake, which sends each stream its slow content. Each count runs on a fresh gateway (its
- * baseline memory is then its own), at a time scale that makes the 15 s hold 1.5 s.
+ * baseline memory is then its own), at a time scale that makes the 15 s hold 3 s. Once the
+ * content is through, the same gateway holds as many streams a second time, reading its JS heap
+ * after a full GC before and while they are held (load/held_live_heap.ts), and cancels them: the
+ * heap a held stream keeps alive, garbage not counted, without a forced GC before the timed
+ * content (it would start that phase on a freshly collected heap).
  */
 import type { BenchContext } from "../context.ts";
 import { loadJob } from "../context.ts";
 import type { HeldJob, HeldJobResult } from "../load/held_streams.ts";
+import type { HeldHeapJob, HeldHeapJobResult } from "../load/held_live_heap.ts";
 import type { HeldResult, HeldRow } from "../results.ts";
 import type { Service } from "../services.ts";
 import { startFloor, startPulsegate } from "../stack.ts";
@@ -44,7 +49,10 @@ export function heldMode(ctx: BenchContext): string {
   return `held-${MAX_SILENCE_MS}-${p.deltas}-${p.deltaGapMs}`;
 }
 
-/** A fresh pulsegate for held streams, on the scenario's time scale. */
+/**
+ * A fresh pulsegate for held streams, on the scenario's time scale. `--expose-gc` only defines
+ * `gc()`, for `/stats?gc=1`; nothing calls it during the timed hold.
+ */
 export function startHeldGateway(ctx: BenchContext, opts: { name: string }): Promise<Service> {
   return startPulsegate(ctx.layout, {
     name: opts.name,
@@ -52,6 +60,7 @@ export function startHeldGateway(ctx: BenchContext, opts: { name: string }): Pro
     config: gatewayConfig({ fake: ctx.stack.fake.url, routes: { held: heldMode(ctx) } }),
     history: true,
     timeScale: TIME_SCALE,
+    denoFlags: ["--v8-flags=--expose-gc"],
   });
 }
 
@@ -105,6 +114,7 @@ async function holdThrough(
     externalBytesPerStream: r.heap
       ? Math.round((r.heap.externalHeld - r.heap.externalBefore) / r.count)
       : null,
+    liveHeapBytesPerStream: null,
     completeStreams: r.completeStreams,
     lostDeltas: r.lostDeltas,
     lateDeltas: r.lateDeltas,
@@ -117,6 +127,37 @@ async function holdThrough(
   };
 }
 
+/**
+ * The JS heap per held stream, garbage not counted: a second hold of `count` streams on a
+ * gateway whose timed run is over, its heap read after a full GC before and while they are held.
+ */
+async function liveHeapPerStream(
+  ctx: BenchContext,
+  opts: { proxy: Service; count: number; mode: string },
+): Promise<number | null> {
+  const control = opts.proxy.ready.control;
+  if (!control) return null;
+  const held = heldJob(ctx, { ...opts, target: "pulsegate" });
+  const job: HeldHeapJob = {
+    request: held.request,
+    count: opts.count,
+    openPerSecond: held.openPerSecond,
+    statsUrl: `${control}/stats`,
+    holdTimeoutMs: held.holdTimeoutMs,
+  };
+  const r = await loadJob<HeldHeapJobResult>(ctx, {
+    script: "held_live_heap.ts",
+    job,
+    timeoutMs: job.holdTimeoutMs + 30_000,
+  });
+  await settledInflight(opts.proxy.url);
+  const perStream = r.held > 0 ? Math.round((r.heapHeld - r.heapBefore) / r.held) : null;
+  ctx.log(
+    `held streams: ${r.held} of ${r.count} held again, ${perStream ?? "-"} B of live JS heap each`,
+  );
+  return perStream;
+}
+
 export async function heldStreams(ctx: BenchContext): Promise<HeldResult> {
   const p = ctx.profile.held;
   const mode = heldMode(ctx);
@@ -124,7 +165,9 @@ export async function heldStreams(ctx: BenchContext): Promise<HeldResult> {
   for (const count of p.counts) {
     const gw = await startHeldGateway(ctx, { name: `pulsegate_held_${count}` });
     try {
-      rows.push(await holdThrough(ctx, { target: "pulsegate", proxy: gw, count, mode }));
+      const row = await holdThrough(ctx, { target: "pulsegate", proxy: gw, count, mode });
+      row.liveHeapBytesPerStream = await liveHeapPerStream(ctx, { proxy: gw, count, mode });
+      rows.push(row);
     } finally {
       await gw.stop();
     }
