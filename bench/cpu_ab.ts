@@ -7,6 +7,9 @@
  *   deno run -A bench/cpu_ab.ts [--base /path/to/other/checkout] [--reps 3] [--streams 128] [--rounds 2]
  *     [--seconds 2] [--concurrency 16]
  *
+ * `--v8 FLAGS` starts this tree's gateway with `--v8-flags=FLAGS` (the base without), to judge a
+ * V8 setting the same way.
+ *
  * `--base` runs that checkout's gateway (its bench/gateway_entry.ts) as a second target, e.g.
  * `git archive main | tar -x -C /tmp/base`, for a before/after in the same conditions.
  */
@@ -28,11 +31,16 @@ const rounds = Number(option("rounds", "2"));
 const seconds = Number(option("seconds", "2"));
 const concurrency = Number(option("concurrency", "16"));
 const base = option("base", "");
+const v8 = option("v8", "");
 
 const workDir = await Deno.makeTempDir({ prefix: "pulsegate-cpu-ab-" });
 const layout = await benchLayout({ cpus: navigator.hardwareConcurrency, logDir: workDir });
 
-async function gateway(name: string, root: string, fake: string): Promise<Service> {
+async function gateway(
+  name: string,
+  opts: { root: string; fake: string; v8?: string },
+): Promise<Service> {
+  const { root, fake } = opts;
   const dir = `${workDir}/${name}`;
   await Deno.mkdir(dir, { recursive: true });
   const configPath = `${dir}/config.json`;
@@ -42,7 +50,13 @@ async function gateway(name: string, root: string, fake: string): Promise<Servic
   );
   return await Service.start({
     name,
-    cmd: [Deno.execPath(), "run", "-A", `${root}bench/gateway_entry.ts`],
+    cmd: [
+      Deno.execPath(),
+      "run",
+      "-A",
+      ...(opts.v8 ? [`--v8-flags=${opts.v8}`] : []),
+      `${root}bench/gateway_entry.ts`,
+    ],
     cwd: root,
     cpus: layout.proxyCpus,
     env: {
@@ -66,8 +80,11 @@ const targets: Record<string, Service> = {};
 try {
   targets.floor = await startFloor(layout, { fake: fake.url });
   targets.floor_js = await startFloor(layout, { fake: fake.url, mode: "js" });
-  targets.pulsegate = await gateway("pulsegate", REPO_ROOT, fake.url);
-  if (base) targets.base = await gateway("base", base.endsWith("/") ? base : `${base}/`, fake.url);
+  targets.pulsegate = await gateway("pulsegate", { root: REPO_ROOT, fake: fake.url, v8 });
+  if (base) {
+    const root = base.endsWith("/") ? base : `${base}/`;
+    targets.base = await gateway("base", { root, fake: fake.url });
+  }
   const names = Object.keys(targets);
   const perDelta: Record<string, number[]> = {};
   const perRequest: Record<string, number[]> = {};

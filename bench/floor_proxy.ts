@@ -55,5 +55,19 @@ if (import.meta.main) {
     { hostname: "127.0.0.1", port: 0, onListen() {} },
     floorHandler(upstream, mode),
   );
-  console.log(JSON.stringify({ url: `http://127.0.0.1:${server.addr.port}` }));
+  const ready: Record<string, string> = { url: `http://127.0.0.1:${server.addr.port}` };
+  // `BENCH_FLOOR_CONTROL=1`: a heap snapshot at `/heap/snapshot?path=F`, as bench/gateway_entry.ts
+  // has, for bench/held_heap.ts to compare a held stream's heap with the floors'.
+  if (Deno.env.get("BENCH_FLOOR_CONTROL") === "1") {
+    const { SelfProfiler } = await import("./self_profiler.ts");
+    const profiler = new SelfProfiler();
+    const control = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
+      const file = new URL(req.url).searchParams.get("path");
+      if (!file) return new Response("path?", { status: 400 });
+      await profiler.heapSnapshot(file);
+      return Response.json({ ok: true });
+    });
+    ready.control = `http://127.0.0.1:${control.addr.port}`;
+  }
+  console.log(JSON.stringify(ready));
 }

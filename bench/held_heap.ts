@@ -7,9 +7,11 @@
  *   deno run -A bench/held_heap.ts [--count 500] [--top 30] [--only PREFIX]
  *     [--base /path/to/other/checkout]
  *
- * `--only closure` (or `object Promise`, ...) lists only the rows whose key starts so; `--base`
- * measures that checkout's gateway too, in the same run, for a before/after. A snapshot holds
- * only what is reachable, so the total is the live heap, as scenario 4's `/stats?gc=1` reading.
+ * `--base` measures that checkout's gateway too, in the same run, for a before/after;
+ * `--floors` measures the floor and the JS relay floor (bench/floor_proxy.ts) the same way, for the
+ * least a held stream costs on this runtime. `--only closure` keeps the rows of one node type.
+ * Give a few hundred streams or more: at a few dozen, code the gateway compiles while the first
+ * streams open weighs on the figure (the bench's own held-heap row reads a warm gateway instead).
  */
 import { benchLayout } from "./machine.ts";
 import { Service } from "./services.ts";
@@ -24,6 +26,7 @@ function option(name: string, fallback: string): string {
 const count = Number(option("count", "500"));
 const top = Number(option("top", "30"));
 const base = option("base", "");
+const floors = Deno.args.includes("--floors");
 /** The hold (15 s) becomes 1.5 s. */
 const TIME_SCALE = 0.1;
 const HELD_MODE = "held-60000-1-10";
@@ -80,6 +83,19 @@ async function gateway(name: string, root: string): Promise<Service> {
   }, { layout, timeoutMs: 60_000 });
 }
 
+async function floor(name: string, mode: "pass" | "js"): Promise<Service> {
+  return await Service.start({
+    name,
+    cmd: [Deno.execPath(), "run", "-A", `${REPO_ROOT}bench/floor_proxy.ts`],
+    cpus: layout.proxyCpus,
+    env: {
+      BENCH_UPSTREAM: `${fake.url}/${HELD_MODE}`,
+      BENCH_FLOOR_MODE: mode,
+      BENCH_FLOOR_CONTROL: "1",
+    },
+  }, { layout, timeoutMs: 60_000 });
+}
+
 async function snapshot(control: string, file: string): Promise<void> {
   const res = await fetch(`${control}/heap/snapshot?path=${encodeURIComponent(file)}`);
   await res.body?.cancel();
@@ -90,8 +106,8 @@ async function inflight(url: string): Promise<number> {
   return Number(/^pulsegate_inflight_requests (\d+)/m.exec(text)?.[1] ?? NaN);
 }
 
-async function measure(name: string, root: string): Promise<void> {
-  const gw = await gateway(name, root);
+async function measure(name: string, start: () => Promise<Service>): Promise<void> {
+  const gw = await start();
   const control = gw.ready.control as string;
   const body = JSON.stringify({
     model: "held",
@@ -112,8 +128,12 @@ async function measure(name: string, root: string): Promise<void> {
   const held = await Promise.all(Array.from({ length: count }, open));
   const readers = held.map((res) => res.body!.getReader());
   // Past the opening hold: every stream has its headers and its first keep-alive.
-  await Promise.all(readers.map((r) => r.read()));
-  while ((await inflight(gw.url)) < count) await new Promise((r) => setTimeout(r, 100));
+  // The floors pass the fake's headers on at once and have nothing to hold.
+  if (!name.startsWith("floor")) await Promise.all(readers.map((r) => r.read()));
+  else await new Promise((r) => setTimeout(r, 500));
+  if (!name.startsWith("floor")) {
+    while ((await inflight(gw.url)) < count) await new Promise((r) => setTimeout(r, 100));
+  }
   const during = `${workDir}/${name}-held.heapsnapshot`;
   await snapshot(control, during);
   const [a, b] = [await tally(before), await tally(during)];
@@ -143,8 +163,15 @@ async function measure(name: string, root: string): Promise<void> {
 }
 
 try {
-  await measure("pulsegate", REPO_ROOT);
-  if (base) await measure("base", base.endsWith("/") ? base : `${base}/`);
+  await measure("pulsegate", () => gateway("pulsegate", REPO_ROOT));
+  if (base) {
+    const root = base.endsWith("/") ? base : `${base}/`;
+    await measure("base", () => gateway("base", root));
+  }
+  if (floors) {
+    await measure("floor", () => floor("floor", "pass"));
+    await measure("floor_js", () => floor("floor_js", "js"));
+  }
 } finally {
   await fake.stop();
 }
