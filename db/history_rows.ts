@@ -121,15 +121,21 @@ interface Table<T> {
   /** SQL condition on the stored row; a conflicting row is only updated where it holds. */
   readonly updateWhere?: string;
   /**
-   * The statement for each row count, built on first use: every batch reuses the same few
-   * strings, which also lets the worker executor send each text once (db/batch_executor.ts).
+   * The statement for each row count, built on first use. Row counts are powers of two, so a
+   * handful of texts serve every batch: the worker prepares each once and keeps it
+   * (db/history_worker.ts), and the executor sends each text once (db/batch_executor.ts).
    */
   readonly sqlByRows: string[];
 }
 
 // Rows per statement are bounded by bound parameters; 999 is the oldest SQLite default limit,
-// safe on any server. Many rows per statement matter: the client costs ~60 µs per statement.
+// safe on any server.
 const MAX_PARAMS = 999;
+
+/** The largest power of two at most `n` (n >= 1). */
+function powerOfTwoAtMost(n: number): number {
+  return 2 ** Math.floor(Math.log2(n));
+}
 
 function table<T>(
   name: string,
@@ -137,7 +143,7 @@ function table<T>(
 ): Table<T> {
   const fields = Object.keys(opts.columns) as (keyof T)[];
   const columns = fields.map((field) => opts.columns[field]);
-  const rowsPerStatement = Math.max(1, Math.floor(MAX_PARAMS / columns.length));
+  const rowsPerStatement = powerOfTwoAtMost(Math.max(1, Math.floor(MAX_PARAMS / columns.length)));
   return {
     name,
     fields,
@@ -174,21 +180,26 @@ function upsertSql<T>(into: Table<T>, rowCount: number): string {
     (into.updateWhere ? ` WHERE ${into.updateWhere}` : "");
 }
 
-/** Upserts in as few statements as the parameter limit allows. Keys must be unique. */
+/**
+ * Upserts in statements of a power-of-two row count up to the parameter limit: 100 rows are
+ * 32 + 32 + 32 + 4. Each value is read from the record as it is now and bound once; no copy of
+ * the record is made. Keys must be unique.
+ */
 function upsertMany<T extends { [K in keyof T]: Field }>(
   into: Table<T>,
   records: readonly T[],
 ): InStatement[] {
   const statements: InStatement[] = [];
   const { fields, rowsPerStatement } = into;
-  for (let start = 0; start < records.length; start += rowsPerStatement) {
-    const end = Math.min(records.length, start + rowsPerStatement);
+  for (let start = 0; start < records.length;) {
+    const rows = powerOfTwoAtMost(Math.min(rowsPerStatement, records.length - start));
     const args: InValue[] = [];
-    for (let at = start; at < end; at++) {
+    for (let at = start; at < start + rows; at++) {
       const record = records[at]!;
       for (const field of fields) args.push(bind(record[field]));
     }
-    statements.push({ sql: into.sqlByRows[end - start] ??= upsertSql(into, end - start), args });
+    statements.push({ sql: into.sqlByRows[rows] ??= upsertSql(into, rows), args });
+    start += rows;
   }
   return statements;
 }
