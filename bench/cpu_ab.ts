@@ -5,10 +5,15 @@
  * time (not wall-clock, which neighbours make noisy) and by its spread over the repetitions.
  *
  *   deno run -A bench/cpu_ab.ts [--base /path/to/other/checkout] [--reps 3] [--streams 128] [--rounds 2]
- *     [--seconds 2] [--concurrency 16]
+ *     [--seconds 2] [--concurrency 16] [--history-off] [--no-floors]
  *
  * `--base` runs that checkout's gateway (its bench/gateway_entry.ts) as a second target, e.g.
  * `git archive main | tar -x -C /tmp/base`, for a before/after in the same conditions.
+ * `--history-off` adds a twin of each gateway with history off (`BENCH_HISTORY=off`, as the
+ * bench's "pulsegate, history off"), so history's cost is the difference between twins measured
+ * in the same repetitions; `--no-floors` leaves the two floors out. Req/s is the whole answers'
+ * rate at `--concurrency`: with the proxy pinned to one core and that core saturated, it is the
+ * throughput the CPU per request allows.
  */
 import { benchLayout } from "./machine.ts";
 import { defaultToolsDir, ensureNodeTools } from "./npm_tools.ts";
@@ -28,11 +33,24 @@ const rounds = Number(option("rounds", "2"));
 const seconds = Number(option("seconds", "2"));
 const concurrency = Number(option("concurrency", "16"));
 const base = option("base", "");
+const historyOff = Deno.args.includes("--history-off");
+const floors = !Deno.args.includes("--no-floors");
+if (Deno.args.includes("--help")) {
+  console.log(
+    "deno run -A bench/cpu_ab.ts [--base DIR] [--reps N] [--streams N] [--rounds N] " +
+      "[--seconds S] [--concurrency N] [--history-off] [--no-floors]",
+  );
+  Deno.exit(0);
+}
 
 const workDir = await Deno.makeTempDir({ prefix: "pulsegate-cpu-ab-" });
 const layout = await benchLayout({ cpus: navigator.hardwareConcurrency, logDir: workDir });
 
-async function gateway(name: string, root: string, fake: string): Promise<Service> {
+async function gateway(
+  name: string,
+  opts: { root: string; fake: string; history: boolean },
+): Promise<Service> {
+  const { root, fake } = opts;
   const dir = `${workDir}/${name}`;
   await Deno.mkdir(dir, { recursive: true });
   const configPath = `${dir}/config.json`;
@@ -50,7 +68,7 @@ async function gateway(name: string, root: string, fake: string): Promise<Servic
       PULSEGATE_CONFIG: configPath,
       PULSEGATE_DB_URL: `file:${dir}/pulsegate.db`,
       PULSEGATE_TIME_SCALE: "1",
-      BENCH_HISTORY: "on",
+      BENCH_HISTORY: opts.history ? "on" : "off",
     },
   }, { layout, timeoutMs: 60_000 });
 }
@@ -64,13 +82,26 @@ const tools = await ensureNodeTools({ dir: defaultToolsDir(), installPortkey: fa
 const fake = await startFake(layout);
 const targets: Record<string, Service> = {};
 try {
-  targets.floor = await startFloor(layout, { fake: fake.url });
-  targets.floor_js = await startFloor(layout, { fake: fake.url, mode: "js" });
-  targets.pulsegate = await gateway("pulsegate", REPO_ROOT, fake.url);
-  if (base) targets.base = await gateway("base", base.endsWith("/") ? base : `${base}/`, fake.url);
+  if (floors) {
+    targets.floor = await startFloor(layout, { fake: fake.url });
+    targets.floor_js = await startFloor(layout, { fake: fake.url, mode: "js" });
+  }
+  const roots: Record<string, string> = { pulsegate: REPO_ROOT };
+  if (base) roots.base = base.endsWith("/") ? base : `${base}/`;
+  for (const [name, root] of Object.entries(roots)) {
+    targets[name] = await gateway(name, { root, fake: fake.url, history: true });
+    if (historyOff) {
+      targets[`${name}_off`] = await gateway(`${name}_off`, {
+        root,
+        fake: fake.url,
+        history: false,
+      });
+    }
+  }
   const names = Object.keys(targets);
   const perDelta: Record<string, number[]> = {};
   const perRequest: Record<string, number[]> = {};
+  const rps: Record<string, number[]> = {};
   const rss: Record<string, number[]> = {};
   for (let rep = 0; rep < reps; rep++) {
     // Rotate the order, so no target always runs after the same one.
@@ -83,18 +114,37 @@ try {
       });
       (perDelta[name] ??= []).push(m.usPerDelta);
       (perRequest[name] ??= []).push(m.usPerRequest);
+      (rps[name] ??= []).push(m.rps);
       (rss[name] ??= []).push(m.rssMiB);
       console.error(
         `rep ${rep + 1} ${name}: ${m.usPerDelta.toFixed(1)} µs/delta, ` +
-          `${m.usPerRequest.toFixed(1)} µs/request, ${m.errors} errors`,
+          `${m.usPerRequest.toFixed(1)} µs/request, ${m.rps.toFixed(0)} req/s, ${m.errors} errors`,
       );
     }
   }
   console.log(`median (min–max) over ${reps} alternating repetitions`);
   for (const name of names) {
     console.log(
-      `${name.padEnd(10)} CPU µs/delta ${spread(perDelta[name]!)}  ` +
-        `CPU µs/request ${spread(perRequest[name]!)}  RSS MiB ${spread(rss[name]!)}`,
+      `${name.padEnd(14)} CPU µs/delta ${spread(perDelta[name]!)}  ` +
+        `CPU µs/request ${spread(perRequest[name]!)}  req/s ${spread(rps[name]!)}  ` +
+        `RSS MiB ${spread(rss[name]!)}`,
+    );
+  }
+  // History's cost per gateway: its twins' medians, measured in the same repetitions.
+  for (const name of Object.keys(roots)) {
+    const on = perRequest[name];
+    const off = perRequest[`${name}_off`];
+    if (!on || !off) continue;
+    const cpuOn = spreadOf(on).median;
+    const cpuOff = spreadOf(off).median;
+    const rpsOn = spreadOf(rps[name]!).median;
+    const rpsOff = spreadOf(rps[`${name}_off`]!).median;
+    console.log(
+      `${name}: history costs ${(cpuOn - cpuOff).toFixed(1)} µs of CPU per whole answer ` +
+        `(${cpuOn.toFixed(1)} on, ${cpuOff.toFixed(1)} off): ` +
+        `${(100 * (1 - cpuOff / cpuOn)).toFixed(1)} % of the throughput the CPU allows; ` +
+        `req/s ${rpsOn.toFixed(0)} on, ${rpsOff.toFixed(0)} off ` +
+        `(${(100 * (1 - rpsOn / rpsOff)).toFixed(1)} % less)`,
     );
   }
 } finally {

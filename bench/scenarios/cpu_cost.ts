@@ -29,7 +29,9 @@ export interface CpuCostLoad {
 export async function measureCpu(
   env: LoadEnv & { fake: string },
   opts: { service: Service; target: Exclude<TargetId, "direct">; load: CpuCostLoad },
-): Promise<{ usPerDelta: number; usPerRequest: number; rssMiB: number; errors: number }> {
+): Promise<
+  { usPerDelta: number; usPerRequest: number; rps: number; rssMiB: number; errors: number }
+> {
   const { service, target, load } = opts;
   const endpoints = { fake: env.fake, [target]: service.url };
   const streamRequest = requestFor(target, { endpoints, mode: "stream64", stream: true });
@@ -66,6 +68,7 @@ export async function measureCpu(
   return {
     usPerDelta,
     usPerRequest,
+    rps: run.rps,
     rssMiB: (await service.rssBytes()) / 2 ** 20,
     errors: streamed.errors.length + run.errors,
   };
