@@ -1,8 +1,15 @@
 import assert from "node:assert/strict";
-import type { InStatement } from "@libsql/client";
+import type { InStatement, InValue } from "@libsql/client";
 import { inProcessExecutor } from "../db/batch_executor.ts";
 import { getRequest, listAttempts } from "../db/history_queries.ts";
+import {
+  ATTEMPT_COLUMNS,
+  REQUEST_COLUMNS,
+  writeAttemptValues,
+  writeRequestValues,
+} from "../db/history_rows.ts";
 import { HistoryWriter } from "../db/history_writer.ts";
+import { bind } from "../db/row_values.ts";
 import type { AttemptRecord, RequestRecord } from "../db/records.ts";
 import { validateConfig } from "../gateway/config/validate.ts";
 import { billingFor } from "../gateway/live/billing.ts";
@@ -178,4 +185,58 @@ Deno.test("a hop that ends after its request's row was written is written on its
     assert.equal((await listAttempts(db, "late"))[0]?.outcome, "hedge_lost");
     assert.equal((await getRequest(db, "late"))?.state, "closed");
   });
+});
+
+Deno.test("each row's values are written in its table's column order, bound as before", () => {
+  // A distinct value in every field, so a value in the wrong place shows.
+  const distinct = (columns: Record<string, string>, kinds: Record<string, unknown>) =>
+    Object.fromEntries(
+      Object.keys(columns).map((
+        field,
+        i,
+      ) => [field, field in kinds ? kinds[field] : `${field}-${i}`]),
+    );
+  const cases: [
+    Record<string, string>,
+    Record<string, unknown>,
+    (r: never, out: InValue[]) => void,
+  ][] = [
+    [REQUEST_COLUMNS, {
+      startedAt: 11,
+      endedAt: 12,
+      stream: true,
+      status: 201,
+      firstContentMs: 13,
+      durationMs: Infinity,
+      inputTokens: 14,
+      outputTokens: 15,
+      cachedTokens: NaN,
+      reasoningTokens: 16,
+      tokensEstimated: false,
+      costUsd: 0.5,
+      keyId: null,
+    }, writeRequestValues],
+    [ATTEMPT_COLUMNS, {
+      hop: 2,
+      status: 504,
+      startedAt: 21,
+      headersMs: 22,
+      firstContentMs: null,
+      durationMs: 23,
+      inputTokens: 24,
+      outputTokens: 25,
+      tokensEstimated: true,
+      costUsd: 0.25,
+      resumeOffset: 26,
+    }, writeAttemptValues],
+  ];
+  for (const [columns, kinds, write] of cases) {
+    const record = distinct(columns, kinds);
+    const out: InValue[] = ["before"];
+    write(record as never, out);
+    assert.deepEqual(
+      out.slice(1),
+      Object.keys(columns).map((field) => bind(record[field] as never)),
+    );
+  }
 });

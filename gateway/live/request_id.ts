@@ -10,7 +10,18 @@
 export function newRequestId(now: number = Date.now()): string {
   // A version 4 UUID is 8-4-4-4-12 hex digits: its version digit (index 14) becomes 7 and its
   // first 48 bits the time; its variant and the other 74 random bits stay.
-  const random = crypto.randomUUID();
-  const ms = Math.max(0, Math.min(now, 2 ** 48 - 1)).toString(16).padStart(12, "0");
-  return `${ms.slice(0, 8)}-${ms.slice(8)}-7${random.slice(15)}`;
+  return timePrefix(now) + crypto.randomUUID().slice(15);
+}
+
+// Ids made within one millisecond share their first 15 characters: made once per millisecond.
+let prefixMs = -1;
+let prefix = "";
+
+function timePrefix(now: number): string {
+  if (now !== prefixMs) {
+    prefixMs = now;
+    const hex = Math.max(0, Math.min(now, 2 ** 48 - 1)).toString(16).padStart(12, "0");
+    prefix = `${hex.slice(0, 8)}-${hex.slice(8)}-7`;
+  }
+  return prefix;
 }
