@@ -9,7 +9,7 @@
  *
  * `--base` runs that checkout's gateway (its bench/gateway_entry.ts) as a second target, e.g.
  * `git archive main | tar -x -C /tmp/base`, for a before/after in the same conditions.
- * `--history-off` adds a twin of each gateway with history off (`BENCH_HISTORY=off`, as the
+ * `--streams 0` skips the streamed part. `--history-off` adds a twin of each gateway with history off (`BENCH_HISTORY=off`, as the
  * bench's "pulsegate, history off"), so history's cost is the difference between twins measured
  * in the same repetitions; `--no-floors` leaves the two floors out. Req/s is the whole answers'
  * rate at `--concurrency`: with the proxy pinned to one core and that core saturated, it is the
@@ -103,6 +103,8 @@ try {
   const perRequest: Record<string, number[]> = {};
   const rps: Record<string, number[]> = {};
   const rss: Record<string, number[]> = {};
+  const mainUs: Record<string, number[]> = {};
+  const workerUs: Record<string, number[]> = {};
   for (let rep = 0; rep < reps; rep++) {
     // Rotate the order, so no target always runs after the same one.
     const order = names.map((_, i) => names[(i + rep) % names.length]!);
@@ -116,35 +118,50 @@ try {
       (perRequest[name] ??= []).push(m.usPerRequest);
       (rps[name] ??= []).push(m.rps);
       (rss[name] ??= []).push(m.rssMiB);
+      if (m.threads) {
+        (mainUs[name] ??= []).push(m.threads.mainUs);
+        (workerUs[name] ??= []).push(m.threads.workerUs);
+      }
+      const split = m.threads
+        ? ` (serving ${m.threads.mainUs.toFixed(1)}, workers ${m.threads.workerUs.toFixed(1)})`
+        : "";
       console.error(
         `rep ${rep + 1} ${name}: ${m.usPerDelta.toFixed(1)} µs/delta, ` +
-          `${m.usPerRequest.toFixed(1)} µs/request, ${m.rps.toFixed(0)} req/s, ${m.errors} errors`,
+          `${m.usPerRequest.toFixed(1)} µs/request${split}, ${m.rps.toFixed(0)} req/s, ` +
+          `${m.errors} errors`,
       );
     }
   }
   console.log(`median (min–max) over ${reps} alternating repetitions`);
   for (const name of names) {
+    const threads = mainUs[name] && workerUs[name]
+      ? `  (serving thread ${spread(mainUs[name])}, workers ${spread(workerUs[name])})`
+      : "";
     console.log(
       `${name.padEnd(14)} CPU µs/delta ${spread(perDelta[name]!)}  ` +
-        `CPU µs/request ${spread(perRequest[name]!)}  req/s ${spread(rps[name]!)}  ` +
+        `CPU µs/request ${spread(perRequest[name]!)}${threads}  req/s ${spread(rps[name]!)}  ` +
         `RSS MiB ${spread(rss[name]!)}`,
     );
   }
-  // History's cost per gateway: its twins' medians, measured in the same repetitions.
+  // History's cost per gateway: the difference between its twins within each repetition (they
+  // run back to back, so a neighbour's burst that lasts longer than one measurement weighs on
+  // both), then the median over the repetitions.
   for (const name of Object.keys(roots)) {
     const on = perRequest[name];
     const off = perRequest[`${name}_off`];
     if (!on || !off) continue;
-    const cpuOn = spreadOf(on).median;
-    const cpuOff = spreadOf(off).median;
-    const rpsOn = spreadOf(rps[name]!).median;
-    const rpsOff = spreadOf(rps[`${name}_off`]!).median;
+    const paired = (a: number[], b: number[]) => a.map((x, i) => x - (b[i] ?? NaN));
+    const cost = paired(on, off);
+    const share = on.map((x, i) => 100 * (1 - (off[i] ?? NaN) / x));
+    const less = rps[name]!.map((x, i) => 100 * (1 - x / (rps[`${name}_off`]![i] ?? NaN)));
+    const serving = mainUs[name] && mainUs[`${name}_off`]
+      ? `, of which the serving thread ${spread(paired(mainUs[name], mainUs[`${name}_off`]!))}` +
+        ` and workers ${spread(paired(workerUs[name]!, workerUs[`${name}_off`]!))}`
+      : "";
     console.log(
-      `${name}: history costs ${(cpuOn - cpuOff).toFixed(1)} µs of CPU per whole answer ` +
-        `(${cpuOn.toFixed(1)} on, ${cpuOff.toFixed(1)} off): ` +
-        `${(100 * (1 - cpuOff / cpuOn)).toFixed(1)} % of the throughput the CPU allows; ` +
-        `req/s ${rpsOn.toFixed(0)} on, ${rpsOff.toFixed(0)} off ` +
-        `(${(100 * (1 - rpsOn / rpsOff)).toFixed(1)} % less)`,
+      `${name}: history costs ${spread(cost)} µs of CPU per whole answer${serving}; ` +
+        `${spread(share)} % of the throughput the CPU allows; ${spread(less)} % fewer req/s ` +
+        "(each: median (min–max) of the twins' difference within a repetition)",
     );
   }
 } finally {

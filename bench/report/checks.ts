@@ -151,11 +151,10 @@ function historyAdvice(
   }
   if (on && on.rowsPerRequest > 2.05) {
     parts.push(
-      `${fmt(on.rowsPerRequest, 2)} rows were written per request. To close: write a ` +
-        "request's open rows only if it is still running after a second (crash recovery needs " +
-        "no more), so a short request costs two rows (its closed request and its attempt), " +
-        `${fmt((1 - 2 / on.rowsPerRequest) * 100, 0)} % fewer for the worker to write and the ` +
-        "serving thread to build.",
+      `${fmt(on.rowsPerRequest, 2)} rows were written per request where a short request with one ` +
+        "hop needs two (its row and its hop's, built once from their final state): rows were " +
+        "written open and again closed, which only requests running past the open-row deferral " +
+        "(a second) should need.",
     );
   }
   return parts.join(" ");
@@ -232,10 +231,13 @@ function floorThroughputCheck(s: ThroughputResult, opts: Context): TargetCheck {
   };
 }
 
+/** The share of throughput history may cost (docs/design.md "History"). */
+const HISTORY_SHARE = 0.15;
+
 function historyCheck(s: ThroughputResult, opts: Context): TargetCheck {
   const gw = row(s, "pulsegate");
   const off = row(s, "pulsegate_no_history");
-  const target = "history on costs under 10 % of that throughput (issue 7)";
+  const target = "history on costs at most 15 % of that throughput";
   if (!gw || !off) {
     return unmeasured("history_cost", target, "pulsegate with history off did not run");
   }
@@ -246,9 +248,9 @@ function historyCheck(s: ThroughputResult, opts: Context): TargetCheck {
     measured: `${fmt(gw.bestRps, 0)} on vs ${fmt(off.bestRps, 0)} req/s off: ` +
       `${fmt(cost * 100, 1)} % (CPU ${fmt(cpuAtBest(gw), 0)} vs ${fmt(cpuAtBest(off), 0)} ` +
       "µs/request)",
-    met: cost < 0.1,
-    gap: cost < 0.1 ? "" : `missed by ${fmt((cost - 0.1) * 100, 1)} points`,
-    closeWith: cost < 0.1
+    met: cost <= HISTORY_SHARE,
+    gap: cost <= HISTORY_SHARE ? "" : `missed by ${fmt((cost - HISTORY_SHARE) * 100, 1)} points`,
+    closeWith: cost <= HISTORY_SHARE
       ? ""
       : historyAdvice(opts.scenarios.historyWrites, { hot: opts.hot, on: gw, off }),
   };
