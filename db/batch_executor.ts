@@ -41,11 +41,12 @@ class WorkerWriteError extends Error {
 }
 
 /**
- * On a worker thread with its own connection to a local file (`url` is a `file:` URL; db/history_worker.ts). The local
- * libSQL driver runs a batch synchronously, so on the serving thread every batch would stall
- * requests for its whole duration. Where a worker cannot start (a runtime without workers, or
- * without the package in reach), `fallback` writes instead, so history is slower but never lost.
- * Batches run one after another in the order `run` was called.
+ * On a worker thread with its own connection to the local file `url` names
+ * (db/history_worker.ts). The local libSQL driver runs a batch synchronously, so on the serving
+ * thread every batch would stall requests for its whole duration. Where a worker cannot start
+ * (a runtime without workers, or without the package in reach), `fallback` writes instead, so
+ * history is slower but never lost. Batches run one after another in the order `run` was
+ * called.
  */
 export function workerExecutor(
   url: string,

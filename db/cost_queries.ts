@@ -51,9 +51,9 @@ const SOURCES: Record<
 
 /**
  * Groups ranked costliest first (then by requests); those past MAX_COST_GROUPS are summed into
- * one row (`rest` = 1, `grp` = how many groups it holds).
+ * one row (`rest` = 1, `grp` = how many groups it holds). Exported so tests can check each
+ * grouping reads a range of an index (tests/db_history_indexes_test.ts).
  */
-/** Exported so tests can check each stays an index range scan. */
 export function totalsSql(by: CostGroup): string {
   const { column, from, requests, upstreams } = SOURCES[by];
   return `WITH RECURSIVE ${upstreams ?? ""}g AS (
