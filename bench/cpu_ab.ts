@@ -13,7 +13,10 @@
  * bench's "pulsegate, history off"), so history's cost is the difference between twins measured
  * in the same repetitions; `--no-floors` leaves the two floors out. Req/s is the whole answers'
  * rate at `--concurrency`: with the proxy pinned to one core and that core saturated, it is the
- * throughput the CPU per request allows.
+ * throughput the CPU per request allows. `--together` loads every target at once in each
+ * repetition (whole answers only, one autocannon each, all on the load cores; the targets share
+ * the proxy core): a neighbour's burst then weighs on every target alike, which on a shared
+ * machine makes the twins' difference far steadier than measuring them one after another.
  */
 import { benchLayout } from "./machine.ts";
 import { defaultToolsDir, ensureNodeTools } from "./npm_tools.ts";
@@ -35,10 +38,11 @@ const concurrency = Number(option("concurrency", "16"));
 const base = option("base", "");
 const historyOff = Deno.args.includes("--history-off");
 const floors = !Deno.args.includes("--no-floors");
+const together = Deno.args.includes("--together");
 if (Deno.args.includes("--help")) {
   console.log(
     "deno run -A bench/cpu_ab.ts [--base DIR] [--reps N] [--streams N] [--rounds N] " +
-      "[--seconds S] [--concurrency N] [--history-off] [--no-floors]",
+      "[--seconds S] [--concurrency N] [--history-off] [--no-floors] [--together]",
   );
   Deno.exit(0);
 }
@@ -108,12 +112,17 @@ try {
   for (let rep = 0; rep < reps; rep++) {
     // Rotate the order, so no target always runs after the same one.
     const order = names.map((_, i) => names[(i + rep) % names.length]!);
-    for (const name of order) {
-      const m = await measureCpu({ tools, layout, fake: fake.url }, {
+    const measure = (name: string) =>
+      measureCpu({ tools, layout, fake: fake.url }, {
         service: targets[name]!,
         target: name === "floor" || name === "floor_js" ? name : "pulsegate",
-        load: { streams, rounds, concurrency, seconds },
+        load: { streams: together ? 0 : streams, rounds, concurrency, seconds },
       });
+    const measured: Awaited<ReturnType<typeof measure>>[] = [];
+    if (together) measured.push(...await Promise.all(order.map(measure)));
+    else for (const name of order) measured.push(await measure(name));
+    order.forEach((name, i) => {
+      const m = measured[i]!;
       (perDelta[name] ??= []).push(m.usPerDelta);
       (perRequest[name] ??= []).push(m.usPerRequest);
       (rps[name] ??= []).push(m.rps);
@@ -130,9 +139,11 @@ try {
           `${m.usPerRequest.toFixed(1)} µs/request${split}, ${m.rps.toFixed(0)} req/s, ` +
           `${m.errors} errors`,
       );
-    }
+    });
   }
-  console.log(`median (min–max) over ${reps} alternating repetitions`);
+  console.log(
+    `median (min–max) over ${reps} ${together ? "simultaneous" : "alternating"} repetitions`,
+  );
   for (const name of names) {
     const threads = mainUs[name] && workerUs[name]
       ? `  (serving thread ${spread(mainUs[name])}, workers ${spread(workerUs[name])})`
