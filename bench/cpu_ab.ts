@@ -5,13 +5,21 @@
  * time (not wall-clock, which neighbours make noisy) and by its spread over the repetitions.
  *
  *   deno run -A bench/cpu_ab.ts [--base /path/to/other/checkout] [--reps 3] [--streams 128] [--rounds 2]
- *     [--seconds 2] [--concurrency 16]
+ *     [--seconds 2] [--concurrency 16] [--history-off] [--no-floors]
  *
- * `--v8 FLAGS` starts this tree's gateway with `--v8-flags=FLAGS` (the base without), to judge a
- * V8 setting the same way.
+ * `--v8 FLAGS` starts this tree's gateways with `--v8-flags=FLAGS` (the base's without), to judge
+ * a V8 setting the same way.
  *
  * `--base` runs that checkout's gateway (its bench/gateway_entry.ts) as a second target, e.g.
  * `git archive main | tar -x -C /tmp/base`, for a before/after in the same conditions.
+ * `--streams 0` skips the streamed part. `--history-off` adds a twin of each gateway with history off (`BENCH_HISTORY=off`, as the
+ * bench's "pulsegate, history off"), so history's cost is the difference between twins measured
+ * in the same repetitions; `--no-floors` leaves the two floors out. Req/s is the whole answers'
+ * rate at `--concurrency`: with the proxy pinned to one core and that core saturated, it is the
+ * throughput the CPU per request allows. `--together` loads every target at once in each
+ * repetition (whole answers only, one autocannon each, all on the load cores; the targets share
+ * the proxy core): a neighbour's burst then weighs on every target alike, which on a shared
+ * machine makes the twins' difference far steadier than measuring them one after another.
  */
 import { benchLayout } from "./machine.ts";
 import { defaultToolsDir, ensureNodeTools } from "./npm_tools.ts";
@@ -32,13 +40,23 @@ const seconds = Number(option("seconds", "2"));
 const concurrency = Number(option("concurrency", "16"));
 const base = option("base", "");
 const v8 = option("v8", "");
+const historyOff = Deno.args.includes("--history-off");
+const floors = !Deno.args.includes("--no-floors");
+const together = Deno.args.includes("--together");
+if (Deno.args.includes("--help")) {
+  console.log(
+    "deno run -A bench/cpu_ab.ts [--base DIR] [--reps N] [--streams N] [--rounds N] " +
+      "[--seconds S] [--concurrency N] [--history-off] [--no-floors] [--together]",
+  );
+  Deno.exit(0);
+}
 
 const workDir = await Deno.makeTempDir({ prefix: "pulsegate-cpu-ab-" });
 const layout = await benchLayout({ cpus: navigator.hardwareConcurrency, logDir: workDir });
 
 async function gateway(
   name: string,
-  opts: { root: string; fake: string; v8?: string },
+  opts: { root: string; fake: string; history: boolean; v8?: string },
 ): Promise<Service> {
   const { root, fake } = opts;
   const dir = `${workDir}/${name}`;
@@ -64,7 +82,7 @@ async function gateway(
       PULSEGATE_CONFIG: configPath,
       PULSEGATE_DB_URL: `file:${dir}/pulsegate.db`,
       PULSEGATE_TIME_SCALE: "1",
-      BENCH_HISTORY: "on",
+      BENCH_HISTORY: opts.history ? "on" : "off",
     },
   }, { layout, timeoutMs: 60_000 });
 }
@@ -78,40 +96,95 @@ const tools = await ensureNodeTools({ dir: defaultToolsDir(), installPortkey: fa
 const fake = await startFake(layout);
 const targets: Record<string, Service> = {};
 try {
-  targets.floor = await startFloor(layout, { fake: fake.url });
-  targets.floor_js = await startFloor(layout, { fake: fake.url, mode: "js" });
-  targets.pulsegate = await gateway("pulsegate", { root: REPO_ROOT, fake: fake.url, v8 });
-  if (base) {
-    const root = base.endsWith("/") ? base : `${base}/`;
-    targets.base = await gateway("base", { root, fake: fake.url });
+  if (floors) {
+    targets.floor = await startFloor(layout, { fake: fake.url });
+    targets.floor_js = await startFloor(layout, { fake: fake.url, mode: "js" });
+  }
+  const roots: Record<string, string> = { pulsegate: REPO_ROOT };
+  if (base) roots.base = base.endsWith("/") ? base : `${base}/`;
+  for (const [name, root] of Object.entries(roots)) {
+    const flags = name === "pulsegate" ? v8 : "";
+    targets[name] = await gateway(name, { root, fake: fake.url, history: true, v8: flags });
+    if (historyOff) {
+      targets[`${name}_off`] = await gateway(`${name}_off`, {
+        root,
+        fake: fake.url,
+        history: false,
+        v8: flags,
+      });
+    }
   }
   const names = Object.keys(targets);
   const perDelta: Record<string, number[]> = {};
   const perRequest: Record<string, number[]> = {};
+  const rps: Record<string, number[]> = {};
   const rss: Record<string, number[]> = {};
+  const mainUs: Record<string, number[]> = {};
+  const workerUs: Record<string, number[]> = {};
   for (let rep = 0; rep < reps; rep++) {
     // Rotate the order, so no target always runs after the same one.
     const order = names.map((_, i) => names[(i + rep) % names.length]!);
-    for (const name of order) {
-      const m = await measureCpu({ tools, layout, fake: fake.url }, {
+    const measure = (name: string) =>
+      measureCpu({ tools, layout, fake: fake.url }, {
         service: targets[name]!,
         target: name === "floor" || name === "floor_js" ? name : "pulsegate",
-        load: { streams, rounds, concurrency, seconds },
+        load: { streams: together ? 0 : streams, rounds, concurrency, seconds },
       });
+    const measured: Awaited<ReturnType<typeof measure>>[] = [];
+    if (together) measured.push(...await Promise.all(order.map(measure)));
+    else for (const name of order) measured.push(await measure(name));
+    order.forEach((name, i) => {
+      const m = measured[i]!;
       (perDelta[name] ??= []).push(m.usPerDelta);
       (perRequest[name] ??= []).push(m.usPerRequest);
+      (rps[name] ??= []).push(m.rps);
       (rss[name] ??= []).push(m.rssMiB);
+      if (m.threads) {
+        (mainUs[name] ??= []).push(m.threads.mainUs);
+        (workerUs[name] ??= []).push(m.threads.workerUs);
+      }
+      const split = m.threads
+        ? ` (serving ${m.threads.mainUs.toFixed(1)}, workers ${m.threads.workerUs.toFixed(1)})`
+        : "";
       console.error(
         `rep ${rep + 1} ${name}: ${m.usPerDelta.toFixed(1)} µs/delta, ` +
-          `${m.usPerRequest.toFixed(1)} µs/request, ${m.errors} errors`,
+          `${m.usPerRequest.toFixed(1)} µs/request${split}, ${m.rps.toFixed(0)} req/s, ` +
+          `${m.errors} errors`,
       );
-    }
+    });
   }
-  console.log(`median (min–max) over ${reps} alternating repetitions`);
+  console.log(
+    `median (min–max) over ${reps} ${together ? "simultaneous" : "alternating"} repetitions`,
+  );
   for (const name of names) {
+    const threads = mainUs[name] && workerUs[name]
+      ? `  (serving thread ${spread(mainUs[name])}, workers ${spread(workerUs[name])})`
+      : "";
     console.log(
-      `${name.padEnd(10)} CPU µs/delta ${spread(perDelta[name]!)}  ` +
-        `CPU µs/request ${spread(perRequest[name]!)}  RSS MiB ${spread(rss[name]!)}`,
+      `${name.padEnd(14)} CPU µs/delta ${spread(perDelta[name]!)}  ` +
+        `CPU µs/request ${spread(perRequest[name]!)}${threads}  req/s ${spread(rps[name]!)}  ` +
+        `RSS MiB ${spread(rss[name]!)}`,
+    );
+  }
+  // History's cost per gateway: the difference between its twins within each repetition (they
+  // run back to back, so a neighbour's burst that lasts longer than one measurement weighs on
+  // both), then the median over the repetitions.
+  for (const name of Object.keys(roots)) {
+    const on = perRequest[name];
+    const off = perRequest[`${name}_off`];
+    if (!on || !off) continue;
+    const paired = (a: number[], b: number[]) => a.map((x, i) => x - (b[i] ?? NaN));
+    const cost = paired(on, off);
+    const share = on.map((x, i) => 100 * (1 - (off[i] ?? NaN) / x));
+    const less = rps[name]!.map((x, i) => 100 * (1 - x / (rps[`${name}_off`]![i] ?? NaN)));
+    const serving = mainUs[name] && mainUs[`${name}_off`]
+      ? `, of which the serving thread ${spread(paired(mainUs[name], mainUs[`${name}_off`]!))}` +
+        ` and workers ${spread(paired(workerUs[name]!, workerUs[`${name}_off`]!))}`
+      : "";
+    console.log(
+      `${name}: history costs ${spread(cost)} µs of CPU per whole answer${serving}; ` +
+        `${spread(share)} % of the throughput the CPU allows; ${spread(less)} % fewer req/s ` +
+        "(each: median (min–max) of the twins' difference within a repetition)",
     );
   }
 } finally {

@@ -12,8 +12,11 @@ export interface AttemptSample {
   outputTokens: number | null;
 }
 
-// Newest first along `attempts_upstream_started`, so the cost is the limit, not the table size.
-const RECENT_ATTEMPTS =
+/**
+ * Newest first along `attempts_upstream_started`, so the cost is the limit, not the table size.
+ * Exported so tests can check the plan.
+ */
+export const RECENT_ATTEMPTS =
   `SELECT outcome, status, first_content_ms, duration_ms, output_tokens FROM attempts
   WHERE upstream = ? AND started_at >= ? ORDER BY started_at DESC LIMIT ?`;
 

@@ -1,5 +1,5 @@
 import type { InArgs, InStatement } from "@libsql/client";
-import { type Db, DEFAULT_BUSY_TIMEOUT_MS, writing } from "./client.ts";
+import { type Db, DEFAULT_BUSY_TIMEOUT_MS, localFilePath, writing } from "./client.ts";
 import { historyWorkerMain } from "./history_worker.ts";
 
 /** Runs one write transaction of statements; how and where is the executor's business. */
@@ -8,11 +8,21 @@ export interface BatchExecutor {
   close(): Promise<void>;
 }
 
-/** On this thread, through the given connection (remote databases: the wait is network I/O). */
+/**
+ * On this thread, through the given connection (remote databases: the wait is network I/O). For
+ * a local file (where no worker could start) each batch first sets `synchronous=NORMAL` on the
+ * connection it is about to use, as the worker does on its own (docs/scaling.md "Durability of
+ * a local file"): the pool lends its most recently returned connection, so both calls get the
+ * same one.
+ */
 export function inProcessExecutor(db: Db): BatchExecutor {
+  const local = db.client.protocol === "file";
   return {
     run: async (statements) => {
-      await writing(db, (client) => client.batch(statements, "write"));
+      await writing(db, async (client) => {
+        if (local) await client.execute("PRAGMA synchronous=NORMAL");
+        await client.batch(statements, "write");
+      });
     },
     close: () => Promise.resolve(),
   };
@@ -31,15 +41,16 @@ class WorkerWriteError extends Error {
 }
 
 /**
- * On a worker thread with its own connection. The local libSQL driver runs a
- * batch synchronously, so on the serving thread every batch would stall
- * requests for its whole duration. Where a worker cannot start (a runtime
- * without workers, or without the package in reach), `fallback` writes
- * instead, so history is slower but never lost.
+ * On a worker thread with its own connection to the local file `url` names
+ * (db/history_worker.ts). The local libSQL driver runs a batch synchronously, so on the serving
+ * thread every batch would stall requests for its whole duration. Where a worker cannot start
+ * (a runtime without workers, or without the package in reach), `fallback` writes instead, so
+ * history is slower but never lost. Batches run one after another in the order `run` was
+ * called.
  */
 export function workerExecutor(
   url: string,
-  opts: { authToken?: string; fallback?: BatchExecutor; onFallback?: (err: unknown) => void } = {},
+  opts: { fallback?: BatchExecutor; onFallback?: (err: unknown) => void } = {},
 ): BatchExecutor {
   // Plain JS, already checked as db/history_worker.ts. A type-checking `deno test` would still
   // check this data: module at every start (seconds of CPU each), which is why `task test`
@@ -69,9 +80,10 @@ export function workerExecutor(
       waiting.set(id, { resolve, reject });
       worker.postMessage({ id, ...message });
     });
-  const opened = call({
-    open: { url, authToken: opts.authToken, timeoutMs: DEFAULT_BUSY_TIMEOUT_MS },
-  });
+  const path = localFilePath(url);
+  const opened = path === null
+    ? Promise.reject(new Error(`the history worker writes local files only, not ${url}`))
+    : call({ open: { path, timeoutMs: DEFAULT_BUSY_TIMEOUT_MS } });
   const started = opened.then(() => true, (err) => {
     if (!opts.fallback) return false;
     opts.onFallback?.(err);
@@ -101,8 +113,9 @@ interface PostedStatement {
   args?: InArgs;
 }
 
-// Texts the worker keeps; the history writer reuses a few dozen (one per row count), others are
-// sent whole each time once this many are known.
+// Texts the worker keeps, each with its prepared statement; the history writer reuses a dozen
+// (one per table and power-of-two row count), others are sent whole each time once this many are
+// known.
 const MAX_KEPT_TEXTS = 256;
 
 /**

@@ -24,21 +24,39 @@ export const MAX_COST_GROUPS = 100;
 /** The longest group name read back; names are bounded when stored, older rows may not be. */
 export const MAX_GROUP_CHARS = 300;
 
-// Requests by route or key; attempts by upstream, where a failed-over request counts once
-// per upstream it reached. Both are index range scans on started_at.
-const SOURCES: Record<CostGroup, { column: string; from: string; requests: string }> = {
+// Every upstream named in `attempts`, one index seek each (a loose scan of
+// attempts_upstream_started), so the window is read upstream by upstream along that index.
+const UPSTREAMS = `ups(u) AS (
+    SELECT MIN(upstream) FROM attempts
+    UNION ALL SELECT (SELECT MIN(upstream) FROM attempts WHERE upstream > u) FROM ups
+    WHERE u IS NOT NULL
+  ), `;
+
+// Requests by route or key, a range of requests_started; attempts by upstream, where a
+// failed-over request counts once per upstream it reached, a range of
+// attempts_upstream_started per upstream (which has no index of its own on started_at).
+const SOURCES: Record<
+  CostGroup,
+  { column: string; from: string; requests: string; upstreams?: string }
+> = {
   route: { column: "route", from: "requests", requests: "COUNT(*)" },
   key: { column: "key_id", from: "requests", requests: "COUNT(*)" },
-  upstream: { column: "upstream", from: "attempts", requests: "COUNT(DISTINCT request_id)" },
+  upstream: {
+    column: "upstream",
+    from: "ups JOIN attempts ON attempts.upstream = ups.u",
+    requests: "COUNT(DISTINCT request_id)",
+    upstreams: UPSTREAMS,
+  },
 };
 
 /**
  * Groups ranked costliest first (then by requests); those past MAX_COST_GROUPS are summed into
- * one row (`rest` = 1, `grp` = how many groups it holds).
+ * one row (`rest` = 1, `grp` = how many groups it holds). Exported so tests can check each
+ * grouping reads a range of an index (tests/db_history_indexes_test.ts).
  */
-function totalsSql(by: CostGroup): string {
-  const { column, from, requests } = SOURCES[by];
-  return `WITH g AS (
+export function totalsSql(by: CostGroup): string {
+  const { column, from, requests, upstreams } = SOURCES[by];
+  return `WITH RECURSIVE ${upstreams ?? ""}g AS (
     SELECT substr(${column}, 1, ${MAX_GROUP_CHARS}) AS grp, ${requests} AS requests,
       SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens,
       SUM(cost_usd) AS cost_usd

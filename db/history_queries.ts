@@ -141,12 +141,14 @@ const EQUALITY_FILTERS = [
 const hopWhere = (term: string) =>
   `EXISTS (SELECT 1 FROM attempts a WHERE a.request_id = requests.id AND ${term})`;
 
-// Literals only: none of these takes a caller's value.
+// Literals only: none of these takes a caller's value. `outcome = 'error'` as a literal lets
+// SQLite use the partial index of failed requests (`requests_errors`); a row with an error code
+// always has that outcome (gateway/live/live_request.ts `finish`, db/instances.ts).
 const OUTCOME_TERMS: Record<HistoryOutcome, string> = {
   success: "outcome = 'success'",
   error: "outcome = 'error'",
-  aborted: "error_code = 'gw.request.aborted'",
-  client_disconnected: "error_code = 'gw.client.disconnected'",
+  aborted: "outcome = 'error' AND error_code = 'gw.request.aborted'",
+  client_disconnected: "outcome = 'error' AND error_code = 'gw.client.disconnected'",
   idle_timeout: hopWhere(
     "a.error_code IN ('gw.upstream.idle_timeout', 'gw.upstream.first_content_timeout')",
   ),

@@ -1,18 +1,24 @@
 /**
- * The history writer's database thread. The local libSQL driver runs a batch
- * synchronously, so on the serving thread every batch would stall requests.
+ * The history writer's database thread, for a local file. The local libSQL driver runs
+ * statements synchronously, so on the serving thread every batch would stall requests.
  *
- * The worker starts from this one function's source (a `data:` URL), not
- * from a file: the gateway reads nothing from disk at run time besides its
- * data directory. So the function is self-contained: it imports its one
- * package itself and shares no closure with this module.
+ * It holds one connection of its own with the statements it has run prepared and kept: the
+ * writer sends a few statement texts over and over (db/history_rows.ts), and parsing a
+ * many-row upsert again for every batch cost more than the rows themselves. The connection runs
+ * `synchronous=NORMAL` (docs/scaling.md "Durability of a local file"): a commit is in the WAL
+ * when it returns, so a process crash loses nothing committed, and only a power loss can lose
+ * the last commits before the next checkpoint.
+ *
+ * The worker starts from this one function's source (a `data:` URL), not from a file: the
+ * gateway reads nothing from disk at run time besides its data directory. So the function is
+ * self-contained: it imports its one package itself and shares no closure with this module.
  */
 export async function historyWorkerMain(): Promise<void> {
   // `sql` is sent with the first use of a text, `ref` alone after (db/batch_executor.ts).
-  type Statement = { sql?: string; ref?: number; args?: unknown };
+  type Statement = { sql?: string; ref?: number; args?: unknown[] };
   type Message = {
     id: number;
-    open?: { url: string; authToken?: string; timeoutMs: number };
+    open?: { path: string; timeoutMs: number };
     statements?: Statement[];
     close?: true;
   };
@@ -21,41 +27,94 @@ export async function historyWorkerMain(): Promise<void> {
     postMessage(message: unknown): void;
   };
   const port = globalThis as unknown as Port;
-  const { createClient } = await import("@libsql/client");
-  let client: ReturnType<typeof createClient> | null = null;
+  const { ConnectionPool } = await import("@libsql/client/sqlite3");
+  type Connection = ReturnType<InstanceType<typeof ConnectionPool>["acquireSync"]>;
+  type Prepared = ReturnType<Connection["prepare"]>;
+  let target: { path: string; timeoutMs: number } | null = null;
+  let pool: InstanceType<typeof ConnectionPool> | null = null;
+  let db: Connection | null = null;
   const texts: string[] = [];
-  const expand = ({ sql, ref, args }: Statement) => {
-    if (sql !== undefined && ref !== undefined) texts[ref] = sql;
-    const text = sql ?? (ref === undefined ? undefined : texts[ref]);
-    if (text === undefined) throw new Error(`history worker: unknown statement ${ref}`);
-    return { sql: text, args };
-  };
-  const handle = async (message: Message, statements: { sql: string; args?: unknown }[]) => {
-    if (message.open) {
-      const { url, authToken, timeoutMs } = message.open;
-      client = createClient({ url, authToken, timeout: timeoutMs });
-      return;
-    }
-    if (!client) throw new Error("history worker: database not open");
-    if (message.close) {
-      client.close();
-      client = null;
-      return;
-    }
+  // Prepared statements by text number; dropped with their connection.
+  let prepared: Prepared[] = [];
+
+  const connect = (): Connection => {
+    if (db) return db;
+    if (!target) throw new Error("history worker: database not open");
+    const opened = new ConnectionPool(target.path, { timeout: target.timeoutMs }, 1);
     try {
-      await client.batch(statements as never, "write");
+      const conn = opened.acquireSync();
+      // Per connection, and only outside a transaction.
+      conn.exec("PRAGMA synchronous=NORMAL");
+      pool = opened;
+      db = conn;
+      return conn;
     } catch (err) {
-      // A failed local write can leave its pooled connection unusable: start afresh (see writing()).
-      if (client.protocol === "file" && !client.closed) void client.reconnect();
+      opened.close();
       throw err;
     }
   };
-  port.onmessage = async (event) => {
+  /**
+   * A failed write may leave a statement active on the connection (a busy lock is retryable,
+   * so SQLite keeps it running), and every later COMMIT on it would then fail. Start afresh.
+   */
+  const disconnect = () => {
+    pool?.close();
+    pool = null;
+    db = null;
+    prepared = [];
+  };
+  const statementFor = (conn: Connection, { sql, ref }: Statement): Prepared => {
+    if (sql !== undefined && ref !== undefined) texts[ref] = sql;
+    if (ref !== undefined) {
+      const kept = prepared[ref];
+      if (kept) return kept;
+      const text = texts[ref];
+      if (text === undefined) throw new Error(`history worker: unknown statement ${ref}`);
+      return prepared[ref] = conn.prepare(text);
+    }
+    if (sql === undefined) throw new Error("history worker: a statement without text");
+    return conn.prepare(sql);
+  };
+  const write = (statements: Statement[]) => {
+    // Texts first, so they are learnt even when the batch is refused.
+    for (const { sql, ref } of statements) {
+      if (sql !== undefined && ref !== undefined) texts[ref] = sql;
+    }
+    const conn = connect();
+    try {
+      conn.exec("BEGIN IMMEDIATE");
+      for (const statement of statements) {
+        statementFor(conn, statement).run(statement.args ?? []);
+      }
+      conn.exec("COMMIT");
+    } catch (err) {
+      try {
+        if (conn.inTransaction) conn.exec("ROLLBACK");
+      } catch {
+        // The connection is dropped next, which ends its transaction too.
+      }
+      disconnect();
+      throw err;
+    }
+  };
+  const handle = (message: Message) => {
+    if (message.open) {
+      target = message.open;
+      disconnect();
+      connect();
+      return;
+    }
+    if (message.close) {
+      disconnect();
+      target = null;
+      return;
+    }
+    write(message.statements ?? []);
+  };
+  port.onmessage = (event) => {
     const { id } = event.data;
     try {
-      // Expanded first, so texts are learnt even when the batch is refused.
-      const statements = (event.data.statements ?? []).map(expand);
-      await handle(event.data, statements);
+      handle(event.data);
       port.postMessage({ id });
     } catch (err) {
       const code = err instanceof Error && "code" in err ? String(err.code) : undefined;

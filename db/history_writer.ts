@@ -1,6 +1,7 @@
 import type { InStatement } from "@libsql/client";
 import { type BatchExecutor, inProcessExecutor } from "./batch_executor.ts";
 import type { Db } from "./client.ts";
+import { type BatchRow, HistoryQueue } from "./history_queue.ts";
 import { upsertAttempts, upsertRequests } from "./history_rows.ts";
 import type { AttemptRecord, RequestRecord } from "./records.ts";
 
@@ -61,13 +62,6 @@ export interface HistoryWriterStats {
   capacity: number;
 }
 
-/** `dueAt`: the background loop leaves the row queued until then (epoch ms from `now`). */
-type Pending =
-  | { readonly kind: "request"; readonly row: RequestRecord; readonly dueAt: number }
-  | { readonly kind: "attempt"; readonly row: AttemptRecord; readonly dueAt: number };
-
-type Entry = readonly [key: string, pending: Pending];
-
 /**
  * How a request row is queued: an expendable one (a request that has not reached an upstream)
  * goes first when the queue is full, and is not queued at all when it is full.
@@ -83,9 +77,12 @@ const RETRY_FLOOR_MS = 25;
  * Queues request and attempt rows in memory and writes them in batches off the request path.
  *
  * Rows are keyed (request id; request id + hop), so a later version of a row replaces a queued
- * earlier one and a request opened and closed within one batch is written once. When the
- * database is locked or unreachable the rows stay queued and are retried with backoff; only the
- * `maxPending` and `maxExpendable` bounds ever discard them, expendable rows first.
+ * earlier one and a request opened and closed within one batch is written once, from its final
+ * state. Records are kept by reference and read when their batch is built: a caller that
+ * changes a record after writing it must write it again (which queues it again) for the change
+ * to be stored. When the database is locked or unreachable the rows stay queued and are
+ * retried with backoff; only the `maxPending` and `maxExpendable` bounds ever discard them,
+ * expendable rows first.
  */
 export class HistoryWriter {
   readonly #executor: BatchExecutor;
@@ -94,15 +91,11 @@ export class HistoryWriter {
   readonly #now: () => number;
   readonly #flushEveryMs: number;
   readonly #maxPending: number;
-  readonly #maxExpendable: number;
   readonly #batchSize: number;
   readonly #after: (ms: number, fn: () => void) => () => void;
   readonly #onError: (err: unknown) => void;
   readonly #onDropped: (rows: number) => void;
-  // Insertion order is age order: re-queuing a row moves it to the young end.
-  readonly #pending = new Map<string, Pending>();
-  // The keys of expendable rows among them, oldest first.
-  readonly #expendable = new Set<string>();
+  readonly #queue: HistoryQueue;
   #disarmTimer: (() => void) | null = null;
   #draining: Promise<boolean> | null = null;
   #failStreak = 0;
@@ -121,32 +114,34 @@ export class HistoryWriter {
     this.#now = opts.now ?? Date.now;
     this.#flushEveryMs = Math.max(0, opts.flushEveryMs ?? 50);
     this.#maxPending = Math.max(1, opts.maxPending ?? 100_000);
-    this.#maxExpendable = Math.max(1, opts.maxExpendable ?? 1_000);
+    this.#queue = new HistoryQueue({
+      maxRows: this.#maxPending,
+      maxExpendable: Math.max(1, opts.maxExpendable ?? 1_000),
+      onDropped: (rows) => this.#countDropped(rows),
+    });
     this.#batchSize = Math.max(1, opts.batchSize ?? 200);
     this.#after = opts.after ?? timerFrom(opts);
     this.#onError = opts.onError ?? (() => {});
     this.#onDropped = opts.onDropped ?? (() => {});
   }
 
+  /** Queues the request's row as `record` is when its batch is built (the record is kept). */
   writeRequest(record: RequestRecord, opts: WriteOptions = {}): void {
     const dueAt = record.state === "open" ? this.#now() + this.#deferOpenMs : 0;
-    const key = `r\u0000${record.id}`;
-    const pending: Pending = { kind: "request", row: { ...record }, dueAt };
-    if (opts.expendable) this.#enqueueExpendable(key, pending);
-    else this.#enqueue(key, pending);
+    this.#queue.putRequest(record, { dueAt, expendable: opts.expendable === true });
+    this.#armIdle();
   }
 
   /** Whether a row for this request id is queued and not yet written. */
   holdsRequest(id: string): boolean {
-    return this.#pending.has(`r\u0000${id}`);
+    return this.#queue.holdsRequest(id);
   }
 
+  /** Queues the hop's row as `record` is when its batch is built (the record is kept). */
   writeAttempt(record: AttemptRecord): void {
-    // A request with a hop reached an upstream: its queued row is no longer expendable.
-    if (this.#expendable.size) this.#expendable.delete(`r\u0000${record.requestId}`);
-    const key = `a\u0000${record.requestId}\u0000${record.hop}`;
     const dueAt = record.outcome === null ? this.#now() + this.#deferOpenMs : 0;
-    this.#enqueue(key, { kind: "attempt", row: { ...record }, dueAt });
+    this.#queue.putAttempt(record, { dueAt });
+    this.#armIdle();
   }
 
   /**
@@ -176,13 +171,7 @@ export class HistoryWriter {
    * (or absent) these are the history there is, and the admin page reads them.
    */
   queuedRows(): { requests: RequestRecord[]; attempts: AttemptRecord[] } {
-    const requests: RequestRecord[] = [];
-    const attempts: AttemptRecord[] = [];
-    for (const pending of this.#pending.values()) {
-      if (pending.kind === "request") requests.push({ ...pending.row });
-      else attempts.push({ ...pending.row });
-    }
-    return { requests, attempts };
+    return this.#queue.snapshot();
   }
 
   /**
@@ -190,16 +179,14 @@ export class HistoryWriter {
    * shutdown with the database away: those rows are lost, and the operator must hear of it.
    */
   abandon(): number {
-    const lost = this.#pending.size;
-    this.#pending.clear();
-    this.#expendable.clear();
+    const lost = this.#queue.clear();
     this.#countDropped(lost);
     return lost;
   }
 
   stats(): HistoryWriterStats {
     return {
-      pending: this.#pending.size,
+      pending: this.#queue.size,
       dropped: this.#dropped,
       written: this.#written,
       failures: this.#failures,
@@ -210,41 +197,9 @@ export class HistoryWriter {
     };
   }
 
-  #enqueue(key: string, pending: Pending): void {
-    this.#remove(key);
-    this.#pending.set(key, pending);
-    while (this.#pending.size > this.#maxPending) this.#dropOldest();
+  /** A row came in: an idle loop (no timer, no batch in flight) arms its timer. */
+  #armIdle(): void {
     if (this.#disarmTimer === null && this.#draining === null) this.#arm(this.#flushEveryMs);
-  }
-
-  /**
-   * An expendable row takes no room a real row needs: with the queue or the expendable rows at
-   * their bound it is not queued (counted as dropped). A newer version of a queued row always
-   * fits, since it replaces that row.
-   */
-  #enqueueExpendable(key: string, pending: Pending): void {
-    this.#remove(key);
-    if (this.#pending.size >= this.#maxPending || this.#expendable.size >= this.#maxExpendable) {
-      this.#countDropped(1);
-      return;
-    }
-    this.#enqueue(key, pending);
-    this.#expendable.add(key);
-  }
-
-  /** The oldest expendable row if any is queued, else the oldest row. */
-  #dropOldest(): void {
-    const oldest = this.#expendable.size
-      ? this.#expendable.values().next()
-      : this.#pending.keys().next();
-    if (oldest.done) return;
-    this.#remove(oldest.value);
-    this.#countDropped(1);
-  }
-
-  #remove(key: string): void {
-    this.#pending.delete(key);
-    this.#expendable.delete(key);
   }
 
   #countDropped(rows: number): void {
@@ -286,7 +241,7 @@ export class HistoryWriter {
 
   /** Rows queued while the last batch was in flight still need a timer. */
   #rearm(): void {
-    if (this.#disarmTimer !== null || this.#pending.size === 0) return;
+    if (this.#disarmTimer !== null || this.#queue.size === 0) return;
     const backoff = Math.min(
       RETRY_CAP_MS,
       Math.max(this.#flushEveryMs, RETRY_FLOOR_MS) * 2 ** this.#failStreak,
@@ -296,7 +251,7 @@ export class HistoryWriter {
 
   async #drainAll(opts: { all: boolean }): Promise<boolean> {
     for (;;) {
-      const batch = this.#oldest(this.#batchSize, { dueBy: opts.all ? Infinity : this.#now() });
+      const batch = this.#queue.due(this.#batchSize, { dueBy: opts.all ? Infinity : this.#now() });
       if (!batch.length) return true;
       if (!await this.#writeBatch(batch)) return false;
       // A short batch emptied the queue of due rows: the background loop leaves the rows that
@@ -309,16 +264,7 @@ export class HistoryWriter {
     }
   }
 
-  #oldest(count: number, opts: { dueBy: number }): Entry[] {
-    const batch: Entry[] = [];
-    for (const entry of this.#pending) {
-      if (batch.length >= count) break;
-      if (entry[1].dueAt <= opts.dueBy) batch.push(entry);
-    }
-    return batch;
-  }
-
-  async #writeBatch(batch: Entry[]): Promise<boolean> {
+  async #writeBatch(batch: BatchRow[]): Promise<boolean> {
     try {
       const statements = statementsFor(batch);
       const started = performance.now();
@@ -333,14 +279,14 @@ export class HistoryWriter {
   }
 
   /** One bad row must not hold back the rest forever: find it by writing rows one at a time. */
-  async #writeEach(batch: Entry[]): Promise<boolean> {
+  async #writeEach(batch: BatchRow[]): Promise<boolean> {
     for (const entry of batch) {
       if (!await this.#writeBatch([entry])) return false;
     }
     return true;
   }
 
-  #settle(batch: Entry[]): void {
+  #settle(batch: BatchRow[]): void {
     this.#forget(batch);
     this.#written += batch.length;
     this.#failStreak = 0;
@@ -348,7 +294,7 @@ export class HistoryWriter {
   }
 
   /** The database answered (a row of its own is wrong): it is not failing. */
-  #reject(batch: Entry[], err: unknown): boolean {
+  #reject(batch: BatchRow[], err: unknown): boolean {
     this.#forget(batch);
     this.#rejected += batch.length;
     this.#failingSince = null;
@@ -357,10 +303,8 @@ export class HistoryWriter {
   }
 
   /** Only the versions that were sent: newer ones queued meanwhile stay to be written next. */
-  #forget(batch: Entry[]): void {
-    for (const [key, pending] of batch) {
-      if (this.#pending.get(key) === pending) this.#remove(key);
-    }
+  #forget(batch: BatchRow[]): void {
+    this.#queue.forget(batch);
   }
 
   #fail(err: unknown): boolean {
@@ -399,14 +343,16 @@ function timerFrom(opts: HistoryWriterOptions): (ms: number, fn: () => void) => 
   };
 }
 
-function statementsFor(batch: readonly Entry[]): InStatement[] {
+function statementsFor(batch: readonly BatchRow[]): InStatement[] {
   const requests: RequestRecord[] = [];
   const attempts: AttemptRecord[] = [];
-  for (const [, pending] of batch) {
-    if (pending.kind === "request") requests.push(pending.row);
-    else attempts.push(pending.row);
+  for (const item of batch) {
+    if (item.kind === "request") requests.push(item.queued.row);
+    else attempts.push(item.queued.row);
   }
-  return [...upsertRequests(requests), ...upsertAttempts(attempts)];
+  const statements = upsertRequests(requests);
+  for (const statement of upsertAttempts(attempts)) statements.push(statement);
+  return statements;
 }
 
 /**

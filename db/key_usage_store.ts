@@ -1,4 +1,5 @@
-import type { Db } from "./client.ts";
+import type { InStatement } from "@libsql/client";
+import { type Db, writing } from "./client.ts";
 import { num, text } from "./row_values.ts";
 
 /**
@@ -35,16 +36,18 @@ const READ = `SELECT key_id, kind, start, requests, tokens, cost_usd FROM key_us
 
 const PRUNE = "DELETE FROM key_usage WHERE kind = 'second' AND start < ?";
 
+/** The statements that add the increments, for one write transaction. */
+export function addKeyUsageStatements(increments: readonly KeyUsageIncrement[]): InStatement[] {
+  return increments.map((i) => ({
+    sql: ADD,
+    args: [i.keyId, i.kind, i.start, i.requests, i.tokens, i.costUsd],
+  }));
+}
+
 /** Adds the increments in one write transaction. */
 export async function addKeyUsage(db: Db, increments: readonly KeyUsageIncrement[]) {
   if (!increments.length) return;
-  await db.client.batch(
-    increments.map((i) => ({
-      sql: ADD,
-      args: [i.keyId, i.kind, i.start, i.requests, i.tokens, i.costUsd],
-    })),
-    "write",
-  );
+  await writing(db, (client) => client.batch(addKeyUsageStatements(increments), "write"));
 }
 
 /** Each key's second rows after `secondsAfter` and day rows from `daysFrom` (epoch ms). */
@@ -73,6 +76,10 @@ export async function readKeyUsage(
 }
 
 /** Drops second rows older than `before`; day rows stay (one per key and day). */
+export function pruneKeySecondsStatement(before: number): InStatement {
+  return { sql: PRUNE, args: [before] };
+}
+
 export async function pruneKeySeconds(db: Db, before: number): Promise<void> {
-  await db.client.execute({ sql: PRUNE, args: [before] });
+  await writing(db, (client) => client.execute(pruneKeySecondsStatement(before)));
 }

@@ -48,6 +48,16 @@ export function memberOrNull<T extends string>(
   return typeof value === "string" && Object.hasOwn(opts.members, value) ? value as T : null;
 }
 
+/** Binds a number field: NaN, Infinity and anything not a number as NULL. */
+export function bindNumber(value: number | null | undefined): InValue {
+  return typeof value === "number" && Number.isFinite(value) ? value : null;
+}
+
+/** Binds a boolean field as 0/1. */
+export function bindFlag(value: boolean | null | undefined): InValue {
+  return value ? 1 : 0;
+}
+
 /** Binds a record field: booleans as 0/1, and NaN, Infinity or undefined as NULL. */
 export function bind(value: string | number | boolean | null | undefined): InValue {
   if (typeof value === "boolean") return value ? 1 : 0;

@@ -59,7 +59,12 @@ Deno.test("a failed-over request costs the sum of every hop that billed", () => 
     sessionId: null,
   }, {
     clock: createClock(),
-    sink: { writeRequest: (r) => requests.push(r), writeAttempt: (a) => attempts.push(a) },
+    // Records are handed over live (gateway/live/live_request.ts `HistorySink`): keep each
+    // version as it was written.
+    sink: {
+      writeRequest: (r) => requests.push({ ...r }),
+      writeAttempt: (a) => attempts.push({ ...a }),
+    },
     metrics,
   });
   const billed: { tokens: number; costUsd: number | null }[] = [];

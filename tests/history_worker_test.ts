@@ -90,3 +90,30 @@ Deno.test("a statement text sent once is reused by later batches, even after a r
     }
   });
 });
+
+Deno.test("history batches to a local file commit with synchronous=NORMAL, on the worker or not", async () => {
+  await withTempDb(async ({ db, url }) => {
+    // docs/scaling.md "Durability of a local file": the setting is per connection, so each
+    // batch records the one of the connection it ran on.
+    const record = (id: string) => ({
+      sql: "INSERT INTO instances (id, started_at, heartbeat_at) " +
+        "SELECT ?, synchronous, 0 FROM pragma_synchronous",
+      args: [id],
+    });
+    const worker = workerExecutor(url);
+    try {
+      await worker.run([record("worker")]);
+      await worker.run([record("worker-again")]);
+    } finally {
+      await worker.close();
+    }
+    await inProcessExecutor(db).run([record("in-process")]);
+    const rows = await db.client.execute("SELECT id, started_at FROM instances ORDER BY id");
+    // 1 is NORMAL (SQLite's default, and this database's before, is 2: FULL).
+    assert.deepEqual(rows.rows.map((r) => [r.id, r.started_at]), [
+      ["in-process", 1],
+      ["worker", 1],
+      ["worker-again", 1],
+    ]);
+  });
+});

@@ -16,6 +16,7 @@ import { openDatabase } from "../../db/client.ts";
 import { HistoryWriter } from "../../db/history_writer.ts";
 import { migrate } from "../../db/migrate.ts";
 import type { AttemptRecord, RequestRecord } from "../../db/records.ts";
+import { newRequestId } from "../../gateway/live/request_id.ts";
 import { LoopProbe, type LoopProbeSummary } from "../loop_probe.ts";
 import { summarize, type Summary } from "../stats.ts";
 import { printResult, readJob } from "./job.ts";
@@ -48,7 +49,8 @@ export interface HistoryRowsResult {
 }
 
 function rowsFor(i: number, instanceId: string): [RequestRecord, AttemptRecord] {
-  const id = crypto.randomUUID();
+  // As the gateway makes them (docs/design.md "History"): time-ordered.
+  const id = newRequestId();
   const startedAt = Date.now();
   const request: RequestRecord = {
     id,

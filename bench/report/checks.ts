@@ -158,11 +158,10 @@ function historyAdvice(
   }
   if (on && on.rowsPerRequest > 2.05) {
     parts.push(
-      `${fmt(on.rowsPerRequest, 2)} rows were written per request. To close: write a ` +
-        "request's open rows only if it is still running after a second (crash recovery needs " +
-        "no more), so a short request costs two rows (its closed request and its attempt), " +
-        `${fmt((1 - 2 / on.rowsPerRequest) * 100, 0)} % fewer for the worker to write and the ` +
-        "serving thread to build.",
+      `${fmt(on.rowsPerRequest, 2)} rows were written per request where a short request with one ` +
+        "hop needs two (its row and its hop's, built once from their final state): rows were " +
+        "written open and again closed, which only requests running past the open-row deferral " +
+        "(a second) should need.",
     );
   }
   return parts.join(" ");

@@ -14,6 +14,7 @@ import type { CpuCostResult } from "../results.ts";
 import { runJob, type Service } from "../services.ts";
 import { BENCH_DIR, REPO_ROOT } from "../stack.ts";
 import { round } from "../stats.ts";
+import { threadCpu } from "../thread_cpu.ts";
 import { requestFor, TARGET_LABELS, type TargetId } from "../targets.ts";
 
 export interface CpuCostLoad {
@@ -25,15 +26,66 @@ export interface CpuCostLoad {
   seconds: number;
 }
 
-/** One repetition on one proxy: CPU µs per delta and per whole answer, and its RSS after. */
+/** One repetition's figures on one proxy. */
+export interface CpuMeasure {
+  usPerDelta: number;
+  usPerRequest: number;
+  rps: number;
+  rssMiB: number;
+  errors: number;
+  /**
+   * Of the whole answers' CPU per request, the serving (main) thread's and the `Worker` threads'
+   * (pulsegate's history writer), from /proc ticks: 10 ms each, so read them over seconds.
+   */
+  threads: { mainUs: number; workerUs: number } | null;
+}
+
+/**
+ * One repetition on one proxy: CPU µs per delta and per whole answer, and its RSS after. With
+ * `load.streams` 0 the streamed part is skipped (`usPerDelta` NaN).
+ */
 export async function measureCpu(
   env: LoadEnv & { fake: string },
   opts: { service: Service; target: Exclude<TargetId, "direct">; load: CpuCostLoad },
-): Promise<{ usPerDelta: number; usPerRequest: number; rssMiB: number; errors: number }> {
+): Promise<CpuMeasure> {
+  const { service, target, load } = opts;
+  const endpoints = { fake: env.fake, [target]: service.url };
+  const streamed = load.streams > 0 ? await cpuPerDelta(env, opts) : { us: NaN, errors: 0 };
+  const before = await service.cpuMs();
+  const threadsBefore = await threadCpu(service.pid);
+  const run = await autocannon(env, {
+    request: requestFor(target, { endpoints, mode: "zero" }),
+    connections: load.concurrency,
+    seconds: load.seconds,
+    warmupSeconds: 0,
+  });
+  const usPerRequest = ((await service.cpuMs()) - before) * 1000 / Math.max(1, run.requests);
+  const threadsAfter = await threadCpu(service.pid);
+  const perRequest = (ms: number) => ms * 1000 / Math.max(1, run.requests);
+  return {
+    usPerDelta: streamed.us,
+    usPerRequest,
+    rps: run.rps,
+    rssMiB: (await service.rssBytes()) / 2 ** 20,
+    errors: streamed.errors + run.errors,
+    threads: threadsBefore && threadsAfter
+      ? {
+        mainUs: perRequest(threadsAfter.mainMs - threadsBefore.mainMs),
+        workerUs: perRequest(threadsAfter.workerMs - threadsBefore.workerMs),
+      }
+      : null,
+  };
+}
+
+/** CPU µs per delta of `load.streams` streams at once, `load.rounds` times. */
+async function cpuPerDelta(
+  env: LoadEnv & { fake: string },
+  opts: { service: Service; target: Exclude<TargetId, "direct">; load: CpuCostLoad },
+): Promise<{ us: number; errors: number }> {
   const { service, target, load } = opts;
   const endpoints = { fake: env.fake, [target]: service.url };
   const streamRequest = requestFor(target, { endpoints, mode: "stream64", stream: true });
-  let before = await service.cpuMs();
+  const before = await service.cpuMs();
   const out = await runJob({
     name: "stream_probe",
     cmd: [
@@ -53,22 +105,8 @@ export async function measureCpu(
     cpus: env.layout.loadCpus,
   }, { layout: env.layout, timeoutMs: 180_000 }) as Record<string, StreamTargetResult>;
   const streamed = out[target]!;
-  const usPerDelta = ((await service.cpuMs()) - before) * 1000 /
-    Math.max(1, streamed.delayMs.length);
-  before = await service.cpuMs();
-  const run = await autocannon(env, {
-    request: requestFor(target, { endpoints, mode: "zero" }),
-    connections: load.concurrency,
-    seconds: load.seconds,
-    warmupSeconds: 0,
-  });
-  const usPerRequest = ((await service.cpuMs()) - before) * 1000 / Math.max(1, run.requests);
-  return {
-    usPerDelta,
-    usPerRequest,
-    rssMiB: (await service.rssBytes()) / 2 ** 20,
-    errors: streamed.errors.length + run.errors,
-  };
+  const us = ((await service.cpuMs()) - before) * 1000 / Math.max(1, streamed.delayMs.length);
+  return { us, errors: streamed.errors.length };
 }
 
 export async function cpuCost(ctx: BenchContext): Promise<CpuCostResult> {

@@ -9,6 +9,7 @@ import { clientError, GatewayError } from "../runtime/gateway_error.ts";
 import type { ForwardDeps } from "../forward/hop.ts";
 import type { IrRequest } from "../formats/ir.ts";
 import { type HistorySink, LiveRequest } from "../live/live_request.ts";
+import { newRequestId } from "../live/request_id.ts";
 import { checkGuardrails } from "../policy/guardrails.ts";
 import { requireJsonContentType } from "./json_content_type.ts";
 import { BODY_LIMIT_BYTES } from "./read_body.ts";
@@ -84,15 +85,15 @@ function admit(
     const keyId = authorize(request, { config, loopback: deps.state.loopback, env: deps.env });
     admitted = { config, keyId };
   } catch (err) {
-    return { id: crypto.randomUUID(), admitted: GatewayError.from(err), refused: true };
+    return { id: newRequestId(), admitted: GatewayError.from(err), refused: true };
   }
-  if (asked === null) return { id: crypto.randomUUID(), admitted };
+  if (asked === null) return { id: newRequestId(), admitted };
   if (!REQUEST_ID.test(asked)) {
     // Bad input like any other: answered 400 and recorded, under an id of its own.
     const err = clientError("x-request-id must be 1-128 characters of A-Za-z0-9._:-", {
       param: "x-request-id",
     });
-    return { id: crypto.randomUUID(), admitted: err, keyId: admitted.keyId };
+    return { id: newRequestId(), admitted: err, keyId: admitted.keyId };
   }
   return askedIdFree(asked, { admitted, deps });
 }
@@ -112,7 +113,7 @@ function duplicate(asked: string, why: string): { id: string; admitted: GatewayE
     code: "gw.client.duplicate_request_id",
     param: "x-request-id",
   });
-  return { id: crypto.randomUUID(), admitted: err };
+  return { id: newRequestId(), admitted: err };
 }
 
 /**

@@ -21,7 +21,12 @@ export type LiveState =
 /** The metrics label of a request that never reached a configured route. */
 export const UNKNOWN_ROUTE = "unknown";
 
-/** Where rows go; the history writer in production, an array in unit tests. */
+/**
+ * Where rows go; the history writer in production, an array in unit tests. A request hands over
+ * its one record (and each hop its own) every time it changes, never a copy: the writer keeps
+ * the record and stores it as it is when its batch is written (db/history_writer.ts), so a
+ * request that ends within one batch is built once, from its final state.
+ */
 export interface HistorySink {
   /**
    * `expendable`: the row of a request that has not reached an upstream (and may be refused),
@@ -217,7 +222,7 @@ export class LiveRequest {
       ? "expendable"
       : "unwritten";
     if (this.#row !== "unwritten") {
-      deps.sink.writeRequest({ ...this.record }, { expendable: this.#row === "expendable" });
+      deps.sink.writeRequest(this.record, { expendable: this.#row === "expendable" });
     }
   }
 
@@ -295,13 +300,13 @@ export class LiveRequest {
    * (the budget had no place) is written now.
    */
   #reachedUpstream(): void {
-    if (this.#row === "unwritten") this.deps.sink.writeRequest({ ...this.record });
+    if (this.#row === "unwritten") this.deps.sink.writeRequest(this.record);
     this.#row = "real";
     this.deps.refusal?.release();
   }
 
   flushAttempt(attempt: Attempt): void {
-    this.deps.sink.writeAttempt({ ...attempt.record });
+    this.deps.sink.writeAttempt(attempt.record);
   }
 
   attemptEnded(attempt: Attempt): void {
@@ -376,7 +381,7 @@ export class LiveRequest {
       metrics.keyRefusalsUnrecorded.inc();
       return;
     }
-    this.deps.sink.writeRequest({ ...r }, { expendable: this.#row === "expendable" });
+    this.deps.sink.writeRequest(r, { expendable: this.#row === "expendable" });
   }
 }
 

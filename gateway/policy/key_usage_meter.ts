@@ -1,9 +1,12 @@
+import type { BatchExecutor } from "../../db/batch_executor.ts";
 import type { Db } from "../../db/client.ts";
 import {
   addKeyUsage,
+  addKeyUsageStatements,
   type KeyUsageIncrement,
   type KeyUsageRow,
   pruneKeySeconds,
+  pruneKeySecondsStatement,
   readKeyUsage,
 } from "../../db/key_usage_store.ts";
 import type { Clock } from "../runtime/clock.ts";
@@ -46,6 +49,11 @@ interface Snapshot {
  * are folded into the key's snapshot rather than forgotten: limits then hold on this
  * process's own count, which can only under-count what other instances admit
  * (docs/security.md "Key limits when the database cannot be read").
+ *
+ * `writes`, when given, runs the writes: the history writer's executor, so for a local file they
+ * go to its worker thread, whose connection may wait up to its busy timeout for a locked
+ * database without holding the serving thread (docs/scaling.md "Key limits"). Without it they
+ * run through `db`.
  */
 export class KeyUsageMeter {
   #increments: Increment[] = [];
@@ -56,7 +64,9 @@ export class KeyUsageMeter {
   #lastPrune = 0;
   #readsFailing = false;
 
-  constructor(private deps: { db: Db; clock: Clock; log?: Logger }) {}
+  constructor(
+    private deps: { db: Db; clock: Clock; log?: Logger; writes?: BatchExecutor },
+  ) {}
 
   /** Counts use for a key: written to the database soon, seen by this process at once. */
   add(keyId: string, use: { requests?: number; tokens?: number; costUsd?: number }): void {
@@ -215,7 +225,9 @@ export class KeyUsageMeter {
     const batch = this.#increments.filter((i) => i.doneAt === null);
     try {
       if (batch.length) {
-        await addKeyUsage(this.deps.db, batch.flatMap(incrementRows));
+        const rows = batch.flatMap(incrementRows);
+        if (this.deps.writes) await this.deps.writes.run(addKeyUsageStatements(rows));
+        else await addKeyUsage(this.deps.db, rows);
         const doneAt = this.deps.clock.now();
         for (const inc of batch) inc.doneAt = doneAt;
         this.#forgetCovered();
@@ -236,7 +248,9 @@ export class KeyUsageMeter {
     const now = this.deps.clock.now();
     if (now - this.#lastPrune < PRUNE_EVERY_MS) return;
     this.#lastPrune = now;
-    await pruneKeySeconds(this.deps.db, now - 2 * WINDOW_MS);
+    const before = now - 2 * WINDOW_MS;
+    if (this.deps.writes) await this.deps.writes.run([pruneKeySecondsStatement(before)]);
+    else await pruneKeySeconds(this.deps.db, before);
   }
 }
 

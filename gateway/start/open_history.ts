@@ -25,6 +25,11 @@ export interface History {
   instanceId: string;
   /** Whether the database is prepared; history waits in memory until it is. */
   readiness: DatabaseReadiness;
+  /**
+   * Where the writer's batches run (a worker thread for a local file), waiting for readiness;
+   * the key usage meter's writes run there too.
+   */
+  executor: BatchExecutor;
 }
 
 /**
@@ -66,7 +71,6 @@ export async function openHistory(
     readiness,
     db.client.protocol === "file" && opts.thread !== "this"
       ? workerExecutor(settings.dbUrl, {
-        authToken: settings.dbAuthToken,
         fallback: inProcessExecutor(db),
         onFallback: (err) => log.event("history.worker_unavailable", { error: String(err) }),
       })
@@ -92,7 +96,7 @@ export async function openHistory(
       log.event("history.rows_lost_at_shutdown", { rows: writer.abandon() });
     }
   });
-  return { db, writer, instanceId, readiness };
+  return { db, writer, instanceId, readiness, executor };
 }
 
 /** Batches wait (in the writer's queue, retried with its backoff) until the database is ready. */

@@ -129,7 +129,8 @@ async function start(
   const exporter = new Exporter({ clock, env: opts.env, fetch: upstream.fetch, log });
   closers.add("exporter", () => exporter.close());
   // Flushed before the history writer closes: the last counts reach the database it still has.
-  const keyMeter = new KeyUsageMeter({ db, clock, log });
+  // Its writes run where history's do, off the serving thread for a local file.
+  const keyMeter = new KeyUsageMeter({ db, clock, log, writes: history.executor });
   closers.add("key usage meter", () => keyMeter.flush());
   const sessionLimits = new SessionLimits({ db, clock, log });
   const observability = new ObservabilityState({ db, clock, exporter, log });
