@@ -106,6 +106,10 @@ export const writeRequestValues: ValueWriter<RequestRow> = (r, out) => {
     bindNumber(r.reasoningTokens),
     bindFlag(r.tokensEstimated),
     bindNumber(r.costUsd),
+    bindNumber(r.cacheWriteTokens),
+    bindNumber(r.cacheWrite1hTokens),
+    bindNumber(r.cacheWriteUsd),
+    r.movedFrom ?? null,
   );
 };
 
@@ -129,6 +133,11 @@ export const writeAttemptValues: ValueWriter<AttemptRow> = (a, out) => {
     a.droppedHeaders ?? null,
     bindNumber(a.costUsd),
     bindNumber(a.resumeOffset),
+    bindNumber(a.cachedTokens),
+    bindNumber(a.cacheWriteTokens),
+    bindNumber(a.cacheWrite1hTokens),
+    bindNumber(a.cacheWriteUsd),
+    a.movedFrom ?? null,
   );
 };
 

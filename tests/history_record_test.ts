@@ -62,11 +62,19 @@ function runRequest(sink: HistoryWriter, opts: { id: string; fail: boolean }): L
   });
   live.billing = billingFor(prices());
   live.metricsRoute = "smart";
-  const first = live.startAttempt("a", "m-a");
+  // The session's cache was warm on "warm": this hop moved away from it.
+  const first = live.startAttempt("a", "m-a", { movedFrom: "warm" });
   first.headers(200);
   first.record.droppedHeaders = "anthropic-beta: context-1m-2025-08-07";
   first.firstContent();
-  first.usage({ inputTokens: 1_000, outputTokens: 5, cachedTokens: 10, reasoningTokens: 2 });
+  first.usage({
+    inputTokens: 1_000,
+    outputTokens: 5,
+    cachedTokens: 10,
+    reasoningTokens: 2,
+    cacheWriteTokens: 300,
+    cacheWrite1hTokens: 100,
+  });
   live.contentSent();
   first.end(
     "idle_timeout",
@@ -215,6 +223,9 @@ Deno.test("each row's values are written in its table's column order, bound as b
       tokensEstimated: false,
       costUsd: 0.5,
       keyId: null,
+      cacheWriteTokens: 17,
+      cacheWrite1hTokens: 18,
+      cacheWriteUsd: 0.125,
     }, writeRequestValues],
     [ATTEMPT_COLUMNS, {
       hop: 2,
@@ -228,6 +239,10 @@ Deno.test("each row's values are written in its table's column order, bound as b
       tokensEstimated: true,
       costUsd: 0.25,
       resumeOffset: 26,
+      cachedTokens: 27,
+      cacheWriteTokens: 28,
+      cacheWrite1hTokens: 29,
+      cacheWriteUsd: 0.0625,
     }, writeAttemptValues],
   ];
   for (const [columns, kinds, write] of cases) {
