@@ -37,7 +37,10 @@ function config(url: string): ConfigInput {
   };
 }
 
-function withLimits(run: (gw: TestGateway, calls: () => number) => Promise<void>) {
+function withLimits(
+  run: (gw: TestGateway, calls: () => number) => Promise<void>,
+  opts: { historyWorker?: boolean } = {},
+) {
   return withGateway(async (gw, [up]) => {
     up!.setHandler((call) => {
       const big = JSON.stringify(call.json).includes("big");
@@ -50,6 +53,7 @@ function withLimits(run: (gw: TestGateway, calls: () => number) => Promise<void>
   }, {
     config: ([url]) => config(url!),
     env: { ...ENV, PULSEGATE_ADMIN_TOKEN: ADMIN_TOKEN },
+    historyWorker: opts.historyWorker,
   });
 }
 
@@ -196,7 +200,7 @@ Deno.test("a limited key's usage is written by the history worker, never on the 
       client.batch = batch;
       client.execute = execute;
     }
-  });
+  }, { historyWorker: true });
 });
 
 Deno.test("tpm counts billed tokens: 100 billed with tpm 50 refuses the next request", async () => {

@@ -52,8 +52,8 @@ interface Snapshot {
  *
  * `writes`, when given, runs the writes: the history writer's executor, so for a local file they
  * go to its worker thread, whose connection may wait up to its busy timeout for a locked
- * database without holding the serving thread (docs/scaling.md "Key limits"). Without it they
- * run through `db`.
+ * database without holding the serving thread (docs/scaling.md "Shared through libSQL, and how
+ * late each process sees it"). Without it they run through `db`.
  */
 export class KeyUsageMeter {
   #increments: Increment[] = [];
