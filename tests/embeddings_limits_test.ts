@@ -262,6 +262,86 @@ Deno.test("key limits: rpm, tpm, budget and max_in_flight refuse embeddings in O
   assert.deepEqual((await done.json()).data[0].embedding, [0.5, 0.25]);
 });
 
+/**
+ * A client that has the status line of an answer and reads no further: the gateway holds the
+ * answer's vectors meanwhile. 1,024 inputs of 3,072 values are 12 MiB of float32 and 16 MiB of
+ * base64 on the wire, more than the sockets between take.
+ */
+async function unreadAnswer(url: string, key: string): Promise<Deno.TcpConn> {
+  const body = JSON.stringify({
+    model: "embed",
+    input: Array(1024).fill("a"),
+    encoding_format: "base64",
+  });
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port: Number(new URL(url).port) });
+  const head =
+    `POST /v1/embeddings HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${key}\r\n` +
+    `content-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n`;
+  await conn.write(new TextEncoder().encode(head + body));
+  const start = new Uint8Array(16);
+  await conn.read(start);
+  assert.match(new TextDecoder().decode(start), /^HTTP\/1\.1 200/);
+  return conn;
+}
+
+/** 3,072 values as base64, the same for every input: an answer that costs the fake nothing to make. */
+const LONG_VECTOR = JSON.stringify(base64Vector(vectorFor("a", 3072)));
+
+Deno.test("an answer the client has not read holds its key's place: max_in_flight bounds the vectors held", async () => {
+  await using up = startFakeUpstream({
+    fallback: (call) => {
+      const input = (call.json as { input: unknown }).input;
+      const count = Array.isArray(input) ? input.length : 1;
+      const data = Array.from(
+        { length: count },
+        (_, i) => `{"object":"embedding","index":${i},"embedding":${LONG_VECTOR}}`,
+      );
+      const usage = `{"prompt_tokens":${count},"total_tokens":${count}}`;
+      return {
+        headers: { "content-type": "application/json" },
+        body: [{ send: `{"object":"list","data":[${data.join(",")}],"usage":${usage}}` }],
+      };
+    },
+  });
+  await using gw = await startTestGateway(
+    route([up.url], { keys: [{ id: "flight", key_env: "KEY_FLIGHT", max_in_flight: 2 }] }),
+    { env },
+  );
+  const places = async () => {
+    const text = await (await fetch(`${gw.url}/metrics`)).text();
+    return Number(text.match(/^pulsegate_key_in_flight_requests\{key="flight"\} (\d+)/m)?.[1]);
+  };
+  const held: Deno.TcpConn[] = [];
+  try {
+    held.push(await unreadAnswer(gw.url, "pg-flight"), await unreadAnswer(gw.url, "pg-flight"));
+    assert.equal(await places(), 2);
+    const third = await embed(gw.url, { model: "embed", input: "x" }, {
+      authorization: "Bearer pg-flight",
+    });
+    assert.equal(third.status, 429);
+    assert.equal(third.headers.get("x-pulsegate-error-code"), "gw.key.max_in_flight");
+    await third.body?.cancel();
+    // A client that leaves gives its place back; one that reads its answer to the end, too.
+    held[0]!.close();
+    await eventually(async () => (await places()) === 1, { what: "the place of the client gone" });
+    const reader = held[1]!.readable.getReader();
+    while (!(await reader.read()).done) { /* the whole answer */ }
+    await eventually(async () => (await places()) === 0, { what: "the place of the answer read" });
+    const fourth = await embed(gw.url, { model: "embed", input: "x" }, {
+      authorization: "Bearer pg-flight",
+    });
+    assert.equal(fourth.status, 200);
+    await fourth.body?.cancel();
+  } finally {
+    // An answer left unread would hold the gateway's shutdown.
+    for (const conn of held) {
+      try {
+        conn.close();
+      } catch { /* closed above */ }
+    }
+  }
+});
+
 Deno.test("guardrails read embedding inputs; token ids, which they cannot read, are unchecked", async () => {
   await using up = openAiFake(4);
   await using gw = await startTestGateway(route([up.url]), { env });

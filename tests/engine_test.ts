@@ -35,6 +35,8 @@ import { seededRandom } from "./seeded_random.ts";
 interface Act {
   /** Virtual ms before anything happens (cut short by the hop's stop, which then ends it). */
   wait?: number;
+  /** Building its call throws this, as a translation can (through Hop.build, as every hop builds). */
+  buildThrows?: unknown;
   /** Its first content reaches the client, as a stream pump would report it. */
   content?: string;
   /**
@@ -154,6 +156,7 @@ function engine(
   const play = async (hop: Hop, act: Act): Promise<HopEnding> => {
     const { signal } = hop.controller;
     if (act.wait) await clock.sleep(act.wait, signal);
+    if (act.buildThrows !== undefined) await hop.build(() => Promise.reject(act.buildThrows));
     if (act.content !== undefined) deliver(hop, { events: [{ type: "text", text: act.content }] });
     const gate = hop.req.replay ? new ReplayGate(hop, resume!) : null;
     for (const events of act.frames ?? []) {
@@ -274,6 +277,19 @@ Deno.test("engine: the caller's 4xx ends the request there, uncharged", async ()
   const error = await e.run();
   assert.deepEqual([error?.status, error?.code], [400, "gw.upstream.rejected"]);
   assert.deepEqual(at(e.calls), ["a@0"]);
+  assert.equal(e.deps.cooldowns.get("a").consecutiveFailures, 0);
+});
+
+Deno.test("engine: a call the gateway cannot build is its own fault: the next answers, nothing is charged", async () => {
+  const e = engine({ ...two(), failover: { failures_to_pause: 1 } }, {
+    script: {
+      a: [{ buildThrows: new RangeError("Maximum call stack size exceeded"), end: ANSWERED }],
+      b: [answers],
+    },
+  });
+  assert.equal(await e.run(), null);
+  assert.deepEqual(e.hops(), [["a", "error", "gw.gateway.internal"], ["b", "success", null]]);
+  assert.equal(e.deps.cooldowns.get("a").pausedUntil, null);
   assert.equal(e.deps.cooldowns.get("a").consecutiveFailures, 0);
 });
 
@@ -687,6 +703,26 @@ Deno.test("engine: a replay is alive while its own content flows, though the cli
   assert.equal((await slow.runResuming())?.code, "gw.upstream.error");
   assert.deepEqual(slow.hops()[1], ["b", "idle_timeout", "gw.upstream.first_content_timeout"]);
   assert.equal(slow.clock.elapsed, 5_000);
+});
+
+Deno.test("engine: a replay whose content matches nothing more is not kept alive by it: its idle timeout ends it", async () => {
+  // After "Hel", every 20 s a frame of usage alone or an empty delta: content to the pump, no
+  // step towards what the client has. Each came within the 30 s idle timeout of the last.
+  const idleFrames = Array.from(
+    { length: 20 },
+    (_, i): IrEvent[] => i % 2 ? [{ type: "usage", usage: { outputTokens: i } }] : text(""),
+  );
+  const e = engine(resumeRoute("replay"), {
+    script: {
+      a: [brokeAfterHello],
+      b: [{ gap: 20_000, frames: [text("Hel"), ...idleFrames], end: "silent" }],
+    },
+  });
+  assert.equal((await e.runResuming())?.code, "gw.upstream.error");
+  assert.deepEqual(e.hops()[1], ["b", "idle_timeout", "gw.upstream.idle_timeout"]);
+  // "Hel" matched at 20 s; nothing after it did: 30 s later it is given up on.
+  assert.equal(e.clock.elapsed, 50_000);
+  assert.equal(e.text(), "Hello, wor");
 });
 
 Deno.test("engine: a delivered tool call is resumed only by a replay that matches its name and arguments; ids may differ", async () => {

@@ -209,3 +209,29 @@ Deno.test("the loop breaker's window: a copy older than window_secs no longer co
   now += 6_000;
   await limits.admit(key, { sessionId: "s", bodyDigest: digest });
 });
+
+Deno.test("the loop breaker remembers a bounded number of bodies in all: the least recently used sessions' go first", async () => {
+  const limits = new SessionLimits({ db: null, clock: createClock(), maxBodies: 100 });
+  const key = {
+    id: "k",
+    key_env: "K",
+    enabled: true,
+    loop_breaker: { repeats: 2, window_secs: 3600 },
+  } as Parameters<typeof limits.admit>[0];
+  const send = (sessionId: string, body: string) =>
+    limits.admit(key, { sessionId, bodyDigest: () => Promise.resolve(body) }).then(
+      () => "admitted",
+      (err: GatewayError) => err.code,
+    );
+  // 60 bodies in the first session, then 60 in each of two more: 180 sent, 100 remembered.
+  for (const session of ["s1", "s2", "s3"]) {
+    for (let i = 0; i < 60; i++) assert.equal(await send(session, `${session}-${i}`), "admitted");
+  }
+  // The newest session still has its bodies; the oldest has lost them, its repeat is admitted.
+  assert.equal(await send("s3", "s3-0"), "gw.session.loop_detected");
+  assert.equal(await send("s1", "s1-0"), "admitted");
+  // Each session keeps at most 64, whatever the bound in all.
+  for (let i = 0; i < 70; i++) await send("s4", `s4-${i}`);
+  assert.equal(await send("s4", "s4-69"), "gw.session.loop_detected");
+  assert.equal(await send("s4", "s4-0"), "admitted");
+});

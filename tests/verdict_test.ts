@@ -188,6 +188,32 @@ Deno.test("endings: a thrown error says how its hop ended, by our stop reason fi
   assert.equal(at({ reason: "hop finished" }, new TypeError("aborted")).how, "connection");
 });
 
+Deno.test("verdict: the gateway's own fault in a hop moves on to the next candidate, uncharged", () => {
+  // What Hop.build makes of a throw while building a call: the upstream was never called.
+  const built = new GatewayError("the gateway could not build its call to upstream up: x", {
+    code: "gw.gateway.internal",
+  });
+  const ending = thrownEnding(built, {
+    signal: new AbortController().signal,
+    upstream: "up",
+    content: false,
+  });
+  assert.equal(ending.how, "gateway_fault");
+  for (const place of PLACES.filter((p) => !p.content)) {
+    const v = verdictFor("gateway_fault", place);
+    assert.deepEqual(
+      [v.step, v.outcome, v.cooldown],
+      ["next", "error", undefined],
+      JSON.stringify(place),
+    );
+    assert.deepEqual(
+      verdictFor("gateway_fault", { ...place, probing: true }),
+      v,
+      "a probe is given back",
+    );
+  }
+});
+
 Deno.test("verdict: a replay that diverged moves on to the next candidate, uncharged, and is recorded as such", () => {
   const v = verdictFor("replay_diverged", { content: false, resuming: true, overflow: false });
   assert.deepEqual(v, { step: "next", outcome: "replay_diverged" });

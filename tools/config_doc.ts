@@ -111,7 +111,9 @@ const PRICES_AND_LIMITS = [
   "(docs/scaling.md).",
   "A key's `max_in_flight` caps its requests in progress at once in one gateway process: a " +
   "place is taken before the body is read and given back when the request's row closes " +
-  "(a stream holds it until it ends or its client leaves). One more is answered 429 " +
+  "(a stream holds it until it ends or its client leaves; an embeddings answer, whose vectors " +
+  "the gateway holds until they are sent, until its client has read it or left). One more is " +
+  "answered 429 " +
   "`gw.key.max_in_flight` with a `Retry-After` of 1 s, recorded, before its body is read and " +
   "without counting towards `rpm`. `pulsegate_key_in_flight_requests{key}` shows each key's " +
   'count (docs/security.md "Request bodies and per-key concurrency").',

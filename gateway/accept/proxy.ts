@@ -32,6 +32,7 @@ import { interactionPin } from "../route/interaction_pin.ts";
 import type { EmbedClient, EmbedRequest } from "../formats/embeddings.ts";
 import { embedIr } from "../formats/embed_ir.ts";
 import { forwardEmbeddings } from "../forward/embed_forward.ts";
+import { releasedWhenTaken } from "./held_answer.ts";
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -218,8 +219,11 @@ export async function handleProxy(
       );
       if (error || !response) return endWith(error ?? GatewayError.from("no answer"));
       live.finish({ status: 200 });
+      // The vectors stay in memory until the client has read them: the key's place with them.
+      const release = releaseKey;
+      releaseKey = null;
       cleanup();
-      return response;
+      return release ? releasedWhenTaken(response, release) : response;
     }
     const fwd = {
       live,

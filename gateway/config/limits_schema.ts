@@ -93,8 +93,8 @@ export const keyLimitFields = () => ({
     .optional().describe(
       "Most requests this key may have in progress at once in one gateway process, counted " +
         "from admission (before the body is read) until the request's row closes, streams " +
-        "included; more are answered 429 (gw.key.max_in_flight) with Retry-After. Omit for " +
-        "no limit.",
+        "included, and an embeddings answer until its client has read it; more are answered " +
+        "429 (gw.key.max_in_flight) with Retry-After. Omit for no limit.",
     ),
   rpm: perMinute("requests", "send"),
   tpm: perMinute("billed tokens (input + output of finished attempts)", "use"),

@@ -92,16 +92,18 @@ async function embedHop(
       const inputs = embed.inputs.slice(at, at + upstream.batchSize(embed, { model, seen }));
       // The reader stopped the idle timer at the last answer's end: the next call is timed anew.
       if (at > 0) hop.idle.touch();
-      const built = await upstream.build({
-        req: embed,
-        inputs,
-        upstream: hop.upstream,
-        model,
-        env: deps.env,
-        config: deps.config,
-        signal: hop.controller.signal,
-        fetch: deps.fetch,
-      });
+      const built = await hop.build(() =>
+        upstream.build({
+          req: embed,
+          inputs,
+          upstream: hop.upstream,
+          model,
+          env: deps.env,
+          config: deps.config,
+          signal: hop.controller.signal,
+          fetch: deps.fetch,
+        })
+      );
       const res = await hop.sendBuilt(built);
       if (!res.ok || !res.body) return await hop.failedStatus(res);
       const text = await readUntilContent(hop, res.body, { bills: false });

@@ -6,7 +6,7 @@ import {
 import type { Upstream } from "../config/schema.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { ClientRequestContext, UpstreamAdapter } from "../formats/format.ts";
-import type { GatewayError } from "../runtime/gateway_error.ts";
+import { GatewayError } from "../runtime/gateway_error.ts";
 import { IdleTimer } from "./idle_timer.ts";
 import { type ChunkReader, reusingReader } from "./body_reader.ts";
 import { startFirstContentTimer } from "./first_content_timer.ts";
@@ -150,9 +150,37 @@ export class Hop {
       signal: this.controller.signal,
       fetch: deps.fetch,
     };
-    // A url and init where the adapter has them: fetch would copy a Request once more.
-    const post = await this.adapter.buildPost?.(call);
-    return await this.sendBuilt(post ?? await this.adapter.buildRequest(call));
+    let built: UpstreamPost | Request;
+    try {
+      // A url and init where the adapter has them: fetch would copy a Request once more.
+      built = await this.adapter.buildPost?.(call) ?? await this.adapter.buildRequest(call);
+    } catch (err) {
+      throw this.#buildFault(err);
+    }
+    return await this.sendBuilt(built);
+  }
+
+  /** Builds one call of this hop (an embeddings hop makes several), as `send` builds its one. */
+  async build<T>(make: () => Promise<T>): Promise<T> {
+    try {
+      return await make();
+    } catch (err) {
+      throw this.#buildFault(err);
+    }
+  }
+
+  /**
+   * What the gateway's own code threw while building a call (not one of its errors: a bug, a
+   * limit of the runtime) is the gateway's fault, never the upstream's, which was not called:
+   * it ends the hop `gateway_fault`, uncharged (verdict.ts).
+   */
+  #buildFault(err: unknown): unknown {
+    if (err instanceof GatewayError || this.controller.signal.aborted) return err;
+    const detail = err instanceof Error ? err.message : String(err);
+    return new GatewayError(
+      `the gateway could not build its call to upstream ${this.upstream.id}: ${detail}`,
+      { code: "gw.gateway.internal", cause: err },
+    );
   }
 
   /**

@@ -51,7 +51,8 @@ export function thrownEnding(
     return { how: "connection", error };
   }
   if (err instanceof GatewayError) {
-    return { how: err.source === "client" ? "caller_input" : "bad_response", error: err };
+    if (err.source === "client") return { how: "caller_input", error: err };
+    return { how: err.source === "gateway" ? "gateway_fault" : "bad_response", error: err };
   }
   const error = new GatewayError(`could not reach upstream ${opts.upstream}: ${detail}`, {
     code: "gw.upstream.unreachable",

@@ -41,6 +41,8 @@ export class ReplayCheck {
   #at = 0;
   /** Code units of the segment the replay still shared where it parted. */
   #shared = 0;
+  /** Grows with every character and segment matched: how far the replay has come. */
+  #progress = 0;
   /** The replay's tool calls by its own index: their order among its calls. */
   readonly calls = new Map<number, number>();
   /** The replay's usage while it is held (it is billed on its own row: usage_ledger.ts). */
@@ -50,6 +52,11 @@ export class ReplayCheck {
 
   get caughtUp(): boolean {
     return this.#seg >= this.delivered.length;
+  }
+
+  /** A count that grows whenever the replay matches more of what the client has. */
+  get progress(): number {
+    return this.#progress;
   }
 
   absorb(usage: IrUsage): void {
@@ -107,6 +114,7 @@ export class ReplayCheck {
         return null;
       }
       this.#at += want.length;
+      this.#progress += want.length;
       rest = rest.slice(want.length);
       if (this.#at === seg.text.length) this.#next();
     }
@@ -123,6 +131,7 @@ export class ReplayCheck {
   #next(): void {
     this.#seg++;
     this.#at = 0;
+    this.#progress++;
   }
 
   /** Where it parted, in code points of what the client has; never the text itself (it is the answer's). */

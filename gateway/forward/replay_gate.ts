@@ -17,7 +17,8 @@ export type Taken = null | { ending: HopEnding } | { frame: UpstreamFrame };
  * content restarts its idle timer, so its first-content and idle limits hold while the client
  * gets only keep-alives. Once it has caught up, the rest of that frame is handed back as the
  * hop's first content; if it parts first, the hop ends `replay_diverged` and nothing of it
- * was sent.
+ * was sent. Only content that matches more of the client's answer restarts the timer: frames
+ * that match nothing (usage alone, empty deltas) do not keep a replay alive that never catches up.
  */
 export class ReplayGate {
   #check: ReplayCheck;
@@ -33,9 +34,12 @@ export class ReplayGate {
   }
 
   take(frame: UpstreamFrame): Taken {
-    if (frame.content) this.hop.idle.touch();
     if (frame.usage) this.#check.absorb(frame.usage);
+    const before = this.#check.progress;
     const step = this.#check.push(frame.events);
+    if (frame.content && (this.#check.progress > before || step.state === "caught_up")) {
+      this.hop.idle.touch();
+    }
     if (step.state === "matching") return null;
     if (step.state === "diverged") {
       const id = this.hop.upstream.id;

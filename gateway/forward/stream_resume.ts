@@ -256,7 +256,7 @@ export class StreamResume {
       const index = this.#calls[n];
       if (index !== undefined) this.#indexOf.set(own, index);
     }
-    this.#nextIndex = this.#calls.length ? Math.max(...this.#calls) + 1 : 0;
+    this.#nextIndex = this.#calls.reduce((max, index) => Math.max(max, index + 1), 0);
   }
 }
 

@@ -32,6 +32,11 @@ export type How =
   | "deadline"
   /** Translating the request for it found the caller's input malformed. */
   | "caller_input"
+  /**
+   * The gateway failed at its own part of the call (building it threw): nothing reached the
+   * upstream, so nothing is its fault (docs/design.md "Failover before content").
+   */
+  | "gateway_fault"
   /** The request was aborted by an operator. */
   | "aborted"
   /** The client went away. */
@@ -173,6 +178,11 @@ export const VERDICTS: Readonly<Record<How, Row>> = {
   },
   deadline: { before: CHARGED_NEXT, after: { step: "stop", outcome: "error" } },
   caller_input: { ...CALLERS, overflow: undefined },
+  // Never charged: one request the gateway cannot build must not pause an upstream for every key.
+  gateway_fault: {
+    before: { step: "next", outcome: "error" },
+    after: { step: "stop", outcome: "error" },
+  },
   aborted: stopped("aborted"),
   client_gone: stopped("client_disconnected"),
   shutdown: stopped("aborted"),

@@ -5,7 +5,8 @@ import type { Metrics } from "../runtime/metrics.ts";
 /**
  * Requests in progress per gateway key, against `keys[].max_in_flight` (docs/security.md
  * "Request bodies and per-key concurrency"). A place is taken at admission, before the body
- * is read, and given back when the request's row closes (streams included), so one key cannot
+ * is read, and given back when the request's row closes (streams included; an embeddings
+ * answer when its client has read it: gateway/accept/held_answer.ts), so one key cannot
  * hold more of the gateway than its share however slowly it sends or reads. Counted per
  * process; every keyed request is counted, limited or not, for the
  * `pulsegate_key_in_flight_requests` gauge.

@@ -19,6 +19,13 @@ export interface SessionUse {
 const MAX_SESSIONS = 100_000;
 /** Distinct bodies remembered per session for the loop breaker; the oldest go first. */
 const MAX_BODIES = 64;
+/**
+ * Bodies the loop breaker remembers in all, over every key's sessions: about 300 bytes each,
+ * so some 60 MB. Without it the two bounds above let 6.4 million of them (about 1.9 GB) be
+ * remembered, one request each (docs/security.md "Sessions are per key"). Past it the least
+ * recently used sessions' bodies go first.
+ */
+const MAX_REMEMBERED_BODIES = 200_000;
 /** A database slower than this does not hold a request: the session starts from its local count. */
 const READ_TIMEOUT_MS = 500;
 
@@ -42,9 +49,18 @@ interface Tracked {
 export class SessionLimits {
   #tracked = new Map<string, Tracked>();
   #bodies = new Map<string, Map<string, number[]>>();
+  /** Digests in all of `#bodies`. */
+  #remembered = 0;
 
   constructor(
-    private deps: { db: Db | null; clock: Clock; log?: Logger; max?: number },
+    private deps: {
+      db: Db | null;
+      clock: Clock;
+      log?: Logger;
+      /** Sessions kept (MAX_SESSIONS), and bodies remembered in all (MAX_REMEMBERED_BODIES). */
+      max?: number;
+      maxBodies?: number;
+    },
   ) {}
 
   /** Whether the key has a session limit, so its requests need a check (and maybe the body's digest). */
@@ -151,7 +167,6 @@ export class SessionLimits {
     if (bodies) this.#bodies.delete(name);
     bodies ??= new Map();
     this.#bodies.set(name, bodies);
-    trim(this.#bodies, this.deps.max ?? MAX_SESSIONS);
     const seen = (bodies.get(digest) ?? []).filter((at) => now - at < windowMs);
     if (seen.length >= breaker.repeats - 1) {
       const freesIn = seen[0]! + windowMs - now;
@@ -165,9 +180,21 @@ export class SessionLimits {
         },
       );
     }
-    bodies.delete(digest);
+    if (!bodies.delete(digest)) this.#remembered++;
     bodies.set(digest, [...seen, now]);
-    trim(bodies, MAX_BODIES);
+    this.#remembered -= trim(bodies, MAX_BODIES);
+    this.#forgetOldBodies();
+  }
+
+  /** The least recently used sessions' bodies go while over either bound; this one's last. */
+  #forgetOldBodies(): void {
+    const sessions = this.deps.max ?? MAX_SESSIONS;
+    const bodies = this.deps.maxBodies ?? MAX_REMEMBERED_BODIES;
+    for (const [name, held] of this.#bodies) {
+      if (this.#bodies.size <= sessions && this.#remembered <= bodies) return;
+      this.#bodies.delete(name);
+      this.#remembered -= held.size;
+    }
   }
 }
 
@@ -186,12 +213,16 @@ function sessionKey(keyId: string, sessionId: string): string {
   return affinitySession({ keyId, sessionId })!;
 }
 
-function trim<K, V>(map: Map<K, V>, max: number): void {
+/** Drops the oldest entries past `max`; answers how many. */
+function trim<K, V>(map: Map<K, V>, max: number): number {
+  let dropped = 0;
   while (map.size > max) {
     const oldest = map.keys().next().value;
-    if (oldest === undefined) return;
+    if (oldest === undefined) break;
     map.delete(oldest);
+    dropped++;
   }
+  return dropped;
 }
 
 /** The loop breaker's name for a body: SHA-256 of its bytes, as sent. */

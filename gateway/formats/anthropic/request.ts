@@ -2,6 +2,7 @@ import { boundedModel } from "../bounded_names.ts";
 import { toolArguments } from "../json_guard.ts";
 import { supportsBuiltin } from "../builtin_tools.ts";
 import { clientError } from "../../runtime/gateway_error.ts";
+import { appendAll } from "../../runtime/append_all.ts";
 import {
   DEFAULT_RESPONSE_FORMAT_NAME,
   type IrBuiltinTool,
@@ -88,7 +89,7 @@ export function parseAnthropicRequest(body: unknown): IrRequest {
       into.native.push({ param: "mcp_servers", what: "MCP servers ('mcp_servers')" });
     }
   }
-  into.system.push(...readSystem(b.system, into));
+  appendAll(into.system, readSystem(b.system, into));
   requireArray(b.messages, "messages").forEach((m, i) => readMessage(m, `messages[${i}]`, into));
   const metadata = b.metadata === undefined || b.metadata === null
     ? {}
@@ -483,7 +484,7 @@ function anthropicMessages(messages: ConversationTurn[]): Record<string, unknown
     );
     if (!blocks.length) return;
     const last = out.at(-1);
-    if (last?.role === m.role) last.content.push(...blocks);
+    if (last?.role === m.role) appendAll(last.content, blocks);
     else out.push({ role: m.role, content: blocks });
   });
   for (const m of out) {

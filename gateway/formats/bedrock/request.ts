@@ -1,4 +1,5 @@
 import { clientError } from "../../runtime/gateway_error.ts";
+import { appendAll } from "../../runtime/append_all.ts";
 import { withoutTrailingSlashes } from "../../config/trailing_slashes.ts";
 import type {
   IrCacheMark,
@@ -143,7 +144,7 @@ function converseMessages(
     });
     const last = out.at(-1);
     // Converse rejects two turns of one role in a row, which other formats allow: join them.
-    if (last?.role === m.role) last.content.push(...content);
+    if (last?.role === m.role) appendAll(last.content, content);
     else out.push({ role: m.role, content });
   }
   return out;

@@ -2,6 +2,7 @@ import { boundedModel, echoed } from "../bounded_names.ts";
 import { toolArguments, toolResultJson } from "../json_guard.ts";
 import type { ClientRequestContext } from "../format.ts";
 import { clientError } from "../../runtime/gateway_error.ts";
+import { appendAll } from "../../runtime/append_all.ts";
 import { supportsBuiltin } from "../builtin_tools.ts";
 import {
   DEFAULT_RESPONSE_FORMAT_NAME,
@@ -187,7 +188,7 @@ function mergeTurns(messages: IrMessage[]): IrMessage[] {
   const out: IrMessage[] = [];
   for (const m of messages) {
     const last = out.at(-1);
-    if (last?.role === m.role) last.content.push(...m.content);
+    if (last?.role === m.role) appendAll(last.content, m.content);
     else out.push({ role: m.role, content: [...m.content] });
   }
   return out;

@@ -1,4 +1,5 @@
 import { clientError } from "../../runtime/gateway_error.ts";
+import { appendAll } from "../../runtime/append_all.ts";
 import type { IrMessage, IrNativeFeature, IrPart } from "../ir.ts";
 import { isRecord } from "../../runtime/json.ts";
 import {
@@ -168,6 +169,6 @@ function readResult(
 function push(into: InputInto, role: IrMessage["role"], content: IrPart[]): void {
   if (!content.length) return;
   const last = into.out.at(-1);
-  if (last?.role === role) last.content.push(...content);
+  if (last?.role === role) appendAll(last.content, content);
   else into.out.push({ role, content });
 }

@@ -1,6 +1,7 @@
 import { badResponse, upstreamStatusError } from "../upstream_error.ts";
 import type { IrFinishReason, IrPart, IrResponse, IrUsage } from "../ir.ts";
 import { isRecord, parseJson } from "../../runtime/json.ts";
+import { appendAll } from "../../runtime/append_all.ts";
 import { numberOf, stringOf } from "../gemini/fields.ts";
 import { argsObject } from "../gemini/response.ts";
 import type { GatewayError } from "../../runtime/gateway_error.ts";
@@ -104,7 +105,7 @@ export function decodeInteractionsWhole(text: string): IrResponse {
   if (FAILED_STATUSES.has(status)) throw interactionFailure(body);
   const content: IrPart[] = [];
   const steps = Array.isArray(body.steps) ? body.steps : [];
-  for (const step of steps) if (isRecord(step)) content.push(...stepParts(step));
+  for (const step of steps) if (isRecord(step)) appendAll(content, stepParts(step));
   const calledTools = content.some((p) => p.type === "tool_call");
   return {
     id,
@@ -174,7 +175,7 @@ export function outputSteps(parts: IrPart[]): Json[] {
     if (!step) continue;
     const last = steps.at(-1);
     if (last?.type === "model_output" && step.type === "model_output") {
-      (last.content as Json[]).push(...(step.content as Json[]));
+      appendAll(last.content as Json[], step.content as Json[]);
     } else steps.push(step);
   }
   return steps;

@@ -1,6 +1,7 @@
 import { boundedModel } from "../bounded_names.ts";
 import { type Upstream, upstreamBaseUrl } from "../../config/schema.ts";
 import { clientError } from "../../runtime/gateway_error.ts";
+import { appendAll } from "../../runtime/append_all.ts";
 import type {
   IrMessage,
   IrNativeFeature,
@@ -306,7 +307,7 @@ export function chatRequestBody(
   }
   const messages: Record<string, unknown>[] = [];
   if (ir.system !== undefined) messages.push({ role: "system", content: ir.system });
-  for (const m of ir.messages) messages.push(...chatMessages(m));
+  for (const m of ir.messages) appendAll(messages, chatMessages(m));
   const body: Record<string, unknown> = { model, messages };
   if (ir.tools?.length) {
     body.tools = ir.tools.map((t) => ({

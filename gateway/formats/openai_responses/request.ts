@@ -1,6 +1,7 @@
 import { boundedModel } from "../bounded_names.ts";
 import { supportsBuiltin } from "../builtin_tools.ts";
 import { clientError } from "../../runtime/gateway_error.ts";
+import { appendAll } from "../../runtime/append_all.ts";
 import type {
   IrMessage,
   IrNativeFeature,
@@ -188,7 +189,7 @@ function readMessage(item: Record<string, unknown>, param: string, into: Into): 
 /** Consecutive assistant items (reasoning, text, calls) are one turn to every other format. */
 function pushAssistant(into: Into, parts: IrPart[]): void {
   const last = into.out.at(-1);
-  if (last?.role === "assistant") last.content.push(...parts);
+  if (last?.role === "assistant") appendAll(last.content, parts);
   else into.out.push({ role: "assistant", content: parts });
 }
 
