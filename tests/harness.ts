@@ -157,6 +157,7 @@ export async function withGateway(
     env?: Record<string, string>;
     scale?: number;
     dir?: string;
+    historyWorker?: boolean;
   } = {},
 ): Promise<void> {
   const ups = Array.from({ length: opts.upstreams ?? 1 }, () => startFakeUpstream());
