@@ -79,6 +79,9 @@ async function gateway(
     cpus: layout.proxyCpus,
     env: {
       PULSEGATE_PORT: "0",
+      // The held scenario opens 5,000 client connections; the default cap is 4,096
+      // (docs/deploy.md "Connection limits").
+      PULSEGATE_MAX_CONNECTIONS: "20000",
       PULSEGATE_CONFIG: configPath,
       PULSEGATE_DB_URL: `file:${dir}/pulsegate.db`,
       PULSEGATE_TIME_SCALE: "1",

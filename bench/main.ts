@@ -116,6 +116,31 @@ async function run(args: Args): Promise<BenchResults> {
   };
 }
 
+/**
+ * The targets judged over the kept earlier run (bench/results_before.json, committed by hand when
+ * a round of work starts), so the doc can show before → after; null when there is none.
+ */
+async function judgeBefore(out: string): Promise<BenchResults["before"]> {
+  let text: string;
+  try {
+    text = await Deno.readTextFile(`${out}bench/results_before.json`);
+  } catch (e) {
+    if (e instanceof Deno.errors.NotFound) return null;
+    throw e;
+  }
+  const old = JSON.parse(text) as BenchResults & { label?: string };
+  return {
+    startedAt: old.startedAt,
+    label: old.label ?? "the earlier run",
+    targets: checkTargets(old.scenarios, {
+      hot: old.hotPath,
+      hotStream: old.hotPathStream ?? null,
+      hotHeld: old.hotPathHeld ?? null,
+      machine: old.machine,
+    }),
+  };
+}
+
 async function write(results: BenchResults, out: string): Promise<void> {
   await Deno.mkdir(`${out}bench`, { recursive: true });
   await Deno.mkdir(`${out}docs`, { recursive: true });
@@ -157,6 +182,7 @@ if (import.meta.main) {
   const args = parseArgs(Deno.args);
   const render = Deno.args.includes("--render");
   const results = render ? await rerender(args.out) : await run(args);
+  results.before = await judgeBefore(args.out);
   await write(results, args.out);
   console.error(
     render

@@ -253,6 +253,11 @@ export interface BenchResults {
   /** The serving thread while scenario 4's largest count gets its content (held_profile.ts). */
   hotPathHeld?: HotPathProfile | null;
   targets: TargetCheck[];
+  /**
+   * The same targets judged over an earlier run's figures (bench/results_before.json, when it is
+   * there), for the doc's before → after table.
+   */
+  before?: { startedAt: string; label: string; targets: TargetCheck[] } | null;
 }
 
 export interface HotSpot {

@@ -89,6 +89,35 @@ function targets(r: BenchResults): string {
   ].join("\n");
 }
 
+/** Each target's figure in the earlier run beside this run's, when an earlier run is kept. */
+function beforeAfter(r: BenchResults): string {
+  const before = r.before;
+  if (!before) return "";
+  const verdict = (met: boolean | null | undefined) =>
+    met === null || met === undefined ? "not measured" : met ? "met" : "missed";
+  const then = new Map(before.targets.map((t) => [t.id, t]));
+  return [
+    "## Before → after",
+    "",
+    `Before: ${before.label}, the run of ${before.startedAt.slice(0, 10)} ` +
+    `([bench/results_before.json](../bench/results_before.json)), judged by this run's targets. ` +
+    `After: this run. The two ran on the same kind of machine, not in one process, so small ` +
+    `differences are noise; the ratios to the floor are the figures to compare.`,
+    "",
+    table(
+      ["target", "before", "after"],
+      r.targets.map((t) => {
+        const old = then.get(t.id);
+        return [
+          t.target,
+          old ? `${old.measured} (${verdict(old.met)})` : "not measured",
+          `${t.measured} (${verdict(t.met)})`,
+        ];
+      }),
+    ),
+  ].join("\n");
+}
+
 function addedLatency(r: BenchResults): string {
   const s = r.scenarios.addedLatency;
   return [
@@ -559,6 +588,7 @@ export function renderMarkdown(r: BenchResults): string {
     `[bench/results.json](../bench/results.json). Do not edit by hand: rerun the bench.`,
     machine(r),
     targets(r),
+    beforeAfter(r),
     addedLatency(r),
     throughput(r),
     streaming(r),

@@ -70,7 +70,9 @@ export function methodSection(r: BenchResults): string {
     "- **Time scale.** Only scenario 4 scales time (`PULSEGATE_TIME_SCALE`), to make the 15 s " +
     "opening hold and keep-alive interval short enough to hold thousands of streams in seconds.",
     "- **File limit.** Each spawned process raises its soft `ulimit -n` (to the hard limit " +
-    "when more is refused), so 5,000 held streams (10,000 sockets in the proxy) fit.",
+    "when more is refused), so 5,000 held streams (10,000 sockets in the proxy) fit; pulsegate " +
+    "is started with `PULSEGATE_MAX_CONNECTIONS=20000` (its default cap of 4,096 client " +
+    "connections would answer the last 904 with 503).",
     "- **Traffic.** Only 127.0.0.1; every loop is bounded by a count and a deadline.",
     ...s.notes.map((note) => `- **Note.** ${note}`),
     "",
