@@ -4,7 +4,12 @@ import { KEY_REFUSED_ROWS_PER_MINUTE } from "../gateway/policy/refused_budget.ts
 import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
 import { type FakeUpstream, startFakeUpstream } from "./fake_upstreams/server.ts";
 import { eventually } from "./harness.ts";
-import { assertResponsive, type HealthPolls, pollHealth } from "./health_poll.ts";
+import {
+  assertResponsive,
+  type HealthPolls,
+  MEDIAN_HEALTH_ONE_BODY_MS,
+  pollHealth,
+} from "./health_poll.ts";
 import { type SpawnedGateway, spawnGateway } from "./spawn_gateway.ts";
 
 /**
@@ -581,7 +586,7 @@ Deno.test("the worst bodies at full size (up to 31 MB), each alone: answered, re
       try {
         answer = await send(gw.url, c);
       } finally {
-        assertResponsive(await poller.stop(), c.name);
+        assertResponsive(await poller.stop(), c.name, { medianMs: MEDIAN_HEALTH_ONE_BODY_MS });
       }
       assert.deepEqual(answer.problems, []);
       await eventually(async () => {
