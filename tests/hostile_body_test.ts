@@ -269,12 +269,18 @@ Deno.test("hostile bodies: each gets its 4xx or 499 row, no upstream call, every
       if (answer.headers.get("x-request-id") !== c.id) problems.push(`${c.id}: wrong id`);
       JSON.parse(answer.text); // in the client's format: JSON, never an empty body
     };
-    // A key at its max_in_flight: two slow bodies hold both places, a third is refused.
+    // A key at its max_in_flight: two slow bodies hold both places, a third is refused. They
+    // send twice the minimum rate (16 KiB/s, ten times that at this time scale) until the third
+    // is answered, so the deadline cannot free a place first on a slow machine; then they stop
+    // and get their 408.
+    const release = new AbortController();
     const holding = ["capped-1", "capped-2"].map((id) => ({
       id,
       key: CAPPED,
-      headers: { "content-length": "100000" },
-      act: (c: RawBodyClient) => (c.trickle(" ", { everyMs: 50 }), c.answer()),
+      headers: { "content-length": String(30_000_000) },
+      act: (c: RawBodyClient) => (
+        c.trickle(" ".repeat(32 * 1024), { everyMs: 100, stop: release.signal }), c.answer()
+      ),
       status: 408,
       code: "gw.client.body_timeout",
     }));
@@ -296,6 +302,7 @@ Deno.test("hostile bodies: each gets its 4xx or 499 row, no upstream call, every
     assert.equal(refused.headers.get("x-pulsegate-error-code"), "gw.key.max_in_flight");
     assert.equal(refused.headers.get("retry-after"), "1");
     assert.equal(JSON.parse(refused.text).error.code, "gw.key.max_in_flight");
+    release.abort();
     await Promise.all(running);
   } finally {
     for (const c of clients) c.close();
