@@ -66,10 +66,14 @@ function machine(r: BenchResults): string {
   ].join("\n");
 }
 
+/** A target check's result in a word: met, missed, or not measured. */
+function verdictWord(met: boolean | null): string {
+  return met === null ? "not measured" : met ? "met" : "missed";
+}
+
 function targets(r: BenchResults): string {
-  const verdict = (
-    met: boolean | null,
-  ) => (met === null ? "not measured" : met ? "**met**" : "**missed**");
+  const verdict = (met: boolean | null) =>
+    met === null ? verdictWord(met) : `**${verdictWord(met)}**`;
   const closing = r.targets.filter((t) => t.closeWith);
   return [
     "## Targets",
@@ -93,8 +97,6 @@ function targets(r: BenchResults): string {
 function beforeAfter(r: BenchResults): string {
   const before = r.before;
   if (!before) return "";
-  const verdict = (met: boolean | null | undefined) =>
-    met === null || met === undefined ? "not measured" : met ? "met" : "missed";
   const then = new Map(before.targets.map((t) => [t.id, t]));
   return [
     "## Before → after",
@@ -110,8 +112,8 @@ function beforeAfter(r: BenchResults): string {
         const old = then.get(t.id);
         return [
           t.target,
-          old ? `${old.measured} (${verdict(old.met)})` : "not measured",
-          `${t.measured} (${verdict(t.met)})`,
+          old ? `${old.measured} (${verdictWord(old.met)})` : "not measured",
+          `${t.measured} (${verdictWord(t.met)})`,
         ];
       }),
     ),
