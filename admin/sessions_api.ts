@@ -3,6 +3,7 @@
  * a window, with this process's running requests and session-limit counts joined in. Mounted
  * under the admin guard.
  */
+import { configKey } from "../gateway/config/config_keys.ts";
 import { type Context, Hono } from "hono";
 import type { Db } from "../db/client.ts";
 import { recentSessions, type SessionRow } from "../db/session_queries.ts";
@@ -78,7 +79,7 @@ function sessionsView(
     .map(([, { record }]) => emptyRow(record));
   const config = deps.config();
   const sessions = [...liveOnly, ...rows].slice(0, opts.limit).map((row): SessionView => {
-    const key = row.keyId === null ? undefined : config?.keys.find((k) => k.id === row.keyId);
+    const key = config ? configKey(config, row.keyId) : undefined;
     const limits = key?.session_budget;
     return {
       ...row,

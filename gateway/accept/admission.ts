@@ -1,3 +1,4 @@
+import { configKey } from "../config/config_keys.ts";
 import { findKey, presentedKey } from "../policy/auth.ts";
 import type { Config, Route } from "../config/schema.ts";
 import { clientError, GatewayError } from "../runtime/gateway_error.ts";
@@ -53,7 +54,7 @@ export function authorize(
  */
 export function routeFor(config: Config, opts: { model: string; keyId: string | null }): Route {
   const route = config.routes.find((r) => r.model === opts.model && r.enabled);
-  const keyRoutes = config.keys.find((k) => k.id === opts.keyId)?.routes;
+  const keyRoutes = configKey(config, opts.keyId)?.routes;
   const refused = route && keyRoutes && !keyRoutes.includes(route.model);
   if (route && !refused) return route;
   throw clientError(

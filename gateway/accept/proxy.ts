@@ -1,3 +1,4 @@
+import { configKey } from "../config/config_keys.ts";
 import type { RunState } from "../policy/run_state.ts";
 import type { AbortRegistry } from "../live/abort_registry.ts";
 import { authorize, configInForce, routeFor } from "./admission.ts";
@@ -281,7 +282,7 @@ async function admitBeforeBody(
   let release: (() => void) | null = null;
   try {
     requireJsonContentType(request);
-    const key = keyId === null ? undefined : config.keys.find((k) => k.id === keyId);
+    const key = configKey(config, keyId);
     if (key) {
       const taken = keyInFlight(deps).take(key);
       if (taken instanceof GatewayError) return taken;
@@ -309,7 +310,7 @@ function admitSession(
   const sessionId = live.record.sessionId;
   const limits = deps.sessionLimits;
   if (keyId === null || sessionId === null || !limits) return null;
-  const key = opts.config.keys.find((k) => k.id === keyId);
+  const key = configKey(opts.config, keyId);
   if (!SessionLimits.applies(key)) return null;
   if (key.session_budget && live.billing) {
     live.billing = limits.billing(live.billing, { keyId, sessionId });

@@ -1,3 +1,4 @@
+import { configKey } from "../config/config_keys.ts";
 import { applyUpstreamHeaders } from "../formats/upstream_headers.ts";
 import { authorize, configInForce } from "../accept/admission.ts";
 import type { ProxyDeps } from "../accept/proxy.ts";
@@ -66,7 +67,7 @@ export async function serveInteraction(
   }
 
   function keyMayUse(config: Config, at: { keyId: string | null; route: string }): boolean {
-    const routes = config.keys.find((k) => k.id === at.keyId)?.routes;
+    const routes = configKey(config, at.keyId)?.routes;
     return !routes || routes.includes(at.route);
   }
 

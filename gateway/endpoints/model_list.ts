@@ -1,3 +1,4 @@
+import { configKey } from "../config/config_keys.ts";
 import { boundedModel } from "../formats/bounded_names.ts";
 import type { Route } from "../config/schema.ts";
 import { clientError, GatewayError } from "../runtime/gateway_error.ts";
@@ -24,7 +25,7 @@ function listedRoutes(request: Request, deps: ModelListDeps): Route[] | GatewayE
   if (!config) return [];
   try {
     const keyId = authorize(request, { config, loopback: deps.state.loopback, env: deps.env });
-    const allowed = config.keys.find((k) => k.id === keyId)?.routes;
+    const allowed = configKey(config, keyId)?.routes;
     return config.routes.filter((r) => r.enabled && (!allowed || allowed.includes(r.model)));
   } catch (err) {
     return GatewayError.from(err);

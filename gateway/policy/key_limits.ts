@@ -1,3 +1,4 @@
+import { configKey } from "../config/config_keys.ts";
 import type { Config, GatewayKey } from "../config/schema.ts";
 import { type Billed, type Billing, billingFor } from "../live/billing.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
@@ -110,7 +111,7 @@ export function meteredBilling(
   opts: { keyId: string | null; meter?: KeyUsageMeter },
 ): Billing {
   const { keyId, meter } = opts;
-  const key = keyId === null ? undefined : config.keys.find((k) => k.id === keyId);
+  const key = configKey(config, keyId);
   if (!key || !limited(key) || !meter) return plainBilling(config);
   return billingFor(config, { onBilled: (billed) => meter.add(key.id, billedUse(billed)) });
 }
@@ -128,7 +129,7 @@ export function admitKey(
   opts: { keyId: string | null; meter?: KeyUsageMeter; now: () => number },
 ): Promise<void> | null {
   if (opts.keyId === null || !opts.meter) return null;
-  const key = config.keys.find((k) => k.id === opts.keyId);
+  const key = configKey(config, opts.keyId);
   // A key without limits is not metered: no await on its requests' path either.
   if (!key || !limited(key)) return null;
   return admitUnderKeyLimits(key, { meter: opts.meter, now: opts.now });
