@@ -23,11 +23,9 @@ import {
   silentAfterHeaders,
 } from "./fake_upstreams/openai_chat_script.ts";
 import { type FakeUpstream, startFakeUpstream } from "./fake_upstreams/server.ts";
+import { browserTest, CHROMIUM, hasChromium, launchChromium } from "./browser_child.ts";
 import { chatRoute, postJson, startTestGateway, type TestGateway, withGateway } from "./harness.ts";
 
-const CHROMIUM = "/usr/bin/chromium";
-const CHILD_ENV = "PULSEGATE_BROWSER_TEST_CHILD";
-const inChild = Deno.env.get(CHILD_ENV) === "1";
 const SCREENSHOTS = Deno.env.get("PULSEGATE_SCREENSHOTS") === "1";
 const IMG = new URL("../docs/img/", import.meta.url);
 // Generous: a loaded 2-core machine (CI) renders slowly; a passing step never waits it out.
@@ -50,7 +48,6 @@ async function closeTabs(): Promise<void> {
   tabs.clear();
 }
 
-const hasChromium = await Deno.stat(CHROMIUM).then(() => true, () => false);
 if (!hasChromium) console.log(`admin browser test SKIPPED: no ${CHROMIUM}`);
 
 /** A gateway with the admin token over fake upstreams; the browser's tabs close before it stops. */
@@ -149,50 +146,14 @@ async function recordChain(
   await gw.db.client.batch([...upsertRequests([request]), ...upsertAttempts(attempts)], "write");
 }
 
-// One of the two is registered: the parent in the suite, the real test in the child.
-const test = (def: Deno.TestDefinition, opts: { inChild: boolean }) => {
-  if (opts.inChild === inChild) Deno.test(def);
-};
-
-test({
-  name: "admin page in headless Chromium (in a child deno test --allow-all, for playwright)",
-  ignore: !hasChromium,
-  async fn() {
-    const out = await new Deno.Command(Deno.execPath(), {
-      // Type-checked already by this run; the child only executes.
-      args: ["test", "--allow-all", "--no-check", new URL(import.meta.url).pathname],
-      cwd: new URL("..", import.meta.url).pathname,
-      env: { [CHILD_ENV]: "1", NO_COLOR: "1" },
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    const decoder = new TextDecoder();
-    const log = decoder.decode(out.stdout) + decoder.decode(out.stderr);
-    console.log(log.replace(/^.*__proto__.*\n.*unsafe-proto.*\n/gm, ""));
-    assert.equal(out.code, 0, "the browser test failed: its output is above");
-    assert.match(log, /ok \| 1 passed \(\d+ steps\) \| 0 failed/, "every step ran");
-  },
-}, { inChild: false });
-
-test({
+// Under the suite this runs the file again in a child, where the test itself runs.
+browserTest(import.meta.url, {
   name: "admin page in headless Chromium",
-  ignore: !hasChromium,
   // playwright keeps its driver connection and the browser process between steps.
   sanitizeOps: false,
   sanitizeResources: false,
   async fn(t) {
-    const { chromium } = await import("playwright-core");
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-      ],
-    });
+    const browser = await launchChromium();
     try {
       await t.step("a wrong token is refused with a visible message", async () => {
         await withAdminPage(async (gw) => {
@@ -697,4 +658,8 @@ test({
       await browser.close();
     }
   },
-}, { inChild: true });
+}, {
+  parentName: "admin page in headless Chromium (in a child deno test --allow-all, for playwright)",
+  ran: /ok \| 1 passed \(\d+ steps\) \| 0 failed/,
+  what: "every step ran",
+});

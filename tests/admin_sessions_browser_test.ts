@@ -12,14 +12,11 @@ import type { Page } from "playwright-core";
 import { ADMIN, eventually } from "./admin_helpers.ts";
 import * as anthropicFake from "./fake_upstreams/anthropic_script.ts";
 import type { Script } from "./fake_upstreams/server.ts";
+import { browserTest, launchChromium } from "./browser_child.ts";
 import { postJson, withGateway } from "./harness.ts";
 
-const CHROMIUM = "/usr/bin/chromium";
-const CHILD_ENV = "PULSEGATE_BROWSER_TEST_CHILD";
-const inChild = Deno.env.get(CHILD_ENV) === "1";
 const SCREENSHOTS = Deno.env.get("PULSEGATE_SCREENSHOTS") === "1";
 const WAIT = { timeout: 15_000 };
-const hasChromium = await Deno.stat(CHROMIUM).then(() => true, () => false);
 
 const SESSION = "cc-5f1e2d";
 const SSE = { "content-type": "text/event-stream" };
@@ -60,40 +57,13 @@ const answer = (usage: anthropicFake.AnthropicScript["usage"]): Script => ({
   body: anthropicFake.streamChunks({ text: ["ok"], usage }).map((send) => ({ send })),
 });
 
-const test = (def: Deno.TestDefinition, opts: { inChild: boolean }) => {
-  if (opts.inChild === inChild) Deno.test(def);
-};
-
-test({
-  name: "sessions panel in headless Chromium (in a child deno test --allow-all, for playwright)",
-  ignore: !hasChromium,
-  async fn() {
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: ["test", "--allow-all", "--no-check", new URL(import.meta.url).pathname],
-      cwd: new URL("..", import.meta.url).pathname,
-      env: { [CHILD_ENV]: "1", NO_COLOR: "1" },
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
-    const decoder = new TextDecoder();
-    const log = decoder.decode(out.stdout) + decoder.decode(out.stderr);
-    console.log(log.replace(/^.*__proto__.*\n.*unsafe-proto.*\n/gm, ""));
-    assert.equal(out.code, 0, "the browser test failed: its output is above");
-    assert.match(log, /ok \| 1 passed \| 0 failed/, "it ran");
-  },
-}, { inChild: false });
-
-test({
+// Under the suite this runs the file again in a child, where the test itself runs.
+browserTest(import.meta.url, {
   name: "sessions panel: ten Claude Code turns on one upstream, their cache hit rate, Abort",
-  ignore: !hasChromium,
   sanitizeOps: false,
   sanitizeResources: false,
   async fn() {
-    const { chromium } = await import("playwright-core");
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-    });
+    const browser = await launchChromium();
     try {
       await withGateway(async (gw, [a, b]) => {
         // Another client's stream holds up1 from turn 5 on: without affinity the least loaded
@@ -211,4 +181,9 @@ test({
       await browser.close();
     }
   },
-}, { inChild: true });
+}, {
+  parentName:
+    "sessions panel in headless Chromium (in a child deno test --allow-all, for playwright)",
+  ran: /ok \| 1 passed \| 0 failed/,
+  what: "it ran",
+});
