@@ -1,6 +1,7 @@
 /**
- * `deno task bench [--quick] [--out DIR]`: runs the bench's scenarios (docs/benchmarks.md) against pulsegate,
- * the floor proxy and Portkey, each in its own process, and writes `bench/results.json`,
+ * `deno task bench [--quick] [--no-peer] [--out DIR]`: runs the bench's scenarios
+ * (docs/benchmarks.md) against pulsegate, the floor proxy and Portkey (unless `--no-peer`), each
+ * in its own process, and writes `bench/results.json`,
  * `bench/latency_vs_load.svg` and `docs/benchmarks.md` under DIR (default: the repository).
  * `--render` measures nothing: it rewrites the checks, doc and chart from DIR's results.json.
  */
@@ -26,6 +27,8 @@ interface Args {
   profile: Profile;
   out: string;
   keep: boolean;
+  /** Whether to run the peer gateway (Portkey) when it is installed. */
+  peer: boolean;
 }
 
 function parseArgs(args: string[]): Args {
@@ -36,7 +39,12 @@ function parseArgs(args: string[]): Args {
     if (!dir) throw new Error("--out needs a directory");
     out = dir.endsWith("/") ? dir : `${dir}/`;
   }
-  return { profile: args.includes("--quick") ? QUICK : FULL, out, keep: args.includes("--keep") };
+  return {
+    profile: args.includes("--quick") ? QUICK : FULL,
+    out,
+    keep: args.includes("--keep"),
+    peer: !args.includes("--no-peer"),
+  };
 }
 
 async function run(args: Args): Promise<BenchResults> {
@@ -53,6 +61,10 @@ async function run(args: Args): Promise<BenchResults> {
     installPortkey: args.profile.installPortkey,
   });
   if (!tools.autocannon) throw new Error(`autocannon is needed: ${tools.problems.join("; ")}`);
+  if (!args.peer && tools.portkey) {
+    tools.portkey = null;
+    tools.problems.push("the peer gateway was left out (--no-peer)");
+  }
   machine.otherLoadAtStartPercentOfCore = await waitForQuiet({
     maxMs: args.profile.name === "full" ? 90_000 : 0,
     quietPercent: 25,
