@@ -216,8 +216,9 @@ function gatewayConfig(
   ];
   const model = UPSTREAM_MODEL;
   return {
-    // 30 s at the test scale is 300 ms of silence: the silent upstream is given up on quickly.
-    failover: { idle_timeout_secs: 30 },
+    // 100 s at the test scale is 1 s of silence: the silent upstream is given up on quickly, and
+    // the good one's answer fits in it while the other shard loads the machine (300 ms did not).
+    failover: { idle_timeout_secs: 100 },
     upstreams: [...main, { id: "side", kind: at.kind, base_url: at.side.url }],
     routes: [
       { model: ROUTE, candidates: main.map((u) => ({ upstream: u.id, model })) },
