@@ -30,7 +30,7 @@ export function browserTest(
     ignore: !hasChromium,
     async fn() {
       const out = await new Deno.Command(Deno.execPath(), {
-        // Type-checked already by this run; the child only executes.
+        // tests/type_check_test.ts type-checks the suite; the child only executes.
         args: ["test", "--allow-all", "--no-check", new URL(moduleUrl).pathname],
         cwd: new URL("..", import.meta.url).pathname,
         env: { [CHILD_ENV]: "1", NO_COLOR: "1" },
