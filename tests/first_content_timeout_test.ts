@@ -41,7 +41,9 @@ function config(
       first_content_timeout_secs: opts.routeSecs,
       candidates: [
         { upstream: "slow", model: "s", first_content_timeout_secs: opts.slowSecs },
-        { upstream: "fast", model: "f" },
+        // The answering upstream gets 1 s of its own: the route's 150 ms is the slow one's test,
+        // and a loaded machine once kept the fast one's first token past it.
+        { upstream: "fast", model: "f", first_content_timeout_secs: 100 },
       ],
     }],
   };
