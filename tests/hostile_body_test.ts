@@ -269,10 +269,12 @@ Deno.test("hostile bodies: each gets its 4xx or 499 row, no upstream call, every
       if (answer.headers.get("x-request-id") !== c.id) problems.push(`${c.id}: wrong id`);
       JSON.parse(answer.text); // in the client's format: JSON, never an empty body
     };
+    await Promise.all(CASES.map(run));
     // A key at its max_in_flight: two slow bodies hold both places, a third is refused. They
     // send twice the minimum rate (16 KiB/s, ten times that at this time scale) until the third
     // is answered, so the deadline cannot free a place first on a slow machine; then they stop
-    // and get their 408.
+    // and get their 408. They start once the cases above are done: a case sending a MiB each
+    // millisecond once starved their timers past the deadline, and the third got 200.
     const release = new AbortController();
     const holding = ["capped-1", "capped-2"].map((id) => ({
       id,
@@ -284,7 +286,7 @@ Deno.test("hostile bodies: each gets its 4xx or 499 row, no upstream call, every
       status: 408,
       code: "gw.client.body_timeout",
     }));
-    const running = [...CASES, ...holding].map(run);
+    const running = holding.map(run);
     await eventually(
       async () => await metric(gw.url, 'pulsegate_key_in_flight_requests{key="capped"}') === 2,
       { what: "the capped key holding both its places" },
