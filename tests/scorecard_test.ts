@@ -376,7 +376,15 @@ function config(s: Scenario, urls: { p: string; f: string }): ConfigInput {
       ...s.route,
       candidates: [
         { upstream: "p", model: "primary", context_window: pWindow },
-        { upstream: "f", model: "fallback", context_window: fWindow, accepts_prefill: s.prefill },
+        {
+          upstream: "f",
+          model: "fallback",
+          context_window: fWindow,
+          accepts_prefill: s.prefill,
+          // A first-content limit is the primary's test: the fallback gets 1 s of its own, as
+          // a loaded machine once kept its first token past the route's 150 ms.
+          first_content_timeout_secs: s.route?.first_content_timeout_secs ? 100 : undefined,
+        },
       ],
     }],
   };
