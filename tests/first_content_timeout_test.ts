@@ -13,13 +13,15 @@ import { type Call, startFakeUpstream } from "./fake_upstreams/server.ts";
 
 /**
  * `first_content_timeout_secs` end to end (docs/liveness.md): a route that
- * demands a first token in 15 s gives up on a candidate whose first token
- * would come after 20 s, although its idle timeout (300 s) is far off and the
+ * demands a first token in 50 s gives up on a candidate whose first token
+ * would come after 100 s, although its idle timeout (300 s) is far off and the
  * candidate sends keep-alives all the while; the next candidate answers.
+ * 50 s is 500 ms at TEST_SCALE (0.01): with 150 ms, the first stream of a cold
+ * process on a loaded machine was given up on before it reached the fake.
  */
 
-/** 20 s scaled by TEST_SCALE (0.01). */
-const SLOW_FIRST_TOKEN_MS = 200;
+/** 100 s scaled by TEST_SCALE (0.01). */
+const SLOW_FIRST_TOKEN_MS = 1_000;
 
 /** Keep-alives (a role-only chunk and comments; whitespace when whole) until the late token. */
 const slowFirstTokenFor = (call: Call, opts: { whole: boolean }) =>
@@ -28,7 +30,7 @@ const slowFirstTokenFor = (call: Call, opts: { whole: boolean }) =>
 function config(
   slow: string,
   fast: string,
-  opts: { routeSecs?: number; slowSecs?: number } = { routeSecs: 15 },
+  opts: { routeSecs?: number; slowSecs?: number } = { routeSecs: 50 },
 ): ConfigInput {
   return {
     failover: { idle_timeout_secs: 300 },
@@ -41,8 +43,7 @@ function config(
       first_content_timeout_secs: opts.routeSecs,
       candidates: [
         { upstream: "slow", model: "s", first_content_timeout_secs: opts.slowSecs },
-        // The answering upstream gets 1 s of its own: the route's 150 ms is the slow one's test,
-        // and a loaded machine once kept the fast one's first token past it.
+        // The answering upstream gets 1 s of its own: the route's 500 ms is the slow one's test.
         { upstream: "fast", model: "f", first_content_timeout_secs: 100 },
       ],
     }],
@@ -79,7 +80,7 @@ async function assertFailedOver(gw: TestGateway, id: string, started: number): P
   ]);
   // Like an idle timeout before content, it counts for cooldown.
   assert.equal(gw.cooldowns.get("slow").consecutiveFailures, 1);
-  // Given up at 15 s (150 ms), long before the 300 s (3 s) idle timeout could have fired.
+  // Given up at 50 s (500 ms), long before the 300 s (3 s) idle timeout could have fired.
   assert.ok(Date.now() - started < 2_500, `took ${Date.now() - started} ms`);
 }
 
@@ -170,8 +171,8 @@ Deno.test("without first_content_timeout_secs a slow first token is waited for (
 Deno.test("a candidate's own first_content_timeout_secs overrides its route's", async () => {
   const slow = startFakeUpstream({ fallback: (call) => slowFirstTokenFor(call, { whole: false }) });
   const fast = startFakeUpstream({ fallback: () => chatStream({ text: ["from fast"] }) });
-  // The route would give up at 15 s; the candidate allows an hour, so its late token is waited for.
-  const gw = await startTestGateway(config(slow.url, fast.url, { routeSecs: 15, slowSecs: 3600 }));
+  // The route would give up at 50 s; the candidate allows an hour, so its late token is waited for.
+  const gw = await startTestGateway(config(slow.url, fast.url, { routeSecs: 50, slowSecs: 3600 }));
   try {
     const ask = gw.openai().chat.completions.create({
       model: "smart",
@@ -202,7 +203,7 @@ Deno.test("on the last candidate it is the client's timeout error, with its own 
     upstreams: [{ id: "slow", kind: "openai-chat", base_url: slow.url }],
     routes: [{
       model: "smart",
-      first_content_timeout_secs: 15,
+      first_content_timeout_secs: 50,
       candidates: [{ upstream: "slow", model: "s" }],
     }],
   });
