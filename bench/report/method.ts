@@ -77,7 +77,8 @@ export function methodSection(r: BenchResults): string {
     ...s.notes.map((note) => `- **Note.** ${note}`),
     "",
     "Reproduce: `deno task bench` (full, about 12 minutes on 2 cores) or `deno task bench " +
-    "--quick` (about a minute; `tests/bench_quick_test.ts` runs it into a temp directory); " +
+    "--quick` (about a minute; `tests/bench_quick_test.ts` runs it with `--no-peer`, which " +
+    "leaves Portkey out, into a temp directory); " +
     "`deno task bench --render` rewrites this doc from bench/results.json without measuring. " +
     "autocannon and Portkey are installed with npm on first use into `~/.cache/pulsegate-bench` " +
     "(or `$PULSEGATE_BENCH_TOOLS`).",
