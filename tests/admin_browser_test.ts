@@ -96,6 +96,19 @@ async function signIn(page: Page, token: string): Promise<void> {
   await page.getByRole("button", { name: "Sign in" }).click();
 }
 
+/**
+ * What `read` gives once it gives `want`, or what it last gave after WAIT: the page moves focus
+ * in an effect after the render that shows the element, so an immediate read can be early.
+ */
+async function focusOnceSettled<T>(page: Page, read: () => T, want: T): Promise<T> {
+  const until = Date.now() + WAIT.timeout;
+  for (;;) {
+    const got = await page.evaluate(read);
+    if (got === want || Date.now() > until) return got;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 async function shot(target: Page | Locator, name: string): Promise<void> {
   if (!SCREENSHOTS) return;
   await Deno.mkdir(IMG, { recursive: true });
@@ -206,7 +219,11 @@ browserTest(import.meta.url, {
             await prompt.waitFor(WAIT);
             assert.match(await text(prompt), /Abort request live-1\?/);
             assert.equal(
-              await page.evaluate(() => document.activeElement?.textContent),
+              await focusOnceSettled(
+                page,
+                () => document.activeElement?.textContent,
+                "Abort request live-1",
+              ),
               "Abort request live-1",
               "focus moves to the confirmation",
             );
@@ -222,7 +239,11 @@ browserTest(import.meta.url, {
               /^Aborted request live-1: 1 request stopped \(live-1\)/,
             );
             assert.equal(
-              await page.evaluate(() => document.activeElement?.getAttribute("role")),
+              await focusOnceSettled(
+                page,
+                () => document.activeElement?.getAttribute("role"),
+                "status",
+              ),
               "status",
               "after the abort, focus is on its result",
             );
@@ -324,7 +345,7 @@ browserTest(import.meta.url, {
             const dialog = page.getByRole("dialog", { name: "Request fo-1" });
             await dialog.waitFor(WAIT);
             assert.equal(
-              await page.evaluate(() => document.activeElement?.id),
+              await focusOnceSettled(page, () => document.activeElement?.id, "detail-title"),
               "detail-title",
               "focus moves to the detail",
             );
@@ -364,7 +385,11 @@ browserTest(import.meta.url, {
             await page.keyboard.press("Escape");
             await dialog.waitFor({ state: "detached", ...WAIT });
             assert.equal(
-              await page.evaluate(() => document.activeElement?.getAttribute("aria-label")),
+              await focusOnceSettled(
+                page,
+                () => document.activeElement?.getAttribute("aria-label"),
+                "Show request fo-1",
+              ),
               "Show request fo-1",
               "focus goes back to what opened the detail",
             );
@@ -533,7 +558,11 @@ browserTest(import.meta.url, {
               "failover.idle_timeout_secs360060",
             );
             assert.equal(
-              await page.evaluate(() => document.activeElement?.textContent),
+              await focusOnceSettled(
+                page,
+                () => document.activeElement?.textContent,
+                "Save these changes",
+              ),
               "Save these changes",
               "focus moves to the confirmation",
             );
