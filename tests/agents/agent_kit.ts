@@ -217,7 +217,7 @@ function gatewayConfig(
   const model = UPSTREAM_MODEL;
   return {
     // 100 s at the test scale is 1 s of silence: the silent upstream is given up on quickly, and
-    // the good one's answer fits in it while the other shard loads the machine (300 ms did not).
+    // the good one's answer fits in it on a loaded machine (300 ms once did not).
     failover: { idle_timeout_secs: 100 },
     upstreams: [...main, { id: "side", kind: at.kind, base_url: at.side.url }],
     routes: [
