@@ -439,7 +439,9 @@ Deno.test("guardrails: defaults are documented values; a pattern invalid under i
 
 Deno.test("a burst of slow checks cannot queue without bound: a check that waited past the budget ends busy", async () => {
   const up = startFakeUpstream({ fallback: () => chatWhole({ text: ["ok"] }) });
-  const gw = await startTestGateway(sameFormatRoutes(up.url));
+  // Six 320 KB bodies at once: at the usual scale their body deadline (10 s + 1 s per 16 KiB,
+  // scaled) is about 300 ms, which a loaded machine once missed (408). The budget is real time.
+  const gw = await startTestGateway(sameFormatRoutes(up.url), { scale: 0.1 });
   const budgetMs = 400;
   try {
     const rails = {
