@@ -101,12 +101,11 @@ async function signIn(page: Page, token: string): Promise<void> {
  * in an effect after the render that shows the element, so an immediate read can be early.
  */
 async function focusOnceSettled<T>(page: Page, read: () => T, want: T): Promise<T> {
-  const until = Date.now() + WAIT.timeout;
-  for (;;) {
-    const got = await page.evaluate(read);
-    if (got === want || Date.now() > until) return got;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  let got = await page.evaluate(read);
+  // The caller's assert names what went wrong, with what was last read.
+  await eventually(async () => (got = await page.evaluate(read)) === want, { ms: WAIT.timeout })
+    .catch(() => {});
+  return got;
 }
 
 async function shot(target: Page | Locator, name: string): Promise<void> {
