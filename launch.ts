@@ -26,6 +26,8 @@ async function launch(): Promise<number> {
       `--allow-write=${allowList(paths.write)}`,
       "--allow-ffi",
       "--allow-sys",
+      // Guardrail rules run in a child `deno` that can be killed mid-rule (docs/security.md).
+      `--allow-run=${Deno.execPath()}`,
       new URL("./main.ts", import.meta.url).pathname,
       ...Deno.args,
     ],

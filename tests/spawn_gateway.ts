@@ -11,6 +11,7 @@ export function narrowPermissions(dir: string): string[] {
     `--allow-write=${dir}`,
     "--allow-ffi",
     "--allow-sys",
+    `--allow-run=${Deno.execPath()}`,
   ];
 }
 

@@ -301,6 +301,21 @@ function historyCheck(s: ThroughputResult, opts: Context): TargetCheck {
   if (off.bestRps === 0) {
     return unmeasured("history_cost", target, "with history off pulsegate held no level");
   }
+  if (gw.bestConcurrency === null) {
+    // No level to compare at: a cost of "100 %" with its CPU "n/a" would read as a figure.
+    const first = gw.levels[0];
+    return {
+      id: "history_cost",
+      target,
+      measured: `with history on no level held` +
+        (first ? ` (p99 ${fmt(first.p99Ms, 0)} ms at concurrency ${first.concurrency})` : "") +
+        ` vs ${fmt(off.bestRps, 0)} req/s off` + flatOut(opts.scenarios.historyWrites),
+      met: false,
+      gap: `with history on pulsegate held no level with p99 under ${s.boundMs} ms`,
+      closeWith: historyAdvice(opts.scenarios.historyWrites, { hot: opts.hot, on: gw, off }) ||
+        "The throughput rows above say where pulsegate's p99 stood at its lowest level.",
+    };
+  }
   const cost = 1 - gw.bestRps / off.bestRps;
   const met = cost <= HISTORY_SHARE;
   return {

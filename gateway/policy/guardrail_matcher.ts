@@ -1,10 +1,17 @@
-import { type MatchRule, spawnGuardrailWorker, type WorkerReply } from "./guardrail_worker.ts";
+import {
+  type MatchRule,
+  type RuleRunner,
+  type RunnerKind,
+  runnerKind,
+  type RunnerReply,
+  spawnRuleRunner,
+} from "./guardrail_runner.ts";
 
 /**
  * Why a request was not checked in full: text over the cap (`size`, decided by
  * the caller), a file sent as text that could not be decoded (`undecodable`,
- * decided by the caller), the rules outran the budget (`budget`), the worker
- * was busy for longer than the budget (`busy`), or no worker could run them
+ * decided by the caller), the rules outran the budget (`budget`), the runner
+ * was busy for longer than the budget (`busy`), or no runner could run them
  * (`unavailable`).
  */
 export type UncheckedReason =
@@ -27,26 +34,28 @@ interface Job {
   budgetMs: number;
   resolve: (result: MatchResult) => void;
   queuedAt: number;
-  /** `#startupMs()` when queued: time spent starting a worker is not counted as waiting. */
+  /** `#startupMs()` when queued: time spent starting a runner is not counted as waiting. */
   startupAt: number;
 }
 
 const STARTUP_MS = 5_000;
 
 /**
- * Runs guardrail rules on one worker thread, started on first use and reused;
- * checks run one at a time. Each check gets `budgetMs` from the moment the
- * worker starts on it; past that the worker is terminated (which stops even a
- * regular expression stuck in backtracking) and the next check starts a fresh
- * one. A check that waited longer than its budget for the worker is not
- * started (`busy`), so a burst of slow checks cannot grow the wait without
- * bound. The serving thread never runs a rule, so it never blocks on one.
+ * Runs guardrail rules in one runner (a child process, or a worker thread where the gateway may
+ * not start one: guardrail_runner.ts), started on first use and reused; checks run one at a
+ * time. Each check gets `budgetMs` from the moment the runner starts on it; past that the runner
+ * is stopped (a process is killed, which ends even a regular expression stuck in backtracking) and
+ * the next check starts a fresh one. A check that waited longer than its budget for the runner is
+ * not started (`busy`), so a burst of slow checks cannot grow the wait without bound. The serving
+ * thread never runs a rule, so it never blocks on one.
  *
  * The budget is real time, deliberately not scaled by the gateway clock: it
  * bounds CPU work, not a protocol wait (docs/security.md).
  */
 export class GuardrailMatcher {
-  #worker: Worker | null = null;
+  #runner: RuleRunner | null = null;
+  /** Runners being stopped: `close` waits for them, so none outlives the matcher. */
+  #stopping = new Set<Promise<void>>();
   #ready = false;
   #queue: Job[] = [];
   #running: { job: Job; id: number; timer?: ReturnType<typeof setTimeout> } | null = null;
@@ -54,11 +63,19 @@ export class GuardrailMatcher {
   #closed = false;
   #startupDone = 0;
   #startingSince: number | null = null;
-  /** Why `new Worker` threw: said once, then every check ends `unavailable` at once. */
-  #noWorkers: Error | null = null;
+  /** Why no runner could start: said once, then every check ends `unavailable` at once. */
+  #noRunner: Error | null = null;
+  readonly kind: RunnerKind;
 
-  /** `onUnavailable` hears why a worker could not start (a runtime without workers). */
-  constructor(private opts: { onUnavailable?: (err: unknown) => void } = {}) {}
+  /**
+   * `onUnavailable` hears why a runner could not start or died (a runtime without workers).
+   * `kind` is decided once, by what the runtime may do, unless given.
+   */
+  constructor(
+    private opts: { onUnavailable?: (err: unknown) => void; kind?: RunnerKind } = {},
+  ) {
+    this.kind = opts.kind ?? runnerKind();
+  }
 
   match(text: string, opts: { rules: MatchRule[]; budgetMs: number }): Promise<MatchResult> {
     if (this.#closed) return Promise.resolve({ kind: "unchecked", reason: "unavailable" });
@@ -69,14 +86,15 @@ export class GuardrailMatcher {
     });
   }
 
-  /** Stops the worker; checks still waiting end `unchecked`. */
-  close(): void {
+  /** Stops the runner; checks still waiting end `unchecked`. Resolves once no runner is left. */
+  async close(): Promise<void> {
     this.#closed = true;
     this.#finish({ kind: "unchecked", reason: "unavailable" });
     for (const job of this.#queue.splice(0)) {
       job.resolve({ kind: "unchecked", reason: "unavailable" });
     }
-    this.#stopWorker();
+    this.#stopRunner();
+    await Promise.all(this.#stopping);
   }
 
   #pump(): void {
@@ -85,16 +103,16 @@ export class GuardrailMatcher {
     if (!job) return;
     this.#running = { job, id: this.#next++ };
     try {
-      if (this.#noWorkers) throw this.#noWorkers;
-      this.#worker ??= this.#start();
+      if (this.#noRunner) throw this.#noRunner;
+      this.#runner ??= this.#start();
     } catch (err) {
-      // A runtime without workers cannot bound a rule's time: the rules do not run.
-      if (!this.#noWorkers) this.opts.onUnavailable?.(err);
-      this.#noWorkers ??= err instanceof Error ? err : new Error(String(err));
+      // A runtime without a runner cannot bound a rule's time: the rules do not run.
+      if (!this.#noRunner) this.opts.onUnavailable?.(err);
+      this.#noRunner ??= err instanceof Error ? err : new Error(String(err));
       return this.#finish({ kind: "unchecked", reason: "unavailable" });
     }
     if (this.#ready) return this.#send();
-    // Starting a worker is not charged to the budget, but a worker that never starts ends the check.
+    // Starting a runner is not charged to the budget, but a runner that never starts ends the check.
     this.#arm(STARTUP_MS, "unavailable");
   }
 
@@ -103,7 +121,7 @@ export class GuardrailMatcher {
     clearTimeout(running.timer);
     // Real time on purpose (see the class comment): this bounds CPU work.
     running.timer = setTimeout(() => {
-      this.#stopWorker();
+      this.#stopRunner();
       this.#finish({ kind: "unchecked", reason });
     }, ms);
   }
@@ -117,51 +135,55 @@ export class GuardrailMatcher {
     }
   }
 
-  /** Total time spent starting workers so far, the one in progress included. */
+  /** Total time spent starting runners so far, the one in progress included. */
   #startupMs(): number {
     const since = this.#startingSince;
     return this.#startupDone + (since === null ? 0 : performance.now() - since);
   }
 
-  #start(): Worker {
+  #start(): RuleRunner {
     this.#startingSince = performance.now();
-    const worker = spawnGuardrailWorker();
-    worker.onmessage = (event: MessageEvent<WorkerReply>) => {
-      const reply = event.data;
-      if ("ready" in reply) {
-        this.#startupDone = this.#startupMs();
-        this.#startingSince = null;
-        this.#ready = true;
-        if (this.#running) this.#send();
-        return;
-      }
-      if (reply.id !== this.#running?.id) return;
-      if (reply.error !== undefined) this.#finish({ kind: "unchecked", reason: "unavailable" });
-      else if (typeof reply.matched === "number") {
-        this.#finish({ kind: "matched", rule: reply.matched });
-      } else this.#finish({ kind: "clear" });
-    };
-    worker.onerror = (event) => {
-      event.preventDefault();
-      this.opts.onUnavailable?.(event.message);
-      this.#stopWorker();
-      this.#finish({ kind: "unchecked", reason: "unavailable" });
-    };
-    return worker;
+    return spawnRuleRunner(this.kind, {
+      onReply: (reply) => this.#reply(reply),
+      onFailure: (why) => {
+        this.opts.onUnavailable?.(why);
+        this.#stopRunner();
+        this.#finish({ kind: "unchecked", reason: "unavailable" });
+      },
+    });
+  }
+
+  #reply(reply: RunnerReply): void {
+    if ("ready" in reply) {
+      this.#startupDone = this.#startupMs();
+      this.#startingSince = null;
+      this.#ready = true;
+      if (this.#running) this.#send();
+      return;
+    }
+    if (reply.id !== this.#running?.id) return;
+    if (reply.error !== undefined) this.#finish({ kind: "unchecked", reason: "unavailable" });
+    else if (typeof reply.matched === "number") {
+      this.#finish({ kind: "matched", rule: reply.matched });
+    } else this.#finish({ kind: "clear" });
   }
 
   #send(): void {
     const { job, id } = this.#running!;
     this.#arm(job.budgetMs, "budget");
     const rules = job.rules.map(({ pattern, flags }) => ({ pattern, flags }));
-    this.#worker!.postMessage({ id, text: job.text, rules });
+    this.#runner!.send({ id, text: job.text, rules });
   }
 
-  #stopWorker(): void {
+  #stopRunner(): void {
     this.#startupDone = this.#startupMs();
     this.#startingSince = null;
-    this.#worker?.terminate();
-    this.#worker = null;
+    const runner = this.#runner;
+    this.#runner = null;
+    if (runner) {
+      const stopped = runner.stop().finally(() => this.#stopping.delete(stopped));
+      this.#stopping.add(stopped);
+    }
     this.#ready = false;
   }
 
@@ -171,7 +193,7 @@ export class GuardrailMatcher {
     clearTimeout(running.timer);
     this.#running = null;
     running.job.resolve(result);
-    if (this.#closed) this.#stopWorker();
+    if (this.#closed) this.#stopRunner();
     else this.#pump();
   }
 }

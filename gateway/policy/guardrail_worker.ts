@@ -1,31 +1,23 @@
-/** A rule as the worker gets it. */
-export interface MatchRule {
-  pattern: string;
-  flags: string;
+import type { RuleRunner, RunnerEvents } from "./guardrail_runner.ts";
+
+/** What the rules' main loop talks to: a worker's global scope, or a child's stdin and stdout. */
+export interface RulesPort {
+  onmessage: ((event: { data: unknown }) => void) | null;
+  postMessage(message: unknown): void;
 }
 
-/** `matched`: the index of the first rule that matched, or null. */
-export type WorkerReply = { ready: true } | { id: number; matched?: number | null; error?: string };
-
 /**
- * The guardrail rules' thread. A backtracking regular expression can run for
- * minutes on a crafted input (docs/security.md, "Guardrails are bounded"); here
- * it stalls only this worker, which the serving thread terminates when the
- * budget is spent.
+ * The guardrail rules' loop. A backtracking regular expression can run for minutes on a crafted
+ * input (docs/security.md, "Guardrails are bounded"); here it stalls only this thread or
+ * process, never the serving thread.
  *
- * Like the history worker, it starts from this one function's source (a
- * `data:` URL), so the function is self-contained and shares no closure with
- * this module.
+ * It runs from this one function's source (a `data:` URL), so it is self-contained and shares no
+ * closure with this module.
  */
-export function guardrailWorkerMain(): void {
+export function guardrailRulesMain(port: RulesPort): void {
   type Rule = { pattern: string; flags: string };
   type Message = { id: number; text: string; rules: Rule[] };
-  type Port = {
-    onmessage: ((event: MessageEvent<Message>) => void) | null;
-    postMessage(message: unknown): void;
-  };
-  const port = globalThis as unknown as Port;
-  // Rules change rarely: each pattern is compiled once per worker.
+  // Rules change rarely: each pattern is compiled once per runner.
   const compiled = new Map<string, RegExp>();
   const regexOf = (rule: Rule) => {
     const key = `${rule.flags}/${rule.pattern}`;
@@ -35,7 +27,7 @@ export function guardrailWorkerMain(): void {
     return re;
   };
   port.onmessage = (event) => {
-    const { id, text, rules } = event.data;
+    const { id, text, rules } = event.data as Message;
     try {
       const hit = rules.findIndex((rule) => regexOf(rule).test(text));
       port.postMessage({ id, matched: hit < 0 ? null : hit });
@@ -46,10 +38,22 @@ export function guardrailWorkerMain(): void {
   port.postMessage({ ready: true });
 }
 
-/** Throws where the runtime has no workers. */
-export function spawnGuardrailWorker(): Worker {
-  const source = `(${guardrailWorkerMain.toString()})()`;
-  return new Worker(`data:application/javascript,${encodeURIComponent(source)}`, {
+/** The rules on a worker thread; throws where the runtime has no workers. */
+export function spawnWorkerRunner(events: RunnerEvents): RuleRunner {
+  const source = `(${guardrailRulesMain.toString()})(globalThis)`;
+  const worker = new Worker(`data:application/javascript,${encodeURIComponent(source)}`, {
     type: "module",
   });
+  worker.onmessage = (event) => events.onReply(event.data);
+  worker.onerror = (event) => {
+    event.preventDefault();
+    events.onFailure(event.message);
+  };
+  return {
+    send: (check) => worker.postMessage(check),
+    stop: () => {
+      worker.terminate();
+      return Promise.resolve();
+    },
+  };
 }

@@ -40,11 +40,11 @@ export const GuardrailsSchema = z.object({
     ),
   budget_ms: z.int().min(1).max(60_000).default(250)
     .describe(
-      "Real milliseconds all rules together may run on one request (on a worker thread, never the serving thread), and the longest a check waits for that worker; past it `on_unchecked` decides. Not scaled by the test time scale.",
+      "Real milliseconds all rules together may run on one request (in a child process, never on the serving thread), and the longest a check waits for that process; past it `on_unchecked` decides. Not scaled by the test time scale.",
     ),
   on_unchecked: z.enum(["block", "allow"]).default("block")
     .describe(
-      "What happens to a request the rules could not check in full (text over `max_checked_chars`, a file in a text media type that cannot be decoded, an embeddings input given as token ids, budget spent, worker busy for longer than the budget, or unavailable): `block` answers 400 `guardrail.unchecked`; `allow` forwards it. Either way it is logged and counted in `pulsegate_guardrail_unchecked_total`.",
+      "What happens to a request the rules could not check in full (text over `max_checked_chars`, a file in a text media type that cannot be decoded, an embeddings input given as token ids, budget spent, the rules' process busy for longer than the budget, or unavailable): `block` answers 400 `guardrail.unchecked`; `allow` forwards it. Either way it is logged and counted in `pulsegate_guardrail_unchecked_total`.",
     ),
   rules: z.array(RuleSchema).default([]).describe("Patterns that block a request."),
 }).strict();
