@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { testFiles } from "./test_files.ts";
+import { shardFiles, testFiles } from "./test_files.ts";
+import { SHARDS } from "./suite.ts";
 
 /** Every name `deno test` takes for a test by default: `*_test`, `*.test` and `test`. */
 const DENO_TEST_NAME = /(^|[._])test\.(ts|tsx|mts|js|jsx|mjs)$/;
@@ -20,4 +21,25 @@ Deno.test("the suite imports every file deno test would run under tests/, helper
   assert.deepEqual(files, await denoWouldRun(new URL("./", import.meta.url)));
   assert.ok(files.includes("suite_test.ts") && files.includes("agents/codex_test.ts"));
   assert.ok(!files.includes("suite.ts") && !files.includes("harness.ts"));
+});
+
+Deno.test("the suite's shards hold every test file once, and deno task test runs each shard", async () => {
+  const files = await testFiles();
+  const shards = shardFiles(files, { count: SHARDS });
+  assert.deepEqual(shards.flat().sort(), files);
+  const task = JSON.parse(await Deno.readTextFile(new URL("../deno.json", import.meta.url)))
+    .tasks.test as string;
+  const modules = task.match(/tests\/suite_[a-z]\.ts/g) ?? [];
+  assert.deepEqual(modules, ["tests/suite_a.ts", "tests/suite_b.ts"].slice(0, SHARDS));
+  assert.match(task, /--parallel/);
+});
+
+Deno.test("shards: the slowest file first, each to the shard with the least time so far", () => {
+  const seconds = { "a_test.ts": 5, "b_test.ts": 3, "c_test.ts": 2 };
+  const files = ["d_test.ts", "c_test.ts", "b_test.ts", "a_test.ts"];
+  assert.deepEqual(shardFiles(files, { count: 2, seconds }), [
+    ["a_test.ts", "d_test.ts"],
+    ["b_test.ts", "c_test.ts"],
+  ]);
+  assert.deepEqual(shardFiles(files, { count: 1, seconds }), [[...files].sort()]);
 });
