@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { shardFiles, testFiles } from "./test_files.ts";
-import { SHARDS } from "./suite.ts";
+import { shardModule, SHARDS } from "./suite.ts";
 
 /** Every name `deno test` takes for a test by default: `*_test`, `*.test` and `test`. */
 const DENO_TEST_NAME = /(^|[._])test\.(ts|tsx|mts|js|jsx|mjs)$/;
@@ -23,15 +23,20 @@ Deno.test("the suite imports every file deno test would run under tests/, helper
   assert.ok(!files.includes("suite.ts") && !files.includes("harness.ts"));
 });
 
-Deno.test("the suite's shards hold every test file once, and deno task test runs each shard", async () => {
+Deno.test("the suite's shards hold every test file once, each run by its own module", async () => {
   const files = await testFiles();
   const shards = shardFiles(files, { count: SHARDS });
   assert.deepEqual(shards.flat().sort(), files);
-  const task = JSON.parse(await Deno.readTextFile(new URL("../deno.json", import.meta.url)))
-    .tasks.test as string;
-  const modules = task.match(/tests\/suite_[a-z]\.ts/g) ?? [];
-  assert.deepEqual(modules, ["tests/suite_a.ts", "tests/suite_b.ts"].slice(0, SHARDS));
-  assert.match(task, /--parallel/);
+  assert.deepEqual(Array.from({ length: SHARDS }, (_, i) => shardModule(i)), [
+    "tests/suite_a.ts",
+    "tests/suite_b.ts",
+  ]);
+  for (let i = 0; i < SHARDS; i++) {
+    const source = await Deno.readTextFile(new URL(`../${shardModule(i)}`, import.meta.url));
+    assert.match(source, new RegExp(`importShard\\(${i}\\)`), shardModule(i));
+  }
+  const tasks = JSON.parse(await Deno.readTextFile(new URL("../deno.json", import.meta.url))).tasks;
+  assert.match(tasks.test, /deno run -A tests\/run_suite\.ts$/);
 });
 
 Deno.test("shards: the slowest file first, each to the shard with the least time so far", () => {
