@@ -149,9 +149,10 @@ Deno.test("a slow but steady stream longer than the idle window is not cut", asy
 
 Deno.test("reasoning counts as content; content then silence ends with an event and no pause", async () => {
   await withUpstreams(1, async (gw, [a]) => {
-    // Reasoning every 100 ms under the 300 ms window (3x), 700 ms before the text: were
-    // reasoning not content, the window would close twice over before "done".
-    const reasoning = Array.from({ length: 6 }, (_, i) => `thinking ${i}... `);
+    // Reasoning every 100 ms under the 600 ms window (6x: a cold, loaded process once took over
+    // 300 ms to the first), 1.3 s before the text: were reasoning not content, the window would
+    // close twice over before "done".
+    const reasoning = Array.from({ length: 12 }, (_, i) => `thinking ${i}... `);
     a!.enqueue(chatStream({ reasoning, text: ["done"] }, { gap: 100 }));
     const ok = await postJson(`${gw.url}/v1/chat/completions`, ask(true));
     assert.match(await ok.text(), /done/);
@@ -165,7 +166,7 @@ Deno.test("reasoning counts as content; content then silence ends with an event 
       assert.equal(request.errorCode, "gw.upstream.idle_timeout_mid_stream");
     }
     assert.equal(gw.cooldowns.isPaused("up1"), false, "a stall after content is not a failure");
-  });
+  }, { failover: wideWindow });
 });
 
 Deno.test("slots: a full upstream is skipped; every candidate full gives 429 with Retry-After", async () => {
