@@ -530,6 +530,8 @@ Deno.test("a rule stopped at its budget stops running: no core is left busy afte
     cwd: new URL("..", import.meta.url).pathname,
     stdout: "piped",
     stderr: "piped",
+    // A thread still backtracking would keep the fixture's process from ever exiting.
+    signal: AbortSignal.timeout(60_000),
   }).output();
   assert.equal(code, 0, new TextDecoder().decode(stderr));
   const seen = JSON.parse(new TextDecoder().decode(stdout));
