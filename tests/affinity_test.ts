@@ -142,7 +142,9 @@ Deno.test("an idle timeout records the input tokens the upstream may have billed
   });
   const b = startFakeUpstream({ fallback: () => chatStream(good) });
   const gw = await startTestGateway({
-    failover: { idle_timeout_secs: 30 },
+    // 1 s at the test scale: message_start must be read before the window closes, which took
+    // over 300 ms once in a process still compiling its first Anthropic stream.
+    failover: { idle_timeout_secs: 100 },
     upstreams: [
       { id: "claude", kind: "anthropic", base_url: a.url },
       { id: "oa", kind: "openai-chat", base_url: b.url },
