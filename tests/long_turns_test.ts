@@ -66,7 +66,11 @@ for (const client of CLIENTS) {
     await using up = startFakeUpstream({
       fallback: () => chatWhole({ text: ["ok"], usage: { input: 5, output: 1 } }),
     });
-    await using gw = await startTestGateway(oneUpstream("openai-chat", `${up.url}/v1`));
+    // Time scale 0.1: at 0.01 a ~190 KB body's deadline is about 225 ms, which a loaded machine
+    // once missed (408 instead of 200); the body deadline is not what these tests are about.
+    await using gw = await startTestGateway(oneUpstream("openai-chat", `${up.url}/v1`), {
+      scale: 0.1,
+    });
     const res = await postJson(`${gw.url}${client.path}`, client.body, { "x-request-id": "long" });
     const text = await res.text();
     assert.equal(res.status, 200, text.slice(0, 300));
@@ -83,7 +87,7 @@ Deno.test("a long turn translated for an Anthropic upstream reaches it, and noth
       body: [{ send: wholeBody({ text: ["ok"], usage: { input: 5, output: 1 } }) }],
     }),
   });
-  await using gw = await startTestGateway(oneUpstream("anthropic", up.url));
+  await using gw = await startTestGateway(oneUpstream("anthropic", up.url), { scale: 0.1 });
   // Two user turns in a row: Anthropic takes one, so the translation joins them.
   const body = {
     model: "smart",
