@@ -15,6 +15,7 @@ import {
 import { type ClientFormat, CLIENTS } from "./resume_clients.ts";
 import { type ConfigInput, ConfigSchema } from "../gateway/config/schema.ts";
 import { routeMembers } from "../gateway/config/route_entries.ts";
+import { concurrentSteps } from "./concurrent_steps.ts";
 
 /** What the client already had when the first answer broke: "Hello, wor". */
 const OFFSET = 10;
@@ -80,68 +81,85 @@ const FORMATS: ClientFormat[] = ["anthropic", "openai-chat", "openai-responses",
 const KINDS: PrefillKind[] = ["anthropic", "openai-chat", "gemini", "bedrock"];
 const FAULTS: Fault[] = ["reset", "stall", "error"];
 
-for (const format of FORMATS) {
-  for (const kind of KINDS) {
-    for (const fault of FAULTS) {
-      Deno.test(`${format} client, ${kind} upstreams: ${fault} after content resumes with a prefill`, async () => {
-        const scripts = RESUME_SCRIPTS[kind];
-        const idleSecs = fault === "stall" ? 100 : 300;
-        await withResumeRoute(
-          2,
-          { kind, prefill: [false, true], idleSecs },
-          async (gw, [first, second]) => {
-            first!.enqueue(scripts.first(fault));
-            second!.enqueue(scripts.second());
-            const id = requestId();
-            const read = await CLIENTS[format](gw.url, { requestId: id });
-            assert.equal(read.error, undefined);
-            assert.equal(read.text, "Hello, world!");
-            assert.equal(read.starts, 1);
-            assert.equal(read.ends, 1);
-            // One content index throughout: the continuation went on in the block it continues.
-            assert.deepEqual([...new Set(read.indexes)].length, 1, `indexes ${read.indexes}`);
-            // The second upstream was asked to continue exactly what the client has.
-            assert.equal(second!.calls.length, 1);
-            assert.deepEqual(scripts.lastTurn(second!.calls[0]!), {
-              role: "assistant",
-              text: "Hello, wor",
-            });
-            const { request, attempts } = await gw.row(id);
-            assert.equal(request.outcome, "success");
-            assert.equal(attempts.length, 2);
-            const [hop1, hop2] = attempts;
-            assert.equal(hop1!.outcome, FIRST_ROW[fault].outcome);
-            if (FIRST_ROW[fault].code) assert.equal(hop1!.errorCode, FIRST_ROW[fault].code);
-            else assert.ok(hop1!.errorCode, "the in-stream error's code is on the first hop");
-            assert.equal(hop1!.resumeOffset, null);
-            assert.equal(hop2!.outcome, "resumed");
-            assert.equal(hop2!.resumeOffset, OFFSET);
-            // The first hop's usage never came after its text: its tokens are estimated, keeping
-            // what it reported (docs/observability.md "Token usage").
-            assert.equal(hop1!.tokensEstimated, true);
-            assert.equal(hop2!.tokensEstimated, false);
-            const reported = scripts.firstReported;
-            if (reported.input !== undefined) assert.equal(hop1!.inputTokens, reported.input);
-            else assert.ok((hop1!.inputTokens ?? 0) > 0);
-            assert.ok(
-              (hop1!.outputTokens ?? 0) >=
-                Math.max(reported.output ?? 0, estimateTokens("Hello, wor")),
-            );
-            // Tokens are summed over the hops: on the row and in what the client read.
-            const input = (hop1!.inputTokens ?? 0) + (hop2!.inputTokens ?? 0);
-            const output = (hop1!.outputTokens ?? 0) + (hop2!.outputTokens ?? 0);
-            assert.equal(hop2!.inputTokens, SECOND_USAGE.input);
-            assert.equal(hop2!.outputTokens, SECOND_USAGE.output);
-            assert.equal(request.tokensEstimated, true);
-            assert.equal(request.inputTokens, input);
-            assert.equal(request.outputTokens, output);
-            assert.equal(read.usage.input, input);
-            assert.equal(read.usage.output, output);
-          },
-        );
+interface ResumeCell {
+  format: ClientFormat;
+  kind: PrefillKind;
+  fault: Fault;
+}
+
+const RESUME_CELLS: ResumeCell[] = FORMATS.flatMap((format) =>
+  KINDS.flatMap((kind) => FAULTS.map((fault) => ({ format, kind, fault })))
+);
+
+/**
+ * Eight cells at a time, each on a gateway of its own: a stall cell waits out a 1 s idle window,
+ * and eight of them side by side still leave every answering hop its window on a loaded machine.
+ */
+Deno.test("a break after content resumes with a prefill: every client format, upstream kind and fault", async (t) => {
+  await concurrentSteps(t, RESUME_CELLS, {
+    name: ({ format, kind, fault }) =>
+      `${format} client, ${kind} upstreams: ${fault} after content resumes with a prefill`,
+    fn: resumedCell,
+    atOnce: 8,
+  });
+});
+
+async function resumedCell({ format, kind, fault }: ResumeCell): Promise<void> {
+  const scripts = RESUME_SCRIPTS[kind];
+  const idleSecs = fault === "stall" ? 100 : 300;
+  await withResumeRoute(
+    2,
+    { kind, prefill: [false, true], idleSecs },
+    async (gw, [first, second]) => {
+      first!.enqueue(scripts.first(fault));
+      second!.enqueue(scripts.second());
+      const id = requestId();
+      const read = await CLIENTS[format](gw.url, { requestId: id });
+      assert.equal(read.error, undefined);
+      assert.equal(read.text, "Hello, world!");
+      assert.equal(read.starts, 1);
+      assert.equal(read.ends, 1);
+      // One content index throughout: the continuation went on in the block it continues.
+      assert.deepEqual([...new Set(read.indexes)].length, 1, `indexes ${read.indexes}`);
+      // The second upstream was asked to continue exactly what the client has.
+      assert.equal(second!.calls.length, 1);
+      assert.deepEqual(scripts.lastTurn(second!.calls[0]!), {
+        role: "assistant",
+        text: "Hello, wor",
       });
-    }
-  }
+      const { request, attempts } = await gw.row(id);
+      assert.equal(request.outcome, "success");
+      assert.equal(attempts.length, 2);
+      const [hop1, hop2] = attempts;
+      assert.equal(hop1!.outcome, FIRST_ROW[fault].outcome);
+      if (FIRST_ROW[fault].code) assert.equal(hop1!.errorCode, FIRST_ROW[fault].code);
+      else assert.ok(hop1!.errorCode, "the in-stream error's code is on the first hop");
+      assert.equal(hop1!.resumeOffset, null);
+      assert.equal(hop2!.outcome, "resumed");
+      assert.equal(hop2!.resumeOffset, OFFSET);
+      // The first hop's usage never came after its text: its tokens are estimated, keeping
+      // what it reported (docs/observability.md "Token usage").
+      assert.equal(hop1!.tokensEstimated, true);
+      assert.equal(hop2!.tokensEstimated, false);
+      const reported = scripts.firstReported;
+      if (reported.input !== undefined) assert.equal(hop1!.inputTokens, reported.input);
+      else assert.ok((hop1!.inputTokens ?? 0) > 0);
+      assert.ok(
+        (hop1!.outputTokens ?? 0) >=
+          Math.max(reported.output ?? 0, estimateTokens("Hello, wor")),
+      );
+      // Tokens are summed over the hops: on the row and in what the client read.
+      const input = (hop1!.inputTokens ?? 0) + (hop2!.inputTokens ?? 0);
+      const output = (hop1!.outputTokens ?? 0) + (hop2!.outputTokens ?? 0);
+      assert.equal(hop2!.inputTokens, SECOND_USAGE.input);
+      assert.equal(hop2!.outputTokens, SECOND_USAGE.output);
+      assert.equal(request.tokensEstimated, true);
+      assert.equal(request.inputTokens, input);
+      assert.equal(request.outputTokens, output);
+      assert.equal(read.usage.input, input);
+      assert.equal(read.usage.output, output);
+    },
+  );
 }
 
 /** Anthropic client over anthropic upstreams: the cases where a resume must not happen, or not as asked. */

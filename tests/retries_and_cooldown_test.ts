@@ -104,7 +104,10 @@ Deno.test("whole_answer_deadline cascades without retrying, with a recovery hint
 
 Deno.test("timeout_status 503 replaces 504 for deployments behind picky proxies", async () => {
   const a = startFakeUpstream({ fallback: () => headersNever });
-  const gw = await startTestGateway(chatRoute([a.url], { failover: { timeout_status: 503 } }));
+  // The upstream never answers, so no window can be missed: 50 s (0.5 s) ends it sooner.
+  const gw = await startTestGateway(
+    chatRoute([a.url], { failover: { timeout_status: 503, idle_timeout_secs: 50 } }),
+  );
   try {
     const res = await postJson(`${gw.url}/v1/chat/completions`, whole);
     assert.equal(res.status, 503);

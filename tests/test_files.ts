@@ -21,13 +21,11 @@ export async function testFiles(dir: URL = TESTS_DIR): Promise<string[]> {
  */
 export const FILE_SECONDS: Readonly<Record<string, number>> = {
   "bench_quick_test.ts": 51,
-  "fault_matrix_test.ts": 41,
+  "fault_matrix_test.ts": 27,
   "admin_browser_test.ts": 26,
   "agents/opencode_test.ts": 17,
-  "resume_test.ts": 19,
   "type_check_test.ts": 15,
   "agents/gemini_cli_test.ts": 9,
-  "upstream_errors_test.ts": 13,
   "hostile_input_test.ts": 8,
   "idle_timer_test.ts": 8,
   "failover_test.ts": 7,
@@ -36,13 +34,15 @@ export const FILE_SECONDS: Readonly<Record<string, number>> = {
   "guardrails_test.ts": 6,
   "multi_process_abort_test.ts": 6,
   "admin_sessions_browser_test.ts": 6,
-  "agents/claude_code_test.ts": 3,
+  "resume_test.ts": 5,
   "hostile_body_test.ts": 5,
+  "upstream_errors_test.ts": 3,
+  "agents/claude_code_test.ts": 3,
   "agents/codex_test.ts": 3,
-  "retries_and_cooldown_test.ts": 4,
   "upstream_cancel_test.ts": 3,
   "multi_process_probe_test.ts": 3,
   "gemini_stream_errors_test.ts": 3,
+  "retries_and_cooldown_test.ts": 2,
 };
 
 /**
