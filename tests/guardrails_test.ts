@@ -272,9 +272,14 @@ Deno.test("a backtracking rule on a 320 KB prompt never stalls the gateway; the 
     assert.match(body.error.message, /could not finish within 1500 ms/);
     // Worker start-up plus the budget, with a wide margin for a loaded machine.
     assert.ok(elapsed < budgetMs + 8_000, `the check ended after ${elapsed} ms`);
+    // A loop frozen by the rule would answer at most once before the budget ended it (the old
+    // code never answered). One slow answer on a loaded machine is no stall: the slowest took
+    // 1.2 s once with both cores busy, so the bound on it is the budget; the typical one, 500 ms.
     assert.ok(latencies.length >= 5, `healthz answered ${latencies.length} times during the check`);
-    // A few ms when idle; 500 ms leaves room for a loaded machine, the old code never answered.
-    assert.ok(Math.max(...latencies) < 500, `slowest healthz: ${Math.max(...latencies)} ms`);
+    const sorted = [...latencies].sort((x, y) => x - y);
+    const median = sorted[Math.floor(sorted.length / 2)]!;
+    assert.ok(median < 500, `median healthz: ${median} ms`);
+    assert.ok(sorted.at(-1)! < budgetMs, `slowest healthz: ${sorted.at(-1)} ms`);
 
     // The worker that was stopped is replaced: rules still block and pass afterwards.
     const hit = await postJson(`${url}/v1/chat/completions`, {
