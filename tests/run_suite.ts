@@ -22,10 +22,19 @@ async function relay(stream: ReadableStream<Uint8Array>, prefix: string, out: ty
   if (buffered) await out.write(encoder.encode(`${prefix}${buffered}\n`));
 }
 
+/**
+ * With PULSEGATE_JUNIT_DIR set, each shard also writes its JUnit report there (suite_a.xml, …):
+ * each test's time under the test's own file, which is how `FILE_SECONDS` is measured.
+ */
+function junitArgs(module: string): string[] {
+  const dir = Deno.env.get("PULSEGATE_JUNIT_DIR");
+  return dir ? [`--junit-path=${dir}/${module.slice("tests/".length, -".ts".length)}.xml`] : [];
+}
+
 async function runShard(index: number, children: Deno.ChildProcess[]): Promise<number> {
   const module = shardModule(index);
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["test", "--no-check", "-A", module, ...Deno.args],
+    args: ["test", "--no-check", "-A", ...junitArgs(module), module, ...Deno.args],
     cwd: ROOT,
     stdout: "piped",
     stderr: "piped",

@@ -15,48 +15,106 @@ export async function testFiles(dir: URL = TESTS_DIR): Promise<string[]> {
 }
 
 /**
- * Seconds a file's tests took, where over 1.5 (fresh clone, idle 2-core machine, one process,
- * 2026-12-02); any other file counts as 1. Only the split between shards reads it: a stale figure
- * makes the shards less even, never a test wrong.
+ * Seconds a file's tests took where over 1.5 (`deno task test` in a fresh clone on the 2-core
+ * machine with one core burned, 2026-12-02, from the JUnit reports PULSEGATE_JUNIT_DIR asks
+ * tests/run_suite.ts for); any other file counts as 1. Only the split between shards reads it: a
+ * stale figure makes the shards less even, never a test wrong.
  */
 export const FILE_SECONDS: Readonly<Record<string, number>> = {
-  "bench_quick_test.ts": 51,
-  "fault_matrix_test.ts": 27,
-  "admin_browser_test.ts": 26,
-  "agents/opencode_test.ts": 17,
-  "type_check_test.ts": 15,
-  "agents/gemini_cli_test.ts": 9,
-  "hostile_input_test.ts": 8,
-  "idle_timer_test.ts": 8,
-  "failover_test.ts": 7,
-  "connection_flood_test.ts": 7,
+  "bench_quick_test.ts": 67,
+  "fault_matrix_test.ts": 46,
+  "admin_browser_test.ts": 38,
+  "type_check_test.ts": 37,
+  "agents/opencode_test.ts": 34,
+  "hostile_input_test.ts": 25,
+  "agents/gemini_cli_test.ts": 21,
+  "agents/codex_test.ts": 14,
+  "multi_process_abort_test.ts": 13,
+  "agents/claude_code_test.ts": 13,
+  "idle_timer_test.ts": 11,
+  "connection_flood_test.ts": 11,
+  "agent_translation_test.ts": 10,
+  "admin_sessions_browser_test.ts": 9,
+  "failover_test.ts": 9,
+  "guardrails_test.ts": 8,
+  "hostile_body_test.ts": 8,
   "first_content_timeout_test.ts": 7,
-  "guardrails_test.ts": 6,
-  "multi_process_abort_test.ts": 6,
-  "admin_sessions_browser_test.ts": 6,
+  "bounded_names_test.ts": 6,
+  "deploy_platform_test.ts": 6,
+  "format_matrix_test.ts": 5,
+  "admin_assets_test.ts": 5,
   "resume_test.ts": 5,
-  "hostile_body_test.ts": 5,
-  "upstream_errors_test.ts": 3,
-  "agents/claude_code_test.ts": 3,
-  "agents/codex_test.ts": 3,
+  "multi_process_probe_test.ts": 5,
+  "admin_api_test.ts": 4,
+  "start_paths_test.ts": 4,
+  "usage_ledger_test.ts": 4,
+  "affinity_test.ts": 4,
+  "multi_process_config_test.ts": 4,
+  "history_outage_test.ts": 4,
+  "key_limits_process_test.ts": 4,
+  "upstream_errors_test.ts": 4,
+  "start_deps_test.ts": 3,
+  "refused_flood_test.ts": 3,
   "upstream_cancel_test.ts": 3,
-  "multi_process_probe_test.ts": 3,
   "gemini_stream_errors_test.ts": 3,
-  "retries_and_cooldown_test.ts": 2,
+  "long_turns_test.ts": 3,
+  "embeddings_limits_test.ts": 3,
+  "hedge_test.ts": 3,
+  "endpoints_test.ts": 3,
+  "disconnect_test.ts": 2,
+  "hostile_upstream_test.ts": 2,
+  "failover_formats_test.ts": 2,
+  "vertex_test.ts": 2,
+  "scorecard_test.ts": 2,
+  "open_mode_test.ts": 2,
+  "request_body_test.ts": 2,
+  "abort_test.ts": 2,
+  "chat_proxy_test.ts": 2,
+  "process_test.ts": 2,
+  "history_writer_test.ts": 2,
+  "pools_test.ts": 2,
+  "history_crash_test.ts": 2,
+  "deep_json_test.ts": 2,
+  "vertex_token_test.ts": 2,
+  "start_cleanup_test.ts": 2,
+  "opening_hold_test.ts": 2,
+  "bedrock_format_test.ts": 2,
+  "slots_test.ts": 2,
 };
 
 /**
- * `files` in `count` shards of about equal time: the slowest file first, each to the shard with
- * the least time so far (ties to the first). Each shard keeps the files' sorted order.
+ * Files whose tests are mostly one child process of their own (a browser, the bench with its load
+ * processes, the type checker): the suite runs them in a shard of their own, beside the others,
+ * so their processes' waits overlap the other shards' work instead of adding to a shard's time.
+ */
+export const CHILD_PROCESS_FILES: readonly string[] = [
+  "admin_browser_test.ts",
+  "admin_sessions_browser_test.ts",
+  "bench_quick_test.ts",
+  "type_check_test.ts",
+];
+
+/**
+ * `files` in `count` shards of about equal time: the files `placed` in a shard go there first,
+ * then the slowest file first, each to the shard with the least time so far (ties to the first).
+ * Each shard keeps the files' sorted order.
  */
 export function shardFiles(
   files: readonly string[],
-  opts: { count: number; seconds?: Readonly<Record<string, number>> },
+  opts: {
+    count: number;
+    seconds?: Readonly<Record<string, number>>;
+    placed?: readonly (readonly string[])[];
+  },
 ): string[][] {
   const seconds = opts.seconds ?? FILE_SECONDS;
   const cost = (file: string) => seconds[file] ?? 1;
-  const shards = Array.from({ length: opts.count }, () => ({ files: [] as string[], total: 0 }));
-  const slowestFirst = [...files].sort((a, b) => cost(b) - cost(a) || (a < b ? -1 : 1));
+  const shards = Array.from({ length: opts.count }, (_, i) => {
+    const placed = files.filter((file) => opts.placed?.[i]?.includes(file));
+    return { files: placed, total: placed.reduce((sum, file) => sum + cost(file), 0) };
+  });
+  const rest = files.filter((file) => !shards.some((s) => s.files.includes(file)));
+  const slowestFirst = rest.sort((a, b) => cost(b) - cost(a) || (a < b ? -1 : 1));
   for (const file of slowestFirst) {
     const lightest = shards.reduce((min, s) => s.total < min.total ? s : min);
     lightest.files.push(file);

@@ -1,0 +1,3 @@
+import { importShard } from "./suite.ts";
+
+await importShard(2);
