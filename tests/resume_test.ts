@@ -12,7 +12,7 @@ import {
   SECOND_USAGE,
   upstreamEntry,
 } from "./fake_upstreams/resume_scripts.ts";
-import { type ClientFormat, CLIENTS } from "./resume_clients.ts";
+import { type ClientFormat, type ClientRead, CLIENTS } from "./resume_clients.ts";
 import { type ConfigInput, ConfigSchema } from "../gateway/config/schema.ts";
 import { routeMembers } from "../gateway/config/route_entries.ts";
 import { concurrentSteps } from "./concurrent_steps.ts";
@@ -81,6 +81,18 @@ const FORMATS: ClientFormat[] = ["anthropic", "openai-chat", "openai-responses",
 const KINDS: PrefillKind[] = ["anthropic", "openai-chat", "gemini", "bedrock"];
 const FAULTS: Fault[] = ["reset", "stall", "error"];
 
+/**
+ * The client read one answer, "Hello, world!", without an error, in one content block: the
+ * continuation went on in the block it continues.
+ */
+function assertOneAnswer(read: ClientRead): void {
+  assert.equal(read.error, undefined);
+  assert.equal(read.text, "Hello, world!");
+  assert.equal(read.starts, 1);
+  assert.equal(read.ends, 1);
+  assert.deepEqual([...new Set(read.indexes)].length, 1, `indexes ${read.indexes}`);
+}
+
 interface ResumeCell {
   format: ClientFormat;
   kind: PrefillKind;
@@ -115,12 +127,7 @@ async function resumedCell({ format, kind, fault }: ResumeCell): Promise<void> {
       second!.enqueue(scripts.second());
       const id = requestId();
       const read = await CLIENTS[format](gw.url, { requestId: id });
-      assert.equal(read.error, undefined);
-      assert.equal(read.text, "Hello, world!");
-      assert.equal(read.starts, 1);
-      assert.equal(read.ends, 1);
-      // One content index throughout: the continuation went on in the block it continues.
-      assert.deepEqual([...new Set(read.indexes)].length, 1, `indexes ${read.indexes}`);
+      assertOneAnswer(read);
       // The second upstream was asked to continue exactly what the client has.
       assert.equal(second!.calls.length, 1);
       assert.deepEqual(scripts.lastTurn(second!.calls[0]!), {
@@ -588,11 +595,7 @@ for (const format of FORMATS) {
         second!.enqueue(scripts.replay());
         const id = requestId();
         const read = await CLIENTS[format](gw.url, { requestId: id });
-        assert.equal(read.error, undefined);
-        assert.equal(read.text, "Hello, world!");
-        assert.equal(read.starts, 1);
-        assert.equal(read.ends, 1);
-        assert.deepEqual([...new Set(read.indexes)].length, 1, `indexes ${read.indexes}`);
+        assertOneAnswer(read);
         // The original request: the client's own turn last, no prefill.
         assert.equal(scripts.lastTurn(second!.calls[0]!).role, "user");
         const { request, attempts } = await gw.row(id);
