@@ -13,15 +13,17 @@ import { type Call, startFakeUpstream } from "./fake_upstreams/server.ts";
 
 /**
  * `first_content_timeout_secs` end to end (docs/liveness.md): a route that
- * demands a first token in 50 s gives up on a candidate whose first token
- * would come after 100 s, although its idle timeout (300 s) is far off and the
+ * demands a first token in 100 s gives up on a candidate whose first token
+ * would come after 200 s, although its idle timeout (300 s) is far off and the
  * candidate sends keep-alives all the while; the next candidate answers.
- * 50 s is 500 ms at TEST_SCALE (0.01): with 150 ms, the first stream of a cold
- * process on a loaded machine was given up on before it reached the fake.
+ * 100 s is 1 s at TEST_SCALE (0.01): the request must reach the slow fake
+ * before the route gives up on it, which a loaded machine once took over
+ * 150 ms for (a cold process) and once over 500 ms (three shards beside a
+ * burned core).
  */
 
-/** 100 s scaled by TEST_SCALE (0.01). */
-const SLOW_FIRST_TOKEN_MS = 1_000;
+/** 200 s scaled by TEST_SCALE (0.01). */
+const SLOW_FIRST_TOKEN_MS = 2_000;
 
 /** Keep-alives (a role-only chunk and comments; whitespace when whole) until the late token. */
 const slowFirstTokenFor = (call: Call, opts: { whole: boolean }) =>
@@ -30,7 +32,7 @@ const slowFirstTokenFor = (call: Call, opts: { whole: boolean }) =>
 function config(
   slow: string,
   fast: string,
-  opts: { routeSecs?: number; slowSecs?: number } = { routeSecs: 50 },
+  opts: { routeSecs?: number; slowSecs?: number } = { routeSecs: 100 },
 ): ConfigInput {
   return {
     failover: { idle_timeout_secs: 300 },
@@ -43,8 +45,8 @@ function config(
       first_content_timeout_secs: opts.routeSecs,
       candidates: [
         { upstream: "slow", model: "s", first_content_timeout_secs: opts.slowSecs },
-        // The answering upstream gets 1 s of its own: the route's 500 ms is the slow one's test.
-        { upstream: "fast", model: "f", first_content_timeout_secs: 100 },
+        // The answering upstream gets 2 s of its own: the route's 1 s is the slow one's test.
+        { upstream: "fast", model: "f", first_content_timeout_secs: 200 },
       ],
     }],
   };
@@ -80,8 +82,8 @@ async function assertFailedOver(gw: TestGateway, id: string, started: number): P
   ]);
   // Like an idle timeout before content, it counts for cooldown.
   assert.equal(gw.cooldowns.get("slow").consecutiveFailures, 1);
-  // Given up at 50 s (500 ms), long before the 300 s (3 s) idle timeout could have fired.
-  assert.ok(Date.now() - started < 2_500, `took ${Date.now() - started} ms`);
+  // Given up at 100 s (1 s), before the 300 s (3 s) idle timeout could have fired.
+  assert.ok(Date.now() - started < 3_000, `took ${Date.now() - started} ms`);
 }
 
 const clients = {
@@ -145,7 +147,8 @@ Deno.test("without first_content_timeout_secs a slow first token is waited for (
       headers: { "content-type": "text/event-stream" },
       body: [
         { send: ": keep-alive\n\n" },
-        { wait: SLOW_FIRST_TOKEN_MS },
+        // 100 s: what the other tests' route would give up at, well inside the 3 s idle timeout.
+        { wait: 1_000 },
         ...chatStreamBlocks({ text: ["late"] }).map((send) => ({ send })),
       ],
     }),
