@@ -5,6 +5,7 @@ import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
 import { wholeBody as geminiWhole } from "./fake_upstreams/gemini_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
 import { spawnGateway } from "./spawn_gateway.ts";
+import { assertResponsive } from "./health_poll.ts";
 import { GuardrailMatcher } from "../gateway/policy/guardrail_matcher.ts";
 
 const PHRASE = "exfiltrate the vault";
@@ -276,10 +277,10 @@ Deno.test("a backtracking rule on a 320 KB prompt never stalls the gateway; the 
     // code never answered). One slow answer on a loaded machine is no stall: the slowest took
     // 1.2 s once with both cores busy, so the bound on it is the budget; the typical one, 500 ms.
     assert.ok(latencies.length >= 5, `healthz answered ${latencies.length} times during the check`);
-    const sorted = [...latencies].sort((x, y) => x - y);
-    const median = sorted[Math.floor(sorted.length / 2)]!;
-    assert.ok(median < 500, `median healthz: ${median} ms`);
-    assert.ok(sorted.at(-1)! < budgetMs, `slowest healthz: ${sorted.at(-1)} ms`);
+    assertResponsive({ times: latencies, failures: [] }, "a backtracking rule", {
+      medianMs: 500,
+      slowestMs: budgetMs,
+    });
 
     // The worker that was stopped is replaced: rules still block and pass afterwards.
     const hit = await postJson(`${url}/v1/chat/completions`, {

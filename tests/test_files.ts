@@ -84,8 +84,9 @@ export const FILE_SECONDS: Readonly<Record<string, number>> = {
 
 /**
  * Files whose tests are mostly one child process of their own (a browser, the bench with its load
- * processes, the type checker): the suite runs them in a shard of their own, beside the others,
- * so their processes' waits overlap the other shards' work instead of adding to a shard's time.
+ * processes, the type checker): the suite places them in its last shard before any other file, so
+ * they run beside the other shards' work, and that shard takes other files only while it is the
+ * lightest (tests/suite.ts).
  */
 export const CHILD_PROCESS_FILES: readonly string[] = [
   "admin_browser_test.ts",
