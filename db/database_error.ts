@@ -10,3 +10,12 @@ import type { LibsqlError } from "@libsql/client";
 export function isDatabaseError(err: unknown): err is LibsqlError {
   return err instanceof Error && (err.name === "LibsqlError" || err.name === "LibsqlBatchError");
 }
+
+/**
+ * Errors that belong to the rows rather than to the database being away, so retrying the same
+ * rows would fail forever. Outages (busy, locked, read-only, network) are never in this set.
+ */
+export function isRowProblem(err: unknown): boolean {
+  const code = err instanceof Error && "code" in err ? err.code : undefined;
+  return typeof code === "string" && /^SQLITE_(CONSTRAINT|MISMATCH|TOOBIG|RANGE)/.test(code);
+}

@@ -1,5 +1,11 @@
 import type { InStatement, InValue, Row } from "@libsql/client";
-import type { AttemptOutcome, AttemptRow, FailureSource, RequestRow } from "./records.ts";
+import {
+  type AttemptOutcome,
+  type AttemptRow,
+  type FailureSource,
+  type RequestRow,
+  USAGE_SOURCES,
+} from "./records.ts";
 import {
   bindFlag,
   bindNumber,
@@ -37,6 +43,7 @@ export const REQUEST_COLUMNS: Record<keyof RequestRow, string> = {
   cachedTokens: "cached_tokens",
   reasoningTokens: "reasoning_tokens",
   tokensEstimated: "tokens_estimated",
+  usageSource: "usage_source",
   costUsd: "cost_usd",
   cacheWriteTokens: "cache_write_tokens",
   cacheWrite1hTokens: "cache_write_1h_tokens",
@@ -60,6 +67,7 @@ export const ATTEMPT_COLUMNS: Record<keyof AttemptRow, string> = {
   inputTokens: "input_tokens",
   outputTokens: "output_tokens",
   tokensEstimated: "tokens_estimated",
+  usageSource: "usage_source",
   droppedHeaders: "dropped_headers",
   costUsd: "cost_usd",
   resumeOffset: "resume_offset",
@@ -105,6 +113,7 @@ export const writeRequestValues: ValueWriter<RequestRow> = (r, out) => {
     bindNumber(r.cachedTokens),
     bindNumber(r.reasoningTokens),
     bindFlag(r.tokensEstimated),
+    r.usageSource ?? null,
     bindNumber(r.costUsd),
     bindNumber(r.cacheWriteTokens),
     bindNumber(r.cacheWrite1hTokens),
@@ -130,6 +139,7 @@ export const writeAttemptValues: ValueWriter<AttemptRow> = (a, out) => {
     bindNumber(a.inputTokens),
     bindNumber(a.outputTokens),
     bindFlag(a.tokensEstimated),
+    a.usageSource ?? null,
     a.droppedHeaders ?? null,
     bindNumber(a.costUsd),
     bindNumber(a.resumeOffset),
@@ -327,6 +337,7 @@ export function requestFromRow(row: Row): RequestRow {
     cachedTokens: numOrNull(row, "cached_tokens"),
     reasoningTokens: numOrNull(row, "reasoning_tokens"),
     tokensEstimated: flag(row, "tokens_estimated"),
+    usageSource: memberOrNull(row, { column: "usage_source", members: USAGE_SOURCES }),
     costUsd: numOrNull(row, "cost_usd"),
     cacheWriteTokens: numOrNull(row, "cache_write_tokens"),
     cacheWrite1hTokens: numOrNull(row, "cache_write_1h_tokens"),
@@ -352,6 +363,7 @@ export function attemptFromRow(row: Row): AttemptRow {
     inputTokens: numOrNull(row, "input_tokens"),
     outputTokens: numOrNull(row, "output_tokens"),
     tokensEstimated: flag(row, "tokens_estimated"),
+    usageSource: memberOrNull(row, { column: "usage_source", members: USAGE_SOURCES }),
     droppedHeaders: textOrNull(row, "dropped_headers"),
     costUsd: numOrNull(row, "cost_usd"),
     resumeOffset: numOrNull(row, "resume_offset"),

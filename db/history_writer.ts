@@ -1,6 +1,7 @@
 import type { InStatement } from "@libsql/client";
 import { type BatchExecutor, inProcessExecutor } from "./batch_executor.ts";
 import type { Db } from "./client.ts";
+import { isRowProblem } from "./database_error.ts";
 import { type BatchRow, HistoryQueue } from "./history_queue.ts";
 import { upsertAttempts, upsertRequests } from "./history_rows.ts";
 import type { AttemptRecord, RequestRecord } from "./records.ts";
@@ -353,13 +354,4 @@ function statementsFor(batch: readonly BatchRow[]): InStatement[] {
   const statements = upsertRequests(requests);
   for (const statement of upsertAttempts(attempts)) statements.push(statement);
   return statements;
-}
-
-/**
- * Errors that belong to the rows rather than to the database being away, so retrying the same
- * rows would fail forever. Outages (busy, locked, read-only, network) are never in this set.
- */
-function isRowProblem(err: unknown): boolean {
-  const code = err instanceof Error && "code" in err ? err.code : undefined;
-  return typeof code === "string" && /^SQLITE_(CONSTRAINT|MISMATCH|TOOBIG|RANGE)/.test(code);
 }

@@ -1,4 +1,4 @@
-import type { InStatement } from "@libsql/client";
+import type { InStatement, Row } from "@libsql/client";
 import { type Db, writing } from "./client.ts";
 import { num, text } from "./row_values.ts";
 
@@ -66,13 +66,23 @@ export async function readKeyUsage(
       out.get(text(row, "key_id"))?.push({
         kind: text(row, "kind") === "day" ? "day" : "second",
         start: num(row, "start"),
-        requests: num(row, "requests"),
-        tokens: num(row, "tokens"),
-        costUsd: num(row, "cost_usd"),
+        requests: amount(row, "requests"),
+        tokens: amount(row, "tokens"),
+        costUsd: amount(row, "cost_usd"),
       });
     }
   }
   return out;
+}
+
+/**
+ * A stored amount, finite and 0 or more: a credit or an Infinity stored before counts were
+ * checked must neither lift nor end a budget for good (docs/security.md "Numbers an upstream
+ * reports").
+ */
+function amount(row: Row, column: string): number {
+  const value = num(row, column);
+  return Number.isFinite(value) && value > 0 ? value : 0;
 }
 
 /** Drops second rows older than `before`; day rows stay (one per key and day). */

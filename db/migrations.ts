@@ -249,4 +249,14 @@ export const MIGRATIONS: readonly Migration[] = [
         WHERE session_id IS NOT NULL`,
     ],
   },
+  {
+    // docs/observability.md "Token usage": whether a row's tokens are the upstream's report, the
+    // gateway's estimate, or an estimate standing in for a count the upstream got wrong.
+    version: 23,
+    name: "usage_source",
+    sql: [
+      "ALTER TABLE requests ADD COLUMN usage_source TEXT",
+      "ALTER TABLE attempts ADD COLUMN usage_source TEXT",
+    ],
+  },
 ];

@@ -76,6 +76,8 @@ export interface RequestRow {
   reasoningTokens: number | null;
   /** Whether the tokens are partly the gateway's estimate (docs/observability.md "Token usage"). */
   tokensEstimated: boolean;
+  /** Where its tokens came from; null when it has none (docs/observability.md "Token usage"). */
+  usageSource: UsageSource | null;
   /** USD, the sum over its attempts; null when none of them had a price (docs/config.md). */
   costUsd: number | null;
   /** Input tokens written to the prompt cache, every lifetime (part of `inputTokens`). */
@@ -90,6 +92,20 @@ export interface RequestRow {
    */
   movedFrom: string | null;
 }
+
+/**
+ * Where a row's tokens came from: `upstream`, its own report; `estimated`, partly the gateway's
+ * estimate (usage never came, or not after the last text); `rejected`, the upstream reported a
+ * count out of range (docs/security.md "Numbers an upstream reports") and the gateway's estimate
+ * or cut stands in its place. A request's is its hops': `rejected` when any hop's was.
+ */
+export type UsageSource = "upstream" | "estimated" | "rejected";
+
+export const USAGE_SOURCES: Readonly<Record<UsageSource, true>> = {
+  upstream: true,
+  estimated: true,
+  rejected: true,
+};
 
 /** One hop: one call to one upstream. */
 export interface AttemptRow {
@@ -112,6 +128,8 @@ export interface AttemptRow {
    * tokens are estimated from what was sent and received (docs/observability.md "Token usage").
    */
   tokensEstimated: boolean;
+  /** Where its tokens came from; null when it has none (docs/observability.md "Token usage"). */
+  usageSource: UsageSource | null;
   /**
    * The client's provider headers and query flags this hop could not be sent
    * because its body was translated (e.g. `anthropic-beta: context-1m-2025-08-07; ?beta=true`);

@@ -6,6 +6,7 @@ import { KeyUsageMeter } from "../gateway/policy/key_usage_meter.ts";
 import type { GatewayKey } from "../gateway/config/schema.ts";
 import type { Logger } from "../gateway/runtime/logger.ts";
 import { createClock } from "../gateway/runtime/clock.ts";
+import { Metrics } from "../gateway/runtime/metrics.ts";
 import { withTempDb } from "./db_helpers.ts";
 import { TEST_SCALE } from "./harness.ts";
 
@@ -156,5 +157,83 @@ Deno.test("meter: a failing read is retried once per cache period, and logged on
     for (let i = 0; i < 10; i++) await meter.refresh(["k"]);
     assert.equal(reads, 1, "not one read per request while the database fails them");
     assert.deepEqual(events, ["key_usage.read_failed"]);
+  });
+});
+
+/** An executor over the real database that refuses, as a constraint would, any batch naming `bad`. */
+function refusingKey(db: Db, bad: string) {
+  const refused: string[] = [];
+  return {
+    refused,
+    writes: {
+      run: async (statements: InStatement[]) => {
+        if (statements.some((s) => typeof s !== "string" && s.args?.[0 as never] === bad)) {
+          refused.push(bad);
+          throw Object.assign(new Error("NOT NULL constraint failed: key_usage.cost_usd"), {
+            code: "SQLITE_CONSTRAINT_NOTNULL",
+          });
+        }
+        await db.client.batch(statements, "write" as TransactionMode);
+      },
+      close: () => Promise.resolve(),
+    },
+  };
+}
+
+Deno.test("meter: a row the database refuses never holds back other keys' rows, and is set aside after its tries", async () => {
+  await withTempDb(async ({ db }) => {
+    const clock = createClock(TEST_SCALE);
+    const { refused, writes } = refusingKey(db, "bad");
+    const events: { name: string; fields: Record<string, unknown> }[] = [];
+    const log = {
+      event: (name: string, fields: Record<string, unknown>) => events.push({ name, fields }),
+    } as unknown as Logger;
+    const metrics = new Metrics();
+    const meter = new KeyUsageMeter({ db, clock, writes, log, metrics });
+    meter.add("bad", { requests: 1, costUsd: 0.25 });
+    meter.add("good", { requests: 1, costUsd: 0.5 });
+    await meter.flush();
+    const written = await db.client.execute(
+      "SELECT key_id, cost_usd FROM key_usage WHERE kind = 'day'",
+    );
+    assert.deepEqual(written.rows.map((r) => [r.key_id, r.cost_usd]), [["good", 0.5]]);
+    // Tried alone with the next writes, then set aside: logged, counted, still this process's.
+    meter.add("good", { requests: 1 });
+    await meter.flush();
+    meter.add("good", { requests: 1 });
+    await meter.flush();
+    assert.equal(
+      refused.length,
+      1 + 3,
+      "once in the batch with the others, then three tries alone",
+    );
+    assert.equal(metrics.keyUsageSetAside.get(), 1);
+    assert.deepEqual(
+      events.filter((e) => e.name === "key_usage.row_set_aside").map((e) => e.fields.key),
+      ["bad"],
+    );
+    assert.equal(cost(meter.rows("bad")), 0.25, "still counted against its key here");
+    meter.add("good", { requests: 1 });
+    await meter.flush();
+    assert.equal(refused.length, 4, "never sent again");
+    const good = await db.client.execute(
+      "SELECT SUM(requests) AS n FROM key_usage WHERE key_id = 'good' AND kind = 'day'",
+    );
+    assert.equal(Number(good.rows[0]!.n), 4);
+  });
+});
+
+Deno.test("meter: an amount that is not finite and 0 or more counts as 0, so a budget is never NaN nor credited", async () => {
+  await withTempDb(async ({ db }) => {
+    const meter = new KeyUsageMeter({ db, clock: createClock(TEST_SCALE) });
+    meter.add("k", { requests: 1, tokens: Infinity, costUsd: NaN });
+    meter.add("k", { requests: 1, tokens: -5, costUsd: -999.99 });
+    meter.add("k", { requests: 1, tokens: 10, costUsd: 0.5 });
+    assert.equal(cost(meter.rows("k")), 0.5);
+    await meter.flush();
+    await new Promise((r) => setTimeout(r, 60));
+    await meter.refresh(["k"]);
+    assert.equal(cost(meter.rows("k")), 0.5);
+    assert.equal(sum(meter.rows("k")), 3);
   });
 });

@@ -13,6 +13,8 @@ import {
   VectorTally,
 } from "../formats/embeddings.ts";
 import { estimateTokens } from "../formats/token_estimate.ts";
+import { isTokenCount } from "../formats/token_counts.ts";
+import { markEstimated } from "../live/live_request.ts";
 import { badResponse } from "../formats/upstream_error.ts";
 
 /** An embeddings request on its way through the candidates. */
@@ -43,16 +45,21 @@ export async function forwardEmbeddings(
   return { response, error };
 }
 
-/** Input tokens over a hop's calls: reported, or estimated where a call reported none. */
+/**
+ * Input tokens over a hop's calls: reported, or estimated where a call reported none or a count
+ * out of range (docs/security.md "Numbers an upstream reports").
+ */
 class TokenTally {
   total = 0;
   estimated = false;
+  rejected = false;
 
   add(reported: number | undefined, inputs: EmbedInput[]): void {
-    if (reported !== undefined) {
+    if (isTokenCount(reported)) {
       this.total += reported;
       return;
     }
+    if (reported !== undefined) this.rejected = true;
     this.estimated = true;
     // Token ids are their own count; text is estimated as everywhere (token_estimate.ts).
     for (const input of inputs) {
@@ -125,8 +132,9 @@ async function embedHop(
       answerModel ??= piece.model;
       at += count;
     }
+    if (tokens.rejected) hop.attempt.refused(["inputTokens"]);
     hop.attempt.usage({ inputTokens: tokens.total, outputTokens: 0 });
-    if (tokens.estimated) hop.attempt.record.tokensEstimated = true;
+    if (tokens.estimated) markEstimated(hop.attempt.record);
     settleContent(hop);
     hop.req.live.contentSent();
     if (tokens.estimated) hop.attempt.estimated();
@@ -147,7 +155,9 @@ async function embedHop(
       const record = hop.attempt.record;
       record.inputTokens = tokens.total;
       record.outputTokens = 0;
-      record.tokensEstimated = tokens.estimated;
+      if (tokens.rejected) hop.attempt.refused(["inputTokens"]);
+      if (tokens.estimated) markEstimated(record);
+      else record.usageSource ??= "upstream";
     }
   }
 }

@@ -1,6 +1,7 @@
 import type { UpstreamFrame } from "../formats/format.ts";
 import type { IrRequest, IrResponse, IrUsage } from "../formats/ir.ts";
-import type { Attempt } from "../live/live_request.ts";
+import { type Attempt, markEstimated } from "../live/live_request.ts";
+import { isTokenCount } from "../formats/token_counts.ts";
 import { estimateInputTokens, estimateTokens, partsChars } from "../formats/token_estimate.ts";
 
 /**
@@ -27,8 +28,9 @@ export class UsageLedger {
     this.#unreported += chars;
   }
 
+  /** Only a count the hop's row takes (token_counts.ts) covers the text before it. */
   reported(usage: IrUsage): void {
-    if (usage.outputTokens !== undefined) this.#unreported = 0;
+    if (isTokenCount(usage.outputTokens)) this.#unreported = 0;
   }
 
   /** A whole answer decoded: its parts are the text (the raw JSON around them is not). */
@@ -41,18 +43,20 @@ export class UsageLedger {
   /**
    * Completes the attempt's tokens as the hop ends. Only a hop that received content is billed
    * beyond what it reported: output is estimated when text came after its last reported output
-   * (never below what was reported), input when none was reported. An estimating hop that
-   * answered the client carries its estimate onto the request's row.
+   * (never below what was reported), input when none was reported. A hop whose upstream reported
+   * a count out of range is billed its estimated input though it sent no content: it read the
+   * prompt. An estimating hop that answered the client carries its estimate onto the request's
+   * row.
    */
   settle(attempt: Attempt, opts: { ir: IrRequest; outcome: string }): void {
     const record = attempt.record;
-    if (this.#chars === 0) {
+    if (this.#chars === 0 && !attempt.usageRejected) {
       // A lost hedge's upstream answered with headers, so it had read the prompt: that input is
       // billed though it sent no content (docs/liveness.md, "Hedged start").
       if (opts.outcome !== "hedge_lost" || record.headersMs === null) return;
       if (record.inputTokens !== null) return;
       record.inputTokens = estimateInputTokens(opts.ir);
-      record.tokensEstimated = true;
+      markEstimated(record);
       return;
     }
     let estimated = false;
@@ -65,7 +69,7 @@ export class UsageLedger {
       estimated = true;
     }
     if (!estimated) return;
-    record.tokensEstimated = true;
+    markEstimated(record);
     if (attempt.contentSeen) attempt.estimated();
   }
 }

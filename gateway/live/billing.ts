@@ -103,7 +103,16 @@ export function hopCost(rates: Rates | undefined, tokens: HopTokens): HopCost | 
     PER_MILLION;
   const usd = ((input - read - written) * rates.input + read * rates.cacheRead +
         (tokens.output ?? 0) * rates.output) / PER_MILLION + cacheWriteUsd;
-  return { usd, cacheWriteUsd };
+  return { usd: billableAmount(usd), cacheWriteUsd: billableAmount(cacheWriteUsd) };
+}
+
+/**
+ * An amount a budget counts: finite and 0 or more, anything else 0. Counts are checked where
+ * they come in (gateway/formats/token_counts.ts); this is the last line, so a cost or a budget
+ * is never NaN, Infinity or a credit (docs/security.md "Numbers an upstream reports").
+ */
+export function billableAmount(amount: number | null | undefined): number {
+  return typeof amount === "number" && Number.isFinite(amount) && amount > 0 ? amount : 0;
 }
 
 export function billingFor(
@@ -129,7 +138,7 @@ export function billingFor(
       });
       hop.costUsd = cost?.usd ?? null;
       hop.cacheWriteUsd = cost?.cacheWriteUsd ?? null;
-      const tokens = (hop.inputTokens ?? 0) + (hop.outputTokens ?? 0);
+      const tokens = billableAmount(hop.inputTokens) + billableAmount(hop.outputTokens);
       if (tokens > 0 || hop.costUsd) opts.onBilled?.({ tokens, costUsd: hop.costUsd });
     },
   };

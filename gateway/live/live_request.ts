@@ -3,11 +3,13 @@ import type {
   AttemptRecord,
   RequestRecord,
   RequestTrace,
+  UsageSource,
 } from "../../db/records.ts";
 import { newSpanId } from "./trace_context.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { GatewayError } from "../runtime/gateway_error.ts";
 import type { IrUsage } from "../formats/ir.ts";
+import { checkUsage, cutCacheCounts, type UsageField } from "../formats/token_counts.ts";
 import type { Metrics } from "../runtime/metrics.ts";
 import { type Billing, requestCost, sumPriced } from "./billing.ts";
 
@@ -88,13 +90,32 @@ type UsageFields = Pick<
   "inputTokens" | "outputTokens" | "cachedTokens" | "cacheWriteTokens" | "cacheWrite1hTokens"
 >;
 
-/** A usage report onto a row: each field it states replaces the row's, the rest stay. */
-function takeUsage(row: UsageFields, usage: IrUsage): void {
+/**
+ * A checked usage report onto a row: each field it states replaces the row's, the rest stay;
+ * cache counts a later report left above the input are cut to it.
+ */
+function takeUsage(row: UsageFields & SourcedRow, usage: IrUsage): void {
   row.inputTokens = usage.inputTokens ?? row.inputTokens;
   row.outputTokens = usage.outputTokens ?? row.outputTokens;
   row.cachedTokens = usage.cachedTokens ?? row.cachedTokens;
   row.cacheWriteTokens = usage.cacheWriteTokens ?? row.cacheWriteTokens;
   row.cacheWrite1hTokens = usage.cacheWrite1hTokens ?? row.cacheWrite1hTokens;
+  cutCacheCounts(row);
+  if (row.inputTokens !== null || row.outputTokens !== null) row.usageSource ??= "upstream";
+}
+
+/** The fields that say where a row's tokens came from. */
+type SourcedRow = { tokensEstimated: boolean; usageSource: UsageSource | null };
+
+/**
+ * The gateway's estimate now stands in a row's tokens (usage_ledger.ts): the row says so, and
+ * keeps saying `rejected` where an out-of-range count is what the estimate replaced. Cache
+ * counts stay parts of an estimated input.
+ */
+export function markEstimated(row: UsageFields & SourcedRow): void {
+  cutCacheCounts(row);
+  row.tokensEstimated = true;
+  if (row.usageSource !== "rejected") row.usageSource = "estimated";
 }
 
 /** One hop in progress. Ends exactly once; later calls are ignored. */
@@ -126,10 +147,30 @@ export class Attempt {
     if (!this.contentSeen) this.#held ??= [];
   }
 
+  /**
+   * A usage report from this hop's upstream. Its counts are checked first, in place
+   * (token_counts.ts): a refused one leaves the row to the usage ledger's estimate, the row says
+   * `rejected`, and `pulsegate_usage_rejected_total` counts it.
+   */
   usage(usage: IrUsage): void {
+    const refused = checkUsage(usage);
+    if (refused.length) this.refused(refused);
     takeUsage(this.record, usage);
     if (this.#held) this.#held.push(usage);
     else this.owner.usage(usage);
+  }
+
+  /** Counts of this hop's upstream that were out of range: the row and the metric say so. */
+  refused(fields: readonly UsageField[]): void {
+    this.record.usageSource = "rejected";
+    for (const field of fields) {
+      this.owner.deps.metrics.usageRejected.inc({ upstream: this.record.upstream, field });
+    }
+  }
+
+  /** Whether an upstream count of this hop was refused: the ledger estimates in its place. */
+  get usageRejected(): boolean {
+    return this.record.usageSource === "rejected";
   }
 
   /** This hop answered the client and its tokens are partly estimated (usage_ledger.ts). */
@@ -209,6 +250,7 @@ export class LiveRequest {
       cachedTokens: null,
       reasoningTokens: null,
       tokensEstimated: false,
+      usageSource: null,
       costUsd: null,
       cacheWriteTokens: null,
       cacheWrite1hTokens: null,
@@ -260,6 +302,7 @@ export class LiveRequest {
       inputTokens: null,
       outputTokens: null,
       tokensEstimated: false,
+      usageSource: null,
       droppedHeaders: null,
       costUsd: null,
       resumeOffset: null,
@@ -320,7 +363,9 @@ export class LiveRequest {
     this.flushAttempt(attempt);
   }
 
+  /** Usage for the request's row; its hop checked it (`Attempt.usage`), and a resume merged it. */
   usage(usage: IrUsage): void {
+    checkUsage(usage);
     takeUsage(this.record, usage);
     this.record.reasoningTokens = usage.reasoningTokens ?? this.record.reasoningTokens;
   }
@@ -330,7 +375,7 @@ export class LiveRequest {
     const r = this.record;
     r.inputTokens ??= a.inputTokens;
     r.outputTokens = Math.max(r.outputTokens ?? 0, a.outputTokens ?? 0);
-    r.tokensEstimated = true;
+    markEstimated(r);
   }
 
   /** The first content went to the client. */
@@ -360,6 +405,7 @@ export class LiveRequest {
     r.failureSource = err?.source ?? null;
     r.errorCode = err?.code ?? null;
     r.errorMessage = err ? err.recordedMessage : null;
+    if (this.attempts.some((a) => a.usageRejected)) r.usageSource = "rejected";
     r.costUsd = requestCost(this.attempts.map((a) => a.record));
     r.cacheWriteUsd = sumPriced(this.attempts.map((a) => a.record.cacheWriteUsd));
     const { metrics } = this.deps;

@@ -11,6 +11,9 @@ import {
 } from "../../db/key_usage_store.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
+import type { Metrics } from "../runtime/metrics.ts";
+import { isRowProblem } from "../../db/database_error.ts";
+import { billableAmount } from "../live/billing.ts";
 import { dayStart, monthStart, WINDOW_MS } from "./usage_windows.ts";
 
 /** How long a read of the shared counters serves this process (configured ms, scaled). */
@@ -20,6 +23,10 @@ const READ_TIMEOUT_MS = 500;
 /** Local increments kept while the database cannot take them, newest last. */
 const MAX_UNWRITTEN = 10_000;
 const PRUNE_EVERY_MS = 60_000;
+/** Writes of one increment the database refused on its own before it is set aside. */
+const ROW_TRIES = 3;
+/** Set-aside increments kept for this process's own count, newest last. */
+const MAX_SET_ASIDE = 1_000;
 
 interface Increment {
   keyId: string;
@@ -29,6 +36,8 @@ interface Increment {
   costUsd: number;
   /** When its write committed; null until then. */
   doneAt: number | null;
+  /** Writes of it alone the database refused (a constraint, not an outage). */
+  refusals: number;
 }
 
 interface Snapshot {
@@ -63,20 +72,33 @@ export class KeyUsageMeter {
   #flushQueued = false;
   #lastPrune = 0;
   #readsFailing = false;
+  /** Increments the database refused however often they were sent: counted here, never written. */
+  #setAside: Increment[] = [];
 
   constructor(
-    private deps: { db: Db; clock: Clock; log?: Logger; writes?: BatchExecutor },
+    private deps: {
+      db: Db;
+      clock: Clock;
+      log?: Logger;
+      writes?: BatchExecutor;
+      metrics?: Metrics;
+    },
   ) {}
 
-  /** Counts use for a key: written to the database soon, seen by this process at once. */
+  /**
+   * Counts use for a key: written to the database soon, seen by this process at once. Amounts
+   * that are not finite and 0 or more count as 0: a budget must never be credited nor stuck at
+   * NaN (docs/security.md "Numbers an upstream reports").
+   */
   add(keyId: string, use: { requests?: number; tokens?: number; costUsd?: number }): void {
     this.#increments.push({
       keyId,
       at: this.deps.clock.now(),
-      requests: use.requests ?? 0,
-      tokens: use.tokens ?? 0,
-      costUsd: use.costUsd ?? 0,
+      requests: billableAmount(use.requests),
+      tokens: billableAmount(use.tokens),
+      costUsd: billableAmount(use.costUsd),
       doneAt: null,
+      refusals: 0,
     });
     if (this.#increments.length > MAX_UNWRITTEN) this.#increments.shift();
     this.#scheduleFlush();
@@ -97,6 +119,9 @@ export class KeyUsageMeter {
   rows(keyId: string): KeyUsageRow[] {
     const snap = this.#snapshots.get(keyId);
     const rows = [...(snap?.rows ?? [])];
+    for (const inc of this.#setAside) {
+      if (inc.keyId === keyId) rows.push(...incrementRows(inc).map(({ keyId: _, ...row }) => row));
+    }
     for (const inc of this.#increments) {
       if (inc.keyId !== keyId) continue;
       if (snap && inc.doneAt !== null && inc.doneAt < snap.coveredUntil) continue;
@@ -225,11 +250,9 @@ export class KeyUsageMeter {
     const batch = this.#increments.filter((i) => i.doneAt === null);
     try {
       if (batch.length) {
-        const rows = batch.flatMap(incrementRows);
-        if (this.deps.writes) await this.deps.writes.run(addKeyUsageStatements(rows));
-        else await addKeyUsage(this.deps.db, rows);
-        const doneAt = this.deps.clock.now();
-        for (const inc of batch) inc.doneAt = doneAt;
+        // One the database refused before goes alone: it must not fail the others' batch again.
+        await this.#writeIncrements(batch.filter((i) => i.refusals === 0));
+        for (const inc of batch) if (inc.refusals > 0) await this.#writeIncrements([inc]);
         this.#forgetCovered();
       }
       await this.#prune();
@@ -242,6 +265,49 @@ export class KeyUsageMeter {
     if (this.#increments.some((i) => i.doneAt === null && !batch.includes(i))) {
       this.#scheduleFlush();
     }
+  }
+
+  /**
+   * Writes increments in one transaction. When the database refuses a row of its own (a
+   * constraint, not an outage) they go one at a time, so the bad one never holds back the other
+   * keys' behind it; it is tried again with the next writes, then set aside.
+   */
+  async #writeIncrements(batch: Increment[]): Promise<void> {
+    if (!batch.length) return;
+    try {
+      const rows = batch.flatMap(incrementRows);
+      if (this.deps.writes) await this.deps.writes.run(addKeyUsageStatements(rows));
+      else await addKeyUsage(this.deps.db, rows);
+    } catch (err) {
+      if (!isRowProblem(err)) throw err;
+      if (batch.length === 1) return this.#refused(batch[0]!, err);
+      for (const inc of batch) await this.#writeIncrements([inc]);
+      return;
+    }
+    const doneAt = this.deps.clock.now();
+    for (const inc of batch) inc.doneAt = doneAt;
+  }
+
+  /**
+   * The database refused this increment alone. After ROW_TRIES it leaves the write queue with a
+   * log line and a metric; this process keeps counting it for the key's limits, so what was
+   * billed is not forgotten here, though other instances never see it.
+   */
+  #refused(inc: Increment, err: unknown): void {
+    inc.refusals++;
+    if (inc.refusals < ROW_TRIES) return;
+    this.#increments = this.#increments.filter((i) => i !== inc);
+    this.#setAside.push(inc);
+    if (this.#setAside.length > MAX_SET_ASIDE) this.#setAside.shift();
+    this.deps.metrics?.keyUsageSetAside.inc();
+    this.deps.log?.event("key_usage.row_set_aside", {
+      key: inc.keyId,
+      at: inc.at,
+      requests: inc.requests,
+      tokens: inc.tokens,
+      cost_usd: inc.costUsd,
+      error: String(err),
+    });
   }
 
   async #prune(): Promise<void> {

@@ -2,7 +2,7 @@ import type { GatewayKey } from "../config/schema.ts";
 import type { LoopBreaker, SessionBudget } from "../config/limits_schema.ts";
 import type { Db } from "../../db/client.ts";
 import { sessionTotals } from "../../db/session_queries.ts";
-import type { Billing } from "../live/billing.ts";
+import { billableAmount, type Billing } from "../live/billing.ts";
 import { affinitySession } from "../route/affinity.ts";
 import type { Clock } from "../runtime/clock.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
@@ -101,8 +101,8 @@ export class SessionLimits {
         base.bill(hop);
         const use = this.#tracked.get(name)?.use;
         if (!use) return;
-        use.tokens += (hop.inputTokens ?? 0) + (hop.outputTokens ?? 0);
-        use.costUsd += hop.costUsd ?? 0;
+        use.tokens += billableAmount(hop.inputTokens) + billableAmount(hop.outputTokens);
+        use.costUsd += billableAmount(hop.costUsd);
       },
     };
   }
@@ -146,9 +146,10 @@ export class SessionLimits {
         log?.event("session.usage_unread", { key: opts.keyId, reason: "timeout" });
         return;
       }
-      tracked.use.requests += totals.requests;
-      tracked.use.tokens += totals.tokens;
-      tracked.use.costUsd += totals.costUsd;
+      // The history's sums: rows written before counts were checked may hold anything.
+      tracked.use.requests += billableAmount(totals.requests);
+      tracked.use.tokens += billableAmount(totals.tokens);
+      tracked.use.costUsd += billableAmount(totals.costUsd);
     } catch (err) {
       log?.event("session.usage_unread", { key: opts.keyId, reason: String(err) });
     } finally {

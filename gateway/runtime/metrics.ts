@@ -31,6 +31,9 @@ class Counter {
   values = new Map<string, number>();
   constructor(readonly name: string, readonly help: string) {}
   inc(labels: Labels = {}, by = 1): void {
+    // A value that is not a number (an upstream's NaN or Infinity that got past a check) would
+    // stick in the series for good: Prometheus reads `NaN` and every later sum with it.
+    if (!Number.isFinite(by)) return;
     const key = labelKey(labels);
     this.values.set(key, (this.values.get(key) ?? 0) + by);
   }
@@ -151,6 +154,16 @@ export class Metrics {
     "Probes of upstreams whose pause ended, by upstream and result (ok, failed, released).",
   );
   inflight = 0;
+  usageRejected = new Counter(
+    "pulsegate_usage_rejected_total",
+    "Token counts an upstream reported out of range (not a whole number from 0 to the cap), by " +
+      "upstream and field; the gateway's estimate stands in (docs/security.md).",
+  );
+  keyUsageSetAside = new Counter(
+    "pulsegate_key_usage_set_aside_total",
+    "Key usage increments the database refused on their own after retries, set aside so the " +
+      "other keys' are written; still counted by this process (docs/security.md).",
+  );
   keyInFlight = new Counter(
     "pulsegate_key_in_flight_requests",
     "Requests in progress per gateway key (keys[].max_in_flight), from admission to the row's close.",
@@ -227,6 +240,8 @@ export class Metrics {
       this.tokens.render(),
       this.cacheTokens.render(),
       this.cost.render(),
+      this.usageRejected.render(),
+      this.keyUsageSetAside.render(),
       this.historyDropped.render(),
       this.guardrailUnchecked.render(),
       this.refusedUnrecorded.render(),

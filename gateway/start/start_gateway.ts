@@ -130,7 +130,7 @@ async function start(
   closers.add("exporter", () => exporter.close());
   // Flushed before the history writer closes: the last counts reach the database it still has.
   // Its writes run where history's do, off the serving thread for a local file.
-  const keyMeter = new KeyUsageMeter({ db, clock, log, writes: history.executor });
+  const keyMeter = new KeyUsageMeter({ db, clock, log, writes: history.executor, metrics });
   closers.add("key usage meter", () => keyMeter.flush());
   const sessionLimits = new SessionLimits({ db, clock, log });
   const observability = new ObservabilityState({ db, clock, exporter, log });
