@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { CHILD_PROCESS_FILES, shardFiles, testFiles } from "./test_files.ts";
+import { CHILD_PROCESS_FILES, MODULE_DIRS, shardFiles, testFiles } from "./test_files.ts";
 import { shardModule, SHARDS, suiteShards } from "./suite.ts";
 
 /** Every name `deno test` takes for a test by default: `*_test`, `*.test` and `test`. */
@@ -16,9 +16,15 @@ async function denoWouldRun(dir: URL, prefix = ""): Promise<string[]> {
   return found.sort();
 }
 
-Deno.test("the suite imports every file deno test would run under tests/, helpers none", async () => {
+Deno.test("the suite imports every file deno test would run under tests/ and beside the modules, helpers none", async () => {
   const files = await testFiles();
-  assert.deepEqual(files, await denoWouldRun(new URL("./", import.meta.url)));
+  const beside = await Promise.all(
+    MODULE_DIRS.map(async (dir) =>
+      (await denoWouldRun(new URL(dir, import.meta.url))).map((name) => `${dir}${name}`)
+    ),
+  );
+  const own = await denoWouldRun(new URL("./", import.meta.url));
+  assert.deepEqual(files, [...own, ...beside.flat()].sort());
   assert.ok(files.includes("suite_test.ts") && files.includes("agents/codex_test.ts"));
   assert.ok(!files.includes("suite.ts") && !files.includes("harness.ts"));
 });

@@ -1,11 +1,31 @@
 const TESTS_DIR = new URL("./", import.meta.url);
 
-/** Every `*_test.ts(x)` under `dir`, relative to it and sorted: what the suite imports. */
-export async function testFiles(dir: URL = TESTS_DIR): Promise<string[]> {
+/**
+ * The folders whose modules may keep their tests beside them (`foo_test.ts` next to `foo.ts`,
+ * docs/architecture.md "Tests"), relative to tests/.
+ */
+export const MODULE_DIRS = ["../gateway/", "../db/", "../admin/"] as const;
+
+/**
+ * Every `*_test.ts(x)` the suite imports, sorted: those under tests/ relative to it, then those
+ * beside their modules (`../gateway/...`). `dir` alone lists one folder's, relative to it.
+ */
+export async function testFiles(dir?: URL): Promise<string[]> {
+  if (dir) return await testFilesIn(dir);
+  const found = await testFilesIn(TESTS_DIR);
+  for (const moduleDir of MODULE_DIRS) {
+    const inner = await testFilesIn(new URL(moduleDir, TESTS_DIR));
+    found.push(...inner.map((name) => `${moduleDir}${name}`));
+  }
+  return found.sort();
+}
+
+async function testFilesIn(dir: URL): Promise<string[]> {
   const found: string[] = [];
   for await (const entry of Deno.readDir(dir)) {
     if (entry.isDirectory) {
-      const inner = await testFiles(new URL(`${entry.name}/`, dir));
+      if (entry.name === "node_modules") continue;
+      const inner = await testFilesIn(new URL(`${entry.name}/`, dir));
       found.push(...inner.map((name) => `${entry.name}/${name}`));
     } else if (/_test\.tsx?$/.test(entry.name)) {
       found.push(entry.name);
