@@ -15,7 +15,7 @@ import { ResumePass } from "../gateway/forward/resume_pass.ts";
 import { ReplayGate } from "../gateway/forward/replay_gate.ts";
 import type { IrEvent, IrUsage } from "../gateway/formats/ir.ts";
 import { settleContent } from "../gateway/forward/settle.ts";
-import { StreamResume } from "../gateway/forward/stream_resume.ts";
+import { RESUME_HELD_CHARS, StreamResume } from "../gateway/forward/stream_resume.ts";
 import { abortedByOperator } from "../gateway/forward/stop_reasons.ts";
 import type { StreamChannel } from "../gateway/forward/client_channel.ts";
 import { upstreamStatusError } from "../gateway/formats/upstream_error.ts";
@@ -624,6 +624,31 @@ Deno.test("engine: a replay that parts from the delivered text ends with the ori
     // Another answer is no fault of the upstream's: nothing charged.
     assert.equal(e.deps.cooldowns.get("b").consecutiveFailures, 0, name);
   }
+});
+
+Deno.test("engine: an answer past RESUME_HELD_CHARS is not resumed: its break ends it, no candidate is called", async () => {
+  const long = "x".repeat(RESUME_HELD_CHARS);
+  const broke = (more: string): Act => ({
+    frames: [text(long), text(more)],
+    end: { how: "connection", error: new GatewayError("reset", { code: "gw.upstream.error" }) },
+  });
+  // At the cap the replay still takes over; one character past it, nothing was kept to match.
+  const atCap = engine(resumeRoute("replay"), {
+    script: {
+      a: [broke("")],
+      b: [{ frames: [text(long), [...text("!"), finish]], end: ANSWERED }],
+    },
+  });
+  assert.equal(await atCap.runResuming(), null);
+  assert.deepEqual(atCap.hops().map((h) => [h[0], h[1]]), [["a", "error"], ["b", "resumed"]]);
+
+  const past = engine(resumeRoute("auto", { prefill: ["b"] }), {
+    script: { a: [broke("y")], b: [] },
+  });
+  const error = await past.runResuming();
+  assert.equal(error?.code, "gw.upstream.error");
+  assert.deepEqual(past.calls.map((c) => c.upstream), ["a"]);
+  assert.equal(past.keepAlives(), 0);
 });
 
 Deno.test("engine: after a replay diverges, the next candidate replays; the first to match continues", async () => {

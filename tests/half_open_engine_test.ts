@@ -2,12 +2,14 @@
  * Half-open recovery (docs/design.md "Cooldown") in virtual time: when an upstream's pause
  * ends, exactly one request probes it while the others go to the next candidate; success
  * closes it, failure pauses it again for the doubled pause; a probe that ends with no word on
- * the upstream's health is given back.
+ * the upstream's health, or never gets to call it (its client left while the store decided, no
+ * slot was free), is given back; one whose hop never ends holds it only until its claim runs out.
  */
 import assert from "node:assert/strict";
 import { ANSWERED } from "../gateway/forward/hop_ending.ts";
 import { upstreamStatusError } from "../gateway/formats/upstream_error.ts";
 import { clientDisconnected } from "../gateway/forward/stop_reasons.ts";
+import type { ProbeStore } from "../gateway/route/cooldown.ts";
 import { type Act, answersAfter, countOf, failsWith, fleet } from "./pool_kit.ts";
 
 const PAUSE_MS = 60_000;
@@ -15,13 +17,17 @@ const PAUSE_MS = 60_000;
 /** A route a → b whose `a` is paused by three failures, then left until its pause is over. */
 async function pausedThenOver(
   play: (id: string, n: number) => Act,
-  opts: { candidates?: Parameters<typeof fleet>[0]["candidates"] } = {},
+  opts: {
+    candidates?: Parameters<typeof fleet>[0]["candidates"];
+    probes?: ProbeStore;
+    maxInFlight?: number;
+  } = {},
 ) {
   const f = fleet({
-    upstreams: [{ id: "a" }, { id: "b" }],
+    upstreams: [{ id: "a", max_in_flight: opts.maxInFlight }, { id: "b" }],
     candidates: opts.candidates ??
       [{ upstream: "a", model: "m" }, { upstream: "b", model: "m" }],
-  }, { play });
+  }, { play, probes: opts.probes });
   for (let i = 0; i < 3; i++) f.deps.cooldowns.failure("a", "gw.upstream.error");
   assert.equal(f.deps.cooldowns.phase("a"), "paused");
   await f.clock.run(f.clock.sleep(PAUSE_MS));
@@ -172,4 +178,60 @@ Deno.test("half-open: the shared store decides between instances; the loser goes
   assert.ok(all.every((r) => r.error === null));
   assert.equal((one.calls.get("a") ?? 0) + (two.calls.get("a") ?? 0), 1);
   assert.equal((one.calls.get("b") ?? 0) + (two.calls.get("b") ?? 0), 9);
+});
+
+Deno.test("half-open: a probe whose hop never ends, even when stopped, frees the upstream when its claim runs out", async () => {
+  // The claim lasts what its hop may wait for a slot and go without content: 5 s + 30 s. (Other
+  // models, so the slot the stuck hop keeps does not put `b` first as the less loaded of equals.)
+  const f = fleet({
+    upstreams: [{ id: "a" }, { id: "b" }],
+    candidates: [{ upstream: "a", model: "ma" }, { upstream: "b", model: "mb" }],
+    failover: { idle_timeout_secs: 30, slot_wait_secs: 5 },
+  }, { play: (id, n) => id === "a" && n === 0 ? { end: "stuck" } : answersAfter(10) });
+  for (let i = 0; i < 3; i++) f.deps.cooldowns.failure("a", "gw.upstream.error");
+  await f.clock.run(f.clock.sleep(PAUSE_MS));
+  void f.request(); // the probe: its hop is never given back
+  await f.clock.run(f.clock.sleep(34_000));
+  assert.equal(f.calls.get("a"), 1);
+  assert.deepEqual((await f.one()).hops, ["b"], "34 s on, the probe is still out");
+  await f.clock.run(f.clock.sleep(2_000));
+  assert.deepEqual((await f.one()).hops, ["a"], "36 s on, the next request probes");
+  assert.equal(f.deps.cooldowns.phase("a"), "ok");
+});
+
+Deno.test("half-open: a probe given back before its call: the client left while the store decided, or no slot was free", async () => {
+  const released: string[] = [];
+  let clock: { sleep(ms: number): Promise<void> } | null = null;
+  const probes = {
+    claim: async () => {
+      await clock!.sleep(500); // a slow database
+      return "claimed" as const;
+    },
+    release: (ticket: { upstream: string }) => void released.push(ticket.upstream),
+  };
+  const f = await pausedThenOver(() => answersAfter(10), { probes });
+  clock = f.clock;
+  const leaving = new AbortController();
+  f.clock.after(100, () => leaving.abort(clientDisconnected()));
+  const gone = await f.clock.run(f.request({ signal: leaving.signal }));
+  assert.equal(gone.error?.code, "gw.client.disconnected");
+  assert.deepEqual(released, ["a"], "given back in the store too");
+  assert.equal(f.deps.cooldowns.halfOpen("a"), true);
+  assert.equal(f.calls.get("a"), undefined);
+
+  // Its slots held by streams that began before the pause: each request that claims the probe
+  // gives it back at once and goes on; none waits, and the first after a slot frees probes.
+  // (Other models: as the less loaded of equals, `b` would go first and `a` never be reached.)
+  const g = await pausedThenOver(() => answersAfter(10), {
+    maxInFlight: 1,
+    candidates: [{ upstream: "a", model: "ma" }, { upstream: "b", model: "mb" }],
+  });
+  const busy = g.deps.slots.tryAcquire("a", 1, { key: null })!;
+  const all = await burst(g, 5);
+  assert.deepEqual(all.map((r) => r.hops), Array(5).fill(["b"]));
+  assert.equal(g.metrics.probes.get({ upstream: "a", result: "released" }), 0, "no call, no hop");
+  assert.equal(g.deps.cooldowns.halfOpen("a"), true);
+  busy();
+  assert.deepEqual((await g.one()).hops, ["a"]);
+  assert.equal(g.deps.cooldowns.phase("a"), "ok");
 });

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { postJson, type TestGateway, withGateway } from "./harness.ts";
+import { chatRoute, postJson, type TestGateway, withGateway } from "./harness.ts";
 import {
   chatStream,
   chatStreamBlocks,
@@ -8,6 +8,7 @@ import {
 } from "./fake_upstreams/openai_chat_script.ts";
 import { type FakeUpstream, type Step } from "./fake_upstreams/server.ts";
 import { UPSTREAM_CAPS } from "../gateway/formats/upstream_caps.ts";
+import { RESUME_HELD_CHARS } from "../gateway/forward/stream_resume.ts";
 import { SseParser } from "../gateway/formats/sse_stream.ts";
 import { eventStreamCodec, EventStreamSplitter } from "../gateway/formats/bedrock/stream.ts";
 import { validateConfig } from "../gateway/config/validate.ts";
@@ -99,6 +100,37 @@ Deno.test("an SSE event over the cap after content: the client's stream ends wit
       ["up1", "error", "gw.upstream.oversized"],
     ]);
     assert.equal(b!.calls.length, 0);
+  });
+});
+
+Deno.test("a stream past the resume's held cap is not resumed: its break ends it, the fallback is never called", async () => {
+  // Without the cap, a route with resume kept all the client got, for as long as it streamed.
+  const pieces = Math.ceil(RESUME_HELD_CHARS / MiB) + 1;
+  await withGateway(async (gw, [a, b]) => {
+    const blocks = chatStreamBlocks({ text: Array(pieces).fill("x".repeat(MiB)) });
+    a!.setHandler(() => ({
+      headers: { "content-type": "text/event-stream" },
+      body: [...blocks.slice(0, 1 + pieces).map((send) => ({ send })), { reset: true }],
+    }));
+    b!.setHandler(() => chatStream(good));
+    const res = await post(gw, ask(true));
+    const text = await res.text();
+    assert.equal(res.status, 200);
+    const last = JSON.parse(text.trim().split("\n\n").at(-1)!.replace(/^data: /, ""));
+    assert.equal(last.error.code, "gw.upstream.error");
+    const { attempts } = await gw.row(res.headers.get("x-request-id")!);
+    assert.deepEqual(attempts.map((x) => [x.upstream, x.outcome]), [["up1", "error"]]);
+    assert.equal(b!.calls.length, 0);
+  }, {
+    upstreams: 2,
+    config: (urls) => ({
+      ...chatRoute(urls, { failover }),
+      routes: [{
+        model: "smart",
+        resume_after_content: "replay",
+        candidates: urls.map((_, i) => ({ upstream: `up${i + 1}`, model: `model-${i + 1}` })),
+      }],
+    }),
   });
 });
 

@@ -106,6 +106,51 @@ Deno.test("pool least_busy: requests at once spread by the share of max_in_fligh
   assert.ok(all.every((r) => r.error === null));
 });
 
+Deno.test("pool least_busy: a member that fails half its calls at once is not the least busy; healed, its share comes back", async () => {
+  // a fails every other call at once and answers the others in 10 ms (never three failures in a
+  // row, so cooldown never pauses it): it holds hardly a slot. b answers in 1 s. One request
+  // every 100 ms, 400 of them.
+  let aHealed = false;
+  const f = fleet({
+    upstreams: [{ id: "a", max_in_flight: 10 }, { id: "b", max_in_flight: 30 }],
+    candidates: [{
+      pick: "least_busy",
+      pool: [{ upstream: "a", model: "m" }, { upstream: "b", model: "m" }],
+    }],
+  }, {
+    play: (id, n) => {
+      if (id === "b" || aHealed) return answersAfter(1_000);
+      return n % 2 === 0 ? failsWith(503) : answersAfter(10);
+    },
+  });
+  const steady = () =>
+    f.clock.run((async () => {
+      const pending = [];
+      for (let i = 0; i < 400; i++) {
+        pending.push(f.request());
+        await f.clock.sleep(100);
+      }
+      return await Promise.all(pending);
+    })());
+  const failing = await steady();
+  assert.ok(failing.every((r) => r.error === null));
+  const failedHops = failing.flatMap((r) => r.attempts).filter((a) => a.outcome !== "success");
+  // By its capacity a healthy `a` takes about a quarter; failing, it took 356 of 400 first
+  // picks, and 254 hops failed. Now its failures count as slots in use.
+  const aFirst = countOf(failing.map((r) => r.hops[0]), "a");
+  assert.ok(aFirst <= 100, `a took ${aFirst} of 400 first picks`);
+  assert.ok(failedHops.length <= 100, `${failedHops.length} failed hops`);
+  assert.equal(f.deps.cooldowns.phase("a"), "ok", "never paused: cooldown alone did not help");
+  aHealed = true;
+  const healed = await steady();
+  const share = countOf(healed.map((r) => r.hops[0]), "a") / healed.length;
+  assert.ok(share >= 0.2, `healed, a took ${share} of first picks`);
+  console.log(
+    `least_busy, a failing every other call: ${aFirst} of ` +
+      `400 first picks, ${failedHops.length} failed hops; healed: ${share} of first picks`,
+  );
+});
+
 Deno.test("pool cheapest: the cheapest member takes the traffic; on its failure the next cheapest, unpriced last", async () => {
   let cheapDown = false;
   const f = fleet({

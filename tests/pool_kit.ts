@@ -35,8 +35,11 @@ export interface Act {
   stream?: number;
   /** Content tokens its usage reports. */
   tokens?: number;
-  /** How it ends; "silent": never, until something stops the hop. */
-  end?: HopEnding | "silent";
+  /**
+   * How it ends; "silent": never, until something stops the hop; "stuck": never, not even when
+   * stopped (a read the runtime never gives back).
+   */
+  end?: HopEnding | "silent" | "stuck";
 }
 
 /** An answer whose first content comes after `wait` virtual ms. */
@@ -132,6 +135,7 @@ export function fleet(
       if (act.tokens !== undefined) hop.attempt.usage({ outputTokens: act.tokens });
     }
     const end = act.end ?? ANSWERED;
+    if (end === "stuck") return await new Promise<never>(() => {});
     if (end !== "silent") return end;
     await new Promise((_, reject) => {
       if (signal.aborted) reject(signal.reason);

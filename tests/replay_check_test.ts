@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import type { IrEvent } from "../gateway/formats/ir.ts";
 import { ReplayCheck, type ReplayStep } from "../gateway/forward/replay_check.ts";
-import { StreamResume } from "../gateway/forward/stream_resume.ts";
+import { RESUME_HELD_CHARS, StreamResume } from "../gateway/forward/stream_resume.ts";
 
 /** What the client has after `events` went out, as a replay of it is checked. */
 function checkAfter(events: IrEvent[]): ReplayCheck {
@@ -135,4 +135,20 @@ Deno.test("replay check: usage is kept aside, neither compared nor relayed befor
   ]);
   assert.deepEqual(step, { state: "caught_up", rest: [text("!")] });
   assert.equal(check.usage.inputTokens, 4);
+});
+
+Deno.test("resume: what the client has is held up to RESUME_HELD_CHARS; past it the answer is let go and not resumed", () => {
+  const resume = new StreamResume(true, { client: "openai-chat" });
+  resume.pass({ events: [text("x".repeat(RESUME_HELD_CHARS - 1))] });
+  resume.pass({ events: [{ type: "reasoning", text: "y" }] });
+  assert.equal(resume.held, RESUME_HELD_CHARS);
+  assert.equal(resume.points()?.replay?.offset, RESUME_HELD_CHARS, "at the cap: still resumable");
+  // One more character, of any kind: nothing is held any longer, nor anything after it.
+  resume.pass({ events: [{ type: "tool_call_start", index: 0, id: "c1", name: "f" }] });
+  resume.pass({ events: [{ type: "tool_call_args", index: 0, args: "{}" }, text("more")] });
+  assert.equal(resume.held, 0);
+  assert.equal(resume.overflowed, true);
+  assert.equal(resume.points(), null);
+  // The client's stream itself is untouched: every event still goes on.
+  assert.deepEqual(resume.pass({ events: [text("z")] }), [text("z")]);
 });

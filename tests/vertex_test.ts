@@ -313,8 +313,10 @@ Deno.test("vertex: a failing token endpoint is that upstream's failure: failover
   assert.equal(gw.cooldowns.get("vx").consecutiveFailures, 1);
   // Nothing secret in the row: not the key, not a token.
   assert.doesNotMatch(JSON.stringify({ request, attempts }), /PRIVATE KEY|ya29\./);
-  // The endpoint recovers: the next call gets a token and goes to Vertex.
+  // The endpoint recovers: once its backoff (1 s after the failure) is over, the next call gets
+  // a token and goes to Vertex.
   oauth.failWith(null);
+  await new Promise((resolve) => setTimeout(resolve, 1_100));
   const again = await genai(gw).models.generateContent({ model: "smart", contents: "hi" });
   assert.equal(again.text, "Hello from Vertex");
   assert.equal(up.calls.length, 1);

@@ -2,8 +2,9 @@
  * The access token of a service account over its life (gateway/formats/cloud/token_source.ts),
  * against the local OAuth endpoint that verifies each signed assertion, on a clock the test
  * moves: kept while fresh, renewed in the background before it expires (the held token still
- * serving), waited for once it has run out, one fetch in flight whoever asks, and a failed
- * renewal neither kept nor fatal.
+ * serving), waited for once it has run out, one fetch in flight whoever asks, a failed fetch
+ * backed off (not asked again at every call) but never fatal, and the issuer's `expires_in` taken
+ * between a minute and an hour.
  */
 import assert from "node:assert/strict";
 import { fetchAccessToken, readServiceAccount } from "../gateway/formats/cloud/service_account.ts";
@@ -64,7 +65,7 @@ Deno.test("token: callers at once share one fetch; an expired token is waited fo
   assert.equal(oauth.calls.length, 2);
 });
 
-Deno.test("token: a failed fetch rejects its waiters, is not kept, and the next call tries again", async () => {
+Deno.test("token: a failed fetch rejects its waiters and every call for 1 s after, doubling per failure in a row; then the next call tries again", async () => {
   await using oauth = await startFakeOAuth();
   const { source, clock } = await sourceOver(oauth);
   oauth.failWith(503);
@@ -75,16 +76,51 @@ Deno.test("token: a failed fetch rejects its waiters, is not kept, and the next 
     assert.equal(err.source, "upstream", "charged to the upstream that needed it");
   }
   assert.equal(oauth.calls.length, 1);
+  // Twenty more requests at once: the failure, at once, and not one more call to the endpoint.
+  for (let i = 0; i < 20; i++) {
+    await assert.rejects(source.token(), /the token endpoint answered 503/);
+  }
+  assert.equal(oauth.calls.length, 1);
+  clock.now += 1_000;
+  await assert.rejects(source.token(), /answered 503/);
+  assert.equal(oauth.calls.length, 2, "asked again once the second has passed");
+  clock.now += 1_000;
+  await assert.rejects(source.token(), /answered 503/);
+  assert.equal(oauth.calls.length, 2, "a second failure in a row: 2 s");
+  clock.now += 1_000;
   oauth.failWith(null);
   const token = await source.token();
-  assert.equal(token, oauth.calls[1]?.token);
-  // A background renewal that fails leaves the held token serving, and waits before retrying.
+  assert.equal(token, oauth.calls[2]?.token);
+  // A background renewal that fails leaves the held token serving, and backs off the same way.
   oauth.failWith(500);
   clock.now += 56 * MINUTE;
   assert.equal(await source.token(), token);
-  await eventually(() => oauth.calls.length === 3 && oauth.calls[2]?.refused !== undefined);
+  await eventually(() => oauth.calls.length === 4 && oauth.calls[3]?.refused !== undefined);
   assert.equal(await source.token(), token);
-  assert.equal(oauth.calls.length, 3, "no second renewal within 5 s of a failed one");
+  assert.equal(oauth.calls.length, 4, "no second renewal within 1 s of a failed one");
+  clock.now += 1_000;
+  assert.equal(await source.token(), token);
+  await eventually(() => oauth.calls.length === 5);
+});
+
+Deno.test("token: a lifetime under a minute is kept a minute, one over an hour an hour", async () => {
+  await using oauth = await startFakeOAuth();
+  // A second's token, taken as it says, was fetched anew for every request.
+  oauth.expiresIn = 0.001;
+  const short = await sourceOver(oauth);
+  const first = await short.source.token();
+  for (let i = 0; i < 20; i++) assert.equal(await short.source.token(), first);
+  assert.equal(oauth.calls.length, 1);
+  short.clock.now += 50_000; // past its minute's last quarter: renewed before it is sent
+  assert.notEqual(await short.source.token(), first);
+  assert.equal(oauth.calls.length, 2);
+  // A token said to last for ever is not sent past the hour a grant is worth.
+  oauth.expiresIn = 1e12;
+  const long = await sourceOver(oauth);
+  const kept = await long.source.token();
+  long.clock.now += 60 * MINUTE;
+  assert.notEqual(await long.source.token(), kept);
+  assert.equal(oauth.calls.length, 4);
 });
 
 Deno.test("token: a caller that stops waiting does not stop the fetch for the others", async () => {

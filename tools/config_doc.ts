@@ -150,7 +150,8 @@ const POOLS = [
   "`openai-b` (two keys, each under its own rate limit), and falls back to `claude` when both " +
   "fail. Picks: `weighted` (by weight, at random), `least_latency` (by the measured time to " +
   "first content and content tokens per second, with a small share of exploration), " +
-  "`least_busy` (by the share of `max_in_flight` in use) and `cheapest` (by `prices`). How " +
+  "`least_busy` (by the share of `max_in_flight` in use, recent failures counted as slots in " +
+  "use) and `cheapest` (by `prices`). How " +
   'they are measured and how they combine with failover and affinity: docs/design.md "Pools".',
 ];
 

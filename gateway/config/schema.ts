@@ -287,7 +287,8 @@ export const PoolSchema = z.object({
     "How the first member is chosen: weighted (at random by weight), least_latency (the lowest " +
       "EWMA of first-content time plus 100 content tokens at the measured tokens/s, members " +
       "within 25 % or 50 ms of it shared by weight, with a share of exploration), least_busy " +
-      "(the lowest share of its max_in_flight in use), cheapest (the lowest input + output " +
+      "(the lowest share of its max_in_flight in use, its recent failures counted as slots in " +
+      "use), cheapest (the lowest input + output " +
       "price for the member's model in upstreams[].prices; unpriced last).",
   ),
   explore_share: numberBetween(0, 0.5).optional().describe(

@@ -5,6 +5,7 @@ import type { StreamChannel } from "./client_channel.ts";
 import { type OnSettled, runCandidates, type RunHop } from "./failover.ts";
 import type { ForwardDeps, ForwardRequest } from "./hop.ts";
 import {
+  RESUME_HELD_CHARS,
   type ResumeMode,
   type ResumeWay,
   type StreamResume,
@@ -92,6 +93,11 @@ export class ResumePass {
     const mode = req.route.resume_after_content;
     while (failure && this.#broken && mode) {
       this.#broken = false;
+      if (resume.overflowed) {
+        // What the client has was let go at the cap: nothing could continue it exactly.
+        deps.log.event("gw.stream.resume_skipped", { held_chars: RESUME_HELD_CHARS });
+        return failure;
+      }
       const points = resume.points();
       // Pool members in their place: the route stays as it is (its pools keep their picks) and
       // each pass plans only its group's members.

@@ -21,6 +21,16 @@ const IDS_FROM_UPSTREAM: ReadonlySet<ClientFormat> = new Set([
  */
 const HOLDS_CALLS: ReadonlySet<ClientFormat> = new Set(["gemini"]);
 
+/**
+ * What the client has is held for a resume up to this many UTF-16 code units (a JS string's
+ * length, 2 bytes each at most: 32 MiB, what a whole answer may hold, UPSTREAM_CAPS.answerBytes).
+ * That is 30 times the longest answer a model writes today (128k output tokens, about 512k
+ * characters) and more than a prefill could carry into any context window. An answer past it is
+ * not resumed and nothing more of it is held, so an upstream that streams without end no longer
+ * grows the request's memory through it (docs/liveness.md "Mid-stream resume").
+ */
+export const RESUME_HELD_CHARS = 16 * 1024 * 1024;
+
 /** How a candidate continues a broken answer (docs/liveness.md): prefill or replay. */
 export type ResumeWay = "prefill" | "replay";
 /** A route's `resume_after_content`, when on. */
@@ -57,6 +67,10 @@ export interface ResumePoints {
 export class StreamResume {
   /** What the client has, as the replay compares it (replay_check.ts); text, for a prefill. */
   #delivered: Segment[] = [];
+  /** Code units held in `#delivered`, up to RESUME_HELD_CHARS. */
+  #held = 0;
+  /** The client got more than RESUME_HELD_CHARS: this answer is no longer resumed. */
+  #overflowed = false;
   /** The client's index of each tool call it got, in order. */
   #calls: number[] = [];
   #toolCall = false;
@@ -99,6 +113,16 @@ export class StreamResume {
       ...opts,
       replays: mode !== "prefill",
     });
+  }
+
+  /** Code units of what the client has that are held for a resume (RESUME_HELD_CHARS at most). */
+  get held(): number {
+    return this.#held;
+  }
+
+  /** The client got more than RESUME_HELD_CHARS: the answer is not resumed (`points` is null). */
+  get overflowed(): boolean {
+    return this.#overflowed;
   }
 
   /** True from the first resume on. */
@@ -159,8 +183,10 @@ export class StreamResume {
       case "tool_call_start": {
         this.#toolCall = true;
         const index = this.#clientIndex(event.index);
-        this.#delivered.push({ key: `call:${this.#calls.length}`, text: event.name });
-        this.#calls.push(index);
+        if (this.#holds(event.name)) {
+          this.#delivered.push({ key: `call:${this.#calls.length}`, text: event.name });
+          this.#calls.push(index);
+        }
         return index === event.index ? event : { ...event, index };
       }
       case "tool_call_args": {
@@ -179,10 +205,25 @@ export class StreamResume {
 
   /** Adds to the last segment when it is of the same kind. */
   #note(key: string, text: string): void {
-    if (!text) return;
+    if (!text || !this.#holds(text)) return;
     const last = this.#delivered.at(-1);
     if (last?.key === key) last.text += text;
     else this.#delivered.push({ key, text });
+  }
+
+  /**
+   * Whether `text` may be held: false once the answer has gone past RESUME_HELD_CHARS, when
+   * what was held is let go, since no resume could reproduce the answer without it.
+   */
+  #holds(text: string): boolean {
+    if (this.#overflowed) return false;
+    this.#held += text.length;
+    if (this.#held <= RESUME_HELD_CHARS) return true;
+    this.#overflowed = true;
+    this.#delivered = [];
+    this.#calls = [];
+    this.#held = 0;
+    return false;
   }
 
   #clientIndex(index: number): number {
@@ -198,12 +239,15 @@ export class StreamResume {
 
   /**
    * Where the current hop's break can be picked up, by each way; null when this answer cannot
-   * be resumed at all: off, nothing went out, or the answer already finished. A prefill needs
-   * text and no tool call (its arguments cannot be continued as text); a replay compares all
-   * the client has (text, reasoning, refusals, tool calls). Changes nothing.
+   * be resumed at all: off, nothing went out, the answer already finished, or it went past
+   * RESUME_HELD_CHARS. A prefill needs text and no tool call (its arguments cannot be continued
+   * as text); a replay compares all the client has (text, reasoning, refusals, tool calls).
+   * Changes nothing.
    */
   points(): ResumePoints | null {
-    if (!this.enabled || this.#finished || !this.#delivered.length) return null;
+    if (!this.enabled || this.#finished || this.#overflowed || !this.#delivered.length) {
+      return null;
+    }
     const text = this.#delivered.filter((s) => s.key === "text").map((s) => s.text).join("");
     // Anthropic refuses a prefill ending in whitespace; the client has it, so the continuation's is dropped.
     const prefill = this.#toolCall ? "" : text.trimEnd();

@@ -44,7 +44,7 @@ const PICKS: Record<PoolPick, Pick> = {
     score: (state, ctx) =>
       state.entry.pool.forEach((m, i) => {
         const max = ctx.upstreams.get(m.upstream)?.max_in_flight ?? 1;
-        state.scores[i] = ctx.slots.inFlight(m.upstream) / max;
+        state.scores[i] = (ctx.slots.inFlight(m.upstream) + failingSlots(state, { i, max })) / max;
       }),
     equal: (best, score) => score === best,
   },
@@ -137,6 +137,16 @@ function latencyScores(state: PoolState): void {
   members.forEach((_, i) => {
     if (Number.isNaN(scores[i])) scores[i] = unmeasured;
   });
+}
+
+/**
+ * least_busy: a member whose hops fail before content holds no slot while it fails, so it looked
+ * the least busy of all and took nearly every first pick (docs/design.md "Pools"). Its failure
+ * rate counts as that share of its `max_in_flight` in use, in whole slots, so a member that
+ * failed long ago (whose rate has faded under half a slot) is again equal to a healthy one.
+ */
+function failingSlots(state: PoolState, opts: { i: number; max: number }): number {
+  return Math.round(state.failing(opts.i) * opts.max);
 }
 
 /** USD per million input plus output tokens for the member's model; unpriced: last. */

@@ -18,6 +18,11 @@ export interface MemberStats {
   firstContentMs: number | null;
   /** EWMA of content tokens per second after the first content; null until measured. */
   tokensPerSec: number | null;
+  /**
+   * EWMA of its hops' outcome before content, 1 a failure charged to it and 0 a first content;
+   * null until measured. least_busy counts it as slots in use (pool_picks.ts).
+   */
+  failureRate: number | null;
   /** The pool's hop count at its last first-content (or failure) sample. */
   latencyAt: number;
   /** The pool's hop count at its last tokens/s sample. */
@@ -101,9 +106,7 @@ export class PoolState {
   /** Its first content came `ms` after the hop was sent. */
   firstContent(member: number, ms: number): void {
     const m = this.members[member];
-    if (!m) return;
-    m.firstContentMs = blend(m.firstContentMs, ms, this.hops - m.latencyAt);
-    m.latencyAt = this.hops;
+    if (m) this.#sample(m, { ms, failed: 0 });
   }
 
   /**
@@ -112,8 +115,25 @@ export class PoolState {
    */
   failed(member: number, ms: number): void {
     const m = this.members[member];
-    if (!m) return;
-    this.firstContent(member, Math.max(ms, 2 * (m.firstContentMs ?? ms)));
+    if (m) this.#sample(m, { ms: Math.max(ms, 2 * (m.firstContentMs ?? ms)), failed: 1 });
+  }
+
+  /**
+   * The member's failure rate as it stands now: faded by the pool's hops since its last sample,
+   * as an estimate forgets, so a member the pick passed over for it is tried again within a
+   * few hops into the pool rather than never (docs/design.md "Pools").
+   */
+  failing(member: number): number {
+    const m = this.members[member];
+    if (!m?.failureRate) return 0;
+    return m.failureRate * Math.exp(-(this.hops - m.latencyAt) / FORGET_HOPS);
+  }
+
+  #sample(m: MemberStats, sample: { ms: number; failed: 0 | 1 }): void {
+    const age = this.hops - m.latencyAt;
+    m.firstContentMs = blend(m.firstContentMs, sample.ms, age);
+    m.failureRate = blend(m.failureRate, sample.failed, age);
+    m.latencyAt = this.hops;
   }
 
   /** It finished: `tokens` content tokens in `ms` after its first content. */
@@ -128,7 +148,14 @@ export class PoolState {
 }
 
 function freshStats(id: string): MemberStats {
-  return { id, firstContentMs: null, tokensPerSec: null, latencyAt: 0, throughputAt: 0 };
+  return {
+    id,
+    firstContentMs: null,
+    tokensPerSec: null,
+    failureRate: null,
+    latencyAt: 0,
+    throughputAt: 0,
+  };
 }
 
 function blend(estimate: number | null, sample: number, age: number): number {

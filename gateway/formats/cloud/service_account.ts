@@ -16,6 +16,9 @@ const JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 const ASSERTION_SECS = 3600;
 /** A token answer larger than this is not a token answer. */
 const TOKEN_ANSWER_BYTES = 64 * 1024;
+/** The shortest and the longest lifetime a token is taken to have (see `tokenSecs`). */
+const TOKEN_MIN_SECS = 60;
+const TOKEN_MAX_SECS = 3600;
 /** A token endpoint slower than this is a failed one (a network bound: not scaled). */
 export const TOKEN_TIMEOUT_MS = 10_000;
 
@@ -163,9 +166,20 @@ export async function fetchAccessToken(
   if (typeof token !== "string" || !/^[\x21-\x7e]{1,4096}$/.test(token)) {
     throw noToken("the token endpoint's answer holds no access_token");
   }
-  // Google says 3599 s; an answer without a usable lifetime is taken as a short one.
-  const secs = typeof expiresIn === "number" && expiresIn > 0 ? Math.min(expiresIn, 86_400) : 300;
-  return { token, expiresAt: opts.now + secs * 1000 };
+  return { token, expiresAt: opts.now + tokenSecs(expiresIn) * 1000 };
+}
+
+/**
+ * The lifetime a token is kept for, from the answer's `expires_in` (docs/providers.md "Vertex
+ * AI"). Google says 3599 s, and a jwt-bearer grant is never worth more than an hour: a longer one
+ * is taken as TOKEN_MAX_SECS, or a token the issuer has dropped would be sent (and refused) for as
+ * long as it claimed. One under TOKEN_MIN_SECS is taken as that: renewed at half its life, a token
+ * of a second cost a fetch per request. None, or one that is not a positive number, is taken as a
+ * short one.
+ */
+function tokenSecs(expiresIn: unknown): number {
+  if (typeof expiresIn !== "number" || !(expiresIn > 0)) return 300;
+  return Math.min(Math.max(expiresIn, TOKEN_MIN_SECS), TOKEN_MAX_SECS);
 }
 
 /** OAuth's `error` and `error_description`, bounded: they are not secret, and say what is wrong. */

@@ -17,14 +17,23 @@ const RENEW_BEFORE_MS = 5 * 60_000;
  * Never more than a quarter of its life, so a short-lived token is still used.
  */
 const MIN_LEFT_MS = 30_000;
-/** After a failed renewal in the background, the next one waits this long (the token still works). */
-const RETRY_RENEWAL_MS = 5_000;
+/**
+ * After a failed fetch none starts for this long, doubled for each further failure in a row up to
+ * RETRY_MAX_MS; callers without a usable token get the failure at once meanwhile. Without it,
+ * every request that needed a token while the endpoint failed fast started a fetch of its own
+ * (and signed an assertion for it): as many token calls as requests.
+ */
+const RETRY_FIRST_MS = 1_000;
+const RETRY_MAX_MS = 60_000;
 
 export class TokenSource {
   #grant: TokenGrant | null = null;
   #issuedAt = 0;
   #inFlight: Promise<TokenGrant> | null = null;
-  #failedAt = -Infinity;
+  /** The last fetch failed: its error, and until when (our clock) no other fetch starts. */
+  #failed: { error: unknown; until: number } | null = null;
+  /** Fetches failed in a row: the backoff doubles with each. */
+  #failures = 0;
   readonly #fetchGrant: () => Promise<TokenGrant>;
   readonly #now: () => number;
 
@@ -36,7 +45,8 @@ export class TokenSource {
   /**
    * A usable token: the held one while it has time left (renewed in the background once it is
    * near its end), else a fresh one, waited for. A failed fetch rejects every caller waiting on
-   * it and is not remembered: the next call tries again. `signal` stops this caller's wait only.
+   * it, and every caller after it until its backoff is over (RETRY_FIRST_MS, doubling); then
+   * the next call tries again. `signal` stops this caller's wait only.
    */
   async token(opts: { signal?: AbortSignal } = {}): Promise<string> {
     const now = this.#now();
@@ -45,6 +55,8 @@ export class TokenSource {
       if (now >= grant.expiresAt - this.#renewBefore(grant)) this.#renewInBackground(now);
       return grant.token;
     }
+    const failed = this.#failed;
+    if (failed && !this.#inFlight && now < failed.until) throw failed.error;
     return (await waitFor(this.#renew(), opts.signal)).token;
   }
 
@@ -57,7 +69,7 @@ export class TokenSource {
   }
 
   #renewInBackground(now: number): void {
-    if (this.#inFlight || now - this.#failedAt < RETRY_RENEWAL_MS) return;
+    if (this.#inFlight || now < (this.#failed?.until ?? -Infinity)) return;
     this.#renew().catch(() => {}); // the held token still serves; the failure is remembered
   }
 
@@ -68,9 +80,13 @@ export class TokenSource {
         const grant = await this.#fetchGrant();
         this.#grant = grant;
         this.#issuedAt = issuedAt;
+        this.#failed = null;
+        this.#failures = 0;
         return grant;
       } catch (err) {
-        this.#failedAt = this.#now();
+        const wait = Math.min(RETRY_FIRST_MS * 2 ** this.#failures, RETRY_MAX_MS);
+        this.#failures++;
+        this.#failed = { error: err, until: this.#now() + wait };
         throw err;
       } finally {
         this.#inFlight = null;
