@@ -259,4 +259,20 @@ export const MIGRATIONS: readonly Migration[] = [
       "ALTER TABLE attempts ADD COLUMN usage_source TEXT",
     ],
   },
+  {
+    // docs/design.md "Continuation ids": which key each continuation id or token
+    // was handed to, by its SHA-256 (a token is a credential to the decode it resumes: it is
+    // not kept), and when its owner last named it, for the age and per-key bounds.
+    version: 24,
+    name: "continuation_owners",
+    sql: [
+      `CREATE TABLE continuation_owners (
+        digest TEXT PRIMARY KEY NOT NULL,
+        key_id TEXT NOT NULL,
+        used_at INTEGER NOT NULL
+      ) WITHOUT ROWID`,
+      "CREATE INDEX continuation_owners_key ON continuation_owners (key_id, used_at)",
+      "CREATE INDEX continuation_owners_age ON continuation_owners (used_at)",
+    ],
+  },
 ];

@@ -54,6 +54,7 @@ Deno.test("a fresh database gets every shipped migration", async () => {
       "attempts",
       "config",
       "config_versions",
+      "continuation_owners",
       "cooldowns",
       "destinations",
       "guardrails",

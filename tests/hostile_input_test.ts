@@ -339,6 +339,37 @@ const INTERACTION_CASES: HostileCase[] = [
   recorded: false,
 }));
 
+/**
+ * Continuation ids and tokens the gateway never handed to this key, short, megabytes long and by
+ * the thousand (docs/design.md "Continuation ids"): 404 in the caller's format,
+ * recorded, nothing asked of the upstream; one of the wrong type is a 400.
+ */
+const CONTINUATION_CASES: HostileCase[] = [
+  ["responses", { model: MODEL, input: "hi", previous_response_id: "resp_never_handed_out" }],
+  ["responses", { model: MODEL, input: "hi", conversation: { id: "c".repeat(MB) } }],
+  ["responses", {
+    model: MODEL,
+    input: Array.from({ length: 10_000 }, (_, i) => ({ type: "item_reference", id: `msg_${i}` })),
+  }],
+  ["interactions", { model: MODEL, input: "hi", continuation_token: "t".repeat(MB) }],
+  ["responses", { model: MODEL, input: "hi", conversation: 42 }],
+].map(([api, body], i) => {
+  const responses = api === "responses";
+  const wrongType = i === 4;
+  return {
+    name: `${api}: continuation ${i}`,
+    path: responses ? "/v1/responses" : "/v1beta/interactions",
+    headers: {
+      ...json,
+      ...(responses ? { authorization: `Bearer ${KEY}` } : { "x-goog-api-key": KEY }),
+    },
+    body: JSON.stringify(body),
+    status: wrongType ? 400 : 404,
+    code: wrongType ? "gw.client.invalid_request" : "gw.client.unknown_continuation",
+    recorded: true,
+  };
+});
+
 /** A Gemini call that names no model: the caller's mistake in a route's path. */
 const NO_MODEL_CASE: HostileCase = {
   name: "gemini: no model in the path",
@@ -427,6 +458,7 @@ function corpus(): HostileCase[] {
     ...PATH_CASES,
     ...METHOD_CASES,
     ...INTERACTION_CASES,
+    ...CONTINUATION_CASES,
     NO_MODEL_CASE,
     ...EXTRA_CASES,
   ];

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { chatRoute, postJson, type TestGateway, withGateway } from "./harness.ts";
+import { chatRoute, eventually, postJson, type TestGateway, withGateway } from "./harness.ts";
 import {
   chatStream,
   chatStreamBlocks,
@@ -15,6 +15,11 @@ import { validateConfig } from "../gateway/config/validate.ts";
 import { type Upstream, upstreamBaseUrl } from "../gateway/config/schema.ts";
 import { withoutTrailingSlashes } from "../gateway/config/trailing_slashes.ts";
 import { DestinationSchema } from "../gateway/observability/destination_schema.ts";
+import {
+  type InteractionsScript,
+  interactionsStreamChunks,
+  interactionsWholeBody,
+} from "./fake_upstreams/interactions_script.ts";
 
 const MiB = 1024 * 1024;
 // A long idle window (36 s at the test scale): reading tens of MiB on a loaded machine must
@@ -27,6 +32,21 @@ const ask = (stream: boolean) => ({
   messages: [{ role: "user", content: "hi" }],
 });
 const good = { text: ["second ", "answer"], usage: { input: 3, output: 2 } };
+const ONE_TOKEN = { input: 1, output: 1 };
+
+/** How many continuation handles are bound, every key's together (migration 23). */
+async function bound(gw: TestGateway): Promise<number> {
+  const result = await gw.db.client.execute("SELECT COUNT(*) AS n FROM continuation_owners");
+  return Number(result.rows[0]?.n ?? 0);
+}
+
+/** A whole Interactions answer. */
+function interactionsAnswer(script: InteractionsScript) {
+  return {
+    headers: { "content-type": "application/json" },
+    body: [{ send: interactionsWholeBody(script) }],
+  };
+}
 
 /** `bytes` of `data: xxx…` with no blank line, sent in 1 MiB pieces. */
 function endlessEvent(bytes: number): Step[] {
@@ -282,4 +302,62 @@ Deno.test("trailing slashes are trimmed in linear time, however many", () => {
   assert.equal(upstreamBaseUrl(upstream), inside);
   const ms = performance.now() - started;
   assert.ok(ms < 1000, `${ms} ms`);
+});
+
+// --- Continuation tokens ---------------------------------------------------------
+
+Deno.test("an upstream handing back 5,000 continuation tokens in one answer gets the first 64 bound to the key; the client still reads every event", async () => {
+  const checkpoints = Array.from(
+    { length: 5_000 },
+    (_, i) =>
+      `event: interaction.status_update\ndata: ${
+        JSON.stringify({
+          interaction_id: "i_1",
+          status: "in_progress",
+          continuation_token: `ckpt-${i}`,
+          event_type: "interaction.status_update",
+        })
+      }\n\n`,
+  );
+  const chunks = interactionsStreamChunks({ id: "i_1", text: ["Hel", "lo"], usage: ONE_TOKEN });
+  // After the first text delta: content flowed, so every checkpoint is passed on.
+  const body = [...chunks.slice(0, 4), ...checkpoints, ...chunks.slice(4)];
+  const key = { "x-goog-api-key": "hostile-key" };
+  await withGateway(async (gw, [up]) => {
+    up!.setHandler(() => ({
+      headers: { "content-type": "text/event-stream" },
+      body: [{ send: body.join("") }],
+    }));
+    const ask = (extra: Record<string, unknown>) =>
+      postJson(`${gw.url}/v1beta/interactions`, {
+        model: "smart",
+        input: "hi",
+        store: false,
+        ...extra,
+      }, key);
+    const res = await ask({ stream: true });
+    const text = await res.text();
+    assert.equal(res.status, 200);
+    assert.equal(text.match(/"continuation_token":"ckpt-\d+"/g)?.length, 5_000);
+    assert.match(text, /interaction\.completed/);
+    await eventually(async () => (await bound(gw)) === 64, {
+      what: "64 bound",
+    });
+    up!.setHandler(() => interactionsAnswer({ id: "i_2", text: ["ok"], usage: ONE_TOKEN }));
+    const calls = up!.calls.length;
+    const past = await ask({ continuation_token: "ckpt-64" });
+    assert.equal(past.status, 404, await past.text());
+    assert.equal(up!.calls.length, calls);
+    const first = await ask({ continuation_token: "ckpt-0" });
+    assert.equal(first.status, 200, await first.text());
+    assert.equal(await bound(gw), 64);
+  }, {
+    config: ([url]) => ({
+      failover,
+      upstreams: [{ id: "up1", kind: "gemini-interactions", base_url: url! }],
+      routes: [{ model: "smart", candidates: [{ upstream: "up1", model: "g" }] }],
+      keys: [{ id: "hostile", key_env: "HOSTILE_KEY" }],
+    }),
+    env: { HOSTILE_KEY: "hostile-key" },
+  });
 });

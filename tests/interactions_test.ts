@@ -15,6 +15,7 @@ import { createLogger } from "../gateway/runtime/logger.ts";
 import { eventually, postJson, startTestGateway, type TestGateway } from "./harness.ts";
 import { type Call, type Script, startFakeUpstream } from "./fake_upstreams/server.ts";
 import {
+  answer,
   errorBody,
   errorEvent,
   interactionsStreamChunks,
@@ -561,4 +562,58 @@ Deno.test("interaction homes are bounded per key, in memory and in the database,
     homes.note("one", "x".repeat(600), home);
     assert.equal(await homes.find("one", "x".repeat(600)), undefined);
   });
+});
+
+Deno.test("the official client's automatic continuation goes on for the key that made the interaction; its continuation token is refused to another key", async () => {
+  let n = 0;
+  const up = startFakeUpstream({
+    fallback: (call) => {
+      const resumes = typeof (call.json as { continuation_token?: unknown }).continuation_token ===
+        "string";
+      n++;
+      // The first hop stops at the decode limit; the one resumed from its token completes.
+      return answer(call, {
+        id: `a_${n}`,
+        text: resumes ? ["lo"] : ["Hel"],
+        usage: { input: 7, output: 5 },
+        ...(resumes ? {} : { continuationToken: `tok-${n}` }),
+      });
+    },
+  });
+  const config: ConfigInput = {
+    upstreams: [upstream("a", up.url)],
+    routes: [{ model: "smart", candidates: [{ upstream: "a", model: "gemini-a" }] }],
+    keys: [
+      { id: "one", key_env: "PULSEGATE_KEY_ONE" },
+      { id: "two", key_env: "PULSEGATE_KEY_TWO" },
+    ],
+  };
+  const env = { ...ENV, PULSEGATE_KEY_ONE: "secret-one", PULSEGATE_KEY_TWO: "secret-two" };
+  await using gw = await startTestGateway(config, { env });
+  try {
+    const merged = await client(gw, "secret-one").interactions.create(
+      { model: "smart", input: "hi" },
+      NO_RETRIES,
+    );
+    assert.equal(merged.id, "a_2");
+    assert.deepEqual(
+      creates(up.calls).map((c) => {
+        const body = c.json as { continuation_token?: string; previous_interaction_id?: string };
+        return [body.continuation_token, body.previous_interaction_id];
+      }),
+      [[undefined, undefined], ["tok-1", "a_1"]],
+    );
+    const calls = up.calls.length;
+    const err = await thrown(() =>
+      client(gw, "secret-two").interactions.create(
+        { model: "smart", input: "hi", store: false, continuation_token: "tok-1" },
+        NO_RETRIES,
+      )
+    );
+    assert.equal(err.status, 404);
+    assert.match(err.message, /'continuation_token' names nothing .* handed to this key/);
+    assert.equal(up.calls.length, calls);
+  } finally {
+    await up.close();
+  }
 });

@@ -30,6 +30,7 @@ import type { KeyUsageMeter } from "../policy/key_usage_meter.ts";
 import { KeyInFlight } from "../policy/key_in_flight.ts";
 import { onePer } from "../runtime/memo.ts";
 import { interactionPin } from "../route/interaction_pin.ts";
+import { checkContinuations } from "../route/continuation_check.ts";
 import type { EmbedClient, EmbedRequest } from "../formats/embeddings.ts";
 import { embedIr } from "../formats/embed_ir.ts";
 import { forwardEmbeddings } from "../forward/embed_forward.ts";
@@ -371,6 +372,9 @@ async function begin(
     const tokens = embed !== undefined && embed.tokenIds > 0;
     const guardrails = checkGuardrails(body, { model: ir.model, deps, tokens });
     if (guardrails) await guardrails;
+    // Another key's continuation is refused before any upstream call (docs/design.md
+    // "Continuation ids").
+    await checkContinuations(ir, { keyId: key, config, owners: deps.owners });
     // A stored conversation goes where it is stored, or nowhere (docs/interactions.md).
     const pin = ir.providerState?.continues === undefined
       ? undefined

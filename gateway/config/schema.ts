@@ -340,6 +340,13 @@ export const KeySchema = z.object({
     error: "must name at least one route (omit it to allow every route)",
   }).optional().describe("Route models this key may use. Omit to allow every route."),
   ...keyLimitFields(),
+  accepts_unseen_continuations: z.boolean().default(false).describe(
+    "Let this key name a continuation id or token the gateway never handed out (a " +
+      "`previous_response_id`, `conversation`, `item_reference` or Interactions " +
+      "`continuation_token` made before this release, or directly at the provider). Off: such " +
+      "a request answers 404 (gw.client.unknown_continuation), since the gateway cannot tell " +
+      "whose it is. One handed to another key answers 404 either way.",
+  ),
   enabled: enabledFlag("key"),
 }).strict();
 

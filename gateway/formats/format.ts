@@ -28,6 +28,8 @@ export interface UpstreamFrame {
   chars?: number;
   /** The format's own end-of-stream marker (`[DONE]`, `message_stop`): the answer is complete. */
   terminal?: boolean;
+  /** Handles a later request may name to continue this answer (`IrResponse.continuations`). */
+  continuations?: string[];
 }
 
 export interface UpstreamCall {

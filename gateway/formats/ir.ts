@@ -160,6 +160,25 @@ export interface IrRequest {
    * (docs/interactions.md "Stored interactions").
    */
   providerState?: IrProviderState;
+  /**
+   * The provider's handles of kept state this request names to continue it: a previous
+   * response, a conversation, a stored item, a continuation token. Under gateway keys each must
+   * have been handed to the caller's key (docs/design.md "Continuation ids").
+   */
+  continuations?: IrContinuation[];
+  /**
+   * Whether the handles its answer carries can be named by a later request, so are bound to
+   * the caller's key as they pass: the provider keeps what they name (a Responses answer unless
+   * `store` is false; an Interactions continuation token, stored or not).
+   */
+  answerContinues?: boolean;
+}
+
+/** A handle of provider-kept state a request names (`IrRequest.continuations`). */
+export interface IrContinuation {
+  /** Where it sits in the client's body, e.g. `previous_response_id`, `input[2].id`. */
+  param: string;
+  value: string;
 }
 
 export interface IrProviderState {
@@ -196,6 +215,11 @@ export interface IrResponse {
   content: IrPart[];
   finish: IrFinishReason;
   usage: IrUsage;
+  /**
+   * Handles the answer hands back that a later request may name to continue it (its stored
+   * id and items, a conversation, a continuation token); absent where the format has none.
+   */
+  continuations?: string[];
 }
 
 /** One step of a streamed answer. */

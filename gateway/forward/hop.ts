@@ -72,6 +72,8 @@ export class Hop {
   readonly gate: FirstContentGate;
   /** The id the upstream gave its answer, where it names one (an Interactions interaction id). */
   answerId?: string;
+  /** The continuation handles this hop bound to the request's key (bind_continuations.ts). */
+  readonly continuations = { bound: new Set<string>(), capped: false };
   #cancel: CancelTimer;
   #unlink: () => void;
   #stopFirstContent: () => void;

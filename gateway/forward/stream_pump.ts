@@ -6,6 +6,7 @@ import { GatewayError } from "../runtime/gateway_error.ts";
 import type { Hop } from "./hop.ts";
 import { ANSWERED, type HopEnding } from "./hop_ending.ts";
 import { settleContent } from "./settle.ts";
+import { bindContinuations } from "./bind_continuations.ts";
 import type { StreamResume } from "./stream_resume.ts";
 import { streamPassesThrough } from "../route/passthrough.ts";
 import { hidesUsage, isUsageOnlyChunk, withoutUsage } from "./usage_chunk.ts";
@@ -94,6 +95,8 @@ export class StreamPump {
     for (const frame of frames) {
       hop.ledger.frame(frame);
       if (this.#seekId) this.#noteId(frame);
+      // Bound before the frame's bytes go out: the client may name them at once.
+      if (frame.continuations) bindContinuations(hop, frame.continuations);
       if (frame.usage) hop.attempt.usage(frame.usage);
       this.#terminal ||= frame.terminal === true;
       this.#finished ||= this.#terminal || finishes(frame);

@@ -5,6 +5,7 @@ import type { ForwardDeps, ForwardRequest, Hop } from "./hop.ts";
 import { ANSWERED, type HopEnding } from "./hop_ending.ts";
 import { wholePassesThrough } from "../route/passthrough.ts";
 import { settleContent } from "./settle.ts";
+import { bindContinuations } from "./bind_continuations.ts";
 import { deadlineExceeded } from "./stop_reasons.ts";
 import { oversized, UPSTREAM_CAPS } from "../formats/upstream_caps.ts";
 
@@ -46,6 +47,7 @@ async function wholeHop(hop: Hop, deps: ForwardDeps): Promise<HopEnding | Respon
     }
     const ir = hop.adapter.decodeWhole(text);
     hop.answerId = ir.id;
+    bindContinuations(hop, ir.continuations);
     hop.ledger.answer(ir);
     hop.attempt.usage(ir.usage);
     settleContent(hop);

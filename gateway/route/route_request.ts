@@ -6,6 +6,7 @@ import type { Affinity } from "./affinity.ts";
 import type { Cooldowns } from "./cooldown.ts";
 import type { Slots } from "./slots.ts";
 import type { InteractionHomes } from "./interaction_homes.ts";
+import type { ContinuationOwners } from "./continuation_owners.ts";
 import type { Pools, PoolSlot } from "./pools.ts";
 
 /**
@@ -36,6 +37,8 @@ export interface RouteDeps {
   affinity: Affinity;
   /** Which upstream stores each interaction (docs/interactions.md "Stored interactions"). */
   homes?: InteractionHomes;
+  /** Which key each continuation id or token was handed to (docs/design.md "Continuation ids"). */
+  owners?: ContinuationOwners;
   pools: Pools;
 }
 

@@ -44,6 +44,8 @@ export const ERROR_CODES = {
   "gw.client.interaction_elsewhere": { source: "client", status: 400 },
   "gw.upstream.interaction_home_unavailable": { source: "config", status: 503 },
   "gw.gateway.interaction_lookup_failed": { source: "gateway", status: 503 },
+  "gw.client.unknown_continuation": { source: "client", status: 404 },
+  "gw.gateway.continuation_lookup_failed": { source: "gateway", status: 503 },
   "gw.slots.full": { source: "gateway", status: 429 },
   "gw.key.rate_limited": { source: "client", status: 429 },
   "gw.key.budget_exhausted": { source: "client", status: 429 },

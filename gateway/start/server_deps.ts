@@ -13,6 +13,7 @@ import type { Exporter } from "../observability/exporter.ts";
 import { exportingSink } from "../observability/export_sink.ts";
 import { Affinity, PIN_IDLE_MS } from "../route/affinity.ts";
 import { InteractionHomes } from "../route/interaction_homes.ts";
+import { ContinuationOwners } from "../route/continuation_owners.ts";
 import type { Cooldowns } from "../route/cooldown.ts";
 import { Slots } from "../route/slots.ts";
 import type { Pools } from "../route/pools.ts";
@@ -58,6 +59,7 @@ export function serverDeps(parts: ServerParts): ServerDeps {
     slots: new Slots(clock),
     affinity: new Affinity(undefined, { now: clock.now, idleMs: PIN_IDLE_MS * clock.scale }),
     homes: new InteractionHomes({ db, clock, log: parts.log }),
+    owners: new ContinuationOwners({ db, clock, log: parts.log }),
     pools: parts.pools,
     metrics: parts.metrics,
     log: parts.log,

@@ -21,6 +21,13 @@ export interface InteractionsScript {
   pingFirst?: number;
   id?: string;
   model?: string;
+  /**
+   * A continuation token the answer hands back (status `requires_continuation` unless set):
+   * in the whole Interaction, and in a stream's `interaction.completed`.
+   */
+  continuationToken?: string;
+  /** A mid-stream checkpoint: an `interaction.status_update` carrying its own token. */
+  checkpointToken?: string;
 }
 
 type Json = Record<string, unknown>;
@@ -33,7 +40,14 @@ function idOf(script: InteractionsScript): string {
 }
 
 function statusOf(script: InteractionsScript): string {
-  return script.status ?? (script.toolCall ? "requires_action" : "completed");
+  if (script.status) return script.status;
+  if (script.continuationToken) return "requires_continuation";
+  return script.toolCall ? "requires_action" : "completed";
+}
+
+/** The token field of an Interaction, where the script hands one back. */
+function tokenField(script: InteractionsScript): Json {
+  return script.continuationToken ? { continuation_token: script.continuationToken } : {};
 }
 
 function usageJson(script: InteractionsScript): Json {
@@ -87,6 +101,7 @@ export function interactionsWholeBody(script: InteractionsScript): string {
     service_tier: "standard",
     object: "interaction",
     model: script.model ?? MODEL,
+    ...tokenField(script),
   });
 }
 
@@ -116,6 +131,13 @@ export function interactionsStreamChunks(script: InteractionsScript): string[] {
     }),
   ];
   for (let i = 0; i < (script.pingFirst ?? 1); i++) chunks.push(statusUpdate(script));
+  if (script.checkpointToken) {
+    chunks.push(event("interaction.status_update", {
+      interaction_id: id,
+      status: "in_progress",
+      continuation_token: script.checkpointToken,
+    }));
+  }
   let index = 0;
   if (script.thinking?.length) {
     chunks.push(event("step.start", { index, step: { type: "thought" } }));
@@ -164,6 +186,7 @@ export function interactionsStreamChunks(script: InteractionsScript): string[] {
       service_tier: "standard",
       object: "interaction",
       model,
+      ...tokenField(script),
     },
   }));
   chunks.push("event: done\ndata: [DONE]\n\n");

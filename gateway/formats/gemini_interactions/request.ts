@@ -26,6 +26,7 @@ import { hasSubstance } from "../gemini/fields.ts";
 import { lowerCaseSchemaTypes } from "../gemini/schema.ts";
 import { type ConversationTurn, foldSystemTurns } from "../system_turns.ts";
 import { type InputInto, readInput } from "./input.ts";
+import { interactionsContinuations } from "./continuations.ts";
 
 type Json = Record<string, unknown>;
 
@@ -69,6 +70,7 @@ export function parseInteractionsRequest(body: unknown): IrRequest {
     : requireRecord(b.generation_config, "generation_config");
   readNativeConfig(config, native);
   const system = optionalString(b.system_instruction, "system_instruction");
+  const continuations = interactionsContinuations(b);
   return {
     model,
     ...(system ? { system } : {}),
@@ -87,6 +89,9 @@ export function parseInteractionsRequest(body: unknown): IrRequest {
       ...(continues !== undefined ? { continues } : {}),
       stores: optionalBoolean(b.store, "store") ?? true,
     },
+    ...(continuations.length ? { continuations } : {}),
+    // A continuation token works with `store` off too (docs/interactions.md "Sources").
+    answerContinues: true,
   };
 }
 

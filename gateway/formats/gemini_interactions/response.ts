@@ -5,6 +5,7 @@ import { appendAll } from "../../runtime/append_all.ts";
 import { numberOf, stringOf } from "../gemini/fields.ts";
 import { argsObject } from "../gemini/response.ts";
 import type { GatewayError } from "../../runtime/gateway_error.ts";
+import { interactionsEventContinuations } from "./continuations.ts";
 
 type Json = Record<string, unknown>;
 
@@ -107,12 +108,14 @@ export function decodeInteractionsWhole(text: string): IrResponse {
   const steps = Array.isArray(body.steps) ? body.steps : [];
   for (const step of steps) if (isRecord(step)) appendAll(content, stepParts(step));
   const calledTools = content.some((p) => p.type === "tool_call");
+  const continuations = interactionsEventContinuations(body);
   return {
     id,
     model: stringOf(body.model) ?? "",
     content,
     finish: interactionFinishToIr(status, { calledTools }),
     usage: interactionsUsageToIr(body.usage) ?? {},
+    ...(continuations.length ? { continuations } : {}),
   };
 }
 

@@ -8,6 +8,7 @@ import { formatSse, type SseEvent } from "../sse_stream.ts";
 import { stringOf } from "../gemini/fields.ts";
 import { interactionsErrorEvent, interactionsStreamFailure } from "./errors.ts";
 import { interactionsEventIsContent } from "./pulse.ts";
+import { interactionsEventContinuations } from "./continuations.ts";
 import {
   contentText,
   FAILED_STATUSES,
@@ -54,7 +55,12 @@ export function decodeInteractionsStream(): ReadableWritablePair<UpstreamFrame, 
 
 export function interactionsFrameDecoder(): FrameDecoder {
   const state = new ReadState();
-  return sseFrameDecoder((event, json) => readInteractionsEvent(event, { payload: json, state }));
+  return sseFrameDecoder((event, json) => {
+    const reading = readInteractionsEvent(event, { payload: json, state });
+    // Any event may hand back a continuation token, a failure's included (the SDK resumes from it).
+    const continuations = isRecord(json) ? interactionsEventContinuations(json) : [];
+    return continuations.length ? { ...reading, continuations } : reading;
+  });
 }
 
 function readInteractionsEvent(

@@ -27,6 +27,7 @@ import {
   reshapedCall,
   type ToolsInto,
 } from "./client_tools.ts";
+import { responsesContinuations } from "./continuations.ts";
 
 /**
  * Where parsed input lands: system text, turns, tools (declared in `tools`
@@ -66,6 +67,7 @@ export function parseResponsesRequest(body: unknown): IrRequest {
     readResponsesTools(b.tools, { param: "tools", into });
   }
   readInput(b.input, into);
+  const continuations = responsesContinuations(b);
   const topLogprobs = optionalNumber(b.top_logprobs, "top_logprobs");
   if (topLogprobs !== undefined && topLogprobs > 0) {
     into.native.push({ param: "top_logprobs", what: "log probabilities ('top_logprobs')" });
@@ -87,6 +89,9 @@ export function parseResponsesRequest(body: unknown): IrRequest {
     sessionHint: optionalString(b.prompt_cache_key, "prompt_cache_key") ??
       optionalString(b.user, "user"),
     ...(into.native.length ? { nativeOnly: into.native } : {}),
+    ...(continuations.length ? { continuations } : {}),
+    // OpenAI keeps an answer, and so its ids, unless told not to (`store`, on by default).
+    answerContinues: optionalBoolean(b.store, "store") !== false,
   };
 }
 

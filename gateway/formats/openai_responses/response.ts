@@ -10,6 +10,7 @@ import { isRecord } from "../../runtime/json.ts";
 import { customInput, searchArguments } from "./client_tools.ts";
 import { badResponse } from "../upstream_error.ts";
 import { responsesStreamFailure } from "./errors.ts";
+import { responseContinuations } from "./continuations.ts";
 
 type Json = Record<string, unknown>;
 
@@ -147,6 +148,7 @@ export function decodeResponsesWhole(text: string): IrResponse {
   }
   if (body.status === "failed") throw responsesStreamFailure(body.error);
   const content = body.output.flatMap(outputItemParts);
+  const continuations = responseContinuations(body);
   return {
     id: String(body.id ?? ""),
     model: String(body.model ?? ""),
@@ -155,6 +157,7 @@ export function decodeResponsesWhole(text: string): IrResponse {
       calledTools: content.some((p) => p.type === "tool_call"),
     }),
     usage: responsesUsageToIr(body.usage) ?? {},
+    ...(continuations.length ? { continuations } : {}),
   };
 }
 

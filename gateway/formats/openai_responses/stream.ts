@@ -16,6 +16,7 @@ import { openAiError } from "../openai_chat/errors.ts";
 import { failedResponseError, responsesStreamFailure } from "./errors.ts";
 import { responsesEventIsContent } from "./pulse.ts";
 import { customInput } from "./client_tools.ts";
+import { responsesEventContinuations } from "./continuations.ts";
 import {
   irFinishToResponses,
   irUsageToResponses,
@@ -58,7 +59,11 @@ export function decodeResponsesStream(): ReadableWritablePair<UpstreamFrame, Uin
 
 export function responsesFrameDecoder(): FrameDecoder {
   const state = new ReadState();
-  return sseFrameDecoder((event, json) => readResponsesEvent(event, { payload: json, state }));
+  return sseFrameDecoder((event, json) => {
+    const reading = readResponsesEvent(event, { payload: json, state });
+    const continuations = isRecord(json) ? responsesEventContinuations(json) : [];
+    return continuations.length ? { ...reading, continuations } : reading;
+  });
 }
 
 function readResponsesEvent(
