@@ -11,6 +11,7 @@ import {
   type Member,
   memberBlocked,
   memberPausedUntil,
+  recovering,
   recoveringLevels,
 } from "./cooldown_levels.ts";
 
@@ -122,6 +123,8 @@ export function memberOf(c: Pick<Candidate, "upstream" | "candidate">): Member {
  * route has one: an upstream back from an outage is not judged by a model that failed alone.
  */
 function gateProbes(healthy: Candidate[], cooldowns: Cooldowns): Candidate[] {
+  // The usual request: nothing recovers, and nothing is built to say so.
+  if (!healthy.some((c) => recovering(cooldowns, memberOf(c)))) return healthy;
   const levels = healthy.map((c) => recoveringLevels(cooldowns, memberOf(c)));
   if (levels.every((l) => l.length > 0)) return healthy;
   const cleanProbe = new Set(

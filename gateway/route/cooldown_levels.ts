@@ -47,6 +47,11 @@ export function memberPausedUntil(cooldowns: Cooldowns, m: Member): number {
   return Math.max(...BOTH.map((level) => cooldowns.get(keyOf(m, level)).pausedUntil ?? 0));
 }
 
+/** Whether a level's pause ended and its probe is free (`recoveringLevels`, without building it). */
+export function recovering(cooldowns: Cooldowns, m: Member): boolean {
+  return BOTH.some((level) => cooldowns.halfOpen(keyOf(m, level)));
+}
+
 /** The levels whose pause ended and whose probe is free: a request to it probes them. */
 export function recoveringLevels(cooldowns: Cooldowns, m: Member): Level[] {
   return BOTH.filter((level) => cooldowns.halfOpen(keyOf(m, level)));
