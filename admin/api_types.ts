@@ -115,7 +115,7 @@ export interface RecentAttempts {
   tokensPerSecP50: number | null;
 }
 
-/** The upstream's place in a pool (docs/design.md "Pools"), as this process routes it. */
+/** A member's place in a pool (docs/design.md "Pools"), as this process routes it. */
 export interface UpstreamPoolShare {
   route: string;
   /** The pool's place in the route's candidates. */
@@ -126,6 +126,29 @@ export interface UpstreamPoolShare {
   /** Its share of the pool's last `window` attempts in this process; null before any. */
   share: number | null;
   window: number;
+}
+
+/** ok; paused; probing: its pause ended and one request at a time tests it (docs/design.md "Cooldown"). */
+export type CooldownPhaseView = "ok" | "paused" | "probing";
+
+/**
+ * One member of an upstream: the upstream with one model a route sends it (a pool member or a
+ * plain candidate), with a cooldown of its own (docs/design.md "Cooldown").
+ */
+export interface MemberHealth {
+  model: string;
+  /** The member's own cooldown; its upstream's is the upstream's `state`. */
+  state: CooldownPhaseView;
+  paused: boolean;
+  /** Epoch ms the pause ends; null when not paused. */
+  pausedUntil: number | null;
+  pauseReason: string | null;
+  consecutiveFailures: number;
+  pauseCount: number;
+  /** The upstream's recent attempts that were sent this model. */
+  recent: RecentAttempts;
+  /** Every pool it is a member of, with its share of that pool's traffic. */
+  pools: UpstreamPoolShare[];
 }
 
 export interface UpstreamHealth {
@@ -141,11 +164,11 @@ export interface UpstreamHealth {
   pauseReason: string | null;
   consecutiveFailures: number;
   pauseCount: number;
-  /** ok; paused; probing: its pause ended and one request at a time tests it (docs/design.md "Cooldown"). */
-  state: "ok" | "paused" | "probing";
+  /** The upstream as a whole (all its models): ok, paused or probing. */
+  state: CooldownPhaseView;
   recent: RecentAttempts;
-  /** Every pool it is a member of, with its share of that pool's traffic. */
-  pools: UpstreamPoolShare[];
+  /** Each model the config's routes send it, in config order, with its own cooldown and shares. */
+  members: MemberHealth[];
 }
 
 /** POST /admin/api/upstreams/{id}/resume | enable | disable. */

@@ -1,8 +1,15 @@
 import type { AttemptSample } from "../db/admin_queries.ts";
 import type { Config } from "../gateway/config/schema.ts";
-import type { CooldownPhase, CooldownState } from "../gateway/route/cooldown.ts";
+import { configMembers } from "../gateway/config/route_entries.ts";
+import { cooldownKey, type CooldownPhase, type CooldownState } from "../gateway/route/cooldown.ts";
 import type { PoolView } from "../gateway/route/pools.ts";
-import type { HealthView, RecentAttempts, UpstreamHealth, UpstreamPoolShare } from "./api_types.ts";
+import type {
+  HealthView,
+  MemberHealth,
+  RecentAttempts,
+  UpstreamHealth,
+  UpstreamPoolShare,
+} from "./api_types.ts";
 
 /** How far back the recent failure counts and latencies look, in real milliseconds. */
 export const HEALTH_WINDOW_MS = 15 * 60_000;
@@ -14,9 +21,10 @@ export interface HealthInputs {
   now: number;
   demo: boolean;
   inFlight: (upstream: string) => number;
-  cooldown: (upstream: string) => CooldownState;
+  /** A level's cooldown by its key (gateway/route/cooldown.ts `cooldownKey`). */
+  cooldown: (key: string) => CooldownState;
   /** ok, paused or probing; from `cooldown` alone when not given. */
-  phase?: (upstream: string) => CooldownPhase;
+  phase?: (key: string) => CooldownPhase;
   /** The config's pools with their shares in this process. */
   pools?: PoolView[];
   recent: Map<string, AttemptSample[]>;
@@ -24,30 +32,63 @@ export interface HealthInputs {
   history?: string | null;
 }
 
-/** Every configured upstream with its slots, cooldown and recent attempts, in config order. */
+/**
+ * Every configured upstream with its slots, cooldown and recent attempts, in config order, and
+ * each of its members (a model the routes send it) with its own cooldown, attempts and pool
+ * shares (docs/admin.md "Upstream health").
+ */
 export function healthView(inputs: HealthInputs): HealthView {
+  const models = modelsByUpstream(inputs.config);
   const upstreams = (inputs.config?.upstreams ?? []).map((u): UpstreamHealth => {
-    const cooldown = inputs.cooldown(u.id);
-    const paused = cooldown.pausedUntil !== null && cooldown.pausedUntil > inputs.now;
-    const state = inputs.phase?.(u.id) ??
-      (paused ? "paused" : cooldown.pausedUntil === null ? "ok" : "probing");
+    const samples = inputs.recent.get(u.id) ?? [];
+    const members = (models.get(u.id) ?? []).map((model): MemberHealth => ({
+      model,
+      ...cooldownOf(cooldownKey(u.id, model), inputs),
+      recent: summarise(samples.filter((s) => s.model === model)),
+      pools: poolShares(inputs.pools ?? [], { upstream: u.id, model }),
+    }));
     return {
       id: u.id,
       kind: u.kind,
       enabled: u.enabled,
       inFlight: inputs.inFlight(u.id),
       maxInFlight: u.max_in_flight,
-      paused,
-      pausedUntil: paused ? cooldown.pausedUntil : null,
-      pauseReason: paused ? cooldown.reason : null,
-      consecutiveFailures: cooldown.consecutiveFailures,
-      pauseCount: cooldown.pauseCount,
-      state,
-      recent: summarise(inputs.recent.get(u.id) ?? []),
-      pools: poolShares(inputs.pools ?? [], u.id),
+      ...cooldownOf(u.id, inputs),
+      recent: summarise(samples),
+      members,
     };
   });
   return { at: inputs.now, demo: inputs.demo, upstreams, history: inputs.history ?? null };
+}
+
+/** One level's cooldown as the API shows it. */
+function cooldownOf(
+  key: string,
+  inputs: Pick<HealthInputs, "cooldown" | "phase" | "now">,
+): Pick<
+  MemberHealth,
+  "state" | "paused" | "pausedUntil" | "pauseReason" | "consecutiveFailures" | "pauseCount"
+> {
+  const cooldown = inputs.cooldown(key);
+  const paused = cooldown.pausedUntil !== null && cooldown.pausedUntil > inputs.now;
+  return {
+    state: inputs.phase?.(key) ??
+      (paused ? "paused" : cooldown.pausedUntil === null ? "ok" : "probing"),
+    paused,
+    pausedUntil: paused ? cooldown.pausedUntil : null,
+    pauseReason: paused ? cooldown.reason : null,
+    consecutiveFailures: cooldown.consecutiveFailures,
+    pauseCount: cooldown.pauseCount,
+  };
+}
+
+/** The models the config's routes send each upstream, each once, in config order. */
+function modelsByUpstream(config: Config | null): Map<string, string[]> {
+  const models = new Map<string, string[]>();
+  for (const m of config ? configMembers(config) : []) {
+    models.set(m.upstream, [...models.get(m.upstream) ?? [], m.model]);
+  }
+  return models;
 }
 
 /** Counts by outcome; attempts still in progress have none and are left out. */
@@ -92,9 +133,14 @@ function contentRate(s: AttemptSample): number | null {
   return s.outputTokens < 2 || ms < 1 ? null : s.outputTokens * 1000 / ms;
 }
 
-function poolShares(pools: readonly PoolView[], upstream: string): UpstreamPoolShare[] {
+function poolShares(
+  pools: readonly PoolView[],
+  member: { upstream: string; model: string },
+): UpstreamPoolShare[] {
   return pools.flatMap((pool) =>
-    pool.members.filter((m) => m.upstream === upstream).map((m) => ({
+    pool.members.filter((m) => m.upstream === member.upstream && m.model === member.model).map((
+      m,
+    ) => ({
       route: pool.route,
       index: pool.index,
       pick: pool.pick,

@@ -1,10 +1,12 @@
 import type { Db } from "./client.ts";
 import type { AttemptOutcome } from "./records.ts";
-import { memberOrNull, numOrNull } from "./row_values.ts";
+import { memberOrNull, numOrNull, text } from "./row_values.ts";
 import { ATTEMPT_OUTCOMES } from "./history_rows.ts";
 
 /** The parts of an attempt the admin page's upstream health needs. */
 export interface AttemptSample {
+  /** The model the attempt was sent: its member of the upstream (docs/admin.md "Upstream health"). */
+  model: string;
   outcome: AttemptOutcome | null;
   status: number | null;
   firstContentMs: number | null;
@@ -17,7 +19,7 @@ export interface AttemptSample {
  * Exported so tests can check the plan.
  */
 export const RECENT_ATTEMPTS =
-  `SELECT outcome, status, first_content_ms, duration_ms, output_tokens FROM attempts
+  `SELECT model, outcome, status, first_content_ms, duration_ms, output_tokens FROM attempts
   WHERE upstream = ? AND started_at >= ? ORDER BY started_at DESC LIMIT ?`;
 
 /** Each upstream's latest attempts started at or after `since` (epoch ms), at most `limit`. */
@@ -39,6 +41,7 @@ export async function recentAttempts(
     samples.set(
       upstream,
       rows.map((row) => ({
+        model: text(row, "model"),
         outcome: memberOrNull(row, { column: "outcome", members: ATTEMPT_OUTCOMES }),
         status: numOrNull(row, "status"),
         firstContentMs: numOrNull(row, "first_content_ms"),

@@ -275,4 +275,24 @@ export const MIGRATIONS: readonly Migration[] = [
       "CREATE INDEX continuation_owners_age ON continuation_owners (used_at)",
     ],
   },
+  {
+    // docs/design.md "Cooldown": each member (an upstream with one model) has a cooldown of its
+    // own beside its upstream's. A table of its own rather than a new key for `cooldowns`, whose
+    // rows an instance of the release before keeps reading and writing while both run.
+    version: 25,
+    name: "member_cooldowns",
+    sql: [
+      `CREATE TABLE member_cooldowns (
+        upstream TEXT NOT NULL,
+        model TEXT NOT NULL,
+        consecutive_failures INTEGER NOT NULL DEFAULT 0,
+        pause_count INTEGER NOT NULL DEFAULT 0,
+        paused_until INTEGER,
+        reason TEXT,
+        probe_until INTEGER,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (upstream, model)
+      )`,
+    ],
+  },
 ];

@@ -51,6 +51,7 @@ Deno.test("merge patch: objects merge, null deletes, arrays and scalars replace"
 
 Deno.test("health summary: caller 4xx is not the upstream's failure; percentiles by rank", () => {
   const s = (outcome: "success" | "error" | "idle_timeout" | "aborted" | null, status = 200) => ({
+    model: "m",
     outcome,
     status,
     firstContentMs: outcome === "success" ? 100 : null,

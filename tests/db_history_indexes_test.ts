@@ -185,11 +185,8 @@ Deno.test("the partial indexes replace the full ones on an existing database, sa
     ]);
     const old = await answers(db);
 
-    assert.deepEqual(
-      (await migrate(db, { migrations: MIGRATIONS.filter((m) => m.version <= 22) }))
-        .applied,
-      [22],
-    );
+    const upTo22 = MIGRATIONS.filter((m) => m.version <= 22);
+    assert.deepEqual((await migrate(db, { migrations: upTo22 })).applied, [22]);
     assert.deepEqual(await indexes(), [
       "requests_errors",
       "requests_open",

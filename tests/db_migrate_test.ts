@@ -61,6 +61,7 @@ Deno.test("a fresh database gets every shipped migration", async () => {
       "instances",
       "interaction_homes",
       "key_usage",
+      "member_cooldowns",
       "requests",
       "schema_version",
     ]);

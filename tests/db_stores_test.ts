@@ -1,9 +1,11 @@
 import assert from "node:assert/strict";
 import { loadStoredConfig, storeConfig } from "../db/config_store.ts";
 import {
+  claimProbe,
   type CooldownRow,
   deleteCooldown,
   loadCooldowns,
+  releaseProbe,
   saveCooldown,
 } from "../db/cooldown_store.ts";
 import { openDatabase } from "../db/client.ts";
@@ -51,6 +53,7 @@ Deno.test("cooldowns: rows round-trip, update in place and can be deleted", asyn
     assert.deepEqual(await loadCooldowns(db), []);
     const paused: CooldownRow = {
       upstream: "openai",
+      model: null,
       consecutiveFailures: 3,
       pauseCount: 2,
       pausedUntil: 1_700_000_120_000,
@@ -60,6 +63,7 @@ Deno.test("cooldowns: rows round-trip, update in place and can be deleted", asyn
     };
     const healthy: CooldownRow = {
       upstream: "claude",
+      model: null,
       consecutiveFailures: 1,
       pauseCount: 0,
       pausedUntil: null,
@@ -86,10 +90,59 @@ Deno.test("cooldowns: rows round-trip, update in place and can be deleted", asyn
   });
 });
 
+Deno.test("cooldowns: a member's row (upstream and model) is its own, beside its upstream's; its probe is claimed once", async () => {
+  await withTempDb(async ({ db }) => {
+    const row = (model: string | null, over: Partial<CooldownRow> = {}): CooldownRow => ({
+      upstream: "up",
+      model,
+      consecutiveFailures: 0,
+      pauseCount: 1,
+      pausedUntil: 1_000,
+      reason: "3 failures in a row; last: gw.upstream.error",
+      probeUntil: null,
+      updatedAt: 500,
+      ...over,
+    });
+    const whole = row(null, { pausedUntil: null, pauseCount: 0, reason: null });
+    // A model name may hold a "/" and more: it is a column, not part of a key's text.
+    const slashed = row("org/model-a:1");
+    await saveCooldown(db, whole);
+    await saveCooldown(db, row("cheap"));
+    await saveCooldown(db, slashed);
+    assert.deepEqual(await loadCooldowns(db), [whole, row("cheap"), slashed]);
+    // The upstream's own row stays where an older release reads it.
+    const legacy = await db.client.execute("SELECT upstream FROM cooldowns");
+    assert.deepEqual(legacy.rows.map((r) => r.upstream), ["up"]);
+
+    // Two instances claim the member's probe when its pause ended: one wins.
+    const claim = { upstream: "up", model: "cheap", now: 2_000, until: 9_000 };
+    assert.equal(await claimProbe(db, claim), "claimed");
+    const lost = await claimProbe(db, { ...claim, until: 9_500 });
+    assert.notEqual(lost, "claimed");
+    assert.equal(typeof lost === "object" && lost.probeUntil, 9_000);
+    // Its sibling and its upstream are untouched.
+    const stored = await loadCooldowns(db);
+    assert.deepEqual(stored.map((r) => [r.model, r.probeUntil]), [
+      [null, null],
+      ["cheap", 9_000],
+      ["org/model-a:1", null],
+    ]);
+    // Given back only by its holder.
+    await releaseProbe(db, { upstream: "up", model: "cheap", until: 9_500 });
+    assert.equal((await loadCooldowns(db))[1]!.probeUntil, 9_000);
+    await releaseProbe(db, { upstream: "up", model: "cheap", until: 9_000 });
+    assert.equal((await loadCooldowns(db))[1]!.probeUntil, null);
+
+    await deleteCooldown(db, "up");
+    assert.deepEqual(await loadCooldowns(db), []);
+  });
+});
+
 Deno.test("a write refused by a lock does not poison later writes", async () => {
   await withTempDb(async ({ db, url }) => {
     const row: CooldownRow = {
       upstream: "openai",
+      model: null,
       consecutiveFailures: 1,
       pauseCount: 0,
       pausedUntil: null,

@@ -242,10 +242,10 @@ Deno.test("engine: a 5xx is retried after 0.5 s, doubling, while retries last; t
   assert.equal(e.deps.cooldowns.isPaused("b"), false);
 });
 
-Deno.test("engine: a 429's Retry-After is waited instead of the backoff, and pauses the upstream for it", async () => {
+Deno.test("engine: a 429's Retry-After is waited instead of the backoff, and pauses the member that said it for it", async () => {
   const e = engine(two(), { script: { a: [fails(429, 3), { content: "x", end: ANSWERED }] } });
   let pausedDuring = false;
-  e.clock.after(2_999, () => (pausedDuring = e.deps.cooldowns.isPaused("a")));
+  e.clock.after(2_999, () => (pausedDuring = e.deps.cooldowns.isPaused("a/ma")));
   assert.equal(await e.run(), null);
   assert.deepEqual(at(e.calls), ["a@0", "a@3000"]);
   assert.equal(pausedDuring, true);

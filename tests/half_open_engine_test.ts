@@ -143,6 +143,7 @@ Deno.test("half-open: the shared store decides between instances; the loser goes
       if (stored.probeUntil !== null && stored.probeUntil > now) {
         return Promise.resolve({
           upstream: "a",
+          model: null,
           consecutiveFailures: 0,
           pauseCount: 1,
           pausedUntil: now - 1,

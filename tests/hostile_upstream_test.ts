@@ -205,6 +205,28 @@ Deno.test("a same-format client never gets an error body cut at the cap as the u
   });
 });
 
+Deno.test("an upstream's 'model not there' naming another model than the one it was sent is the caller's: passed back, nothing charged", async () => {
+  await withTwo(async (gw, [a, b]) => {
+    // A model the caller chose (a tool's): only the sent model's absence is the member's fault
+    // (docs/design.md "Cooldown"), else a caller could pause a member for every key.
+    const error = {
+      message: "The model `model-1-image` does not exist or you do not have access to it.",
+      type: "invalid_request_error",
+      param: "tools[0].model",
+      code: "model_not_found",
+    };
+    a!.setHandler(() => ({ status: 404, body: [{ send: JSON.stringify({ error }) }] }));
+    for (let i = 0; i < 3; i++) {
+      const res = await post(gw, ask(false));
+      assert.equal(res.status, 404);
+      assert.equal((await res.json()).error.code, "model_not_found");
+    }
+    assert.equal(b!.calls.length, 0, "no failover: the caller's own error");
+    assert.equal(gw.cooldowns.get("up1/model-1").consecutiveFailures, 0);
+    assert.equal(gw.cooldowns.get("up1").consecutiveFailures, 0);
+  });
+});
+
 // --- parsers are linear and capped -------------------------------------------
 
 Deno.test("the SSE parser searches each byte once: a 2 MiB event in 64-byte chunks", () => {

@@ -78,6 +78,11 @@ export function fleet(
   opts: {
     /** What `upstream` does on its `n`th call, the `nth` of all calls (both from 0). */
     play: (upstream: string, n: number, nth: number) => Act;
+    /**
+     * Play, count and log each member (`upstream/model`, its cooldown key) apart rather than
+     * each upstream: for routes that send one upstream several models.
+     */
+    byMember?: boolean;
     seed?: number;
     probes?: ProbeStore;
     clock?: VirtualClock;
@@ -144,7 +149,9 @@ export function fleet(
     throw new Error("unreachable");
   };
   const runHop: RunHop = (hop) => {
-    const id = hop.upstream.id;
+    const id = opts.byMember
+      ? `${hop.upstream.id}/${hop.opts.target.candidate.model}`
+      : hop.upstream.id;
     const n = calls.get(id) ?? 0;
     calls.set(id, n + 1);
     log.push({ upstream: id, at: clock.elapsed });

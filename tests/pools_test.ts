@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import type { ConfigInput } from "../gateway/config/schema.ts";
 import type { HealthView } from "../admin/api_types.ts";
 import { eventually, postJson, startTestGateway } from "./harness.ts";
-import { chatWholeBody } from "./fake_upstreams/openai_chat_script.ts";
+import { chatError, chatWholeBody } from "./fake_upstreams/openai_chat_script.ts";
 import { chatStream } from "./fake_upstreams/openai_chat_script.ts";
 import { type FakeUpstream, startFakeUpstream } from "./fake_upstreams/server.ts";
 import { seededRandom } from "./seeded_random.ts";
@@ -84,9 +84,11 @@ Deno.test("a weighted pool over HTTP: traffic split 3:1, shares in /metrics and 
       .json() as HealthView;
     const up1 = health.upstreams.find((u) => u.id === "up1")!;
     assert.equal(up1.state, "ok");
-    assert.deepEqual(up1.pools.map((p) => [p.route, p.index, p.pick, p.weight, p.share]), [
-      ["smart", 0, "weighted", 3, a! / 60],
-    ]);
+    assert.deepEqual(up1.members.map((m) => [m.model, m.state]), [["m1", "ok"]]);
+    assert.deepEqual(
+      up1.members[0]!.pools.map((p) => [p.route, p.index, p.pick, p.weight, p.share]),
+      [["smart", 0, "weighted", 3, a! / 60]],
+    );
     assert.equal(up1.recent.errorRate, 0);
     assert.ok(up1.recent.tokensPerSecP50 !== null && up1.recent.tokensPerSecP50 > 0);
   } finally {
@@ -169,5 +171,173 @@ Deno.test("two instances on one database: exactly one probe reaches an upstream 
     await b.stop();
     await recovering.close();
     await healthy.close();
+  }
+});
+
+Deno.test("a cheapest pool on one upstream: the member whose model fails is paused alone; the other takes the traffic", async () => {
+  // One upstream serving two models: `cheap` always fails with 503, `dear` answers.
+  const up = startFakeUpstream({
+    fallback: (call) =>
+      (call.json as { model?: string }).model === "cheap"
+        ? chatError(503, "cheap is down")
+        : chatStream({ text: ["from dear"], usage: { input: 3, output: 5 } }),
+  });
+  const config: ConfigInput = {
+    upstreams: [{
+      id: "up1",
+      kind: "openai-chat",
+      base_url: up.url,
+      prices: { cheap: { input: 0.1, output: 0.2 }, dear: { input: 3, output: 15 } },
+    }],
+    routes: [{
+      model: "smart",
+      candidates: [{
+        pick: "cheapest",
+        pool: [{ upstream: "up1", model: "cheap" }, { upstream: "up1", model: "dear" }],
+      }],
+    }],
+  };
+  const gw = await startTestGateway(config, { env: { PULSEGATE_ADMIN_TOKEN: "pools-admin" } });
+  try {
+    for (let i = 0; i < 10; i++) assert.match(await ask(gw.url), /from dear/);
+    const calls = (model: string) =>
+      up.calls.filter((c) => (c.json as { model?: string }).model === model).length;
+    // The first request pays a try and a retry, the second the third failure (which pauses the
+    // member) and its retry; from then on `cheapest` goes straight to the member that answers.
+    assert.equal(calls("cheap"), 4);
+    assert.equal(calls("dear"), 10);
+
+    const health = await (await fetch(`${gw.url}/admin/api/health`, { headers: ADMIN }))
+      .json() as HealthView;
+    const up1 = health.upstreams.find((u) => u.id === "up1")!;
+    assert.equal(up1.state, "ok", "the upstream as a whole is healthy");
+    const member = (model: string) => up1.members.find((m) => m.model === model)!;
+    assert.equal(member("cheap").state, "paused");
+    assert.match(member("cheap").pauseReason!, /3 failures in a row; last: gw.upstream.error/);
+    assert.equal(member("dear").state, "ok");
+    assert.equal(member("dear").consecutiveFailures, 0);
+    assert.deepEqual(member("cheap").pools.map((p) => [p.route, p.pick, p.share]), [
+      ["smart", "cheapest", 4 / 14],
+    ]);
+    assert.deepEqual(member("dear").pools.map((p) => p.share), [10 / 14]);
+    const metrics = await (await fetch(`${gw.url}/metrics`)).text();
+    assert.match(
+      metrics,
+      /pulsegate_member_state\{upstream="up1",model="cheap",state="paused"\} 1/,
+    );
+    assert.match(metrics, /pulsegate_member_state\{upstream="up1",model="dear",state="ok"\} 1/);
+    assert.match(metrics, /pulsegate_upstream_state\{upstream="up1",state="ok"\} 1/);
+
+    // The operator's Resume of the upstream clears its members' pauses too.
+    const resumed = await fetch(`${gw.url}/admin/api/upstreams/up1/resume`, {
+      method: "POST",
+      headers: { ...ADMIN, "content-type": "application/json" },
+      body: "{}",
+    });
+    assert.equal(resumed.status, 200);
+    await resumed.body?.cancel();
+    assert.equal(gw.cooldowns.phase("up1/cheap"), "ok");
+  } finally {
+    await gw.stop();
+    await up.close();
+  }
+});
+
+Deno.test("a pool member whose model the upstream says is not there: the next member answers at once, that member alone is charged; a route of it alone passes the 404 on", async () => {
+  const notThere = (model: string) => ({
+    status: 404,
+    body: [{
+      send: JSON.stringify({
+        error: {
+          message: `The model \`${model}\` does not exist or you do not have access to it.`,
+          type: "invalid_request_error",
+          param: null,
+          code: "model_not_found",
+        },
+      }),
+    }],
+  });
+  const up = startFakeUpstream({
+    fallback: (call) => {
+      const model = (call.json as { model?: string }).model ?? "";
+      return model === "gone" ? notThere(model) : chatStream({ text: [`from ${model}`] });
+    },
+  });
+  const config: ConfigInput = {
+    upstreams: [{
+      id: "up1",
+      kind: "openai-chat",
+      base_url: up.url,
+      prices: { gone: { input: 0.1, output: 0.2 }, here: { input: 3, output: 15 } },
+    }],
+    routes: [
+      {
+        model: "smart",
+        candidates: [{
+          pick: "cheapest",
+          pool: [{ upstream: "up1", model: "gone" }, { upstream: "up1", model: "here" }],
+        }],
+      },
+      { model: "only-gone", candidates: [{ upstream: "up1", model: "gone" }] },
+    ],
+  };
+  const gw = await startTestGateway(config);
+  try {
+    const gone = () => up.calls.filter((c) => (c.json as { model?: string }).model === "gone");
+    for (let i = 0; i < 6; i++) assert.match(await ask(gw.url), /from here/);
+    assert.equal(gone().length, 3, "once a request, never retried, until three pause it");
+    assert.equal(gw.cooldowns.phase("up1/gone"), "paused");
+    assert.equal(gw.cooldowns.get("up1").consecutiveFailures, 0, "not the upstream's fault");
+    assert.equal(gw.cooldowns.phase("up1"), "ok");
+    assert.equal(gw.cooldowns.phase("up1/here"), "ok");
+
+    const res = await postJson(`${gw.url}/v1/chat/completions`, { ...body, model: "only-gone" });
+    assert.equal(res.status, 404, "the provider's answer, as before, when nothing else can answer");
+    assert.equal((await res.json()).error.code, "model_not_found");
+  } finally {
+    await gw.stop();
+    await up.close();
+  }
+});
+
+Deno.test("two instances on one database: a member paused on one is passed over by the other from its next heartbeat; their upstream stays open", async () => {
+  const up = startFakeUpstream({
+    fallback: (call) => chatStream({ text: [`from ${(call.json as { model?: string }).model}`] }),
+  });
+  const dir = await Deno.makeTempDir({ prefix: "pulsegate-member-" });
+  // Scale 0.01: heartbeats 100 ms apart; the 600 s pause lasts 6 s, longer than the test.
+  const config: ConfigInput = {
+    failover: { pause_secs: 600 },
+    upstreams: [{
+      id: "up1",
+      kind: "openai-chat",
+      base_url: up.url,
+      prices: { cheap: { input: 0.1, output: 0.2 }, dear: { input: 3, output: 15 } },
+    }],
+    routes: [{
+      model: "smart",
+      candidates: [{
+        pick: "cheapest",
+        pool: [{ upstream: "up1", model: "cheap" }, { upstream: "up1", model: "dear" }],
+      }],
+    }],
+  };
+  const a = await startTestGateway(config, { dir });
+  const b = await startTestGateway(undefined, { dir });
+  try {
+    assert.match(await ask(b.url), /from cheap/);
+    for (let i = 0; i < 3; i++) a.cooldowns.failure("up1/cheap", "gw.upstream.error");
+    await eventually(() => b.cooldowns.phase("up1/cheap") === "paused", {
+      what: "b reads the member's pause",
+    });
+    const before = up.calls.length;
+    for (let i = 0; i < 3; i++) assert.match(await ask(b.url), /from dear/);
+    assert.equal(up.calls.length - before, 3, "no call to the paused member");
+    assert.equal(b.cooldowns.phase("up1"), "ok");
+    assert.equal(b.cooldowns.phase("up1/dear"), "ok");
+  } finally {
+    await a.stop();
+    await b.stop();
+    await up.close();
   }
 });

@@ -32,7 +32,7 @@ Deno.test("our credential refused (401/403) fails over at once and counts for co
   }
 });
 
-Deno.test("a 429's Retry-After pauses the upstream; a single candidate ignores cooldown", async () => {
+Deno.test("a 429's Retry-After pauses the member that said it, not its upstream; a single candidate ignores cooldown", async () => {
   const a = startFakeUpstream();
   const gw = await startTestGateway(chatRoute([a.url]));
   try {
@@ -42,12 +42,14 @@ Deno.test("a 429's Retry-After pauses the upstream; a single candidate ignores c
     assert.ok(Number(limited.headers.get("retry-after")) >= 1);
     await limited.body?.cancel();
     assert.equal(a.calls.length, 1, "a Retry-After over 10 s is not waited out");
-    assert.equal(gw.cooldowns.isPaused("up1"), true);
+    // Rate limits are mostly per model (docs/design.md "Cooldown"): up1's other models go on.
+    assert.equal(gw.cooldowns.isPaused("up1/model-1"), true);
+    assert.equal(gw.cooldowns.isPaused("up1"), false);
     a.enqueue(chatWhole(good));
     const res = await postJson(`${gw.url}/v1/chat/completions`, whole);
     assert.equal(res.status, 200, "the only candidate is tried although paused");
     await res.body?.cancel();
-    assert.equal(gw.cooldowns.isPaused("up1"), false, "one success resets it");
+    assert.equal(gw.cooldowns.isPaused("up1/model-1"), false, "one success resets it");
   } finally {
     await gw.stop();
     await a.close();

@@ -221,3 +221,47 @@ Deno.test("verdict: a replay that diverged moves on to the next candidate, uncha
   const after = verdictFor("replay_diverged", { content: true, resuming: true, overflow: false });
   assert.deepEqual([after.step, after.resumable], ["stop", undefined]);
 });
+
+Deno.test("verdict: whose cooldown each failure before content is charged to, the member's, the upstream's or both", () => {
+  const charged = Object.fromEntries(
+    HOWS.flatMap((how) => {
+      const v = verdictFor(how, plain(false));
+      return v.cooldown ? [[how, v.cooldown]] : [];
+    }),
+  );
+  assert.deepEqual(charged, {
+    // The model is not there: the upstream's other models are not to blame.
+    model_missing: "member",
+    // The model's or the whole upstream's: both, the upstream's count reset by any model's answer.
+    rate_limited: "both",
+    overloaded: "both",
+    refused: "both",
+    stream_error: "both",
+    bad_response: "both",
+    unfinished: "both",
+    idle_timeout: "both",
+    first_content_timeout: "both",
+    deadline: "both",
+    // Nothing of the model is in a connection that fails.
+    connection: "upstream",
+  });
+  // Only a rate limit's Retry-After pauses, and it pauses the member that said it.
+  assert.deepEqual(HOWS.filter((how) => verdictFor(how, plain(false)).pause), ["rate_limited"]);
+  // A missing model moves on at once, never retried, and ends a started answer like any refusal.
+  assert.deepEqual(verdictFor("model_missing", plain(false)), {
+    step: "next",
+    outcome: "error",
+    cooldown: "member",
+  });
+  assert.deepEqual(verdictFor("model_missing", plain(true)), { step: "stop", outcome: "error" });
+});
+
+Deno.test("endings: a 4xx that says the model the hop sent is not there is the member's, any other the caller's", () => {
+  const body = JSON.stringify({
+    error: { message: "The model `cheap` does not exist", code: "model_not_found" },
+  });
+  const error = upstreamStatusError(404, { kind: "openai-chat", body });
+  assert.equal(statusEnding(404, error, { model: "cheap" }).how, "model_missing");
+  assert.equal(statusEnding(404, error, { model: "dear" }).how, "rejected");
+  assert.equal(statusEnding(404, error).how, "rejected");
+});

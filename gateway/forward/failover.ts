@@ -1,4 +1,4 @@
-import { describeSkipped, inexpressible, planCandidates } from "../route/candidates.ts";
+import { describeSkipped, inexpressible, memberOf, planCandidates } from "../route/candidates.ts";
 import { affinitySession } from "../route/affinity.ts";
 import type { UpstreamKind } from "../formats/format.ts";
 import { clientError, GatewayError } from "../runtime/gateway_error.ts";
@@ -9,10 +9,12 @@ import { HedgeRace } from "./hedge_race.ts";
 import type { Lane } from "./hedge_lane.ts";
 import { ContextOverflow } from "../route/context_overflow.ts";
 import { isContextOverflow } from "../formats/context_overflow.ts";
+import { isModelMissing } from "../formats/model_missing.ts";
 import { type Answered, type Failed, settle, type Settled } from "./settle.ts";
 import { retryWait } from "./verdict.ts";
 import { notHome } from "../route/interaction_pin.ts";
-import type { ProbeAnswer, ProbeTicket } from "../route/cooldown.ts";
+import type { ProbeTicket } from "../route/cooldown.ts";
+import { claimMemberProbes } from "../route/cooldown_levels.ts";
 
 /**
  * One hop's work: send, read, and say how it ended (hop_ending.ts). It
@@ -79,12 +81,12 @@ async function tryInOrder(
   for (const [i, target] of plan.entries()) {
     if (overflow.skips(target)) continue;
     // Half-open (docs/design.md "Cooldown"): tried only with its one probe; else passed over.
-    let ticket: ProbeTicket | null = null;
+    let tickets: ProbeTicket[] = [];
     if (target.probe) {
       const probe = await claimProbe(target, { req, deps });
-      if (typeof probe === "object") ticket = probe;
+      if (typeof probe === "object") tickets = probe;
       if (stopReason(live.signal)) {
-        if (ticket) deps.cooldowns.probeEnded(ticket);
+        giveBack(tickets, deps);
         return stopReason(live.signal)!;
       }
       if (probe === "taken") continue;
@@ -93,7 +95,7 @@ async function tryInOrder(
     const wait = isAffine(target, req, deps) && !race?.running;
     const release = await takeSlot(target, { req, deps, wait });
     if (!release) {
-      if (ticket) deps.cooldowns.probeEnded(ticket);
+      giveBack(tickets, deps);
       if (stopReason(live.signal)) return stopReason(live.signal)!;
       // The session's own upstream was already waited for, for as long as a wait may last;
       // a probe is not waited for either: the next request may claim it.
@@ -103,12 +105,12 @@ async function tryInOrder(
     // A later full candidate may still be waited for, so this one is last only if none was full.
     const isLast = i === plan.length - 1 && !full.length;
     const start = (lane: Lane | null = null) =>
-      tryCandidate(req, { ...opts, target, release, isLast, tried, lane, probe: ticket });
+      tryCandidate(req, { ...opts, target, release, isLast, tried, lane, probe: tickets });
     const more = i < plan.length - 1;
     // A race already decided starts nothing more: the slot and the probe go back unused.
     const unused = () => {
       release();
-      if (ticket) deps.cooldowns.probeEnded(ticket);
+      giveBack(tickets, deps);
     };
     const outcome = race ? await race.run(target, { start, release: unused, more }) : await start();
     // Still running, silent past its hedge delay: the next candidate starts beside it.
@@ -190,8 +192,8 @@ async function tryCandidate(
     tried: string[];
     /** Its lane in a hedge race: a lost race stops its retries too. */
     lane?: Lane | null;
-    /** The probe of its half-open upstream this request holds (docs/design.md "Cooldown"). */
-    probe?: ProbeTicket | null;
+    /** The probes of its half-open levels this request holds (docs/design.md "Cooldown"). */
+    probe?: readonly ProbeTicket[];
   },
 ): Promise<Outcome> {
   const { target, deps, lane } = opts;
@@ -211,7 +213,7 @@ async function tryCandidate(
       release,
       signal,
       gate: lane ?? undefined,
-      probe: opts.probe ?? undefined,
+      probe: opts.probe?.length ? opts.probe : undefined,
     });
     let ending: HopEnding;
     try {
@@ -237,21 +239,27 @@ async function tryCandidate(
 }
 
 /**
- * The probe of a half-open candidate's upstream: held for as long as its hop may wait for a slot
- * and then go without content, so a probe whose process died frees the upstream by then.
+ * The probes of a half-open candidate (its member's, its upstream's, or both): held for as long
+ * as its hop may wait for a slot and then go without content, so a probe whose process died frees
+ * them by then.
  */
 function claimProbe(
   target: Candidate,
   opts: { req: ForwardRequest; deps: ForwardDeps },
-): Promise<ProbeAnswer> {
+): Promise<ProbeTicket[] | "taken"> {
   const { req, deps } = opts;
   const { failover } = deps.config;
   const silentSecs = target.candidate.first_content_timeout_secs ??
     req.route.first_content_timeout_secs ?? failover.idle_timeout_secs;
   const secs = silentSecs + failover.slot_wait_secs;
-  return deps.cooldowns.claimProbe(target.upstream.id, {
+  return claimMemberProbes(deps.cooldowns, memberOf(target), {
     leaseMs: secs * 1000 * deps.clock.scale,
   });
+}
+
+/** Probes claimed but not sent: the next request may claim them. */
+function giveBack(tickets: readonly ProbeTicket[], deps: ForwardDeps): void {
+  for (const ticket of tickets) deps.cooldowns.probeEnded(ticket);
 }
 
 function isAffine(target: Candidate, req: ForwardRequest, deps: ForwardDeps): boolean {
@@ -340,10 +348,11 @@ function slotsFull(deps: ForwardDeps): GatewayError {
  * No candidate is left (docs/design.md "Failover before content"): `timeout_status` in the
  * client's format, except when the last asked us to slow down, which stays a
  * 429, and when the last refused the prompt as too long for it
- * (docs/liveness.md), which is the caller's to read as the provider said it.
+ * (docs/liveness.md) or said its model is not there (docs/design.md "Cooldown"), which the
+ * caller reads as the provider said it.
  */
 function exhausted(last: GatewayError, opts: { chain: Chain; deps: ForwardDeps }): GatewayError {
-  if (last.code === "gw.upstream.rate_limited" || isContextOverflow(last)) {
+  if (last.code === "gw.upstream.rate_limited" || isContextOverflow(last) || isModelMissing(last)) {
     return last.with(opts.chain);
   }
   return last.with({ ...opts.chain, status: opts.deps.config.failover.timeout_status });

@@ -88,8 +88,11 @@ export class Hop {
       signal?: AbortSignal;
       /** Whether it may answer (see first_content_gate.ts); open unless hedged. */
       gate?: FirstContentGate;
-      /** It is the one probe of its half-open upstream (docs/design.md "Cooldown"). */
-      probe?: ProbeTicket;
+      /**
+       * It is the one probe of its half-open member, upstream or both (docs/design.md
+       * "Cooldown"): the tickets it holds, never empty.
+       */
+      probe?: readonly ProbeTicket[];
     },
   ) {
     const { live } = req;
@@ -267,7 +270,7 @@ export class Hop {
     const retryAfter = retryAfterSecs(res.headers.get("retry-after"), this.opts.deps.clock.now());
     const decoded = this.adapter.decodeError(res.status, body, { headers: res.headers });
     const error = retryAfter === undefined ? decoded : decoded.with({ retryAfterSecs: retryAfter });
-    return statusEnding(res.status, error);
+    return statusEnding(res.status, error, { model: this.opts.target.candidate.model });
   }
 
   /** How a thrown error ended the hop: our stop reason, or what went wrong upstream. */

@@ -1,6 +1,7 @@
 import { type GatewayCode, GatewayError } from "../runtime/gateway_error.ts";
 import { stopReason } from "./stop_reasons.ts";
 import { isRetryableStatus } from "../formats/upstream_error.ts";
+import { isModelMissing } from "../formats/model_missing.ts";
 import type { How } from "./verdict.ts";
 
 /** How a hop ended (verdict.ts decides what follows); every ending but an answer has its error. */
@@ -23,9 +24,19 @@ const STOPS: Partial<Record<GatewayCode, Exclude<How, "answered">>> = {
   "gw.upstream.deadline": "deadline",
 };
 
-/** An upstream's error status, as decoded into `error` (docs/architecture.md "Errors"). */
-export function statusEnding(status: number, error: GatewayError): HopEnding {
-  if (error.source === "client") return { how: "rejected", error };
+/**
+ * An upstream's error status, as decoded into `error` (docs/architecture.md "Errors"); `model`
+ * is the model the hop sent, which a refusal may say is not there (formats/model_missing.ts).
+ */
+export function statusEnding(
+  status: number,
+  error: GatewayError,
+  opts: { model?: string } = {},
+): HopEnding {
+  if (error.source === "client") {
+    const missing = opts.model !== undefined && isModelMissing(error, opts.model);
+    return { how: missing ? "model_missing" : "rejected", error };
+  }
   if (status === 429) return { how: "rate_limited", error };
   return { how: isRetryableStatus(status) ? "overloaded" : "refused", error };
 }

@@ -6,6 +6,9 @@ import type { Hop } from "./hop.ts";
 import type { HopEnding } from "./hop_ending.ts";
 import { type Step, type Verdict, verdictFor } from "./verdict.ts";
 import { answerIsStored } from "../route/interaction_pin.ts";
+import { memberOf } from "../route/candidates.ts";
+import { cooldownKey } from "../route/cooldown.ts";
+import { chargeFailure, chargeReaches, chargeSuccess } from "../route/cooldown_levels.ts";
 
 /** What the candidate loop does after a hop, with the hop's error. */
 export type Settled = Answered | Failed<Exclude<Step, "done">>;
@@ -24,7 +27,7 @@ export type Failed<S extends Step> = S extends Step ? {
 
 /**
  * The one place a hop's end takes effect: its attempt row (outcome, error,
- * the tokens it billed), the upstream's cooldown, the session's affinity and
+ * the tokens it billed), the member's and upstream's cooldown, the session's affinity and
  * the idle-timeout count, each as verdict.ts says for how it ended and where
  * the request stood.
  */
@@ -41,6 +44,7 @@ export function settle(hop: Hop, ending: HopEnding): Settled {
   });
   const { cooldowns, affinity, metrics, log } = hop.opts.deps;
   const upstream = hop.upstream.id;
+  const member = memberOf(hop.opts.target);
   if (verdict.idle) {
     metrics.idleTimeouts.inc({ upstream, phase: verdict.idle });
     const first = ending.how === "first_content_timeout";
@@ -51,19 +55,21 @@ export function settle(hop: Hop, ending: HopEnding): Settled {
     });
   }
   hop.end(verdict.outcome, error);
-  if (verdict.cooldown) cooldowns.failure(upstream, error?.code);
+  const charge = verdict.cooldown;
+  if (charge) chargeFailure(cooldowns, member, { charge, code: error?.code });
   const retryAfter = error?.retryAfterSecs;
-  if (verdict.cooldown === "charge_and_pause" && retryAfter !== undefined) {
-    cooldowns.pauseFor(upstream, retryAfter);
+  if (verdict.pause === "retry_after" && retryAfter !== undefined) {
+    cooldowns.pauseFor(cooldownKey(upstream, member.model), retryAfter);
   }
   if (verdict.dropsAffinity) {
     affinity.drop(route.model, { sessionId: affinitySession(hop.req.live.record), upstream });
   }
   if (probe) {
-    // Content or a charge settled the upstream already; any other end gives the probe back.
-    const result = content ? "ok" : verdict.cooldown ? "failed" : "released";
-    metrics.probes.inc({ upstream, result });
-    cooldowns.probeEnded(probe);
+    // Content or a charge settled a level already; any other end gives its probe back (a
+    // member's fault says nothing of its upstream, whose probe the next request may take).
+    const failed = charge !== undefined && probe.some((ticket) => chargeReaches(charge, ticket));
+    metrics.probes.inc({ upstream, result: content ? "ok" : failed ? "failed" : "released" });
+    for (const ticket of probe) cooldowns.probeEnded(ticket);
   }
   measure(hop, verdict);
   if (verdict.step === "done" || !error) return { step: "done" };
@@ -82,7 +88,7 @@ export function settleContent(hop: Hop): void {
   metrics.upstreamFirstContent.observe({ upstream: hop.upstream.id }, ms / 1000);
   const slot = hop.opts.target.pool;
   slot?.state.firstContent(slot.member, ms);
-  cooldowns.success(hop.upstream.id);
+  chargeSuccess(cooldowns, memberOf(hop.opts.target));
   affinity.set(hop.req.route.model, {
     sessionId: affinitySession(hop.req.live.record),
     upstream: hop.upstream.id,

@@ -1,4 +1,5 @@
 import type { AttemptOutcome } from "../../db/records.ts";
+import type { Charge } from "../route/cooldown_levels.ts";
 
 /**
  * How a hop ended, in the hop's own words: what the upstream did, or why we
@@ -10,6 +11,11 @@ export type How =
   | "answered"
   /** It answered the caller's own 4xx (not 401/403/408/429). */
   | "rejected"
+  /**
+   * It answered that the model it was sent is not there (formats/model_missing.ts): the
+   * member's fault, not the caller's (the model was the operator's choice).
+   */
+  | "model_missing"
   /** It answered 429. */
   | "rate_limited"
   /** It answered 500, 502, 503, 504 or 529. */
@@ -63,10 +69,12 @@ export interface Verdict {
   /** The attempt row's outcome. */
   outcome: AttemptOutcome;
   /**
-   * Charged to the upstream's cooldown (docs/design.md "Cooldown");
-   * `charge_and_pause` also pauses it for the answer's Retry-After.
+   * Charged to cooldown (docs/design.md "Cooldown"), and to whose: the member (upstream and
+   * model) alone, the upstream as a whole, or both (route/cooldown_levels.ts says why each).
    */
-  cooldown?: "charge" | "charge_and_pause";
+  cooldown?: Charge;
+  /** The answer's Retry-After pauses the member for that long. */
+  pause?: "retry_after";
   /** The session's pin to this upstream is dropped for the turn. */
   dropsAffinity?: true;
   /** Counted (and logged) as an idle timeout in this phase. */
@@ -86,7 +94,7 @@ export interface Place {
    * on to a larger window (`on_context_overflow: "next"`, docs/liveness.md).
    */
   overflow: boolean;
-  /** This hop is the one probe of an upstream whose pause ended (docs/design.md "Cooldown"). */
+  /** This hop is the one probe of a member or upstream whose pause ended (docs/design.md "Cooldown"). */
   probing?: boolean;
 }
 
@@ -101,7 +109,7 @@ interface Row {
   resumed?: Verdict;
   /** Changes before content when the refusal is of the prompt's length and the route moves on. */
   overflow?: Partial<Verdict>;
-  /** Changes before content when the hop probed a half-open upstream. */
+  /** Changes before content when the hop probed a half-open member or upstream. */
   probing?: Partial<Verdict>;
 }
 
@@ -114,15 +122,16 @@ const stopped = (outcome: AttemptOutcome): Row => ({
 });
 const ANSWERED: Verdict = { step: "done", outcome: "success" };
 /**
- * A failed probe paused its upstream again (docs/design.md "Cooldown"): it is not retried, or
- * one probe would be two calls to an upstream just back.
+ * A failed probe paused its member or upstream again (docs/design.md "Cooldown"): it is not
+ * retried, or one probe would be two calls to a member just back.
  */
 const PROBE_NOT_RETRIED: Partial<Verdict> = { step: "next" };
-const CHARGED_NEXT: Verdict = { step: "next", outcome: "error", cooldown: "charge" };
+/** A fault that may be the model's or the whole upstream's: charged to both (the upstream's count is reset by any of its models' answers). */
+const CHARGED_NEXT: Verdict = { step: "next", outcome: "error", cooldown: "both" };
 const SILENT: Verdict = {
   step: "next",
   outcome: "idle_timeout",
-  cooldown: "charge",
+  cooldown: "both",
   dropsAffinity: true,
   idle: "before_content",
 };
@@ -148,19 +157,27 @@ export const VERDICTS: Readonly<Record<How, Row>> = {
     resumed: { step: "done", outcome: "resumed" },
   },
   rejected: CALLERS,
+  // The model is the operator's, so not the caller's to read while another candidate may answer;
+  // its member alone is charged, the upstream's other models are not to blame.
+  model_missing: {
+    before: { step: "next", outcome: "error", cooldown: "member" },
+    after: { step: "stop", outcome: "error" },
+  },
+  // Rate limits are mostly per model: the Retry-After pauses the member; counted for both.
   rate_limited: {
-    before: { step: "retry", outcome: "error", cooldown: "charge_and_pause" },
+    before: { step: "retry", outcome: "error", cooldown: "both", pause: "retry_after" },
     after: BROKE_OFF,
     probing: PROBE_NOT_RETRIED,
   },
   overloaded: {
-    before: { step: "retry", outcome: "error", cooldown: "charge" },
+    before: { step: "retry", outcome: "error", cooldown: "both" },
     after: BROKE_OFF,
     probing: PROBE_NOT_RETRIED,
   },
   refused: { before: CHARGED_NEXT, after: BROKE_OFF },
+  // Nothing of the model is in a connection that fails: the upstream as a whole is charged.
   connection: {
-    before: { step: "retry", outcome: "error", cooldown: "charge" },
+    before: { step: "retry", outcome: "error", cooldown: "upstream" },
     after: BROKE_OFF,
     probing: PROBE_NOT_RETRIED,
   },

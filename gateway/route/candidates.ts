@@ -6,6 +6,14 @@ import { isPool } from "../config/route_entries.ts";
 import type { UpstreamKind } from "../formats/format.ts";
 import { onePer } from "../runtime/memo.ts";
 import { embedUnsupported } from "../formats/embed_formats.ts";
+import type { Cooldowns } from "./cooldown.ts";
+import {
+  type Member,
+  memberBlocked,
+  memberPausedUntil,
+  recovering,
+  recoveringLevels,
+} from "./cooldown_levels.ts";
 
 /**
  * What an upstream of `kind` could not be sent of this request, or nothing.
@@ -55,10 +63,10 @@ export function describeSkipped(skipped: ReadonlyMap<string, readonly string[]>)
  * Orders a route's candidates for one request (docs/design.md "Failover before content",
  * "Pools"): each pool entry becomes its members in its pick's order; enabled ones only, and of
  * those only the ones `accept` keeps (those that can be sent the request at all), before any
- * health rule; the session's upstream first while it is healthy; upstreams in cooldown
- * skipped, unless all are paused (then the one freed soonest goes first); an upstream whose
- * pause ended is tried only by the request that claims its probe, while another is healthy;
- * a single candidate ignores cooldown.
+ * health rule; the session's upstream first while it is healthy; candidates in cooldown (their
+ * member's or their upstream's) skipped, unless all are paused (then the one freed soonest goes
+ * first); one whose pause ended is tried only by the request that claims its probe, while
+ * another is healthy; a single candidate ignores cooldown.
  */
 export function planCandidates(
   route: Route,
@@ -90,20 +98,44 @@ export function planCandidates(
   if (all.length <= 1) return all;
   const { cooldowns } = deps;
   const affine = deps.affinity.get(route.model, opts.sessionId);
-  const healthy = all.filter((c) => !cooldowns.isPaused(c.upstream.id));
+  // Cooldown is kept for each member (upstream and model) and for each upstream as a whole
+  // (docs/design.md "Cooldown", route/cooldown_levels.ts): a candidate paused at either is skipped.
+  const healthy = all.filter((c) => !memberBlocked(cooldowns, memberOf(c)));
   if (!healthy.length) {
-    const until = (c: Candidate) => cooldowns.get(c.upstream.id).pausedUntil ?? 0;
+    const until = (c: Candidate) => memberPausedUntil(cooldowns, memberOf(c));
     return [...all].sort((a, b) => until(a) - until(b));
   }
-  // A recovering upstream gets one probe while another can take the rest; with none, it is
-  // the best left and is tried as before.
-  if (healthy.some((c) => !cooldowns.halfOpen(c.upstream.id))) {
-    for (const c of healthy) if (cooldowns.halfOpen(c.upstream.id)) c.probe = true;
-  }
-  const ordered = preferLeastLoaded(healthy, deps);
+  const ordered = preferLeastLoaded(gateProbes(healthy, cooldowns), deps);
   const first = ordered.findIndex((c) => c.upstream.id === affine);
   if (first > 0) ordered.unshift(...ordered.splice(first, 1));
   return ordered;
+}
+
+/** The member a candidate is to cooldown: its upstream and the model it is sent. */
+export function memberOf(c: Pick<Candidate, "upstream" | "candidate">): Member {
+  return { upstream: c.upstream.id, model: c.candidate.model };
+}
+
+/**
+ * A recovering candidate (a level's pause ended) gets one probe while another can take the rest;
+ * with none, it is the best left and is tried as before. While its upstream recovers too, a
+ * member with faults of its own leaves the upstream's probe to a member of it without any, if the
+ * route has one: an upstream back from an outage is not judged by a model that failed alone.
+ */
+function gateProbes(healthy: Candidate[], cooldowns: Cooldowns): Candidate[] {
+  // The usual request: nothing recovers, and nothing is built to say so.
+  if (!healthy.some((c) => recovering(cooldowns, memberOf(c)))) return healthy;
+  const levels = healthy.map((c) => recoveringLevels(cooldowns, memberOf(c)));
+  if (levels.every((l) => l.length > 0)) return healthy;
+  const cleanProbe = new Set(
+    healthy.filter((_, i) => levels[i]!.join() === "upstream").map((c) => c.upstream.id),
+  );
+  return healthy.filter((c, i) => {
+    const recovering = levels[i]!;
+    if (recovering.length === 0) return true;
+    c.probe = true;
+    return !(recovering.length === 2 && cleanProbe.has(c.upstream.id));
+  });
 }
 
 /** A config's upstreams by id, made once per config. */

@@ -1,7 +1,12 @@
 import type { Clock } from "../runtime/clock.ts";
 
+/**
+ * One level of cooldown (docs/design.md "Cooldown"): an upstream as a whole (`model` null), or one
+ * member of it, the upstream with one model (a pool member, or a plain candidate).
+ */
 export interface CooldownState {
   upstream: string;
+  model: string | null;
   consecutiveFailures: number;
   pauseCount: number;
   pausedUntil: number | null; // epoch ms, real time
@@ -35,7 +40,24 @@ export type CooldownPhase = "ok" | "paused" | "probing";
 /** A probe this process holds: the lease it claimed, to give back if the probe says nothing. */
 export interface ProbeTicket {
   upstream: string;
+  model: string | null;
   until: number;
+}
+
+/**
+ * The key of one level's state: the upstream's id for the upstream as a whole, `upstream/model`
+ * for a member. An upstream id never holds a "/" (gateway/config/schema.ts), so no member's key
+ * is an upstream's, and the first "/" splits a key back (a model name may hold more).
+ */
+export function cooldownKey(upstream: string, model: string | null = null): string {
+  return model === null ? upstream : `${upstream}/${model}`;
+}
+
+function levelOf(key: string): Pick<CooldownState, "upstream" | "model"> {
+  const slash = key.indexOf("/");
+  return slash < 0
+    ? { upstream: key, model: null }
+    : { upstream: key.slice(0, slash), model: key.slice(slash + 1) };
 }
 
 /** What `claimProbe` answers: a probe to send, the upstream is simply open, or someone probes it. */
@@ -53,11 +75,12 @@ export interface ProbeStore {
 }
 
 /**
- * docs/design.md "Cooldown": consecutive failures pause an upstream, each further
- * pause doubles up to the cap, one success resets it. When a pause ends the upstream is
- * half-open: one request probes it (`claimProbe`), the others are sent elsewhere; success
- * closes it, failure pauses it again for the doubled pause. State is handed to
- * `save` on every change so it survives a restart and reaches other instances.
+ * docs/design.md "Cooldown": consecutive failures pause a level (an upstream, or a member: see
+ * `cooldownKey`), each further pause doubles up to the cap, one success resets it. When a pause
+ * ends the level is half-open: one request probes it (`claimProbe`), the others are sent
+ * elsewhere; success closes it, failure pauses it again for the doubled pause. Every method
+ * takes one level's key; which levels a candidate's hop charges is cooldown_levels.ts's. State
+ * is handed to `save` on every change so it survives a restart and reaches other instances.
  */
 export class Cooldowns {
   #states = new Map<string, CooldownState>();
@@ -72,50 +95,49 @@ export class Cooldowns {
   ) {}
 
   load(states: CooldownState[]): void {
-    for (const s of states) this.#states.set(s.upstream, { ...s });
+    for (const s of states) this.#states.set(cooldownKey(s.upstream, s.model), { ...s });
   }
 
-  get(upstream: string): CooldownState {
-    return this.#states.get(upstream) ??
-      { ...RESET, upstream, updatedAt: 0 };
+  get(key: string): CooldownState {
+    return this.#states.get(key) ?? { ...RESET, ...levelOf(key), updatedAt: 0 };
   }
 
   /** Paused, or half-open with its probe out: not to be sent new requests while others can. */
-  isPaused(upstream: string): boolean {
-    const { pausedUntil, probeUntil } = this.get(upstream);
+  isPaused(key: string): boolean {
+    const { pausedUntil, probeUntil } = this.get(key);
     const now = this.clock.now();
     return (pausedUntil !== null && pausedUntil > now) || (probeUntil !== null && probeUntil > now);
   }
 
   /** Its pause is over, not yet confirmed by a success, and no probe is out: the next request probes it. */
-  halfOpen(upstream: string): boolean {
-    const { pausedUntil, probeUntil } = this.get(upstream);
+  halfOpen(key: string): boolean {
+    const { pausedUntil, probeUntil } = this.get(key);
     const now = this.clock.now();
     return pausedUntil !== null && pausedUntil <= now && (probeUntil === null || probeUntil <= now);
   }
 
-  phase(upstream: string): CooldownPhase {
-    const { pausedUntil } = this.get(upstream);
+  phase(key: string): CooldownPhase {
+    const { pausedUntil } = this.get(key);
     if (pausedUntil === null) return "ok";
     return pausedUntil > this.clock.now() ? "paused" : "probing";
   }
 
   /**
-   * A request would send to `upstream`. Half-open: the first to ask gets the probe (held for
-   * `leaseMs` at most, should its process die with it), claimed here at once and then in the
+   * A request would send to the level `key`. Half-open: the first to ask gets the probe (held
+   * for `leaseMs` at most, should its process die with it), claimed here at once and then in the
    * shared store, which one instance wins; everyone else is told "taken". Otherwise "open",
    * or "taken" while it is paused or probed.
    */
-  async claimProbe(upstream: string, opts: { leaseMs: number }): Promise<ProbeAnswer> {
-    if (!this.halfOpen(upstream)) return this.isPaused(upstream) ? "taken" : "open";
+  async claimProbe(key: string, opts: { leaseMs: number }): Promise<ProbeAnswer> {
+    if (!this.halfOpen(key)) return this.isPaused(key) ? "taken" : "open";
     const now = this.clock.now();
-    const ticket = { upstream, until: now + opts.leaseMs };
+    const ticket = { ...levelOf(key), until: now + opts.leaseMs };
     // Claimed in this process before the store answers: concurrent requests here see it taken.
-    this.#states.set(upstream, { ...this.get(upstream), probeUntil: ticket.until });
+    this.#states.set(key, { ...this.get(key), probeUntil: ticket.until });
     const stored = await this.opts.probes?.claim({ ...ticket, now }) ?? null;
     if (stored === null || stored === "claimed") return ticket;
     // Another instance probes it, or its state moved on there: take the stored view.
-    this.#states.set(upstream, { ...stored });
+    this.#states.set(key, { ...stored });
     return stored.pausedUntil === null ? "open" : "taken";
   }
 
@@ -125,9 +147,10 @@ export class Cooldowns {
    * settled it, and then this does nothing.
    */
   probeEnded(ticket: ProbeTicket): void {
-    const s = this.get(ticket.upstream);
+    const key = cooldownKey(ticket.upstream, ticket.model);
+    const s = this.get(key);
     if (s.probeUntil !== ticket.until) return;
-    this.#states.set(ticket.upstream, { ...s, probeUntil: null });
+    this.#states.set(key, { ...s, probeUntil: null });
     this.opts.probes?.release(ticket);
   }
 
@@ -135,10 +158,10 @@ export class Cooldowns {
     return [...this.#states.values()];
   }
 
-  /** A failure charged to the upstream; `code` is the error's, kept as the pause's reason. */
-  failure(upstream: string, code?: string): void {
+  /** A failure charged to the level; `code` is the error's, kept as the pause's reason. */
+  failure(key: string, code?: string): void {
     const policy = this.opts.policy();
-    const s = this.get(upstream);
+    const s = this.get(key);
     const failures = s.consecutiveFailures + 1;
     // Half-open: one failure is enough to pause it again, for the doubled pause.
     const reopened = s.pausedUntil !== null && s.pausedUntil <= this.clock.now();
@@ -156,11 +179,11 @@ export class Cooldowns {
     });
   }
 
-  /** A 429's Retry-After pauses the upstream for that long, capped. */
-  pauseFor(upstream: string, secs: number): void {
+  /** A 429's Retry-After pauses the level for that long, capped. */
+  pauseFor(key: string, secs: number): void {
     const capped = Math.min(secs, this.opts.policy().maxPauseSecs);
     const until = this.clock.now() + capped * 1000 * this.clock.scale;
-    const s = this.get(upstream);
+    const s = this.get(key);
     if ((s.pausedUntil ?? 0) >= until) return;
     this.#set({
       ...s,
@@ -170,23 +193,31 @@ export class Cooldowns {
     });
   }
 
-  /** An operator's resume: the upstream is tried again at once, its failure count cleared. */
+  /**
+   * An operator's resume of an upstream: it and every member of it known here are tried again
+   * at once, their failure counts cleared (docs/admin.md "Upstream health").
+   */
   resume(upstream: string): void {
-    this.#set({ ...RESET, upstream });
+    for (const s of this.all()) {
+      if (s.upstream === upstream && s.model !== null) {
+        this.#set({ ...RESET, upstream, model: s.model });
+      }
+    }
+    this.#set({ ...RESET, upstream, model: null });
   }
 
-  success(upstream: string): void {
-    const s = this.get(upstream);
+  success(key: string): void {
+    const s = this.get(key);
     if (
       s.consecutiveFailures === 0 && s.pauseCount === 0 && s.pausedUntil === null &&
       s.probeUntil === null
     ) return;
-    this.#set({ ...RESET, upstream });
+    this.#set({ ...RESET, ...levelOf(key) });
   }
 
   #set(s: Omit<CooldownState, "updatedAt">): void {
     const next = { ...s, updatedAt: this.clock.now() };
-    this.#states.set(s.upstream, next);
+    this.#states.set(cooldownKey(s.upstream, s.model), next);
     this.opts.save(next);
   }
 }

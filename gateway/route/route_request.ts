@@ -22,8 +22,8 @@ export interface Candidate {
   /** Set when it is a member of a pool (docs/design.md "Pools"). */
   pool?: PoolSlot;
   /**
-   * Its upstream's pause is over and not yet confirmed (half-open, docs/design.md "Cooldown"):
-   * it is tried only by the one request that claims its probe.
+   * Its member's or its upstream's pause is over and not yet confirmed (half-open,
+   * docs/design.md "Cooldown"): it is tried only by the one request that claims its probe.
    */
   probe?: boolean;
 }

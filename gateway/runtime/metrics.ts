@@ -179,6 +179,8 @@ export class Metrics {
   }
   /** Filled in at render time by the owner of cooldown state. */
   cooldown: () => Array<{ upstream: string; paused: boolean; state?: string }> = () => [];
+  /** Filled in at render time by the owner of cooldown state: each member's own state. */
+  memberCooldown: () => Array<{ upstream: string; model: string; state: string }> = () => [];
   /** Filled in at render time by the owner of the pools: each member's current share. */
   poolShares: () => Array<
     { route: string; pool: number; upstream: string; model: string; share: number }
@@ -210,6 +212,17 @@ export class Metrics {
           )
       ),
     ].join("\n");
+    const members = [
+      "# HELP pulsegate_member_state 1 for a member's (an upstream with one model) own state: ok, paused, or probing.",
+      "# TYPE pulsegate_member_state gauge",
+      ...this.memberCooldown().flatMap((c) =>
+        ["ok", "paused", "probing"].map((state) =>
+          `pulsegate_member_state{${labelKey({ upstream: c.upstream, model: c.model, state })}} ${
+            c.state === state ? 1 : 0
+          }`
+        )
+      ),
+    ].join("\n");
     const shares = [
       "# HELP pulsegate_pool_share Share of a pool's last 200 attempts each member took.",
       "# TYPE pulsegate_pool_share gauge",
@@ -229,6 +242,7 @@ export class Metrics {
       this.idleTimeouts.render(),
       cooldown,
       states,
+      members,
       shares,
       this.poolHops.render(),
       this.probes.render(),

@@ -12,8 +12,8 @@ import type { Logger } from "../runtime/logger.ts";
 const CLAIM_TIMEOUT_MS = 500;
 
 /**
- * Upstream pauses as stored (a pause survives a restart and is shared by instances), under the
- * failover policy of whatever config runs at the moment. Each change is written at once.
+ * Upstream and member pauses as stored (a pause survives a restart and is shared by instances),
+ * under the failover policy of whatever config runs at the moment. Each change is written at once.
  */
 export async function openCooldowns(
   db: Db,
@@ -47,8 +47,8 @@ export async function openCooldowns(
 
 /**
  * Probes claimed in the shared database (docs/scaling.md "Shared through libSQL"), so one instance of
- * all probes a recovering upstream. A database that fails or is slow answers null: the claim
- * is then this process's alone, as the pause was while the database was away.
+ * all probes a recovering upstream or member. A database that fails or is slow answers null: the
+ * claim is then this process's alone, as the pause was while the database was away.
  */
 function sharedProbes(db: Db, log: Logger): ProbeStore {
   return {
@@ -62,6 +62,7 @@ function sharedProbes(db: Db, log: Logger): ProbeStore {
         (err) => {
           log.event("cooldown.probe_claim_failed", {
             upstream: probe.upstream,
+            model: probe.model,
             error: String(err),
           });
           return null;

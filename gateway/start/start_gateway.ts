@@ -14,7 +14,8 @@ import { ObservabilityState } from "../observability/observability_state.ts";
 import type { AbortRegistry } from "../live/abort_registry.ts";
 import { type Clock, createClock } from "../runtime/clock.ts";
 import { formatProblems, validateConfig } from "../config/validate.ts";
-import type { Cooldowns } from "../route/cooldown.ts";
+import { cooldownKey, type Cooldowns } from "../route/cooldown.ts";
+import { configMembers } from "../config/route_entries.ts";
 import { demoConfig } from "../demo/demo.ts";
 import { createLogger, type Logger } from "../runtime/logger.ts";
 import { Metrics } from "../runtime/metrics.ts";
@@ -154,6 +155,11 @@ async function start(
       upstream: u.id,
       paused: cooldowns.isPaused(u.id),
       state: cooldowns.phase(u.id),
+    }));
+  metrics.memberCooldown = () =>
+    (state.config ? configMembers(state.config) : []).map((m) => ({
+      ...m,
+      state: cooldowns.phase(cooldownKey(m.upstream, m.model)),
     }));
   const pools = new Pools({ random: opts.random ?? Math.random });
   metrics.poolShares = () =>
