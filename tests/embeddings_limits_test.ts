@@ -529,9 +529,10 @@ Deno.test("the vector budget: a request past it waits, then 429 in the client's 
     up.enqueue({ status: 500, body: [{ until: promise }, { send: '{"error":{"message":"x"}}' }] });
   }
   up.enqueue(jsonScript({ data: [{ embedding: base64Vector([0.5, 0.25]) }] }));
-  // At the test scale a request waits 3 s for room, and a held upstream is not given up on
-  // for 36 s.
-  const failover = { retries_per_candidate: 0, slot_wait_secs: 300, idle_timeout_secs: 3600 };
+  // At the test scale a request waits 2 s for room (the waiter below needs only the few
+  // milliseconds a failed hop takes to give its share back), and a held upstream is not given up
+  // on for 36 s.
+  const failover = { retries_per_candidate: 0, slot_wait_secs: 200, idle_timeout_secs: 3600 };
   await using gw = await startTestGateway(route([up.url], { failover }), { env });
   const send = (path: string, body: unknown, id: string) =>
     fetch(`${gw.url}${path}`, {
