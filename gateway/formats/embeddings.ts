@@ -212,8 +212,8 @@ const VECTOR_COPIES = 2;
 /**
  * The bytes one call's answer may take (docs/security.md "Upstream bytes are capped"): its
  * inputs at the length asked or seen (else the longest the gateway takes) in JSON numbers, twice
- * over, and the texts a provider may echo; never more than any whole answer. A hostile answer is cut as
- * soon as it is larger than any answer to the call could be.
+ * over, and the texts a provider may echo; never more than any whole answer. A hostile answer
+ * is cut as soon as it is larger than any answer to the call could be.
  */
 export function answerCap(inputs: EmbedInput[], opts: { length: number }): number {
   let echoed = 0;
