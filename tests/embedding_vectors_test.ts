@@ -10,7 +10,12 @@ import {
   vectorBody,
   vectorOf,
 } from "../gateway/formats/embedding_vectors.ts";
-import { EMBED_LIMITS, type EmbedRequest } from "../gateway/formats/embeddings.ts";
+import {
+  answerCap,
+  EMBED_LIMITS,
+  type EmbedRequest,
+  VectorTally,
+} from "../gateway/formats/embeddings.ts";
 import { openAiEmbedUpstream } from "../gateway/formats/openai_chat/embeddings.ts";
 import { UPSTREAM_CAPS } from "../gateway/formats/upstream_caps.ts";
 
@@ -76,4 +81,37 @@ Deno.test("an OpenAI call holds as many inputs as fit the answer cap, at the len
   assert.equal(size(req(), 1536), EMBED_LIMITS.inputs);
   assert.equal(size(req(1536)), EMBED_LIMITS.inputs);
   assert.ok(size(req(3072)) < EMBED_LIMITS.inputs);
+});
+
+const request = (inputs: number, dimensions?: number): EmbedRequest => ({
+  model: "r",
+  inputs: Array.from({ length: inputs }, () => ({ text: "a" })),
+  encoding: "float",
+  chars: inputs,
+  tokenIds: 0,
+  dimensions,
+});
+
+Deno.test("a request's vectors stay under the cap on values: the first vector too long for all the inputs ends the hop", () => {
+  const one = { count: 1, upstream: "up" };
+  // 2,048 inputs at 4,096 values are 8,388,608, over 2,048 × 3,072: known at the first vector.
+  const tally = new VectorTally(request(2048));
+  assert.throws(() => tally.add({ vectors: [new Float32Array(4096)] }, one), {
+    code: "gw.upstream.bad_response",
+    message: /4096 values: 2048 inputs would be over the gateway's cap of 6291456 values/,
+  });
+  const fits = new VectorTally(request(2048));
+  fits.add({ vectors: [new Float32Array(3072)] }, one);
+  assert.equal(fits.bytes, 3072 * 4);
+  // 1,536 inputs of an open model's 4,096 values fit.
+  new VectorTally(request(1536)).add({ vectors: [new Float32Array(4096)] }, one);
+});
+
+Deno.test("a call's answer may be no larger than any answer to its inputs could be", () => {
+  const inputs = request(10).inputs;
+  // Ten vectors of 1,024 values as pretty-printed JSON numbers, twice over (Titan's two copies).
+  assert.ok(answerCap(inputs, { length: 1024 }) >= 10 * 2 * 1024 * 34);
+  assert.ok(answerCap(inputs, { length: 1024 }) < 1024 * 1024);
+  // Never more than a whole answer of any kind.
+  assert.equal(answerCap(request(2048).inputs, { length: 3072 }), UPSTREAM_CAPS.answerBytes);
 });

@@ -92,6 +92,12 @@ Deno.test("a hostile batch: 400 in OpenAI's shape, a bounded row, no upstream ca
       param: "dimensions",
     },
     {
+      // 8,192,000 values, 31 MiB of float32: each input and the length are within their caps.
+      name: "inputs × dimensions over the cap on values",
+      body: { model: "embed", input: Array(1000).fill("x"), dimensions: 8192 },
+      param: "dimensions",
+    },
+    {
       name: "a token id that is not one",
       body: { model: "embed", input: [1, -2] },
       param: "input",
@@ -151,6 +157,18 @@ Deno.test("a hostile Gemini batch: 400 in Gemini's shape", async () => {
     requests: Array(EMBED_LIMITS.inputs + 1).fill({ content: { parts: [{ text: "x" }] } }),
   });
   assert.equal(many.status, 400);
+  // 2,048 requests of 4,096 values: 8,388,608 values, over the cap of 2,048 × 3,072.
+  const values = await postJson(at("batchEmbedContents"), {
+    requests: Array(EMBED_LIMITS.inputs).fill({
+      content: { parts: [{ text: "x" }] },
+      outputDimensionality: 4096,
+    }),
+  });
+  assert.equal(values.status, 400);
+  assert.equal(values.headers.get("x-pulsegate-error-code"), "gw.client.invalid_request");
+  const error = (await values.json()).error;
+  assert.equal(error.status, "INVALID_ARGUMENT");
+  assert.match(error.message, /at most 6291456 per request/);
   assert.equal(up.calls.length, 0);
 });
 
@@ -315,6 +333,8 @@ Deno.test("an answer the client has not read holds its key's place: max_in_fligh
   try {
     held.push(await unreadAnswer(gw.url, "pg-flight"), await unreadAnswer(gw.url, "pg-flight"));
     assert.equal(await places(), 2);
+    // Each answer holds its 1,024 vectors of 3,072 float32 values of the budget, no more.
+    assert.equal(await vectorBytes(gw.url), 2 * 1024 * 3072 * 4);
     const third = await embed(gw.url, { model: "embed", input: "x" }, {
       authorization: "Bearer pg-flight",
     });
@@ -324,9 +344,11 @@ Deno.test("an answer the client has not read holds its key's place: max_in_fligh
     // A client that leaves gives its place back; one that reads its answer to the end, too.
     held[0]!.close();
     await eventually(async () => (await places()) === 1, { what: "the place of the client gone" });
+    assert.equal(await vectorBytes(gw.url), 1024 * 3072 * 4);
     const reader = held[1]!.readable.getReader();
     while (!(await reader.read()).done) { /* the whole answer */ }
     await eventually(async () => (await places()) === 0, { what: "the place of the answer read" });
+    assert.equal(await vectorBytes(gw.url), 0);
     const fourth = await embed(gw.url, { model: "embed", input: "x" }, {
       authorization: "Bearer pg-flight",
     });
@@ -488,4 +510,149 @@ Deno.test("an upstream's own 4xx reaches a same-format client as it came, and is
   assert.equal(res.status, 400);
   assert.deepEqual(await res.json(), refusal);
   assert.equal(second.calls.length, 0);
+});
+
+/** A request's share of the vector budget at the largest: 2,048 inputs of 3,072 float32 values. */
+const LARGEST = { model: "embed", input: Array(2048).fill("a"), dimensions: 3072 };
+
+/** The gateway's `pulsegate_embedding_vector_bytes` gauge. */
+async function vectorBytes(url: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  return Number(text.match(/^pulsegate_embedding_vector_bytes (\d+)/m)?.[1]);
+}
+
+Deno.test("the vector budget: a request past it waits, then 429 in the client's format; every share comes back", async () => {
+  await using up = startFakeUpstream();
+  // Four of the largest wait at the upstream, each until the test lets it fail (a 500).
+  const fail = [0, 1, 2, 3].map(() => Promise.withResolvers<void>());
+  for (const { promise } of fail) {
+    up.enqueue({ status: 500, body: [{ until: promise }, { send: '{"error":{"message":"x"}}' }] });
+  }
+  up.enqueue(jsonScript({ data: [{ embedding: base64Vector([0.5, 0.25]) }] }));
+  // At the test scale a request waits 2 s for room (the waiter below needs only the few
+  // milliseconds a failed hop takes to give its share back), and a held upstream is not given up
+  // on for 36 s.
+  const failover = { retries_per_candidate: 0, slot_wait_secs: 200, idle_timeout_secs: 3600 };
+  await using gw = await startTestGateway(route([up.url], { failover }), { env });
+  const send = (path: string, body: unknown, id: string) =>
+    fetch(`${gw.url}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-request-id": id },
+      body: JSON.stringify(body),
+      // A request left waiting for ever fails the test instead of hanging it.
+      signal: AbortSignal.timeout(30_000),
+    });
+  // Four of the largest take the whole budget, 4 × 24 MiB.
+  const holders = [0, 1, 2, 3].map((i) => send("/v1/embeddings", LARGEST, `holder-${i}`));
+  await eventually(() => up.calls.length === 4, { what: "four requests at the upstream" });
+  assert.equal(await vectorBytes(gw.url), 4 * 2048 * 3072 * 4);
+
+  const [openai, gemini] = await Promise.all([
+    send("/v1/embeddings", { model: "embed", input: "x" }, "no-room"),
+    send("/v1beta/models/embed:embedContent", { content: { parts: [{ text: "x" }] } }, "gm"),
+  ]);
+  assert.equal(openai.status, 429);
+  assert.equal(openai.headers.get("x-pulsegate-error-code"), "gw.embeddings.memory_full");
+  assert.equal(openai.headers.get("retry-after"), "1");
+  const error = (await openai.json()).error;
+  assert.equal(error.type, "rate_limit_error");
+  assert.equal(error.code, "gw.embeddings.memory_full");
+  assert.equal(gemini.status, 429);
+  assert.equal((await gemini.json()).error.status, "RESOURCE_EXHAUSTED");
+  const { request, attempts } = await gw.row("no-room");
+  assert.equal(request.status, 429);
+  assert.equal(request.errorCode, "gw.embeddings.memory_full");
+  assert.equal(attempts.length, 0);
+  assert.equal(up.calls.length, 4, "a request refused for room reaches no upstream");
+
+  // One waits; a holder's upstream fails, its share comes back, and the waiter goes on.
+  const waiter = send("/v1/embeddings", { model: "embed", input: "x" }, "waiter");
+  await new Promise((r) => setTimeout(r, 50));
+  fail[0]!.resolve();
+  const done = await waiter;
+  assert.equal(done.status, 200);
+  assert.deepEqual((await done.json()).data[0].embedding, [0.5, 0.25]);
+  const first = await holders[0]!;
+  assert.equal(first.status, 504);
+  await first.body?.cancel();
+  for (const { resolve } of fail) resolve();
+  for (const res of await Promise.all(holders.slice(1))) {
+    assert.equal(res.status, 504);
+    await res.body?.cancel();
+  }
+  await eventually(async () => (await vectorBytes(gw.url)) === 0, {
+    what: "every share of the budget given back",
+  });
+  assert.equal(gw.metrics.inflight, 0);
+});
+
+/** Answers a last candidate may send to `{input: ["a", "b"], dimensions: 2}`: each a bad answer. */
+const LAST_WORDS: { name: string; script: Script; code: string }[] = [
+  {
+    name: "the wrong length",
+    script: jsonScript({ data: [{ embedding: [1, 2, 3] }, { embedding: [1, 2, 3] }] }),
+    code: "gw.upstream.bad_response",
+  },
+  {
+    name: "NaN",
+    script: jsonScript({
+      data: [{ embedding: base64Vector([NaN, 1]) }, { embedding: base64Vector([1, 1]) }],
+    }),
+    code: "gw.upstream.bad_response",
+  },
+  {
+    // Larger than any answer to two inputs of two values could be: cut at the call's cap.
+    name: "a vector over the cap",
+    script: jsonScript({
+      data: [{ embedding: Array(EMBED_LIMITS.dimensions + 1).fill(0) }, { embedding: [1, 1] }],
+    }),
+    code: "gw.upstream.oversized",
+  },
+];
+
+Deno.test("a bad answer from the last candidate is a 502 in the client's format, not a timeout", async () => {
+  await using up = startFakeUpstream();
+  const failover = { retries_per_candidate: 0, failures_to_pause: 100 };
+  await using gw = await startTestGateway(route([up.url], { failover }), { env });
+  const gemini = (method: string) => `${gw.url}/v1beta/models/embed:${method}`;
+  const text = (t: string) => ({ content: { parts: [{ text: t }] }, outputDimensionality: 2 });
+  const clients = [
+    {
+      name: "OpenAI",
+      send: (id: string) =>
+        embed(gw.url, { model: "embed", input: ["a", "b"], dimensions: 2 }, { "x-request-id": id }),
+      words: (error: Record<string, unknown>) => error.type,
+      said: "server_error",
+    },
+    {
+      name: "Gemini batchEmbedContents",
+      send: (id: string) =>
+        postJson(gemini("batchEmbedContents"), { requests: [text("a"), text("b")] }, {
+          "x-request-id": id,
+        }),
+      words: (error: Record<string, unknown>) => error.status,
+      said: "UNAVAILABLE",
+    },
+  ];
+  for (const client of clients) {
+    for (const [i, bad] of LAST_WORDS.entries()) {
+      const what = `${client.name}, ${bad.name}`;
+      up.enqueue(bad.script);
+      const id = `${client.name.split(" ")[0]}-${i}`;
+      const res = await client.send(id);
+      assert.equal(res.status, 502, what);
+      assert.equal(res.headers.get("x-pulsegate-error-code"), bad.code, what);
+      assert.equal(client.words((await res.json()).error), client.said, what);
+      const { request } = await gw.row(id);
+      assert.equal(request.status, 502, what);
+      assert.equal(request.errorCode, bad.code, what);
+    }
+  }
+  // embedContent, no length asked: a vector over the gateway's cap.
+  up.enqueue(jsonScript({ data: [{ embedding: Array(EMBED_LIMITS.dimensions + 1).fill(0) }] }));
+  const one = await postJson(gemini("embedContent"), { content: { parts: [{ text: "a" }] } });
+  assert.equal(one.status, 502);
+  assert.equal(one.headers.get("x-pulsegate-error-code"), "gw.upstream.bad_response");
+  assert.equal((await one.json()).error.status, "UNAVAILABLE");
+  assert.equal(up.calls.length, 2 * LAST_WORDS.length + 1);
 });

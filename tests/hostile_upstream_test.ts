@@ -171,6 +171,62 @@ Deno.test("a whole answer over the cap: the next candidate answers", async () =>
   });
 });
 
+/** An embeddings request of one input (docs/providers.md "Embeddings") to the chat route's upstreams. */
+function embedOne(gw: TestGateway): Promise<Response> {
+  return fetch(`${gw.url}/v1/embeddings`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: "smart", input: "x" }),
+    signal: AbortSignal.timeout(60_000),
+  });
+}
+
+const goodVector = { body: [{ send: '{"data":[{"embedding":[0.5,0.25]}]}' }] };
+
+Deno.test("an embeddings answer of one 30 MiB array is refused at its 8,193rd value: the read stops there", async () => {
+  await withTwo(async (gw, [a, b]) => {
+    // One vector of 15 million values, under the whole-answer cap: it was read whole and parsed
+    // (2.3 s, 328 MB in the review) before its length was checked.
+    const steps: Step[] = [{ send: '{"data":[{"embedding":[' }];
+    for (let sent = 0; sent < 30 * MiB; sent += MiB) steps.push({ send: "1,".repeat(MiB / 2) });
+    a!.setHandler(() => ({ body: [...steps, { send: "1]}]}" }] }));
+    b!.setHandler(() => goodVector);
+    const res = await embedOne(gw);
+    assert.equal(res.status, 200);
+    assert.deepEqual((await res.json()).data[0].embedding, [0.5, 0.25]);
+    const { attempts } = await gw.row(res.headers.get("x-request-id")!);
+    assert.deepEqual(attempts.map((x) => [x.upstream, x.outcome, x.errorCode]), [
+      ["up1", "error", "gw.upstream.bad_response"],
+      ["up2", "success", null],
+    ]);
+    assert.match(attempts[0]!.errorMessage ?? "", /over 8192 values/);
+    assert.equal(await a!.calls[0]!.closed, "cancelled");
+  });
+});
+
+Deno.test("an embeddings answer larger than any answer to its inputs could be is cut at the call's cap", async () => {
+  await withTwo(async (gw, [a, b]) => {
+    // One input's answer with 2 MiB beside its vector: far under the 32 MiB of a chat answer,
+    // far over what one vector of at most 8,192 values takes.
+    const padding = '","padding":"' + "p".repeat(2 * MiB);
+    a!.setHandler(() => ({
+      body: [{ send: '{"data":[{"embedding":[0.5,0.25]}],"model":"m' }, { send: padding }, {
+        send: '"}',
+      }],
+    }));
+    b!.setHandler(() => goodVector);
+    const res = await embedOne(gw);
+    assert.equal(res.status, 200);
+    await res.body?.cancel();
+    const { attempts } = await gw.row(res.headers.get("x-request-id")!);
+    assert.deepEqual(attempts.map((x) => [x.upstream, x.outcome, x.errorCode]), [
+      ["up1", "error", "gw.upstream.oversized"],
+      ["up2", "success", null],
+    ]);
+    assert.match(attempts[0]!.errorMessage ?? "", /over the gateway's cap of \d{6} bytes/);
+  });
+});
+
 Deno.test("an error body is read only to its cap, its start kept for the message", async () => {
   await withTwo(async (gw, [a, b]) => {
     // 10 MB of error body that then never ends: reading it whole would wait for ever.

@@ -64,6 +64,8 @@ export const FILE_SECONDS: Readonly<Record<string, number>> = {
   "format_matrix_test.ts": 5,
   "admin_assets_test.ts": 5,
   "resume_test.ts": 5,
+  // The vector budget's 429 waits its 2 s (embeddings_limits_test.ts, 2026-12-06).
+  "embeddings_limits_test.ts": 5,
   "multi_process_probe_test.ts": 5,
   "admin_api_test.ts": 4,
   "start_paths_test.ts": 4,
@@ -78,7 +80,6 @@ export const FILE_SECONDS: Readonly<Record<string, number>> = {
   "upstream_cancel_test.ts": 3,
   "gemini_stream_errors_test.ts": 3,
   "long_turns_test.ts": 3,
-  "embeddings_limits_test.ts": 3,
   "hedge_test.ts": 3,
   "endpoints_test.ts": 3,
   "disconnect_test.ts": 2,

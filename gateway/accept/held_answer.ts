@@ -1,9 +1,10 @@
 /**
  * An answer whose body the gateway holds until the client has taken it: `release` runs once,
  * when the body has been read to its end, failed, or been cancelled (the client left). An
- * embeddings answer holds its key's place in progress this way (docs/security.md "Request
- * bodies and per-key concurrency"): its vectors, up to 32 MiB, stay in memory while a client
- * reads slowly, so a key's `max_in_flight` must bound how many of them it can hold.
+ * embeddings answer holds its key's place in progress and its share of the process's vector
+ * budget this way (docs/security.md "Request bodies and per-key concurrency"): its vectors, up to
+ * 24 MiB, stay in memory while a client reads slowly, so a key's `max_in_flight` and the budget
+ * must bound how many of them it can hold.
  */
 export function releasedWhenTaken(res: Response, release: () => void): Response {
   const source = res.body;

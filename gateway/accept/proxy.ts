@@ -180,10 +180,13 @@ export async function handleProxy(
   deps.pending.add(ended);
   let cleaned = false;
   let releaseKey: (() => void) | null = null;
+  // An embeddings answer's share of the vector budget, until its body takes it over.
+  let releaseVectors: (() => void) | null = null;
   const cleanup = () => {
     if (cleaned) return;
     cleaned = true;
     releaseKey?.();
+    releaseVectors?.();
     request.signal.removeEventListener("abort", onClientGone);
     deps.registry.drop(live);
     deps.metrics.inflight--;
@@ -215,17 +218,23 @@ export async function handleProxy(
     const fdeps = forwardDeps(deps, started.config);
     if (started.embed && opts.embed) {
       const embedReq = { live, ir: started.ir, body: started.body, codec, ctx: opts.ctx };
-      const { response, error } = await forwardEmbeddings(
+      const { response, error, release } = await forwardEmbeddings(
         { ...embedReq, route: started.route, embed: started.embed },
         { deps: fdeps, client: opts.embed },
       );
+      releaseVectors = release;
       if (error || !response) return endWith(error ?? GatewayError.from("no answer"));
       live.finish({ status: 200 });
-      // The vectors stay in memory until the client has read them: the key's place with them.
-      const release = releaseKey;
+      // The vectors stay in memory until the client has read them: the key's place and their
+      // share of the vector budget with them.
+      const releasePlace = releaseKey;
       releaseKey = null;
+      releaseVectors = null;
       cleanup();
-      return release ? releasedWhenTaken(response, release) : response;
+      return releasedWhenTaken(response, () => {
+        releasePlace?.();
+        release();
+      });
     }
     const fwd = {
       live,

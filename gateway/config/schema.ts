@@ -80,7 +80,8 @@ export const FailoverSchema = z.object({
   ),
   slot_wait_secs: intBetween(0, 300).default(30).describe(
     "Seconds a request with affinity may wait for a free slot (max_in_flight) on its upstream " +
-      "before it is answered 429 with Retry-After.",
+      "before it is answered 429 with Retry-After; also how long an embeddings request may wait " +
+      "for room in the process's budget of vectors (429 gw.embeddings.memory_full).",
   ),
   failures_to_pause: intBetween(1, 100).default(3).describe(
     "Consecutive failures (before content) that pause an upstream (cooldown).",

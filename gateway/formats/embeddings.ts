@@ -11,22 +11,26 @@ import type { Upstream } from "../config/schema.ts";
 import { clientError } from "../runtime/gateway_error.ts";
 import { badResponse } from "./upstream_error.ts";
 import { isRecord } from "../runtime/json.ts";
+import { UPSTREAM_CAPS } from "./upstream_caps.ts";
 
 /**
  * The bounds of one embeddings request (docs/security.md "Hostile input"). Inputs: OpenAI's own
  * cap per request. Characters: above what OpenAI's 300,000-token cap allows in English, so no
  * request an upstream takes is refused here first. Token ids: OpenAI's cap. Dimensions: twice
  * the largest model in use (3,072 at OpenAI and Google, 4,096 for the largest open models).
- * Values: the most numbers an answer may hold in all, 32 MiB as float32, whatever the
- * upstream sends (a bomb of vectors is a bad answer, not memory). Calls: the most upstream
- * calls one hop makes for a provider that embeds few texts per call (Titan: one).
+ * Values: inputs × vector length, asked for or answered: OpenAI's largest request (2,048 inputs)
+ * at the longest vector OpenAI's and Google's models answer (3,072), so no request those
+ * providers take is refused; 24 MiB as float32. A request that asks more (1,000 inputs at
+ * 8,192) is refused before any upstream is called, an answer that holds more is a bad answer.
+ * Calls: the most upstream calls one hop makes for a provider that embeds few texts per call
+ * (Titan: one).
  */
 export const EMBED_LIMITS = {
   inputs: 2048,
   chars: 2_000_000,
   tokenIds: 300_000,
   dimensions: 8192,
-  values: 8 * 1024 * 1024,
+  values: 2048 * 3072,
   callsPerHop: 128,
 } as const;
 
@@ -109,8 +113,16 @@ export interface EmbedUpstream {
    */
   batchSize(req: EmbedRequest, opts: { model: string; seen?: number }): number;
   build(call: EmbedCall): Promise<UpstreamPost | Request>;
-  /** Reads a 200 answer to a call of `count` inputs; throws `gw.upstream.bad_response`. */
-  decode(body: string, opts: EmbedDecode): EmbedPiece;
+  /**
+   * Reads a 200 answer to a call of `count` inputs, as the answer's reader made it (arrays of
+   * numbers as Float32Arrays: gateway/formats/vector_json.ts); throws `gw.upstream.bad_response`.
+   */
+  decode(answer: unknown, opts: EmbedDecode): EmbedPiece;
+  /**
+   * An object member of the answer as it is read, replaced by what to keep of it: a vector in
+   * base64 is decoded there, so no call's answer is ever held as text.
+   */
+  revive?(key: string, value: unknown, opts: { upstream: string }): unknown;
 }
 
 /** How one client format asks for embeddings and reads them. */
@@ -167,6 +179,59 @@ export function boundedInputs(
   return { chars, tokenIds };
 }
 
+/**
+ * Inputs × the vector length a client asks for, against the cap on values: a request that asks
+ * more is refused before any upstream is called. One that asks no length is held to the cap by
+ * what comes back (`VectorTally`): the length a model answers is known only once it answers.
+ */
+export function boundedValues(inputs: number, opts: { dimensions?: number; param: string }): void {
+  const { dimensions, param } = opts;
+  if (dimensions === undefined || inputs * dimensions <= EMBED_LIMITS.values) return;
+  throw clientError(
+    `${inputs} inputs of ${dimensions} values are ${inputs * dimensions} values; at most ` +
+      `${EMBED_LIMITS.values} per request (2048 inputs of 3072)`,
+    { param },
+  );
+}
+
+/** The most values a request may be answered: its inputs at the length asked, or at the cap's. */
+export function valuesAllowed(req: EmbedRequest): number {
+  const length = req.dimensions ?? EMBED_LIMITS.dimensions;
+  return Math.min(req.inputs.length * length, EMBED_LIMITS.values);
+}
+
+/** Characters of an answer around its vectors (the list, the model's name, the usage). */
+const ANSWER_ENVELOPE = 4096;
+/** Characters of one input's answer besides its values, pretty-printed, generously. */
+const ANSWER_ITEM = 256;
+/** Characters a text echoed in an answer may take (Cohere's `texts`): `\uXXXX` each. */
+const ECHO_PER_CHAR = 6;
+/** Titan V2 answers each vector twice, as `embedding` and as `embeddingsByType.float`. */
+const VECTOR_COPIES = 2;
+
+/**
+ * The bytes one call's answer may take (docs/security.md "Upstream bytes are capped"): its
+ * inputs at the length asked or seen (else the longest the gateway takes) in JSON numbers, twice
+ * over, and the texts a provider may echo; never more than any whole answer. A hostile answer
+ * is cut as soon as it is larger than any answer to the call could be.
+ */
+export function answerCap(inputs: EmbedInput[], opts: { length: number }): number {
+  let echoed = 0;
+  for (const input of inputs) echoed += input.text?.length ?? 0;
+  const perInput = ANSWER_ITEM + VECTOR_COPIES * opts.length * UPSTREAM_CAPS.embeddingValueBytes;
+  const bytes = ANSWER_ENVELOPE + inputs.length * perInput + echoed * ECHO_PER_CHAR;
+  return Math.min(UPSTREAM_CAPS.answerBytes, bytes);
+}
+
+/**
+ * The values besides the vectors one call's answer may hold (members, items, texts echoed): a
+ * handful per input in every provider's answer, so an answer of millions of empty arrays is
+ * refused as it is read, not built.
+ */
+export function answerNodes(inputs: number): number {
+  return 256 + 16 * inputs;
+}
+
 /** A client's vector length: a whole number from 1 to the gateway's cap. */
 export function boundedDimensions(value: unknown, param: string): number | undefined {
   if (value === undefined || value === null) return undefined;
@@ -183,17 +248,27 @@ export function boundedDimensions(value: unknown, param: string): number | undef
 
 /**
  * The vectors of a whole answer, checked as they arrive: one per input sent, none empty or
- * longer than the cap, all of one length (the one asked for, if any), and no more numbers in
- * all than the cap. An answer that breaks any is the upstream's bad answer: before content, so
- * the next candidate is tried.
+ * longer than the cap, all of one length (the one asked for, if any), and no more values for
+ * all the request's inputs than the cap (`valuesAllowed`): the first vector of a model whose
+ * length would take the request over it ends the hop before its other calls. An answer that
+ * breaks any is the upstream's bad answer: before content, so the next candidate is tried.
  */
 export class VectorTally {
   readonly vectors: Float32Array[] = [];
   #values = 0;
   #length: number | undefined;
+  readonly #inputs: number;
+  readonly #allowed: number;
 
-  constructor(private opts: { dimensions?: number }) {
-    this.#length = opts.dimensions;
+  constructor(req: EmbedRequest) {
+    this.#length = req.dimensions;
+    this.#inputs = req.inputs.length;
+    this.#allowed = valuesAllowed(req);
+  }
+
+  /** The values of the vectors read so far, as float32. */
+  get bytes(): number {
+    return this.#values * 4;
   }
 
   add(piece: EmbedPiece, opts: { count: number; upstream: string }): void {
@@ -215,27 +290,22 @@ export class VectorTally {
           `upstream ${opts.upstream} answered an embedding of ${length} values, not ${this.#length}`,
         );
       }
-      this.#length = length;
-      this.#values += length;
-      if (this.#values > EMBED_LIMITS.values) {
+      if (this.#length === undefined && this.#inputs * length > this.#allowed) {
         throw badResponse(
-          `upstream ${opts.upstream} answered more than ${EMBED_LIMITS.values} values in all`,
+          `upstream ${opts.upstream} answered embeddings of ${length} values: ${this.#inputs} ` +
+            `inputs would be over the gateway's cap of ${EMBED_LIMITS.values} values`,
         );
       }
+      this.#length = length;
+      this.#values += length;
       this.vectors.push(vector);
     }
   }
 }
 
 /** An upstream's answer as a JSON object, or its bad answer. */
-export function answerObject(text: string, upstream: string): Record<string, unknown> {
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    throw badResponse(`upstream ${upstream} answered embeddings that are not JSON`);
-  }
-  if (!isRecord(body)) {
+export function answerObject(body: unknown, upstream: string): Record<string, unknown> {
+  if (!isRecord(body) || ArrayBuffer.isView(body)) {
     throw badResponse(`upstream ${upstream} answered embeddings that are not an object`);
   }
   return body;

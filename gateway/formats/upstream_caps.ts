@@ -17,6 +17,14 @@ export const UPSTREAM_CAPS = {
   eventBytes: 16 * 1024 * 1024,
   /** A whole (non-streamed) answer: the same as the request body limit. */
   answerBytes: 32 * 1024 * 1024,
+  /**
+   * An embeddings answer is capped per call by what its inputs could be answered
+   * (`answerCap` in embeddings.ts), at this many bytes a value: the longest text of a
+   * float32 value as a double (23 characters, `-1.1754943508222875e-38`), a comma, a
+   * newline and the indentation of a pretty-printed answer (Gemini's: 8 spaces), with room.
+   * Typical answers take 11 to 23; base64, which OpenAI-kind upstreams are asked for, 5⅓.
+   */
+  embeddingValueBytes: 40,
   /** An error answer: only its message is read, so the rest is dropped unread. */
   errorBodyBytes: 64 * 1024,
 } as const;

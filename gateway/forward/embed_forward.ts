@@ -1,15 +1,21 @@
 import { baseHeaders } from "./client_channel.ts";
 import { runCandidates } from "./failover.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
+import { ERROR_CODES, type GatewayCode } from "../runtime/error_codes.ts";
 import type { ForwardDeps, ForwardRequest, Hop } from "./hop.ts";
 import { ANSWERED, type HopEnding } from "./hop_ending.ts";
 import { settleContent } from "./settle.ts";
-import { readUntilContent, startDeadline } from "./whole_forward.ts";
+import { startDeadline } from "./whole_forward.ts";
+import { stopReason } from "./stop_reasons.ts";
+import { readEmbedAnswer } from "./embed_answer.ts";
+import { vectorBudget, type VectorHold } from "./vector_budget.ts";
 import { EMBED_UPSTREAMS } from "../formats/embed_formats.ts";
 import {
+  EMBED_LIMITS,
   type EmbedClient,
   type EmbedInput,
   type EmbedRequest,
+  valuesAllowed,
   VectorTally,
 } from "../formats/embeddings.ts";
 import { estimateTokens } from "../formats/token_estimate.ts";
@@ -22,27 +28,73 @@ export interface EmbedForward extends ForwardRequest {
   embed: EmbedRequest;
 }
 
+/** What serving an embeddings request came to. */
+export interface EmbedOutcome {
+  response: Response | null;
+  error: GatewayError | null;
+  /**
+   * Gives back the request's share of the vector budget: the caller's to run once the client
+   * has read `response` (or left); already done when there is none.
+   */
+  release: () => void;
+}
+
 /**
  * Serves an embeddings request (docs/providers.md "Embeddings") through the candidate loop of
  * every call: failover before content, retries, slots, cooldown, affinity and one attempt row
  * per hop, each hop ending as a whole answer's does. The answer is never sent early: it is
- * the client's once every vector of it is read and checked.
+ * the client's once every vector of it is read and checked. First the request takes what its
+ * answer may hold of the process's vector budget (vector_budget.ts), or waits for it as for a
+ * slot (`slot_wait_secs`) and is answered 429 `gw.embeddings.memory_full`.
  */
 export async function forwardEmbeddings(
   req: EmbedForward,
   opts: { deps: ForwardDeps; client: EmbedClient },
-): Promise<{ response: Response | null; error: GatewayError | null }> {
-  let response: Response | null = null;
-  const error = await runCandidates(req, {
-    deps: opts.deps,
-    runHop: async (hop) => {
-      const answer = await embedHop(hop, { ...opts, embed: req.embed });
-      if (!(answer instanceof Response)) return answer;
-      response = answer;
-      return ANSWERED;
-    },
+): Promise<EmbedOutcome> {
+  const { deps } = opts;
+  const hold = await vectorBudget(deps).take(valuesAllowed(req.embed) * 4, {
+    waitMs: deps.config.failover.slot_wait_secs * 1000,
+    signal: req.live.signal,
   });
-  return { response, error };
+  const nothing = () => {};
+  if (hold === null) {
+    const error = stopReason(req.live.signal) ?? GatewayError.from("stopped");
+    return { response: null, error, release: nothing };
+  }
+  if (hold instanceof GatewayError) return { response: null, error: hold, release: nothing };
+  let response: Response | null = null;
+  try {
+    const error = await runCandidates(req, {
+      deps,
+      runHop: async (hop) => {
+        const answer = await embedHop(hop, { ...opts, embed: req.embed, hold });
+        if (!(answer instanceof Response)) return answer;
+        response = answer;
+        return ANSWERED;
+      },
+    });
+    return { response, error: error && notTimedOut(error), release: () => hold.release() };
+  } finally {
+    if (response === null) hold.release();
+  }
+}
+
+/**
+ * An answer that breaks the bounds (a vector of the wrong length, a value that is not finite, a
+ * vector over the cap, bytes over the call's cap) is a fault of the upstream's that asking again
+ * repeats. When the last candidate ends with one, the client gets its own status (502, in its
+ * format), as docs/design.md "Failover before content" says of no candidate left, not
+ * `timeout_status`: a client that retries timeouts would retry it for ever.
+ */
+const ANSWER_FAULTS: ReadonlySet<GatewayCode> = new Set([
+  "gw.upstream.bad_response",
+  "gw.upstream.oversized",
+]);
+
+function notTimedOut(error: GatewayError): GatewayError {
+  return ANSWER_FAULTS.has(error.code)
+    ? error.with({ status: ERROR_CODES[error.code].status })
+    : error;
 }
 
 /**
@@ -77,7 +129,7 @@ class TokenTally {
  */
 async function embedHop(
   hop: Hop,
-  opts: { deps: ForwardDeps; client: EmbedClient; embed: EmbedRequest },
+  opts: { deps: ForwardDeps; client: EmbedClient; embed: EmbedRequest; hold: VectorHold },
 ): Promise<HopEnding | Response> {
   const { deps, embed } = opts;
   const upstream = EMBED_UPSTREAMS[hop.upstream.kind];
@@ -88,7 +140,7 @@ async function embedHop(
     });
   }
   const model = hop.opts.target.candidate.model;
-  const vectors = new VectorTally({ dimensions: embed.dimensions });
+  const vectors = new VectorTally(embed);
   const tokens = new TokenTally();
   let answerModel: string | undefined;
   let answered = false;
@@ -113,15 +165,16 @@ async function embedHop(
       );
       const res = await hop.sendBuilt(built);
       if (!res.ok || !res.body) return await hop.failedStatus(res);
-      const text = await readUntilContent(hop, res.body, { bills: false });
-      if (text.trim() === "") {
+      const length = embed.dimensions ?? seen ?? EMBED_LIMITS.dimensions;
+      const answer = await readEmbedAnswer(hop, res.body, { upstream, inputs, length });
+      if (answer === null) {
         return {
           how: "bad_response",
           error: badResponse(`upstream ${hop.upstream.id} sent an empty answer`),
         };
       }
       const count = inputs.length;
-      const piece = upstream.decode(text, {
+      const piece = upstream.decode(answer, {
         count,
         headers: res.headers,
         upstream: hop.upstream.id,
@@ -133,6 +186,8 @@ async function embedHop(
       at += count;
     }
     if (tokens.rejected) hop.attempt.refused(["inputTokens"]);
+    // The answer holds what it holds: the rest of what was set aside for it is free again.
+    opts.hold.shrink(vectors.bytes);
     hop.attempt.usage({ inputTokens: tokens.total, outputTokens: 0 });
     if (tokens.estimated) markEstimated(hop.attempt.record);
     settleContent(hop);

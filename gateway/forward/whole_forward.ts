@@ -66,16 +66,19 @@ async function wholeHop(hop: Hop, deps: ForwardDeps): Promise<HopEnding | Respon
  * Reads the body. Until the first non-whitespace byte only that byte ends the
  * wait (docs/design.md "Failover before content"); after it, any bytes restart the idle timer, so a body that
  * stalls half-way is given up on (and, as nothing reached the client yet,
- * fails over) instead of being waited on for ever. A body over
- * UPSTREAM_CAPS.answerBytes is a failed hop too: the read stops there. `bills: false` (an
- * embeddings answer, whose tokens are the input's): its text is not counted as output.
+ * fails over) instead of being waited on for ever. A body over `cap` (default
+ * UPSTREAM_CAPS.answerBytes) is a failed hop too: the read stops there. `bills: false` (an
+ * embeddings answer, whose tokens are the input's): its text is not counted as output. With
+ * `take`, each piece of text goes there as it arrives and none is kept (answers "").
  */
 export async function readUntilContent(
   hop: Hop,
   body: ReadableStream<Uint8Array>,
-  opts: { bills?: boolean } = {},
+  opts: { bills?: boolean; cap?: number; take?: (text: string) => void | Promise<void> } = {},
 ): Promise<string> {
   const bills = opts.bills ?? true;
+  const cap = opts.cap ?? UPSTREAM_CAPS.answerBytes;
+  const take = opts.take;
   const decoder = new TextDecoder();
   const parts: string[] = [];
   let size = 0;
@@ -84,9 +87,8 @@ export async function readUntilContent(
   try {
     for (let chunk = await reader.next(); chunk; chunk = await reader.next()) {
       size += chunk.byteLength;
-      if (size > UPSTREAM_CAPS.answerBytes) throw oversized("an answer", UPSTREAM_CAPS.answerBytes);
+      if (size > cap) throw oversized("an answer", cap);
       const text = decoder.decode(chunk, { stream: true });
-      parts.push(text);
       // Leading whitespace is no content, and bills nothing.
       if (bills && (started || text.trim() !== "")) hop.ledger.text(text.length);
       if (started) hop.idle.touch();
@@ -98,13 +100,17 @@ export async function readUntilContent(
         hop.idle.touch();
         hop.req.live.state = "streaming";
       }
+      if (take) await take(text);
+      else parts.push(text);
     }
   } finally {
     reader.close();
   }
   hop.idle.stop();
-  parts.push(decoder.decode());
-  return parts.join("");
+  const rest = decoder.decode();
+  if (!take) return parts.join("") + rest;
+  if (rest !== "") await take(rest);
+  return "";
 }
 
 /** `whole_answer_deadline` for one hop, if the config sets it; answers its cancel. */

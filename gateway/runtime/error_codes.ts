@@ -50,6 +50,8 @@ export const ERROR_CODES = {
   "gw.key.rate_limited": { source: "client", status: 429 },
   "gw.key.budget_exhausted": { source: "client", status: 429 },
   "gw.key.max_in_flight": { source: "client", status: 429 },
+  // The process's budget of embedding vectors in memory is taken (docs/security.md).
+  "gw.embeddings.memory_full": { source: "gateway", status: 429 },
   // A retry cannot help a spent session or a loop: answered with `x-should-retry: false`.
   "gw.session.budget_exhausted": { source: "client", status: 429, final: true },
   "gw.session.loop_detected": { source: "client", status: 429, final: true },

@@ -164,6 +164,8 @@ export class Metrics {
     "Key usage increments the database refused on their own after retries, set aside so the " +
       "other keys' are written; still counted by this process (docs/security.md).",
   );
+  /** Bytes of the embedding vector budget held (gateway/forward/vector_budget.ts). */
+  embeddingVectorBytes = 0;
   keyInFlight = new Counter(
     "pulsegate_key_in_flight_requests",
     "Requests in progress per gateway key (keys[].max_in_flight), from admission to the row's close.",
@@ -191,6 +193,9 @@ export class Metrics {
       "# HELP pulsegate_inflight_requests Requests in progress.",
       "# TYPE pulsegate_inflight_requests gauge",
       `pulsegate_inflight_requests ${this.inflight}`,
+      "# HELP pulsegate_embedding_vector_bytes Bytes of embedding vectors held in memory (the process's budget).",
+      "# TYPE pulsegate_embedding_vector_bytes gauge",
+      `pulsegate_embedding_vector_bytes ${this.embeddingVectorBytes}`,
     ].join("\n");
     const cooldown = [
       "# HELP pulsegate_upstream_cooldown 1 while an upstream is paused.",

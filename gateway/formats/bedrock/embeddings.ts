@@ -188,9 +188,9 @@ export const bedrockEmbedUpstream: EmbedUpstream = {
     applyUpstreamHeaders(request.headers, call);
     return request;
   },
-  decode(text, opts) {
+  decode(answer, opts) {
     const family = familyOf(opts.model);
     if (!family) throw badResponse(`upstream ${opts.upstream} has no embedding family`);
-    return family.decode(answerObject(text, opts.upstream), opts);
+    return family.decode(answerObject(answer, opts.upstream), opts);
   },
 };

@@ -15,6 +15,7 @@ import {
   answerObject,
   boundedDimensions,
   boundedInputs,
+  boundedValues,
   EMBED_LIMITS,
   type EmbedAnswer,
   type EmbedClient,
@@ -85,7 +86,8 @@ function routeOf(ctx: ClientRequestContext): string {
 function parseOne(body: Record<string, unknown>, ctx: ClientRequestContext): EmbedRequest {
   const route = routeOf(ctx);
   const { input, dimensions } = readRequest(body, { param: "request", route });
-  return { model: route, inputs: [input], dimensions, encoding: "float", ...counted([input]) };
+  const counts = counted([input], { dimensions, lengthParam: "request.outputDimensionality" });
+  return { model: route, inputs: [input], dimensions, encoding: "float", ...counts };
 }
 
 function parseBatch(body: Record<string, unknown>, ctx: ClientRequestContext): EmbedRequest {
@@ -109,11 +111,22 @@ function parseBatch(body: Record<string, unknown>, ctx: ClientRequestContext): E
     }
   });
   const inputs = read.map((r) => r.input);
-  return { model: route, inputs, dimensions, encoding: "float", ...counted(inputs, "requests") };
+  const counts = counted(inputs, {
+    param: "requests",
+    dimensions,
+    lengthParam: "requests[0].outputDimensionality",
+  });
+  return { model: route, inputs, dimensions, encoding: "float", ...counts };
 }
 
-function counted(inputs: EmbedInput[], param = "content"): { chars: number; tokenIds: number } {
-  return boundedInputs(inputs, { param });
+/** The bounds every request shares, and inputs × the length asked against the cap on values. */
+function counted(
+  inputs: EmbedInput[],
+  opts: { param?: string; dimensions?: number; lengthParam: string },
+): { chars: number; tokenIds: number } {
+  const counts = boundedInputs(inputs, { param: opts.param ?? "content" });
+  boundedValues(inputs.length, { dimensions: opts.dimensions, param: opts.lengthParam });
+  return counts;
 }
 
 const values = (v: Float32Array) => `{"values":${floatsText(v)}}`;
@@ -164,8 +177,8 @@ export const geminiEmbedUpstream: EmbedUpstream = {
     const url = `${upstreamBaseUrl(call.upstream)}/v1beta/${model}:batchEmbedContents`;
     return jsonPost(call, { url, body: JSON.stringify({ requests }), auth: apiKeyHeader });
   },
-  decode(text, opts) {
-    const body = answerObject(text, opts.upstream);
+  decode(answer, opts) {
+    const body = answerObject(answer, opts.upstream);
     const list = body.embeddings;
     if (!Array.isArray(list) || list.length !== opts.count) {
       throw badResponse(

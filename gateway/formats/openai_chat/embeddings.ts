@@ -15,6 +15,7 @@ import {
   answerObject,
   boundedDimensions,
   boundedInputs,
+  boundedValues,
   EMBED_LIMITS,
   type EmbedAnswer,
   type EmbedClient,
@@ -44,10 +45,12 @@ export function parseOpenAiEmbeddings(body: Record<string, unknown>): EmbedReque
     });
   }
   const extra = Object.fromEntries(Object.entries(body).filter(([k]) => !READ_FIELDS.has(k)));
+  const dimensions = boundedDimensions(body.dimensions, "dimensions");
+  boundedValues(inputs.length, { dimensions, param: "dimensions" });
   return {
     model,
     inputs,
-    dimensions: boundedDimensions(body.dimensions, "dimensions"),
+    dimensions,
     encoding,
     user: optionalString(body.user, "user"),
     ...(Object.keys(extra).length ? { extra } : {}),
@@ -151,8 +154,11 @@ export const openAiEmbedUpstream: EmbedUpstream = {
     const url = openAiUrl(call.upstream, { path: "embeddings", model: call.model });
     return jsonPost(call, { url, body: JSON.stringify(body), auth: openAiAuth(call.upstream) });
   },
-  decode(text, opts) {
-    const body = answerObject(text, opts.upstream);
+  // A base64 vector is decoded as soon as it is read: the call's answer is never held as text.
+  revive: (key, value, opts) =>
+    key === "embedding" && typeof value === "string" ? vectorOf(value, opts) : value,
+  decode(answer, opts) {
+    const body = answerObject(answer, opts.upstream);
     const data = body.data;
     if (!Array.isArray(data) || data.length !== opts.count) {
       throw badResponse(
