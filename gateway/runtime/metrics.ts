@@ -166,6 +166,8 @@ export class Metrics {
   }
   /** Filled in at render time by the owner of cooldown state. */
   cooldown: () => Array<{ upstream: string; paused: boolean; state?: string }> = () => [];
+  /** Filled in by the server: its open client connections, null when it does not count them. */
+  clientConnections: () => number | null = () => null;
   /** Filled in at render time by the owner of the pools: each member's current share. */
   poolShares: () => Array<
     { route: string; pool: number; upstream: string; model: string; share: number }
@@ -177,6 +179,12 @@ export class Metrics {
       "# TYPE pulsegate_inflight_requests gauge",
       `pulsegate_inflight_requests ${this.inflight}`,
     ].join("\n");
+    const open = this.clientConnections();
+    const connections = open === null ? [] : [
+      "# HELP pulsegate_client_connections Open client connections of this process (PULSEGATE_MAX_CONNECTIONS caps them).",
+      "# TYPE pulsegate_client_connections gauge",
+      `pulsegate_client_connections ${open}`,
+    ];
     const cooldown = [
       "# HELP pulsegate_upstream_cooldown 1 while an upstream is paused.",
       "# TYPE pulsegate_upstream_cooldown gauge",
@@ -210,6 +218,7 @@ export class Metrics {
       this.requests.render(),
       this.attempts.render(),
       inflight,
+      ...connections,
       this.keyInFlight.render("gauge"),
       this.disconnects.render(),
       this.aborts.render(),
