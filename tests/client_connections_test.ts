@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { readBodyBytes } from "../gateway/accept/body_bytes.ts";
 import { ClientConnections } from "../gateway/start/client_connections.ts";
 import type { ConnectionHandler, ConnectionServer } from "../gateway/start/serve_on_connection.ts";
 
@@ -10,6 +11,8 @@ import type { ConnectionHandler, ConnectionServer } from "../gateway/start/serve
 
 class FakeConnection {
   closed = false;
+  /** Closed forcefully (`abort`), as after an answer that left body bytes due. */
+  aborted = false;
   handler!: ConnectionHandler;
   #end!: () => void;
   readonly server: ConnectionServer = {
@@ -19,7 +22,32 @@ class FakeConnection {
       this.#end();
       return Promise.resolve();
     },
+    abort: () => {
+      this.aborted = true;
+      this.#end();
+    },
   };
+
+  /** Serves `request`; `taken()` is Deno taking the answer: `completed` settles, the request ends. */
+  send(request: Request): { response: Promise<Response>; taken(): void } {
+    let ended = false;
+    const completed = Promise.withResolvers<void>();
+    const info = {
+      get remoteAddr(): Deno.NetAddr {
+        if (ended) throw new TypeError("Request closed");
+        return { transport: "tcp", hostname: "127.0.0.1", port: 1 };
+      },
+      completed: completed.promise,
+    };
+    const response = Promise.resolve(this.handler(request, info));
+    return {
+      response,
+      taken: () => {
+        ended = true;
+        completed.resolve();
+      },
+    };
+  }
 
   /** A request in flight until `end()` is called. */
   request(): { end(): void } {
@@ -113,4 +141,102 @@ Deno.test("at the cap: the longest-waiting connection gives way once it has wait
   advance(5_000);
   assert.equal(clients.evictOldest(1_000), false);
   assert.equal(busy.closed, false, "a request in flight is never evicted");
+});
+
+/** A connection served by `answer`, closed `lingerMs` after an answer that left body bytes due. */
+function served(
+  answer: (request: Request) => Response | Promise<Response>,
+  lingerMs = 50,
+) {
+  const clients = new ClientConnections({
+    max: 3,
+    headersMs: 60_000,
+    keepAliveMs: 60_000,
+    lingerMs,
+  });
+  const conn = new FakeConnection();
+  void clients.track((request) => answer(request), (counted) => {
+    conn.handler = counted;
+    return conn.server;
+  });
+  return { clients, conn };
+}
+
+/** A POST declaring `declared` bytes of body and carrying `sent` of them. */
+function post(opts: { declared: number; sent: string }): Request {
+  return new Request("http://gateway.test/v1/chat/completions", {
+    method: "POST",
+    body: opts.sent,
+    headers: { "content-length": String(opts.declared) },
+  });
+}
+
+const REFUSED = () => new Response("no", { status: 401 });
+const settle = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+Deno.test("an answer before the declared body is read says connection: close, and the connection is closed forcefully a linger after Deno took it", async () => {
+  const { conn } = served(REFUSED);
+  const sent = conn.send(post({ declared: 5_000, sent: "{" }));
+  const response = await sent.response;
+  assert.equal(response.status, 401);
+  assert.equal(response.headers.get("connection"), "close");
+  await settle(150);
+  assert.equal(conn.aborted, false, "not while Deno has not taken the answer");
+  const taken = performance.now();
+  sent.taken();
+  while (!conn.aborted) await settle(5);
+  const waited = performance.now() - taken;
+  assert.ok(waited >= 45, `closed ${waited} ms after the answer, not after the 50 ms linger`);
+  assert.equal(conn.closed, false, "forcefully: a graceful close would wait for the body");
+});
+
+Deno.test("an answer after the body was read to its end keeps the connection, and one to a request without a body is passed through as is", async () => {
+  const ok = new Response("ok");
+  const { conn } = served(async (request) => {
+    if (request.method === "GET") return ok;
+    await readBodyBytes(request, { limit: 1_000, signal: new AbortController().signal });
+    return new Response("read");
+  });
+  const whole = conn.send(post({ declared: 2, sent: "{}" }));
+  const read = await whole.response;
+  assert.equal(await read.text(), "read");
+  assert.equal(read.headers.get("connection"), null);
+  whole.taken();
+  const get = conn.send(new Request("http://gateway.test/healthz"));
+  assert.equal(await get.response, ok, "the handler's own response, untouched");
+  get.taken();
+  await settle(250); // five lingers
+  assert.equal(conn.aborted, false);
+});
+
+Deno.test("a connection that has had a request since the early answer (HTTP/2 streams) is not closed after the linger", async () => {
+  const { conn } = served((request) => request.method === "GET" ? new Response("ok") : REFUSED());
+  const early = conn.send(post({ declared: 5_000, sent: "{" }));
+  assert.equal((await early.response).headers.get("connection"), "close");
+  const next = conn.send(new Request("http://gateway.test/healthz"));
+  early.taken();
+  await settle(250);
+  assert.equal(conn.aborted, false, "the later request is still in flight");
+  next.taken();
+});
+
+Deno.test("a handler that fails before reading the body: its connection is closed after the linger too", async () => {
+  const { conn } = served(() => Promise.reject(new Error("boom")));
+  const sent = conn.send(post({ declared: 5_000, sent: "{" }));
+  await assert.rejects(sent.response, /boom/);
+  sent.taken();
+  while (!conn.aborted) await settle(5);
+});
+
+Deno.test("a connection with body bytes due is closed forcefully at its linger, never gracefully: not when it gives way at the cap, not at shutdown", async () => {
+  const { clients, conn } = served(REFUSED, 50);
+  const sent = conn.send(post({ declared: 5_000, sent: "{" }));
+  await sent.response;
+  sent.taken();
+  // Deno's graceful close would wait for the body, and nothing could close the connection after.
+  assert.equal(clients.evictOldest(0), true, "it gives way at the cap");
+  assert.equal(clients.hasRoom(), true, "and no longer counts against it");
+  await clients.closeAll();
+  assert.equal(conn.aborted, true);
+  assert.equal(conn.closed, false);
 });

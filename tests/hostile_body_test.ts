@@ -3,7 +3,7 @@ import { openDatabase } from "../db/client.ts";
 import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
 import { eventually, postJson } from "./harness.ts";
-import { assertResponsive, pollHealth } from "./health_poll.ts";
+import { assertResponsive, type HealthPolls, pollHealth } from "./health_poll.ts";
 import { type RawBodyAnswer, RawBodyClient } from "./raw_body.ts";
 import { spawnGateway } from "./spawn_gateway.ts";
 
@@ -103,13 +103,14 @@ async function nothingInProgress(url: string): Promise<void> {
   });
 }
 
-Deno.test("60 bodies declaring 32 MiB and sending a byte: memory stays flat, each gets its 408 and row", async () => {
+Deno.test("60 bodies declaring 32 MiB and sending a byte: memory stays flat, each gets its 408 and row, and its connection is closed", async () => {
   await using t = await startGateway();
   const { gw } = t;
   const pid = gw.child.pid;
   const warm = await postJson(`${gw.url}${PATH}`, ASK, { authorization: `Bearer ${FLOOD}` });
   assert.equal(warm.status, 200);
   await warm.body?.cancel();
+  const connectionsBefore = await metric(gw.url, "pulsegate_client_connections");
   const before = await rssMiB(pid);
   const poller = await pollHealth(gw.url);
   const ids = Array.from({ length: 60 }, (_, i) => `declared-${i}`);
@@ -120,6 +121,7 @@ Deno.test("60 bodies declaring 32 MiB and sending a byte: memory stays flat, eac
     })
   ));
   let answers: PromiseSettledResult<RawBodyAnswer>[] = [];
+  let health: HealthPolls;
   let peak = before;
   try {
     await Promise.all(clients.map((c) => c.write("{")));
@@ -132,10 +134,22 @@ Deno.test("60 bodies declaring 32 MiB and sending a byte: memory stays flat, eac
       await new Promise((r) => setTimeout(r, 20));
     }
     answers = await all;
+    // The rest of each body never comes: the gateway closes the connection after its answer
+    // (docs/deploy.md "Answers before the body"), where it used to wait for the 32 MiB.
+    const ends = await Promise.all(
+      clients.map((c) => c.ended({ ms: 15_000 }).catch((err) => String(err))),
+    );
+    health = await poller.stop();
+    assert.deepEqual(ends, ids.map(() => "eof"), "every connection closed after its 408");
+    // Counted down by the gateway's own close: every client still holds its socket (and the
+    // poller, counted since, has stopped).
+    await eventually(
+      async () => await metric(gw.url, "pulsegate_client_connections") === connectionsBefore,
+      { what: `the gateway's open connections back to ${connectionsBefore}` },
+    );
   } finally {
     for (const c of clients) c.close();
   }
-  const health = await poller.stop();
   // Reserving each declared length took the process from ~240 MB to over 2 GB.
   assert.ok(
     peak - before < 128,

@@ -18,19 +18,21 @@ export interface RawBodyAnswer {
 export class RawBodyClient {
   #buffer = new Uint8Array(0);
   #eof = false;
+  /** The end came as a reset (the read failed), not as the server's FIN. */
+  #reset = false;
   #reading: Promise<void> | null = null;
 
   private constructor(private conn: Deno.TcpConn) {}
 
-  /** Connects and sends the request line and headers (nothing of the body). */
+  /** Connects and sends the request line (a POST unless `method`) and headers, no body. */
   static async open(
     url: string,
-    head: { path: string; headers: Record<string, string> },
+    head: { path: string; headers: Record<string, string>; method?: string },
   ): Promise<RawBodyClient> {
     const port = Number(new URL(url).port);
     const conn = await Deno.connect({ hostname: "127.0.0.1", port });
     const lines = [
-      `POST ${head.path} HTTP/1.1`,
+      `${head.method ?? "POST"} ${head.path} HTTP/1.1`,
       "host: 127.0.0.1",
       ...Object.entries(head.headers).map(([name, value]) => `${name}: ${value}`),
     ];
@@ -80,14 +82,28 @@ export class RawBodyClient {
     }
   }
 
-  /** The final answer, once whole; throws when none came within `ms`. */
-  async answer(opts: { ms?: number } = {}): Promise<RawBodyAnswer> {
-    let parsed: RawBodyAnswer | null = null;
+  /**
+   * The final answer, once whole; throws when none came within `ms`. With `take`, its bytes are
+   * dropped, so the next call reads the next answer on the connection.
+   */
+  async answer(opts: { ms?: number; take?: boolean } = {}): Promise<RawBodyAnswer> {
+    let parsed: Parsed | null = null;
     await this.#readUntil(() => (parsed = parseAnswer(this.#buffer, { eof: this.#eof })) !== null, {
       ms: opts.ms,
       what: "an answer",
     });
-    return parsed!;
+    const { answer, bytes } = parsed!;
+    if (opts.take) this.#buffer = this.#buffer.subarray(bytes);
+    return answer;
+  }
+
+  /**
+   * Waits for the server to end the connection: "eof" for its FIN, "reset" when the read failed
+   * instead. Throws when it is still open after `ms`.
+   */
+  async ended(opts: { ms?: number } = {}): Promise<"eof" | "reset"> {
+    await this.#readUntil(() => this.#eof, { ms: opts.ms, what: "the end of the connection" });
+    return this.#reset ? "reset" : "eof";
   }
 
   /** Waits until the server sent `text` (e.g. "100 Continue"); throws after `ms`. */
@@ -121,7 +137,10 @@ export class RawBodyClient {
   #readMore(): Promise<void> {
     this.#reading ??= (async () => {
       const chunk = new Uint8Array(16 * 1024);
-      const n = await this.conn.read(chunk).catch(() => null);
+      const n = await this.conn.read(chunk).catch(() => {
+        this.#reset = true;
+        return null;
+      });
       if (n === null) this.#eof = true;
       else {
         const joined = new Uint8Array(this.#buffer.byteLength + n);
@@ -135,8 +154,14 @@ export class RawBodyClient {
   }
 }
 
+/** An answer, and how many bytes of the stream it took. */
+interface Parsed {
+  answer: RawBodyAnswer;
+  bytes: number;
+}
+
 /** A whole final answer at the start of `bytes` (after any 1xx), or null while incomplete. */
-function parseAnswer(bytes: Uint8Array, opts: { eof: boolean }): RawBodyAnswer | null {
+function parseAnswer(bytes: Uint8Array, opts: { eof: boolean }): Parsed | null {
   const text = new TextDecoder().decode(bytes);
   const interim: number[] = [];
   let at = 0;
@@ -157,11 +182,16 @@ function parseAnswer(bytes: Uint8Array, opts: { eof: boolean }): RawBodyAnswer |
     }
     const length = headers.get("content-length");
     if (length === null) {
-      return opts.eof ? { status, headers, text: text.slice(at), interim } : null;
+      if (!opts.eof) return null;
+      return {
+        answer: { status, headers, text: text.slice(at), interim },
+        bytes: bytes.byteLength,
+      };
     }
-    const body = bytes.subarray(encoder.encode(text.slice(0, at)).byteLength);
+    const head = encoder.encode(text.slice(0, at)).byteLength;
+    const body = bytes.subarray(head);
     if (body.byteLength < Number(length)) return null;
     const answer = new TextDecoder().decode(body.subarray(0, Number(length)));
-    return { status, headers, text: answer, interim };
+    return { answer: { status, headers, text: answer, interim }, bytes: head + Number(length) };
   }
 }

@@ -39,12 +39,29 @@ export async function readBodyBytes(
   if (declared > limit) throw tooLarge(limit);
   if (signal.aborted) throw signal.reason;
   const clock = opts.clock ?? REAL_TIME;
+  let bytes: Uint8Array;
   // Not `request.body` first: making its stream costs more than the whole read of a small body.
   if (declared > 0 && declared <= WHOLE_READ_MAX_BYTES) {
-    return await wholeBody(request, { declared, signal, clock });
+    bytes = await wholeBody(request, { declared, signal, clock });
+  } else if (!request.body) {
+    bytes = new Uint8Array(0);
+  } else {
+    bytes = await countedBody(request, { limit, declared, signal, clock });
   }
-  if (!request.body) return new Uint8Array(0);
-  return await countedBody(request, { limit, declared, signal, clock });
+  readToEnd.add(request);
+  return bytes;
+}
+
+/** Requests whose body `readBodyBytes` read to its end. */
+const readToEnd = new WeakSet<Request>();
+
+/**
+ * Whether `readBodyBytes` read this request's body to its end. An answer given otherwise leaves
+ * body bytes due on the connection, which is then closed after it (gateway/start/unread_body.ts,
+ * docs/deploy.md "Answers before the body").
+ */
+export function bodyReadToEnd(request: Request): boolean {
+  return readToEnd.has(request);
 }
 
 /** A small declared body in one call, raced against its deadline and the request's signal. */

@@ -183,6 +183,8 @@ export class Metrics {
   cooldown: () => Array<{ upstream: string; paused: boolean; state?: string }> = () => [];
   /** Filled in at render time by the owner of cooldown state: each member's own state. */
   memberCooldown: () => Array<{ upstream: string; model: string; state: string }> = () => [];
+  /** Filled in by the server: its open client connections, null when it does not count them. */
+  clientConnections: () => number | null = () => null;
   /** Filled in at render time by the owner of the pools: each member's current share. */
   poolShares: () => Array<
     { route: string; pool: number; upstream: string; model: string; share: number }
@@ -197,6 +199,12 @@ export class Metrics {
       "# TYPE pulsegate_embedding_vector_bytes gauge",
       `pulsegate_embedding_vector_bytes ${this.embeddingVectorBytes}`,
     ].join("\n");
+    const open = this.clientConnections();
+    const connections = open === null ? [] : [
+      "# HELP pulsegate_client_connections Open client connections of this process (PULSEGATE_MAX_CONNECTIONS caps them).",
+      "# TYPE pulsegate_client_connections gauge",
+      `pulsegate_client_connections ${open}`,
+    ];
     const cooldown = [
       "# HELP pulsegate_upstream_cooldown 1 while an upstream is paused.",
       "# TYPE pulsegate_upstream_cooldown gauge",
@@ -241,6 +249,7 @@ export class Metrics {
       this.requests.render(),
       this.attempts.render(),
       inflight,
+      ...connections,
       this.keyInFlight.render("gauge"),
       this.disconnects.render(),
       this.aborts.render(),

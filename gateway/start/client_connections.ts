@@ -1,17 +1,25 @@
 import type { ConnectionHandler, ConnectionServer } from "./serve_on_connection.ts";
+import { closingAnswer, declaresBody, leavesBodyUnread } from "./unread_body.ts";
 
 /** How often a connection that has had requests is looked at, as a share of the keep-alive bound. */
 const LOOKS_PER_BOUND = 4;
 /** At most this many busy connections are looked past when evicting one. */
 const EVICT_LOOKS = 16;
+/**
+ * How long a connection answered before its request body was read stays open after the answer
+ * (docs/deploy.md "Answers before the body"). Deno closes it sooner itself once the client has sent
+ * the rest; the wait lets the answer reach the client before a close that would reset it (closing
+ * with unread bytes sends a reset), as the refusal at the cap waits (refuse_connection.ts).
+ */
+export const UNREAD_BODY_LINGER_MS = 2_000;
 
 /**
  * The client connections of one process (docs/deploy.md "Connection limits"): how many are open,
  * which wait for their first request and since when, and which sit idle between requests.
  *
- * A request costs two field writes here, nothing more: no timer, no promise, no clock read (a
- * `completed` callback per request measured 2-3 µs of CPU on the gateway's cheapest route). The
- * sweep does the rest:
+ * A request costs three field writes and a look at its headers here, nothing more: no timer, no
+ * promise, no clock read (a `completed` callback per request measured 2-3 µs of CPU on the
+ * gateway's cheapest route). The sweep does the rest:
  * - `fresh` holds connections with no request yet, in accept order; the sweep closes those past
  *   the headers bound from the head and stops at the first in time.
  * - `used` holds the others, in the order they were last looked at; each is looked at about
@@ -19,6 +27,11 @@ const EVICT_LOOKS = 16;
  *   (`requestEnded`) and whether another came since the last look; a connection seen idle, with
  *   no request since, for the keep-alive bound is closed. So it is closed between one and one and
  *   a quarter bounds (plus a sweep) after its last response, never before.
+ *
+ * A request that declares a body costs a promise more: an answer given before its body was read
+ * to the end says `connection: close`, and the connection is closed `lingerMs` after the answer
+ * was handed over (unread_body.ts), which neither bound above could do: Deno waits for the rest
+ * of the body first.
  */
 export class ClientConnections {
   readonly #fresh = new Set<Entry>();
@@ -29,7 +42,13 @@ export class ClientConnections {
   #probeChecked = false;
 
   constructor(
-    private readonly limits: { max: number; headersMs: number; keepAliveMs: number },
+    private readonly limits: {
+      max: number;
+      headersMs: number;
+      keepAliveMs: number;
+      /** After an answer that left body bytes unread (default `UNREAD_BODY_LINGER_MS`). */
+      lingerMs?: number;
+    },
     private readonly opts: {
       /** Told once if Deno no longer lets `requestEnded` see a request's end (see there). */
       onProbeBroken?: () => void;
@@ -61,8 +80,24 @@ export class ClientConnections {
     const entry = new Entry(this.#now());
     const counted: ConnectionHandler = (request, info) => {
       entry.latest = info;
+      // Another request on the connection (HTTP/2's next stream; HTTP/1.1 takes none after
+      // `connection: close`): no body is holding it.
+      entry.bodyDue = false;
       if (entry.requests++ === 0) this.#firstRequest(entry, info);
-      return handler(request, info);
+      const answer = handler(request, info);
+      if (!declaresBody(request)) return answer;
+      const seen = entry.requests;
+      const answered = (response: Response) => {
+        if (!leavesBodyUnread(request)) return response;
+        this.#closeAfterAnswer(entry, { info, seen });
+        return closingAnswer(response);
+      };
+      if (!(answer instanceof Promise)) return answered(answer);
+      return answer.then(answered, (err) => {
+        // Deno answers with the server's onError: the body is as unread.
+        if (leavesBodyUnread(request)) this.#closeAfterAnswer(entry, { info, seen });
+        throw err;
+      });
     };
     this.#all.add(entry);
     this.#fresh.add(entry);
@@ -131,6 +166,26 @@ export class ClientConnections {
     await Promise.all(all.map((entry) => entry.server?.finished.catch(() => {})));
   }
 
+  /**
+   * An answer left body bytes due: the connection is closed `lingerMs` after Deno has taken the
+   * answer, unless Deno closed it first (the client sent the rest; `connection: close` then ends
+   * it). Forcefully, since a graceful close waits for the body. On HTTP/2, where an unread body
+   * holds only its own stream, a request that came on the connection since (`seen`) clears
+   * `bodyDue` and the connection is left to the other bounds.
+   */
+  #closeAfterAnswer(entry: Entry, opts: { info: Deno.ServeHandlerInfo; seen: number }): void {
+    if (entry.requests !== opts.seen) return;
+    entry.bodyDue = true;
+    const arm = () => {
+      if (entry.lingering !== null || !this.#all.has(entry)) return;
+      entry.lingering = setTimeout(() => {
+        entry.lingering = null;
+        if (entry.bodyDue) entry.server?.abort();
+      }, this.limits.lingerMs ?? UNREAD_BODY_LINGER_MS);
+    };
+    opts.info.completed.then(arm, arm);
+  }
+
   #firstRequest(entry: Entry, info: Deno.ServeHandlerInfo): void {
     if (!this.#fresh.delete(entry)) return; // being closed
     entry.lookedAt = this.#now();
@@ -168,12 +223,16 @@ export class ClientConnections {
     this.#closing++;
     this.#fresh.delete(entry);
     this.#used.delete(entry);
+    // Its linger closes it: a graceful close would wait for the body, and after one began
+    // nothing could close the connection any more (serve_on_connection.ts `abort`).
+    if (entry.bodyDue) return;
     // Graceful: closes a waiting connection at once, a busy one after its response.
     entry.server?.shutdown().catch(() => {});
   }
 
   #forget(entry: Entry): void {
     if (!this.#all.delete(entry)) return;
+    if (entry.lingering !== null) clearTimeout(entry.lingering);
     if (entry.closing) this.#closing--;
     this.#fresh.delete(entry);
     this.#used.delete(entry);
@@ -209,6 +268,10 @@ class Entry {
   lookedAt = 0;
   idleSince: number | null = null;
   closing = false;
+  /** The latest answer left body bytes due on the connection (`#closeAfterAnswer`). */
+  bodyDue = false;
+  /** The close after it, once Deno has taken the answer. */
+  lingering: ReturnType<typeof setTimeout> | null = null;
   /** When it was accepted. */
   constructor(public since: number) {}
 }

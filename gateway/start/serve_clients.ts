@@ -25,6 +25,8 @@ export interface ClientServer {
   unguarded: string | null;
   /** Settles (with the error) if the server stopped accepting for good: plain `Deno.serve` only. */
   lost: Promise<unknown>;
+  /** Open client connections (`PULSEGATE_MAX_CONNECTIONS` caps them); null when not counted. */
+  connections(): number | null;
   /** Stops accepting; waiting connections close at once, busy ones after their response. */
   shutdown(): Promise<void>;
 }
@@ -163,6 +165,7 @@ export function serveClients(handler: ConnectionHandler, opts: ServeClientsOptio
     port: (listener.addr as Deno.NetAddr).port,
     unguarded: null,
     lost: new Promise(() => {}),
+    connections: () => clients.open,
     shutdown: () =>
       stopping ??= (async () => {
         stop.abort();
@@ -188,6 +191,7 @@ function plainServe(
     unguarded: opts.unguarded,
     // Resolves only on an accept error: after one, Deno.serve's loop has ended for good.
     lost: server.finished.then(() => new Promise(() => {}), (err) => err),
+    connections: () => null,
     shutdown: () => server.shutdown(),
   };
 }

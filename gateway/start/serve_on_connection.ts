@@ -19,6 +19,13 @@ export interface ConnectionServer {
    * requests) is closed at once; one with a response in progress is closed after that response.
    */
   shutdown(): Promise<void>;
+  /**
+   * Forceful: the connection is closed now, whatever it is doing. For a connection whose request
+   * was answered before its body was read, which `shutdown()` would leave open until the client
+   * sends the rest (`client_connections.ts`, docs/deploy.md "Answers before the body"). Does
+   * nothing once `shutdown()` was called or the connection has ended: Deno's handle on it is gone.
+   */
+  abort(): void;
 }
 
 export type ConnectionHandler = (
@@ -37,7 +44,7 @@ type InternalServeOnConnection = (
   handler: ConnectionHandler,
   onError: (error: unknown) => Response | Promise<Response>,
   onListen: () => void,
-) => ConnectionServer;
+) => Omit<ConnectionServer, "abort">;
 
 /** Deno's per-connection server, or null when this Deno does not have it. */
 export function serveOnConnection(): ServeOnConnection | null {
@@ -49,7 +56,47 @@ export function serveOnConnection(): ServeOnConnection | null {
   const serve = internals?.serveHttpOnConnection;
   if (typeof serve !== "function" || serve.length !== 5) return null;
   const internal = serve as InternalServeOnConnection;
-  return (conn, { handler, onError }) => internal(conn, undefined, handler, onError, noop);
+  return (conn, { handler, onError }) => {
+    // Deno cancels the connection outright when this signal aborts (`op_http_cancel`, not
+    // graceful): the one way to close it while its request body is still due.
+    const stop = new AbortController();
+    const server = internal(conn, stop.signal, handler, onError, noop);
+    // Whether Deno still holds the connection's handle: a graceful shutdown takes it, and so
+    // does the connection's end.
+    let held = true;
+    const gone = () => (held = false);
+    server.finished.then(gone, gone);
+    return {
+      finished: server.finished,
+      shutdown: () => {
+        held = false;
+        return server.shutdown();
+      },
+      abort: () => {
+        if (!held) return;
+        held = false;
+        cancel(stop);
+      },
+    };
+  };
+}
+
+/**
+ * Aborts Deno's signal. Its listener cancels the connection by its handle, and throws if the
+ * handle went in the moment between the connection's end and `finished` settling; a throw in an
+ * event listener is reported as an uncaught error, which would end the process. That one error
+ * is taken here: the connection it names is closed already.
+ */
+function cancel(stop: AbortController): void {
+  const closedAlready = (event: ErrorEvent) => {
+    if (event.error instanceof Deno.errors.BadResource) event.preventDefault();
+  };
+  globalThis.addEventListener("error", closedAlready);
+  try {
+    stop.abort();
+  } finally {
+    globalThis.removeEventListener("error", closedAlready);
+  }
 }
 
 function noop(): void {}

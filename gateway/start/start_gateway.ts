@@ -199,6 +199,7 @@ async function start(
     log,
     env: opts.env,
   });
+  metrics.clientConnections = () => server.connections();
   let serving: Promise<void> | null = null;
   const stopServing = () => serving ??= server.shutdown();
   closers.add("server", stopServing);
