@@ -102,22 +102,29 @@ export class Cooldowns {
     return this.#states.get(key) ?? { ...RESET, ...levelOf(key), updatedAt: 0 };
   }
 
-  /** Paused, or half-open with its probe out: not to be sent new requests while others can. */
+  /**
+   * Paused, or half-open with its probe out: not to be sent new requests while others can. The
+   * reads below run for every candidate of every request at both levels: a level with no state
+   * (the usual one) is read as RESET without building one.
+   */
   isPaused(key: string): boolean {
-    const { pausedUntil, probeUntil } = this.get(key);
+    const s = this.#states.get(key);
+    if (s === undefined) return false;
     const now = this.clock.now();
-    return (pausedUntil !== null && pausedUntil > now) || (probeUntil !== null && probeUntil > now);
+    return (s.pausedUntil !== null && s.pausedUntil > now) ||
+      (s.probeUntil !== null && s.probeUntil > now);
   }
 
   /** Its pause is over, not yet confirmed by a success, and no probe is out: the next request probes it. */
   halfOpen(key: string): boolean {
-    const { pausedUntil, probeUntil } = this.get(key);
+    const s = this.#states.get(key);
+    if (s === undefined || s.pausedUntil === null) return false;
     const now = this.clock.now();
-    return pausedUntil !== null && pausedUntil <= now && (probeUntil === null || probeUntil <= now);
+    return s.pausedUntil <= now && (s.probeUntil === null || s.probeUntil <= now);
   }
 
   phase(key: string): CooldownPhase {
-    const { pausedUntil } = this.get(key);
+    const pausedUntil = this.#states.get(key)?.pausedUntil ?? null;
     if (pausedUntil === null) return "ok";
     return pausedUntil > this.clock.now() ? "paused" : "probing";
   }
@@ -207,7 +214,8 @@ export class Cooldowns {
   }
 
   success(key: string): void {
-    const s = this.get(key);
+    const s = this.#states.get(key);
+    if (s === undefined) return; // never charged: nothing to reset
     if (
       s.consecutiveFailures === 0 && s.pauseCount === 0 && s.pausedUntil === null &&
       s.probeUntil === null
