@@ -7,6 +7,7 @@ import {
 } from "../../db/continuation_owners_store.ts";
 import type { Clock } from "../runtime/clock.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
+import { inTime } from "../runtime/in_time.ts";
 import type { Logger } from "../runtime/logger.ts";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -96,24 +97,19 @@ export class ContinuationOwners {
     const known = this.#known(digest, clock.now());
     if (known) return known.keyId;
     if (!db || db.client.protocol === "none") return undefined;
-    let cancel = () => {};
-    const late = new Promise<never>((_, reject) => {
-      cancel = clock.after(LOOKUP_MS, () => reject(new Error("no answer in time")));
-    });
+    let row: ContinuationOwner | null;
     try {
-      const row = await Promise.race([findContinuationOwner(db, digest), late]);
-      if (!row || clock.now() - row.usedAt > this.#retainMs) return undefined;
-      this.#remember(digest, row);
-      return row.keyId;
+      row = await inTime(findContinuationOwner(db, digest), { clock, ms: LOOKUP_MS });
     } catch (err) {
       throw new GatewayError(
         "the gateway could not look up whose continuation this is: the history database did " +
           "not answer; try again",
         { code: "gw.gateway.continuation_lookup_failed", cause: err },
       );
-    } finally {
-      cancel();
     }
+    if (!row || clock.now() - row.usedAt > this.#retainMs) return undefined;
+    this.#remember(digest, row);
+    return row.keyId;
   }
 
   get #retainMs(): number {

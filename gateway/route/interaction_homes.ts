@@ -6,6 +6,7 @@ import {
 } from "../../db/interaction_homes_store.ts";
 import type { Clock } from "../runtime/clock.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
+import { inTime } from "../runtime/in_time.ts";
 import type { Logger } from "../runtime/logger.ts";
 
 /** Where a stored interaction lives: the upstream that holds it, and the route it was made on. */
@@ -81,15 +82,11 @@ export class InteractionHomes {
     if (known) return known;
     const { db, clock } = this.opts;
     if (!db || db.client.protocol === "none") return undefined;
-    let cancel = () => {};
-    const late = new Promise<never>((_, reject) => {
-      cancel = clock.after(LOOKUP_MS, () => reject(new Error("no answer in time")));
-    });
     try {
-      const row = await Promise.race([
-        findInteractionHome(db, { keyId: key, interactionId }),
-        late,
-      ]);
+      const row = await inTime(findInteractionHome(db, { keyId: key, interactionId }), {
+        clock,
+        ms: LOOKUP_MS,
+      });
       if (row) this.#remember(key, interactionId, row);
       return row ?? undefined;
     } catch (err) {
@@ -98,8 +95,6 @@ export class InteractionHomes {
           "database did not answer; try again",
         { code: "gw.gateway.interaction_lookup_failed", cause: err },
       );
-    } finally {
-      cancel();
     }
   }
 
