@@ -383,7 +383,8 @@ async function begin(
     if (guardrails) await guardrails;
     // Another key's continuation is refused before any upstream call (docs/design.md
     // "Continuation ids").
-    await checkContinuations(ir, { keyId: key, config, owners: deps.owners });
+    const continuations = checkContinuations(ir, { keyId: key, config, owners: deps.owners });
+    if (continuations) await continuations;
     // A stored conversation goes where it is stored, or nowhere (docs/interactions.md).
     const pin = ir.providerState?.continues === undefined
       ? undefined

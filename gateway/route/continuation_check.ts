@@ -13,15 +13,23 @@ import type { ContinuationOwners } from "./continuation_owners.ts";
  * `keys[].accepts_unseen_continuations` lets a key name the second kind. With no keys (an open
  * gateway on loopback) nothing is checked.
  */
-export async function checkContinuations(
+export function checkContinuations(
   ir: IrRequest,
   opts: { keyId: string | null; config: Config; owners?: ContinuationOwners },
+): Promise<void> | undefined {
+  // Most requests name none: they pay no promise for it, as with guardrails.
+  if (opts.keyId === null || !ir.continuations?.length) return undefined;
+  return checkNamed(ir.continuations, { ...opts, keyId: opts.keyId });
+}
+
+async function checkNamed(
+  continuations: NonNullable<IrRequest["continuations"]>,
+  opts: { keyId: string; config: Config; owners?: ContinuationOwners },
 ): Promise<void> {
   const { keyId, owners } = opts;
-  if (keyId === null || !ir.continuations?.length) return;
   const acceptsUnseen = configKey(opts.config, keyId)?.accepts_unseen_continuations === true;
   const checked = new Set<string>();
-  for (const { param, value } of ir.continuations) {
+  for (const { param, value } of continuations) {
     if (checked.has(value)) continue;
     checked.add(value);
     const owner = await owners?.ownerOf(value);
