@@ -363,9 +363,11 @@ export class LiveRequest {
     this.flushAttempt(attempt);
   }
 
-  /** Usage for the request's row; its hop checked it (`Attempt.usage`), and a resume merged it. */
+  /**
+   * Usage for the request's row, already checked: by its hop (`Attempt.usage`), or merged by a
+   * resume from frames their hop checked first (stream_pump.ts).
+   */
   usage(usage: IrUsage): void {
-    checkUsage(usage);
     takeUsage(this.record, usage);
     this.record.reasoningTokens = usage.reasoningTokens ?? this.record.reasoningTokens;
   }

@@ -119,13 +119,11 @@ export class KeyUsageMeter {
   rows(keyId: string): KeyUsageRow[] {
     const snap = this.#snapshots.get(keyId);
     const rows = [...(snap?.rows ?? [])];
-    for (const inc of this.#setAside) {
-      if (inc.keyId === keyId) rows.push(...incrementRows(inc).map(({ keyId: _, ...row }) => row));
-    }
+    for (const inc of this.#setAside) if (inc.keyId === keyId) rows.push(...keyRows(inc));
     for (const inc of this.#increments) {
       if (inc.keyId !== keyId) continue;
       if (snap && inc.doneAt !== null && inc.doneAt < snap.coveredUntil) continue;
-      rows.push(...incrementRows(inc).map(({ keyId: _, ...row }) => row));
+      rows.push(...keyRows(inc));
     }
     return rows;
   }
@@ -214,7 +212,7 @@ export class KeyUsageMeter {
     this.#increments = this.#increments.filter((inc) => {
       if (inc.keyId !== keyId || inc.doneAt === null) return true;
       if (inc.doneAt >= snap.coveredUntil) {
-        for (const { keyId: _, ...row } of incrementRows(inc)) {
+        for (const row of keyRows(inc)) {
           const known = rows.get(`${row.kind}:${row.start}`);
           if (!known) rows.set(`${row.kind}:${row.start}`, row);
           else {
@@ -326,6 +324,11 @@ function readSpan(at: number): { secondsAfter: number; daysFrom: number } {
     secondsAfter: at - WINDOW_MS - 1_000,
     daysFrom: Math.min(monthStart(at), dayStart(at)),
   };
+}
+
+/** An increment's rows as its key's own (without the key id). */
+function keyRows(inc: Increment): KeyUsageRow[] {
+  return incrementRows(inc).map(({ keyId: _, ...row }) => row);
 }
 
 function incrementRows(inc: Increment): KeyUsageIncrement[] {
