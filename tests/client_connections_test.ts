@@ -143,24 +143,50 @@ Deno.test("at the cap: the longest-waiting connection gives way once it has wait
   assert.equal(busy.closed, false, "a request in flight is never evicted");
 });
 
-/** A connection served by `answer`, closed `lingerMs` after an answer that left body bytes due. */
+/**
+ * A connection served by `answer`, closed `lingerMs` after an answer that left body bytes due,
+ * on a clock the test moves (`advance`): the linger fires at its instant, never by itself.
+ */
 function served(
   answer: (request: Request) => Response | Promise<Response>,
   lingerMs = 50,
 ) {
+  let now = 0;
+  let timers: { at: number; fn: () => void }[] = [];
+  const after = (ms: number, fn: () => void) => {
+    const timer = { at: now + ms, fn };
+    timers.push(timer);
+    return () => (timers = timers.filter((t) => t !== timer));
+  };
   const clients = new ClientConnections({
     max: 3,
     headersMs: 60_000,
     keepAliveMs: 60_000,
     lingerMs,
-  });
+  }, { now: () => now, after });
   const conn = new FakeConnection();
   void clients.track((request) => answer(request), (counted) => {
     conn.handler = counted;
     return conn.server;
   });
-  return { clients, conn };
+  /** Moves the clock by `ms`, firing each timer due on the way, after pending callbacks ran. */
+  const advance = async (ms: number) => {
+    await turn();
+    const until = now + ms;
+    for (;;) {
+      const next = timers.filter((t) => t.at <= until).sort((x, y) => x.at - y.at)[0];
+      if (!next) break;
+      now = next.at;
+      timers = timers.filter((t) => t !== next);
+      next.fn();
+    }
+    now = until;
+  };
+  return { clients, conn, advance, pending: () => timers.length };
 }
+
+/** Lets the callbacks queued so far run (Deno taking an answer settles `completed`). */
+const turn = () => new Promise((resolve) => setTimeout(resolve, 0));
 
 /** A POST declaring `declared` bytes of body and carrying `sent` of them. */
 function post(opts: { declared: number; sent: string }): Request {
@@ -172,27 +198,25 @@ function post(opts: { declared: number; sent: string }): Request {
 }
 
 const REFUSED = () => new Response("no", { status: 401 });
-const settle = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 Deno.test("an answer before the declared body is read says connection: close, and the connection is closed forcefully a linger after Deno took it", async () => {
-  const { conn } = served(REFUSED);
+  const { conn, advance } = served(REFUSED);
   const sent = conn.send(post({ declared: 5_000, sent: "{" }));
   const response = await sent.response;
   assert.equal(response.status, 401);
   assert.equal(response.headers.get("connection"), "close");
-  await settle(150);
+  await advance(150);
   assert.equal(conn.aborted, false, "not while Deno has not taken the answer");
-  const taken = performance.now();
   sent.taken();
-  while (!conn.aborted) await settle(5);
-  const waited = performance.now() - taken;
-  assert.ok(waited >= 45, `closed ${waited} ms after the answer, not after the 50 ms linger`);
+  await advance(49);
+  assert.equal(conn.aborted, false, "not before the 50 ms linger");
+  await advance(1);
+  assert.equal(conn.aborted, true, "at the linger");
   assert.equal(conn.closed, false, "forcefully: a graceful close would wait for the body");
 });
 
 Deno.test("an answer after the body was read to its end keeps the connection, and one to a request without a body is passed through as is", async () => {
   const ok = new Response("ok");
-  const { conn } = served(async (request) => {
+  const { conn, advance, pending } = served(async (request) => {
     if (request.method === "GET") return ok;
     await readBodyBytes(request, { limit: 1_000, signal: new AbortController().signal });
     return new Response("read");
@@ -205,38 +229,48 @@ Deno.test("an answer after the body was read to its end keeps the connection, an
   const get = conn.send(new Request("http://gateway.test/healthz"));
   assert.equal(await get.response, ok, "the handler's own response, untouched");
   get.taken();
-  await settle(250); // five lingers
+  await advance(250); // five lingers
+  assert.equal(pending(), 0, "no close was armed");
   assert.equal(conn.aborted, false);
 });
 
 Deno.test("a connection that has had a request since the early answer (HTTP/2 streams) is not closed after the linger", async () => {
-  const { conn } = served((request) => request.method === "GET" ? new Response("ok") : REFUSED());
+  const { conn, advance } = served((request) =>
+    request.method === "GET" ? new Response("ok") : REFUSED()
+  );
   const early = conn.send(post({ declared: 5_000, sent: "{" }));
   assert.equal((await early.response).headers.get("connection"), "close");
   const next = conn.send(new Request("http://gateway.test/healthz"));
   early.taken();
-  await settle(250);
+  await advance(250);
   assert.equal(conn.aborted, false, "the later request is still in flight");
   next.taken();
 });
 
 Deno.test("a handler that fails before reading the body: its connection is closed after the linger too", async () => {
-  const { conn } = served(() => Promise.reject(new Error("boom")));
+  const { conn, advance } = served(() => Promise.reject(new Error("boom")));
   const sent = conn.send(post({ declared: 5_000, sent: "{" }));
   await assert.rejects(sent.response, /boom/);
   sent.taken();
-  while (!conn.aborted) await settle(5);
+  await advance(49);
+  assert.equal(conn.aborted, false);
+  await advance(1);
+  assert.equal(conn.aborted, true);
 });
 
 Deno.test("a connection with body bytes due is closed forcefully at its linger, never gracefully: not when it gives way at the cap, not at shutdown", async () => {
-  const { clients, conn } = served(REFUSED, 50);
+  const { clients, conn, advance } = served(REFUSED, 50);
   const sent = conn.send(post({ declared: 5_000, sent: "{" }));
   await sent.response;
   sent.taken();
+  await advance(1);
   // Deno's graceful close would wait for the body, and nothing could close the connection after.
   assert.equal(clients.evictOldest(0), true, "it gives way at the cap");
   assert.equal(clients.hasRoom(), true, "and no longer counts against it");
-  await clients.closeAll();
+  const closing = clients.closeAll();
+  assert.equal(conn.closed, false, "shutdown does not close it gracefully");
+  await advance(50);
+  await closing;
   assert.equal(conn.aborted, true);
   assert.equal(conn.closed, false);
 });

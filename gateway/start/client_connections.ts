@@ -54,6 +54,8 @@ export class ClientConnections {
       onProbeBroken?: () => void;
       /** Monotonic: the sets' order must not follow the wall clock backwards. */
       now?: () => number;
+      /** Runs `fn` after `ms`, answering its cancel (`Clock.after`'s shape); default a timer. */
+      after?: (ms: number, fn: () => void) => () => void;
     } = {},
   ) {
     this.#lookEvery = limits.keepAliveMs / LOOKS_PER_BOUND;
@@ -178,10 +180,10 @@ export class ClientConnections {
     entry.bodyDue = true;
     const arm = () => {
       if (entry.lingering !== null || !this.#all.has(entry)) return;
-      entry.lingering = setTimeout(() => {
+      entry.lingering = this.#after(this.limits.lingerMs ?? UNREAD_BODY_LINGER_MS, () => {
         entry.lingering = null;
         if (entry.bodyDue) entry.server?.abort();
-      }, this.limits.lingerMs ?? UNREAD_BODY_LINGER_MS);
+      });
     };
     opts.info.completed.then(arm, arm);
   }
@@ -232,7 +234,7 @@ export class ClientConnections {
 
   #forget(entry: Entry): void {
     if (!this.#all.delete(entry)) return;
-    if (entry.lingering !== null) clearTimeout(entry.lingering);
+    entry.lingering?.();
     if (entry.closing) this.#closing--;
     this.#fresh.delete(entry);
     this.#used.delete(entry);
@@ -240,6 +242,12 @@ export class ClientConnections {
 
   #now(): number {
     return (this.opts.now ?? performance.now.bind(performance))();
+  }
+
+  #after(ms: number, fn: () => void): () => void {
+    if (this.opts.after) return this.opts.after(ms, fn);
+    const id = setTimeout(fn, ms);
+    return () => clearTimeout(id);
   }
 }
 
@@ -270,8 +278,8 @@ class Entry {
   closing = false;
   /** The latest answer left body bytes due on the connection (`#closeAfterAnswer`). */
   bodyDue = false;
-  /** The close after it, once Deno has taken the answer. */
-  lingering: ReturnType<typeof setTimeout> | null = null;
+  /** Cancels the close after it, armed once Deno has taken the answer. */
+  lingering: (() => void) | null = null;
   /** When it was accepted. */
   constructor(public since: number) {}
 }
