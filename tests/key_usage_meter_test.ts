@@ -231,7 +231,7 @@ Deno.test("meter: an amount that is not finite and 0 or more counts as 0, so a b
     meter.add("k", { requests: 1, tokens: 10, costUsd: 0.5 });
     assert.equal(cost(meter.rows("k")), 0.5);
     await meter.flush();
-    await new Promise((r) => setTimeout(r, 60));
+    await pastCache();
     await meter.refresh(["k"]);
     assert.equal(cost(meter.rows("k")), 0.5);
     assert.equal(sum(meter.rows("k")), 3);

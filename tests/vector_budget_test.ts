@@ -6,19 +6,21 @@
  */
 import assert from "node:assert/strict";
 import { VectorBudget, type VectorHold } from "../gateway/forward/vector_budget.ts";
-import { createClock } from "../gateway/runtime/clock.ts";
 import { GatewayError } from "../gateway/runtime/gateway_error.ts";
 import { Metrics } from "../gateway/runtime/metrics.ts";
+import { VirtualClock } from "./virtual_clock.ts";
 
 function budget(opts: { bytes?: number; waiting?: number } = {}) {
   const metrics = new Metrics();
+  // Virtual: no wait below ends unless a test runs the clock (`clock.run`).
+  const clock = new VirtualClock();
   const b = new VectorBudget({
     bytes: opts.bytes ?? 100,
     waiting: opts.waiting ?? 4,
-    clock: createClock(1),
+    clock,
     metrics,
   });
-  return { b, metrics };
+  return { b, metrics, clock };
 }
 
 const never = new AbortController().signal;
@@ -55,7 +57,7 @@ Deno.test("a request that does not fit waits in turn; a later small one does not
   const order: string[] = [];
   const big = b.take(60, LONG).then((h) => (order.push("big"), hold(h)));
   const small = b.take(10, LONG).then((h) => (order.push("small"), hold(h)));
-  await new Promise((r) => setTimeout(r, 20));
+  await new Promise((r) => setTimeout(r, 0));
   // 30 are free, enough for the small one: it still waits behind the big one.
   assert.deepEqual(order, []);
   assert.equal(b.taken, 70);
@@ -72,9 +74,10 @@ Deno.test("a request that does not fit waits in turn; a later small one does not
 });
 
 Deno.test("no room in time: 429 gw.embeddings.memory_full with Retry-After, and nothing held", async () => {
-  const { b } = budget();
+  const { b, clock } = budget();
   const full = hold(await b.take(100, LONG));
-  const refused = await b.take(1, { waitMs: 30, signal: never });
+  const refused = await clock.run(b.take(1, { waitMs: 30, signal: never }));
+  assert.equal(clock.elapsed, 30, "refused when its wait ran out, not before");
   assert.ok(refused instanceof GatewayError);
   assert.equal(refused.code, "gw.embeddings.memory_full");
   assert.equal(refused.status, 429);
@@ -87,15 +90,15 @@ Deno.test("no room in time: 429 gw.embeddings.memory_full with Retry-After, and 
 });
 
 Deno.test("a full queue refuses at once; a waiter whose request stops leaves it", async () => {
-  const { b } = budget({ waiting: 2 });
+  const { b, clock } = budget({ waiting: 2 });
   const full = hold(await b.take(100, LONG));
   const stop = new AbortController();
   const waiting = [b.take(50, { waitMs: 60_000, signal: stop.signal }), b.take(50, LONG)];
-  const started = Date.now();
-  const third = await b.take(1, LONG);
+  // Run with no virtual time to spend: a wait of any length would throw here.
+  const third = await clock.run(b.take(1, LONG), { limitMs: 0 });
   assert.ok(third instanceof GatewayError, "the queue of 2 is full");
   assert.equal(third.code, "gw.embeddings.memory_full");
-  assert.ok(Date.now() - started < 1_000, "refused without waiting");
+  assert.equal(clock.elapsed, 0, "refused without waiting");
   stop.abort();
   assert.equal(await waiting[0], null);
   full.release();
