@@ -174,19 +174,13 @@ Deno.test("two instances on one database: exactly one probe reaches an upstream 
   }
 });
 
-Deno.test("a cheapest pool on one upstream: the member whose model fails is paused alone; the other takes the traffic", async () => {
-  // One upstream serving two models: `cheap` always fails with 503, `dear` answers.
-  const up = startFakeUpstream({
-    fallback: (call) =>
-      (call.json as { model?: string }).model === "cheap"
-        ? chatError(503, "cheap is down")
-        : chatStream({ text: ["from dear"], usage: { input: 3, output: 5 } }),
-  });
-  const config: ConfigInput = {
+/** One upstream serving two models, `cheap` and `dear`, in one `cheapest` pool of route `smart`. */
+function cheapAndDear(url: string): ConfigInput {
+  return {
     upstreams: [{
       id: "up1",
       kind: "openai-chat",
-      base_url: up.url,
+      base_url: url,
       prices: { cheap: { input: 0.1, output: 0.2 }, dear: { input: 3, output: 15 } },
     }],
     routes: [{
@@ -197,6 +191,17 @@ Deno.test("a cheapest pool on one upstream: the member whose model fails is paus
       }],
     }],
   };
+}
+
+Deno.test("a cheapest pool on one upstream: the member whose model fails is paused alone; the other takes the traffic", async () => {
+  // One upstream serving two models: `cheap` always fails with 503, `dear` answers.
+  const up = startFakeUpstream({
+    fallback: (call) =>
+      (call.json as { model?: string }).model === "cheap"
+        ? chatError(503, "cheap is down")
+        : chatStream({ text: ["from dear"], usage: { input: 3, output: 5 } }),
+  });
+  const config = cheapAndDear(up.url);
   const gw = await startTestGateway(config, { env: { PULSEGATE_ADMIN_TOKEN: "pools-admin" } });
   try {
     for (let i = 0; i < 10; i++) assert.match(await ask(gw.url), /from dear/);
@@ -306,22 +311,7 @@ Deno.test("two instances on one database: a member paused on one is passed over 
   });
   const dir = await Deno.makeTempDir({ prefix: "pulsegate-member-" });
   // Scale 0.01: heartbeats 100 ms apart; the 600 s pause lasts 6 s, longer than the test.
-  const config: ConfigInput = {
-    failover: { pause_secs: 600 },
-    upstreams: [{
-      id: "up1",
-      kind: "openai-chat",
-      base_url: up.url,
-      prices: { cheap: { input: 0.1, output: 0.2 }, dear: { input: 3, output: 15 } },
-    }],
-    routes: [{
-      model: "smart",
-      candidates: [{
-        pick: "cheapest",
-        pool: [{ upstream: "up1", model: "cheap" }, { upstream: "up1", model: "dear" }],
-      }],
-    }],
-  };
+  const config: ConfigInput = { failover: { pause_secs: 600 }, ...cheapAndDear(up.url) };
   const a = await startTestGateway(config, { dir });
   const b = await startTestGateway(undefined, { dir });
   try {
