@@ -42,16 +42,22 @@ export async function threadCpu(pid: number = Deno.pid): Promise<ThreadCpu | nul
   return out;
 }
 
+/** Each thread of a measured process as last read: its run time (ns) and its ticks (ms). */
+const seenThreads = new Map<number, Map<string, { ns: number; ticksMs: number }>>();
+
 /**
- * User + system CPU time a process has used, in ms, to the microsecond where Linux allows: the
- * live threads' run time from `schedstat` (nanoseconds), plus, for threads that have exited, what
- * the process's own ticks (10 ms each) hold beyond the live threads'. Ticks alone made the floor's
- * CPU per delta a count of three or four ticks (docs/benchmarks.md).
+ * User + system CPU time a process has used, in ms, to the microsecond where Linux allows: each
+ * thread's run time from `schedstat` (nanoseconds) as last read, an exited one's kept at its
+ * last reading, plus what the process's own ticks (10 ms each) hold beyond those threads' ticks
+ * (threads that came and went between two readings). Ticks alone made the floor's CPU per delta
+ * a count of three or four ticks (docs/benchmarks.md). An exited thread's precise time once gave
+ * way to its sampled ticks at the next reading, which can be far fewer: a difference of two
+ * readings came out negative (the quick bench's floor, beside a burned core).
  */
 export async function processCpuMs(pid: number): Promise<number> {
   const total = ticksMs(await Deno.readTextFile(`/proc/${pid}/stat`));
-  let liveTicks = 0;
-  let liveNs = 0;
+  let threads = seenThreads.get(pid);
+  if (!threads) seenThreads.set(pid, threads = new Map());
   for await (const entry of Deno.readDir(`/proc/${pid}/task`)) {
     try {
       const dir = `/proc/${pid}/task/${entry.name}`;
@@ -59,11 +65,16 @@ export async function processCpuMs(pid: number): Promise<number> {
         Deno.readTextFile(`${dir}/stat`),
         Deno.readTextFile(`${dir}/schedstat`),
       ]);
-      liveTicks += ticksMs(stat);
-      liveNs += Number(sched.split(" ")[0]);
+      threads.set(entry.name, { ns: Number(sched.split(" ")[0]), ticksMs: ticksMs(stat) });
     } catch {
-      // The thread ended between the listing and the read: its time is in the process's ticks.
+      // The thread ended between the listing and the read: its last reading stands.
     }
   }
-  return liveNs / 1e6 + Math.max(0, total - liveTicks);
+  let ns = 0;
+  let seenTicks = 0;
+  for (const thread of threads.values()) {
+    ns += thread.ns;
+    seenTicks += thread.ticksMs;
+  }
+  return ns / 1e6 + Math.max(0, total - seenTicks);
 }
