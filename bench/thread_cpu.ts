@@ -42,22 +42,33 @@ export async function threadCpu(pid: number = Deno.pid): Promise<ThreadCpu | nul
   return out;
 }
 
-/** Each thread of a measured process as last read: its run time (ns) and its ticks (ms). */
-const seenThreads = new Map<number, Map<string, { ns: number; ticksMs: number }>>();
+/**
+ * A measured process as last read: each thread's run time (ns) and ticks (ms), and the ticks of
+ * threads that came and went between readings.
+ */
+interface Seen {
+  threads: Map<string, { ns: number; ticksMs: number }>;
+  residualMs: number;
+}
+
+const seenProcesses = new Map<number, Seen>();
 
 /**
  * User + system CPU time a process has used, in ms, to the microsecond where Linux allows: each
  * thread's run time from `schedstat` (nanoseconds) as last read, an exited one's kept at its
  * last reading, plus what the process's own ticks (10 ms each) hold beyond those threads' ticks
  * (threads that came and went between two readings). Ticks alone made the floor's CPU per delta
- * a count of three or four ticks (docs/benchmarks.md). An exited thread's precise time once gave
- * way to its sampled ticks at the next reading, which can be far fewer: a difference of two
- * readings came out negative (the quick bench's floor, beside a burned core).
+ * a count of three or four ticks (docs/benchmarks.md).
+ *
+ * Both parts only grow from one reading to the next, as CPU time does. The process's ticks and
+ * the sum of its threads' are each rounded on their own, so their difference moves by a few
+ * ticks either way between readings; taken as it came, it once made a difference of two readings
+ * negative (the quick bench's floor, -27.1 µs per delta beside a burned core).
  */
 export async function processCpuMs(pid: number): Promise<number> {
   const total = ticksMs(await Deno.readTextFile(`/proc/${pid}/stat`));
-  let threads = seenThreads.get(pid);
-  if (!threads) seenThreads.set(pid, threads = new Map());
+  let seen = seenProcesses.get(pid);
+  if (!seen) seenProcesses.set(pid, seen = { threads: new Map(), residualMs: 0 });
   for await (const entry of Deno.readDir(`/proc/${pid}/task`)) {
     try {
       const dir = `/proc/${pid}/task/${entry.name}`;
@@ -65,16 +76,17 @@ export async function processCpuMs(pid: number): Promise<number> {
         Deno.readTextFile(`${dir}/stat`),
         Deno.readTextFile(`${dir}/schedstat`),
       ]);
-      threads.set(entry.name, { ns: Number(sched.split(" ")[0]), ticksMs: ticksMs(stat) });
+      seen.threads.set(entry.name, { ns: Number(sched.split(" ")[0]), ticksMs: ticksMs(stat) });
     } catch {
       // The thread ended between the listing and the read: its last reading stands.
     }
   }
   let ns = 0;
   let seenTicks = 0;
-  for (const thread of threads.values()) {
+  for (const thread of seen.threads.values()) {
     ns += thread.ns;
     seenTicks += thread.ticksMs;
   }
-  return ns / 1e6 + Math.max(0, total - seenTicks);
+  seen.residualMs = Math.max(seen.residualMs, total - seenTicks);
+  return ns / 1e6 + seen.residualMs;
 }
