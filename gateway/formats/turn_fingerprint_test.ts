@@ -160,7 +160,10 @@ Deno.test("turn fingerprint: the same turn in another client format matches", ()
     role: "user",
     content: "how are you",
   }];
-  const fromChat = chat({ model: "smart", messages: [{ role: "system", content: "sys" }, ...turn] });
+  const fromChat = chat({
+    model: "smart",
+    messages: [{ role: "system", content: "sys" }, ...turn],
+  });
   const fromAnthropic = anthropic({
     model: "smart",
     max_tokens: 100,
