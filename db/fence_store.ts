@@ -44,7 +44,7 @@ export interface FenceBounds {
 }
 
 /**
- * Stores a new fence, then keeps the bounds: beyond `perKey` active fences of its key, or
+ * Stores a new fence, lifting any older one of the same scope, then keeps the bounds: beyond `perKey` active fences of its key, or
  * `total` in all, the ones expiring first are lifted (so other instances read them go), and
  * rows lifted or expired more than `retainMs` ago are deleted. One transaction.
  */
@@ -70,6 +70,22 @@ export async function saveFence(
       fence.liftedAt,
     ],
   }];
+  // A second abort of the same scope renews its fence: the older one is lifted, so one lift
+  // undoes the fence (`IS`: NULL-safe equality).
+  statements.push({
+    sql: `UPDATE fences SET lifted_at = ?, version = ${NEXT_VERSION}
+      WHERE kind = ? AND key_id IS ? AND session_id IS ? AND fingerprint IS ? AND id <> ?
+        AND lifted_at IS NULL AND created_at <= ?`,
+    args: [
+      now,
+      fence.kind,
+      fence.keyId,
+      fence.sessionId,
+      fence.fingerprint,
+      fence.id,
+      fence.createdAt,
+    ],
+  });
   if (fence.keyId !== null) {
     statements.push({
       sql: `UPDATE fences SET lifted_at = ?, version = ${NEXT_VERSION}

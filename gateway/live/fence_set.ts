@@ -58,9 +58,14 @@ export class FenceSet {
   put(fence: Fence, now: number): Fence[] {
     this.#drop(fence.id);
     if (fence.liftedAt !== null || fence.expiresAt <= now) return [];
-    this.#byId.set(fence.id, fence);
+    // A second abort of the same scope renews the fence rather than piling a second on it, so
+    // one lift undoes it (the store lifts the older row alike: db/fence_store.ts).
     const index = fence.kind === "session" ? this.#sessions : this.#turns;
     const at = fence.kind === "session" ? fence.sessionId ?? "" : bucket(fence.keyId);
+    for (const held of index.get(at) ?? []) {
+      if (sameScope(held, fence) && held.createdAt <= fence.createdAt) this.#drop(held.id);
+    }
+    this.#byId.set(fence.id, fence);
     addTo(index, at, fence);
     addTo(this.#perKey, bucket(fence.keyId), fence);
     const evicted: Fence[] = [];
@@ -159,6 +164,12 @@ export class FenceSet {
     removeFrom(this.#perKey, bucket(fence.keyId), fence);
     return true;
   }
+}
+
+/** Whether two fences refuse the same requests. */
+function sameScope(a: Fence, b: Fence): boolean {
+  return a.kind === b.kind && a.keyId === b.keyId && a.sessionId === b.sessionId &&
+    a.fingerprint === b.fingerprint;
 }
 
 function addTo(index: Map<string, Set<Fence>>, at: string, fence: Fence): void {

@@ -75,7 +75,9 @@ Deno.test("fence set: a turn fence refuses the same key, session and conversatio
 
 Deno.test("fence set: past the per-key bound the fence expiring first goes, other keys keep theirs", () => {
   const set = new FenceSet({ perKey: 3, total: 100 });
-  const own = [5, 1, 4, 3].map((m) => fence({ keyId: "a", expiresAt: T0 + m * 60_000 }));
+  const own = [5, 1, 4, 3].map((m) =>
+    fence({ keyId: "a", sessionId: `s${m}`, expiresAt: T0 + m * 60_000 })
+  );
   const other = fence({ keyId: "b", expiresAt: T0 + 1 });
   set.put(other, T0);
   const evicted = own.map((f) => set.put(f, T0));
@@ -108,4 +110,19 @@ Deno.test("fence set: a lifted fence refuses nothing; a lifted copy drops the he
   set.put({ ...f, liftedAt: T0 }, T0);
   assert.equal(set.sessionFence("s1", "a", T0), null, "a reload that reads the lift drops it");
   assert.deepEqual(set.counts(T0), { session: 0, turn: 0 });
+});
+
+Deno.test("fence set: a second fence of the same scope renews the first; another scope stays", () => {
+  const set = new FenceSet();
+  const first = fence({ expiresAt: T0 + 1000 });
+  const other = fence({ keyId: "b" });
+  set.put(first, T0);
+  set.put(other, T0);
+  const second = fence({ createdAt: T0 + 500, expiresAt: T0 + 2000 });
+  set.put(second, T0 + 500);
+  assert.equal(set.get(first.id), undefined);
+  assert.equal(set.sessionFence("s1", "a", T0 + 1500)?.id, second.id);
+  assert.ok(set.get(other.id));
+  set.put(first, T0 + 500);
+  assert.ok(set.get(second.id), "an older copy read late never replaces the newer");
 });

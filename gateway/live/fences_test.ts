@@ -219,3 +219,25 @@ Deno.test("fences: the store keeps at most per-key fences per key, lifting the o
     db.close();
   }
 });
+
+Deno.test("fences: a second abort of the same session renews its fence, stored too", async () => {
+  const db = await database();
+  try {
+    const clock = new VirtualClock();
+    const a = fencesOn(db, { clock });
+    const first = a.fenceSession("s1", { admin: true })!;
+    await a.save(first);
+    await clock.run(clock.sleep(60_000));
+    const second = a.fenceSession("s1", { admin: true })!;
+    await a.save(second);
+    assert.deepEqual(a.list().map((f) => f.id), [second.id]);
+    const b = fencesOn(db, { clock, instanceId: "b" });
+    await b.reload();
+    assert.deepEqual(b.list().map((f) => f.id), [second.id]);
+    assert.equal(await b.lift(second.id), true);
+    await a.reload();
+    assert.equal(a.list().length, 0, "one lift undoes the session's fence");
+  } finally {
+    db.close();
+  }
+});
