@@ -5,28 +5,14 @@
  */
 import { Hono } from "hono";
 import type { Fence, Fences } from "../gateway/live/fences.ts";
-
-/** One fence as `GET /admin/api/fences` lists it; times in epoch ms like the rest of the API. */
-export interface FenceView {
-  id: string;
-  kind: Fence["kind"];
-  /** The key whose requests it refuses; null: every key's (the admin token's session abort). */
-  keyId: string | null;
-  sessionId: string | null;
-  /** The aborted request a turn fence came from; null for a session fence. */
-  requestId: string | null;
-  /** The instance that made it. */
-  instanceId: string;
-  createdAt: number;
-  expiresAt: number;
-}
+import type { FencesView, FenceView } from "./api_types.ts";
 
 export function fencesApi(deps: { fences: Fences; now: () => number }): Hono {
   const app = new Hono();
-  app.get(
-    "/admin/api/fences",
-    (c) => c.json({ at: deps.now(), fences: deps.fences.list().map(fenceView) }),
-  );
+  app.get("/admin/api/fences", (c) => {
+    const view: FencesView = { at: deps.now(), fences: deps.fences.list().map(fenceView) };
+    return c.json(view);
+  });
   app.delete("/admin/api/fences/:id", async (c) => {
     const id = c.req.param("id");
     if (await deps.fences.lift(id)) return c.json({ id, lifted: true });
