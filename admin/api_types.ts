@@ -228,6 +228,16 @@ export interface ConfigChecked {
 /** Answer of the abort endpoints (docs/design.md "Abort and disconnect"). */
 export interface AbortResult {
   requests: string[];
+  /** The fence the abort left (docs/admin.md "Fences"); null when none was made. */
+  fence: AbortFence | null;
+}
+
+/** A fence as the abort endpoints name it; `GET /admin/api/fences` lists more of it. */
+export interface AbortFence {
+  id: string;
+  kind: "session" | "turn";
+  /** ISO 8601. */
+  expires_at: string;
 }
 
 /** GET /admin/api/costs: totals per route, key or upstream over [since, until). */
@@ -261,4 +271,25 @@ export interface KeysView {
       periodEndsAt: number;
     } | null;
   }[];
+}
+
+/** One fence as `GET /admin/api/fences` lists it; times in epoch ms like the rest of the API. */
+export interface FenceView {
+  id: string;
+  kind: AbortFence["kind"];
+  /** The key whose requests it refuses; null: every key's (the admin token's session abort). */
+  keyId: string | null;
+  sessionId: string | null;
+  /** The aborted request a turn fence came from; null for a session fence. */
+  requestId: string | null;
+  /** The instance that made it. */
+  instanceId: string;
+  createdAt: number;
+  expiresAt: number;
+}
+
+/** GET /admin/api/fences: the fences this instance enforces, expiring last first. */
+export interface FencesView {
+  at: number;
+  fences: FenceView[];
 }

@@ -37,6 +37,8 @@ import { trendsApi } from "./trends_api.ts";
 import { sessionsApi } from "./sessions_api.ts";
 import type { SessionLimits } from "../gateway/policy/session_limits.ts";
 import { upstreamControls } from "./upstream_controls.ts";
+import { fencesApi } from "./fences_api.ts";
+import type { Fences } from "../gateway/live/fences.ts";
 
 export interface AdminDeps extends AccessDeps {
   state: RunState;
@@ -63,6 +65,8 @@ export interface AdminDeps extends AccessDeps {
   apis?: Hono[];
   /** Session budgets, for the Sessions panel's counts (docs/admin.md "Sessions"). */
   sessionLimits?: SessionLimits;
+  /** The fences operators' aborts left (docs/admin.md "Fences"). */
+  fences?: Fences;
 }
 
 /** Config documents are small; anything near this is a mistake, not a config. */
@@ -155,6 +159,9 @@ export function adminRoutes(deps: AdminDeps): Hono {
       sessionLimits: deps.sessionLimits,
     }),
   );
+  if (deps.fences) {
+    app.route("/", fencesApi({ fences: deps.fences, now: () => deps.clock.now() }));
+  }
   for (const api of deps.apis ?? []) app.route("/", api);
   return app;
 }

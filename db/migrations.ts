@@ -295,4 +295,30 @@ export const MIGRATIONS: readonly Migration[] = [
       )`,
     ],
   },
+  {
+    // docs/design.md "Abort and disconnect": the fences an operator's abort leaves, so they hold
+    // across restarts and reach every instance (docs/scaling.md "Fences"). `key_id` NULL: every
+    // key (the admin token's session abort). `version` grows with each insert and lift, so an
+    // instance reads what changed since its last read whatever the instances' clocks say.
+    version: 26,
+    name: "fences",
+    sql: [
+      `CREATE TABLE fences (
+        id TEXT PRIMARY KEY NOT NULL,
+        kind TEXT NOT NULL,
+        key_id TEXT,
+        session_id TEXT,
+        fingerprint TEXT,
+        request_id TEXT,
+        instance_id TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        lifted_at INTEGER,
+        version INTEGER NOT NULL
+      )`,
+      "CREATE INDEX fences_version ON fences (version)",
+      "CREATE INDEX fences_key ON fences (key_id, expires_at)",
+      "CREATE INDEX fences_expires ON fences (expires_at)",
+    ],
+  },
 ];

@@ -46,14 +46,16 @@ Deno.test("abort before headers: 499 aborted, upstream connection closed, upstre
     up.setHandler(() => headersNever);
     for (let i = 0; i < 3; i++) {
       const id = `abort-before-${i}`;
-      const pending = postJson(`${gw.url}/v1/chat/completions`, chat(false), {
-        "x-request-id": id,
-      });
+      // Three turns: the same one sent again would meet the fence its abort left (fence_test.ts).
+      const turn = { ...chat(false), messages: [{ role: "user", content: `hi ${i}` }] };
+      const pending = postJson(`${gw.url}/v1/chat/completions`, turn, { "x-request-id": id });
       // Registered is not yet sent: a loaded machine may take a while between the two.
       await eventually(() => up.calls.length === i + 1);
       const control = await abortWhenLive(gw, id);
       assert.equal(control.status, 200);
-      assert.deepEqual(await control.json(), { requests: [id] });
+      const answer = await control.json();
+      assert.deepEqual(answer.requests, [id]);
+      assert.equal(answer.fence.kind, "turn");
       const res = await pending;
       assert.equal(res.status, 499);
       assert.equal(res.headers.get("x-pulsegate-error"), "aborted");
@@ -178,7 +180,7 @@ Deno.test("a session abort stops every request of that session and nothing else"
   });
 });
 
-Deno.test("abort of a finished or unknown id is 404; without a token, or with another key, refused", async () => {
+Deno.test("abort of a finished or unknown request is 404, an idle session is fenced; without a token, or with another key, refused", async () => {
   const keys = { PULSEGATE_KEY_A: "key-a", PULSEGATE_KEY_B: "key-b" };
   await withAdmin(async (gw, up) => {
     up.setHandler(() => chatStream({ text: ["x"] }));
@@ -194,12 +196,16 @@ Deno.test("abort of a finished or unknown id is 404; without a token, or with an
     assert.equal(finished.status, 404);
     assert.equal(finished.headers.get("x-pulsegate-error-code"), "control.request_not_running");
     assert.equal((await finished.json()).error.code, "control.request_not_running");
+    // Nothing runs in it, but a session abort fences the session all the same (an agent between
+    // two turns); with session fences off it is the 404 it was (fence_test.ts).
     const session = await fetch(`${gw.url}/sessions/none/abort`, {
       method: "POST",
       headers: admin,
     });
-    assert.equal(session.status, 404);
-    assert.equal((await session.json()).error.code, "control.session_not_running");
+    assert.equal(session.status, 200);
+    const fenced = await session.json();
+    assert.deepEqual(fenced.requests, []);
+    assert.equal(fenced.fence.kind, "session");
 
     up.setHandler(() => headersNever);
     const live = postJson(`${gw.url}/v1/chat/completions`, chat(false), {
@@ -251,12 +257,12 @@ Deno.test("a session id under two keys: each key's session abort stops only its 
       fetch(`${gw.url}/sessions/shared/abort`, { method: "POST", headers });
     const byA = await abortAs({ authorization: "Bearer key-a" });
     assert.equal(byA.status, 200, "key b's requests in the same id are no reason to refuse a");
-    assert.deepEqual(await byA.json(), { requests: ["a-1"] });
+    assert.deepEqual((await byA.json()).requests, ["a-1"]);
     assert.equal((await a1).status, 499);
     assert.ok(gw.registry.has("b-1") && gw.registry.has("b-2"), "key b's session runs on");
     const again = await abortAs({ authorization: "Bearer key-a" });
-    assert.equal(again.status, 404);
-    assert.equal((await again.json()).error.code, "control.session_not_running");
+    assert.equal(again.status, 200, "nothing of a's runs: its fence is renewed");
+    assert.deepEqual((await again.json()).requests, []);
     const byAdmin = await abortAs(admin);
     assert.equal(byAdmin.status, 200, "the operator stops the id under every key");
     assert.deepEqual((await byAdmin.json()).requests.sort(), ["b-1", "b-2"]);

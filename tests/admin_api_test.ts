@@ -108,7 +108,7 @@ Deno.test("live feed: a streaming request shows its upstream, hop, state, idle t
       method: "POST",
       headers: { authorization: `Bearer ${ADMIN}` },
     });
-    assert.deepEqual(await abort.json(), { requests: ["live-1"] });
+    assert.deepEqual((await abort.json()).requests, ["live-1"]);
     assert.match(await rest, /gw\.request\.aborted/);
     await waitForSnapshot(gw, (s) => s.requests.length === 0);
   });

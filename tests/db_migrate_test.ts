@@ -57,6 +57,7 @@ Deno.test("a fresh database gets every shipped migration", async () => {
       "continuation_owners",
       "cooldowns",
       "destinations",
+      "fences",
       "guardrails",
       "instances",
       "interaction_homes",

@@ -58,7 +58,7 @@ Deno.test("two instances on one database: an abort at either reaches the owner",
 
     const viaB = await fetch(`${b.url}/request/on-a/abort`, { method: "POST", headers: ADMIN });
     assert.equal(viaB.status, 200);
-    assert.deepEqual(await viaB.json(), { requests: ["on-a"] });
+    assert.deepEqual((await viaB.json()).requests, ["on-a"]);
     assert.equal((await one).status, 499);
 
     const unknown = await fetch(`${b.url}/request/nowhere/abort`, {
@@ -68,7 +68,9 @@ Deno.test("two instances on one database: an abort at either reaches the owner",
     assert.equal(unknown.status, 404);
     await unknown.body?.cancel();
 
-    const three = postJson(`${a.url}/v1/chat/completions`, body, {
+    // A new turn of the session: the aborted one re-sent would meet its fence (fence_test.ts).
+    const next = { ...body, messages: [{ role: "user", content: "hi again" }] };
+    const three = postJson(`${a.url}/v1/chat/completions`, next, {
       "x-request-id": "on-a2",
       "x-session-id": "s",
     });
@@ -168,7 +170,7 @@ Deno.test("a session stored as a digest is aborted at another instance by its cl
       headers: ADMIN,
     });
     assert.equal(viaB.status, 200);
-    assert.deepEqual(await viaB.json(), { requests: ["digest-on-a"] });
+    assert.deepEqual((await viaB.json()).requests, ["digest-on-a"]);
     assert.equal((await one).status, 499);
   } finally {
     await a.stop();
@@ -206,7 +208,11 @@ Deno.test("a captured peer abort is refused by a restarted instance and by any o
     PULSEGATE_PUBLIC_URL: url,
   });
   const scale = 0.1; // see the first test
-  const config = chatRoute([up.url], { failover: { idle_timeout_secs: 3600 } });
+  const config = {
+    ...chatRoute([up.url], { failover: { idle_timeout_secs: 3600 } }),
+    // The session is used again after its abort: no fence here (fence_test.ts has them).
+    abort: { session_fence_secs: 0 },
+  };
   // A is reached by its peers only through the relay, which keeps a copy of each call.
   let a = await startTestGateway(config, { dir, env: env(relay.url), scale });
   relay.to(a.url);
@@ -224,7 +230,7 @@ Deno.test("a captured peer abort is refused by a restarted instance and by any o
     await running(a, "before-restart");
     const genuine = await fetch(`${b.url}/sessions/s/abort`, { method: "POST", headers: ADMIN });
     assert.equal(genuine.status, 200);
-    assert.deepEqual(await genuine.json(), { requests: ["before-restart"] });
+    assert.deepEqual((await genuine.json()).requests, ["before-restart"]);
     assert.equal((await first).status, 499);
     assert.equal(relay.seen.length, 1, "B's signed call to A went through the relay");
     const captured = relay.seen[0]!;

@@ -103,6 +103,9 @@ Deno.test("two gateway processes: an abort at either stops a request from its fi
       upstreams: [{ id: "up1", kind: "openai-chat", base_url: up.url }],
       routes: [{ model: "smart", candidates: [{ upstream: "up1", model: "m" }] }],
       keys: [{ id: "a", key_env: "PULSEGATE_KEY_A" }, { id: "b", key_env: "PULSEGATE_KEY_B" }],
+      // The same turns and sessions come back after their aborts here: forwarding is the point,
+      // not fences (tests/fence_test.ts).
+      abort: { session_fence_secs: 0, turn_fence_secs: 0 },
     }),
   );
   const a = await startInstance(dir, { config });
@@ -117,7 +120,7 @@ Deno.test("two gateway processes: an abort at either stops a request from its fi
       assert.equal(res.status, 200);
       const control = await abort(b.url, "/request/slow-1/abort");
       assert.equal(control.status, 200);
-      assert.deepEqual(await control.json(), { requests: ["slow-1"] });
+      assert.deepEqual((await control.json()).requests, ["slow-1"]);
       assert.match(await readToEnd(res), ABORTED_EVENT);
       const row = await closedRow(db, "slow-1");
       assert.equal(row.error_code, "gw.request.aborted");
@@ -134,7 +137,7 @@ Deno.test("two gateway processes: an abort at either stops a request from its fi
       await upstreamCalls(up.calls, before + 1);
       const control = await abort(b.url, "/request/early-1/abort");
       assert.equal(control.status, 200);
-      assert.deepEqual(await control.json(), { requests: ["early-1"] });
+      assert.deepEqual((await control.json()).requests, ["early-1"]);
       const res = await pending;
       assert.equal(res.status, 499);
       assert.equal(res.headers.get("x-pulsegate-error"), "aborted");
@@ -154,7 +157,7 @@ Deno.test("two gateway processes: an abort at either stops a request from its fi
       await refused.body?.cancel();
       const own = await abort(b.url, "/request/keyed-1/abort", KEY_A);
       assert.equal(own.status, 200);
-      assert.deepEqual(await own.json(), { requests: ["keyed-1"] });
+      assert.deepEqual((await own.json()).requests, ["keyed-1"]);
       assert.match(await readToEnd(res), ABORTED_EVENT);
     });
 
@@ -185,7 +188,7 @@ Deno.test("two gateway processes: an abort at either stops a request from its fi
         const reader = other.body!.pipeThrough(new TextDecoderStream()).getReader();
         assert.equal((await reader.read()).done, false, "the other session streams on");
         const stopOther = await abort(b.url, "/sessions/other/abort");
-        assert.deepEqual(await stopOther.json(), { requests: ["other-a1"] });
+        assert.deepEqual((await stopOther.json()).requests, ["other-a1"]);
         let rest = "";
         for (let r = await reader.read(); !r.done; r = await reader.read()) rest += r.value;
         assert.match(rest, ABORTED_EVENT);
@@ -211,7 +214,7 @@ Deno.test("two gateway processes: an abort at either stops a request from its fi
         // Key a at B: its own request on A stops; key b's, on both instances, are not a's to stop.
         const byA = await abort(b.url, "/sessions/shared/abort", KEY_A);
         assert.equal(byA.status, 200, "never a 403 because key b joined the session id");
-        assert.deepEqual(await byA.json(), { requests: ["shared-a-on-a"] });
+        assert.deepEqual((await byA.json()).requests, ["shared-a-on-a"]);
         assert.match(await readToEnd(ownA), ABORTED_EVENT);
         const again = await abort(b.url, "/sessions/shared/abort", KEY_A);
         assert.equal(again.status, 404, "nothing of key a's runs in it any more");
@@ -275,7 +278,7 @@ Deno.test("two gateway processes: an abort at either stops a request from its fi
       const valid = await signed(PEER_SECRET, Date.now());
       const genuine = await forged(valid);
       assert.equal(genuine.status, 200, "the same call signed with the shared secret stops it");
-      assert.deepEqual(await genuine.json(), { requests: ["guarded-1"] });
+      assert.deepEqual((await genuine.json()).requests, ["guarded-1"]);
       const replayed = await forged(valid);
       assert.equal(replayed.status, 401, "a signed call is honoured once");
       await replayed.body?.cancel();

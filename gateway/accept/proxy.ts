@@ -35,6 +35,7 @@ import type { EmbedClient, EmbedRequest } from "../formats/embeddings.ts";
 import { embedIr } from "../formats/embed_ir.ts";
 import { forwardEmbeddings } from "../forward/embed_forward.ts";
 import { releasedWhenTaken } from "./held_answer.ts";
+import type { Fences } from "../live/fences.ts";
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -55,6 +56,8 @@ export interface ProxyDeps extends Omit<ForwardDeps, "config"> {
   keyRefusals: KeyRefusalBudget;
   /** Per-key session budgets and loop breakers (docs/config.md "Session limits"). */
   sessionLimits?: SessionLimits;
+  /** What operators' aborts fenced (docs/design.md "Abort and disconnect"). */
+  fences?: Fences;
 }
 
 interface Admitted {
@@ -365,6 +368,7 @@ async function begin(
     }
     const embed = opts.embed?.parse(body, opts.ctx);
     const ir = embed ? embedIr(embed) : opts.codec.parseRequest(body, opts.ctx);
+    live.conversation = ir;
     live.record.route = ir.model;
     live.record.stream = ir.stream;
     // A client that names no session gets one from its prompt (docs/observability.md
@@ -374,6 +378,9 @@ async function begin(
       : boundedSession(ir.sessionHint);
     const route = routeFor(config, { model: ir.model, keyId: key });
     live.metricsRoute = route.model;
+    // An operator's fence refuses here: no slot taken, no upstream called, nothing billed.
+    const fenced = deps.fences?.refusal({ keyId: key, sessionId: live.record.sessionId, ir });
+    if (fenced) throw fenced;
     const sessionCheck = admitSession(live, { config, keyId: key, bytes, deps });
     if (sessionCheck) await sessionCheck;
     // Null when guardrails are off: nothing to await then.

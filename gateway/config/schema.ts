@@ -493,12 +493,30 @@ function checkReferences(config: Checked, ctx: Issues) {
   flagPoolProblems(config, ctx);
 }
 
+/** docs/design.md "Abort and disconnect": how long an operator's abort keeps what it stopped stopped. */
+export const AbortSchema = z.object({
+  session_fence_secs: intBetween(0, 86400).default(600).describe(
+    "Seconds a session abort fences the session: its new requests (the aborting key's, or every " +
+      "key's for the admin token) are refused with gw.session.fenced until then, or until an " +
+      "operator lifts the fence (DELETE /admin/api/fences/{id}). 0 turns session fences off.",
+  ),
+  turn_fence_secs: intBetween(0, 86400).default(120).describe(
+    "Seconds a request abort fences the retry of that turn: a request of the same key and " +
+      "session carrying the same conversation is refused with gw.turn.fenced; a new turn passes. " +
+      "0 turns turn fences off.",
+  ),
+}).strict();
+
 export const ConfigSchema = z.object({
   $schema: z.string().optional().describe(
     "Optional JSON Schema reference for editor completion; the gateway ignores it.",
   ),
   failover: FailoverSchema.prefault({}).describe(
     "Timeouts, retries and cooldown shared by every route. Omit for all defaults.",
+  ),
+  abort: AbortSchema.prefault({}).describe(
+    "What an operator's abort leaves behind: fences that refuse the session's, or the aborted " +
+      "turn's, retries for a while. Omit for the defaults.",
   ),
   upstreams: z.array(UpstreamSchema).min(1, { error: "must list at least one upstream" })
     .describe("Providers the gateway can call. Discriminated by `kind`."),
@@ -513,6 +531,7 @@ export const ConfigSchema = z.object({
 export type Config = z.output<typeof ConfigSchema>;
 export type ConfigInput = z.input<typeof ConfigSchema>;
 export type FailoverConfig = z.output<typeof FailoverSchema>;
+export type AbortConfig = z.output<typeof AbortSchema>;
 export type WholeAnswerDeadline = z.output<typeof WholeAnswerDeadlineSchema>;
 export type Upstream = z.output<typeof UpstreamSchema>;
 export type BedrockUpstream = Extract<Upstream, { kind: "bedrock" }>;

@@ -6,6 +6,7 @@ import type { Logger } from "../runtime/logger.ts";
 import { isRecord } from "../runtime/json.ts";
 import type { AbortScope } from "./abort_scope.ts";
 import { signPeerCall } from "./peer_signature.ts";
+import type { Fence } from "./fence_set.ts";
 
 /** Marks an abort already sent on once, so two instances never bounce it. */
 export const FORWARDED_HEADER = "x-pulsegate-forwarded";
@@ -86,10 +87,14 @@ export async function forwardRequestAbort(
   return { reply, silent };
 }
 
-/** Every other live instance stops its requests of the session; their lists are merged. */
+/**
+ * Every other live instance stops its requests of the session; their lists are merged. The
+ * session fence made here goes with it, so each peer holds it at once, before the agent's retry
+ * could reach it (docs/scaling.md "Fences").
+ */
 export async function forwardSessionAbort(
   sessionId: string,
-  opts: { scope: AbortScope; deps: ForwardingDeps },
+  opts: { scope: AbortScope; fence?: Fence | null; deps: ForwardingDeps },
 ): Promise<SessionAbortVerdict> {
   const answers = await askPeers(`/sessions/${encodeURIComponent(sessionId)}/abort`, opts);
   const stopped = answers.flatMap((a) => a.reply?.status === 200 ? stoppedIds(a.reply.body) : []);
@@ -101,7 +106,12 @@ export async function forwardSessionAbort(
 /** Asks every live peer in parallel; none is waited on longer than `PEER_ANSWER_MS`. */
 async function askPeers(
   path: string,
-  opts: { scope: AbortScope; deps: ForwardingDeps; settles?: (reply: PeerReply) => boolean },
+  opts: {
+    scope: AbortScope;
+    fence?: Fence | null;
+    deps: ForwardingDeps;
+    settles?: (reply: PeerReply) => boolean;
+  },
 ): Promise<PeerAnswer[]> {
   const { deps } = opts;
   const liveSince = deps.clock.now() - staleAfterMs(deps.clock);
@@ -126,6 +136,7 @@ async function askPeers(
         scope: opts.scope,
         from: deps.instanceId,
         to: peer.instanceId,
+        ...(opts.fence ? { fence: opts.fence } : {}),
       });
       const signed = await signPeerCall({ method: "POST", path, body }, {
         secret: peerSecret,

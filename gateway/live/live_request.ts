@@ -8,7 +8,7 @@ import type {
 import { newSpanId } from "./trace_context.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { GatewayError } from "../runtime/gateway_error.ts";
-import type { IrUsage } from "../formats/ir.ts";
+import type { IrRequest, IrUsage } from "../formats/ir.ts";
 import { checkUsage, cutCacheCounts, type UsageField } from "../formats/token_counts.ts";
 import type { Metrics } from "../runtime/metrics.ts";
 import { type Billing, requestCost, sumPriced } from "./billing.ts";
@@ -64,12 +64,21 @@ type RowKind = "real" | "expendable" | "unwritten";
 const NOT_REFUSALS: ReadonlySet<string> = new Set(["gw.client.disconnected"]);
 
 /**
+ * Refusals of an operator's fence (docs/design.md "Abort and disconnect"): the operator's doing,
+ * but a refusal of the caller's retries all the same, which a looping client could repeat
+ * without end, so bounded by its key's budget like bad input.
+ */
+const FENCE_REFUSALS: ReadonlySet<string> = new Set(["gw.session.fenced", "gw.turn.fenced"]);
+
+/**
  * Whether an end before any upstream call is the gateway refusing the caller (bad input,
- * unknown model, forbidden route, key limits, guardrails, a reused request id), which its key's
- * budget bounds; the gateway's, the config's or an operator's failures are always recorded.
+ * unknown model, forbidden route, key limits, guardrails, a reused request id, a fence), which
+ * its key's budget bounds; the gateway's, the config's or an operator's failures are always
+ * recorded.
  */
 function isRefusal(err: GatewayError | undefined): boolean {
-  return err !== undefined && err.source === "client" && !NOT_REFUSALS.has(err.code);
+  if (err === undefined) return false;
+  return (err.source === "client" && !NOT_REFUSALS.has(err.code)) || FENCE_REFUSALS.has(err.code);
 }
 
 export interface LiveRequestInit {
@@ -214,6 +223,11 @@ export class LiveRequest {
    * first planned; null without a session or a pin, undefined until planned.
    */
   warmUpstream: string | null | undefined = undefined;
+  /**
+   * The request as the IR once its body is read: the turn a request abort fences against its
+   * retry (gateway/live/fences.ts); null before.
+   */
+  conversation: IrRequest | null = null;
   #finished = false;
   #row: RowKind;
 

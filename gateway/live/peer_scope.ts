@@ -28,6 +28,13 @@ export class SeenSignatures {
   }
 }
 
+/** A forwarded abort as its signed body says: the scope it acts for, and what else it carries. */
+export interface ForwardedCall {
+  scope: AbortScope;
+  /** The session fence its sender made (docs/scaling.md "Fences"), unchecked; absent if none. */
+  fence?: unknown;
+}
+
 /**
  * The scope a forwarded abort acts for, read from its signed body; null when the call is not
  * signed with this instance's peer secret (or there is none), is stale, is addressed to another
@@ -38,7 +45,7 @@ export class SeenSignatures {
 export async function peerScope(
   request: Request,
   opts: { secret: string | undefined; now: number; seen: SeenSignatures; self: string },
-): Promise<AbortScope | null> {
+): Promise<ForwardedCall | null> {
   if (!opts.secret) return null;
   const body = await boundedText(request);
   if (body === null) return null;
@@ -52,7 +59,8 @@ export async function peerScope(
   // Signed for another instance, or for this address before a restart: a copy, not a call to us.
   if (!isRecord(parsed) || parsed.to !== opts.self) return null;
   if (!opts.seen.fresh(request.headers.get(PEER_SIGNATURE_HEADER) ?? "", opts.now)) return null;
-  return scopeFromJson(parsed.scope);
+  const scope = scopeFromJson(parsed.scope);
+  return scope && { scope, fence: parsed.fence ?? undefined };
 }
 
 /** The body as text, or null past the bound: read no further than that, whatever it claims. */

@@ -24,6 +24,10 @@ export const ERROR_CODES = {
   "gw.upstream.hedge_lost": { source: "upstream", status: 499 },
   "gw.upstream.replay_diverged": { source: "upstream", status: 502 },
   "gw.request.aborted": { source: "aborted", status: 499 },
+  // An operator's abort fences the session, or the retry of the aborted turn, for a while
+  // (docs/design.md "Abort and disconnect"): a retry is what the fence is there to stop.
+  "gw.session.fenced": { source: "aborted", status: 499, final: true },
+  "gw.turn.fenced": { source: "aborted", status: 499, final: true },
   "gw.client.disconnected": { source: "client", status: 499 },
   "gw.client.invalid_json": { source: "client", status: 400 },
   "gw.client.invalid_request": { source: "client", status: 400 },

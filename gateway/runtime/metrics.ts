@@ -97,6 +97,10 @@ export class Metrics {
     "Requests whose caller left before the end.",
   );
   aborts = new Counter("pulsegate_aborts_total", "Requests stopped by an operator abort.");
+  fenceRefusals = new Counter(
+    "pulsegate_fence_refusals_total",
+    "Requests refused by an operator's fence (an abort that sticks), by kind (session, turn).",
+  );
   idleTimeouts = new Counter(
     "pulsegate_idle_timeouts_total",
     "Idle timeouts by upstream and phase (before_content, mid_stream).",
@@ -175,6 +179,7 @@ export class Metrics {
     // Unlabelled counters read 0 from the start, so a scrape can tell "none" from "missing".
     this.disconnects.inc({}, 0);
     this.aborts.inc({}, 0);
+    for (const kind of ["session", "turn"]) this.fenceRefusals.inc({ kind }, 0);
     this.historyDropped.inc({}, 0);
     this.refusedUnrecorded.inc({}, 0);
     this.keyRefusalsUnrecorded.inc({}, 0);
@@ -183,6 +188,8 @@ export class Metrics {
   cooldown: () => Array<{ upstream: string; paused: boolean; state?: string }> = () => [];
   /** Filled in at render time by the owner of cooldown state: each member's own state. */
   memberCooldown: () => Array<{ upstream: string; model: string; state: string }> = () => [];
+  /** Filled in by the owner of the fences: the active ones this process holds, by kind. */
+  fences: () => { session: number; turn: number } = () => ({ session: 0, turn: 0 });
   /** Filled in by the server: its open client connections, null when it does not count them. */
   clientConnections: () => number | null = () => null;
   /** Filled in at render time by the owner of the pools: each member's current share. */
@@ -205,6 +212,13 @@ export class Metrics {
       "# TYPE pulsegate_client_connections gauge",
       `pulsegate_client_connections ${open}`,
     ];
+    const held = this.fences();
+    const fences = [
+      "# HELP pulsegate_fences_active Operator fences this process holds and enforces, by kind (session, turn).",
+      "# TYPE pulsegate_fences_active gauge",
+      `pulsegate_fences_active{kind="session"} ${held.session}`,
+      `pulsegate_fences_active{kind="turn"} ${held.turn}`,
+    ].join("\n");
     const cooldown = [
       "# HELP pulsegate_upstream_cooldown 1 while an upstream is paused.",
       "# TYPE pulsegate_upstream_cooldown gauge",
@@ -253,6 +267,8 @@ export class Metrics {
       this.keyInFlight.render("gauge"),
       this.disconnects.render(),
       this.aborts.render(),
+      this.fenceRefusals.render(),
+      fences,
       this.idleTimeouts.render(),
       cooldown,
       states,

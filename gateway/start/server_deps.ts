@@ -1,6 +1,7 @@
 import type { AdminDeps } from "../../admin/routes.ts";
 import type { KeyUsageMeter } from "../policy/key_usage_meter.ts";
 import type { SessionLimits } from "../policy/session_limits.ts";
+import type { Fences } from "../live/fences.ts";
 import { KeyRefusalBudget } from "../policy/key_refusal_budget.ts";
 import { RefusedBudget } from "../policy/refused_budget.ts";
 import { requestExists } from "../../db/history_queries.ts";
@@ -43,6 +44,8 @@ export interface ServerParts {
   keyMeter: KeyUsageMeter;
   /** Each key's session budgets and loop breakers (docs/config.md "Session limits"). */
   sessionLimits?: SessionLimits;
+  /** What operators' aborts fenced (docs/design.md "Abort and disconnect"). */
+  fences?: Fences;
   demo: boolean;
   /** More admin JSON APIs (e.g. observability). */
   adminApis: AdminDeps["apis"];
@@ -72,6 +75,7 @@ export function serverDeps(parts: ServerParts): ServerDeps {
     pending: new Set(),
     keyMeter: parts.keyMeter,
     sessionLimits: parts.sessionLimits,
+    fences: parts.fences,
     // The queue first: a request that just ended may not have reached the database yet. A
     // database that cannot answer does not refuse the request; the upsert still keeps a closed row.
     requestIdTaken: async (id) =>
@@ -132,6 +136,7 @@ function adminDeps(
     log: deps.log,
     apis: opts.apis,
     sessionLimits: deps.sessionLimits,
+    fences: deps.fences,
   };
 }
 

@@ -9,6 +9,7 @@ import { observabilityApi } from "../../admin/observability_api.ts";
 import { costsApi } from "../../admin/costs_api.ts";
 import { KeyUsageMeter } from "../policy/key_usage_meter.ts";
 import { SessionLimits } from "../policy/session_limits.ts";
+import { Fences } from "../live/fences.ts";
 import { Exporter } from "../observability/exporter.ts";
 import { ObservabilityState } from "../observability/observability_state.ts";
 import type { AbortRegistry } from "../live/abort_registry.ts";
@@ -74,6 +75,8 @@ export interface Gateway {
   cooldowns: Cooldowns;
   slots: Slots;
   pools: Pools;
+  /** What operators' aborts fenced (docs/design.md "Abort and disconnect"). */
+  fences: Fences;
   clock: Clock;
   state: RunState;
   instanceId: string;
@@ -134,6 +137,14 @@ async function start(
   const keyMeter = new KeyUsageMeter({ db, clock, log, writes: history.executor, metrics });
   closers.add("key usage meter", () => keyMeter.flush());
   const sessionLimits = new SessionLimits({ db, clock, log });
+  const fences = new Fences({
+    db,
+    clock,
+    log,
+    instanceId,
+    metrics,
+    settings: () => state.config?.abort,
+  });
   const observability = new ObservabilityState({ db, clock, exporter, log });
   if (readiness.ready) await observability.load();
   const loaded = await loadConfig(db, { ...opts, log, now: clock.now(), database });
@@ -189,6 +200,7 @@ async function start(
     metricsOpen: opts.metricsOpen ?? settings.metricsOpen,
     keyMeter,
     sessionLimits,
+    fences,
     demo: loaded.demo,
     adminApis: [observabilityApi(observability), costsApi({ db, clock, state, meter: keyMeter })],
   });
@@ -240,8 +252,13 @@ async function start(
     await observability.load();
     cooldowns.load(await loadCooldowns(db));
   };
-  if (readiness.ready) await announce();
-  else readiness.onReady(catchUp);
+  if (readiness.ready) {
+    await announce();
+    // Fences made before a restart hold from the first request (docs/design.md "Abort and
+    // disconnect"); a database away at start is read by the first reload once it answers.
+    await fences.reload().catch((err) => log.event("fence.reload_failed", { error: String(err) }));
+  } else readiness.onReady(catchUp);
+  closers.add("fence reload", fences.startReloading({ ready: () => readiness.ready }));
   closers.add(
     "heartbeat",
     startHeartbeat(db, {
@@ -289,6 +306,7 @@ async function start(
     cooldowns,
     slots: deps.slots,
     pools,
+    fences,
     clock,
     state,
     instanceId,
