@@ -85,6 +85,14 @@ export async function historyWorkerMain(): Promise<void> {
       conn.exec("BEGIN IMMEDIATE");
       const changes: number[] = [];
       for (const statement of statements) {
+        // A pragma that works in steps (incremental_vacuum) is left half-run by a prepared
+        // statement's one step, and COMMIT then fails: exec runs it to its end.
+        const text = statement.ref === undefined ? statement.sql : texts[statement.ref];
+        if (text?.startsWith("PRAGMA ") && !statement.args?.length) {
+          conn.exec(text);
+          changes.push(0);
+          continue;
+        }
         changes.push(statementFor(conn, statement).run(statement.args ?? []).changes);
       }
       conn.exec("COMMIT");
