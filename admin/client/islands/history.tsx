@@ -148,7 +148,7 @@ export function RetentionLine({ retention, now }: { retention: Retention; now: n
           freed space is reused but the file does not shrink (docs/scaling.md "Retention")
         </small>
       )}
-      {view.lastError && <small class="error">{" "}last prune failed: {view.lastError}</small>}
+      {view.lastError && <small class="error">· last prune failed: {view.lastError}</small>}
     </p>
   );
 }
