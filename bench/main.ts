@@ -18,6 +18,7 @@ import type { BenchResults } from "./results.ts";
 import { addedLatency } from "./scenarios/added_latency.ts";
 import { heldStreams } from "./scenarios/held_streams.ts";
 import { historyWrites } from "./scenarios/history_writes.ts";
+import { historyAtScale } from "./scenarios/history_at_scale.ts";
 import { cpuCost } from "./scenarios/cpu_cost.ts";
 import { streaming } from "./scenarios/streaming.ts";
 import { throughput } from "./scenarios/throughput.ts";
@@ -87,6 +88,7 @@ async function run(args: Args): Promise<BenchResults> {
       heldStreams: await heldStreams(ctx),
       historyWrites: await historyWrites(ctx),
       cpuCost: await cpuCost(ctx),
+      historyAtScale: await historyAtScale(ctx),
     };
     if (args.profile.name === "full") {
       hot = await profileHotPath({ ...ctx, fake: stack.fake.url });

@@ -33,6 +33,11 @@ export interface Profile {
     concurrency: number;
     seconds: number;
   };
+  /**
+   * Scenario 7: requests of history generated (BENCH_HISTORY_REQUESTS overrides), how often each
+   * admin call is timed, and proxied answers timed alone and while the admin calls run.
+   */
+  historyAtScale: { requests: number; adminRepeats: number; proxied: number };
   /** Scenario 6: alternating repetitions of CPU per delta and per whole answer. */
   cpuCost: { reps: number; streams: number; rounds: number; concurrency: number; seconds: number };
   /** Portkey is installed with npm on first use; quick runs use it only if already there. */
@@ -67,6 +72,7 @@ export const FULL: Profile = {
     seconds: 5,
   },
   cpuCost: { reps: 5, streams: 128, rounds: 2, concurrency: 16, seconds: 3 },
+  historyAtScale: { requests: 10_000_000, adminRepeats: 3, proxied: 500 },
   installPortkey: true,
 };
 
@@ -87,5 +93,6 @@ export const QUICK: Profile = {
   },
   // One repetition: the rotation and the spread are the full run's; here the pipeline is the point.
   cpuCost: { reps: 1, streams: 4, rounds: 1, concurrency: 16, seconds: 1 },
+  historyAtScale: { requests: 20_000, adminRepeats: 1, proxied: 30 },
   installPortkey: false,
 };

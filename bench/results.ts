@@ -245,6 +245,8 @@ export interface BenchResults {
     historyWrites: HistoryResult;
     /** Absent from runs before it existed. */
     cpuCost?: CpuCostResult;
+    /** Absent from runs before it existed. */
+    historyAtScale?: HistoryAtScaleResult;
   };
   /** Where pulsegate's CPU goes under load (an in-process CPU profile), when it was taken. */
   hotPath: HotPathProfile | null;
@@ -276,4 +278,19 @@ export interface HotPathProfile {
   /** Top functions by self time, and the same time summed per file. */
   byFunction: HotSpot[];
   byFile: HotSpot[];
+}
+
+/** Scenario 7 (bench/scenarios/history_at_scale.ts). */
+export interface HistoryAtScaleResult {
+  requests: number;
+  fillSeconds: number;
+  /** The file's pages after the fill, and per request. */
+  bytes: number;
+  bytesPerRequest: number;
+  /** Each admin call the page makes, timed against the history. */
+  admin: { name: string; path: string; status: number; p50Ms: number; maxMs: number }[];
+  /** One proxied answer after another: alone, and while the admin calls run back to back. */
+  proxiedP99Ms: { alone: number; duringAdmin: number };
+  proxiedP50Ms: { alone: number; duringAdmin: number };
+  adminCallsDuring: number;
 }

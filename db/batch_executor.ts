@@ -2,9 +2,13 @@ import type { InArgs, InStatement } from "@libsql/client";
 import { type Db, DEFAULT_BUSY_TIMEOUT_MS, localFilePath, writing } from "./client.ts";
 import { historyWorkerMain } from "./history_worker.ts";
 
-/** Runs one write transaction of statements; how and where is the executor's business. */
+/**
+ * Runs one write transaction of statements; how and where is the executor's business. Resolves
+ * with the rows each statement changed (retention counts what it removed by them); an executor
+ * that does not count (a test's) resolves with nothing.
+ */
 export interface BatchExecutor {
-  run(statements: InStatement[]): Promise<void>;
+  run(statements: InStatement[]): Promise<number[] | void>;
   close(): Promise<void>;
 }
 
@@ -18,18 +22,30 @@ export interface BatchExecutor {
 export function inProcessExecutor(db: Db): BatchExecutor {
   const local = db.client.protocol === "file";
   return {
-    run: async (statements) => {
+    run: async (statements) =>
       await writing(db, async (client) => {
         if (local) await client.execute("PRAGMA synchronous=NORMAL");
-        await client.batch(statements, "write");
-      });
-    },
+        // A pragma that works in steps (incremental_vacuum) is left half-run by the batch's one
+        // step per statement, and its COMMIT then fails: executeMultiple runs it to its end.
+        if (statements.length > 0 && statements.every(isPragma)) {
+          await client.executeMultiple(statements.join(";\n"));
+          return statements.map(() => 0);
+        }
+        const results = await client.batch(statements, "write");
+        return results.map((result) => result.rowsAffected);
+      }),
     close: () => Promise.resolve(),
   };
 }
 
+function isPragma(statement: InStatement): statement is string {
+  return typeof statement === "string" && statement.startsWith("PRAGMA ");
+}
+
 interface Reply {
   id: number;
+  /** Rows each statement of a batch changed. */
+  changes?: number[];
   error?: { message: string; code?: string };
 }
 
@@ -59,14 +75,17 @@ export function workerExecutor(
   const worker = new Worker(`data:application/javascript,${encodeURIComponent(source)}`, {
     type: "module",
   });
-  const waiting = new Map<number, { resolve: () => void; reject: (err: Error) => void }>();
+  const waiting = new Map<
+    number,
+    { resolve: (changes: number[]) => void; reject: (err: Error) => void }
+  >();
   let next = 0;
   worker.onmessage = (event: MessageEvent<Reply>) => {
-    const { id, error } = event.data;
+    const { id, error, changes } = event.data;
     const pending = waiting.get(id);
     waiting.delete(id);
     if (error) pending?.reject(new WorkerWriteError(error.message, error.code));
-    else pending?.resolve();
+    else pending?.resolve(changes ?? []);
   };
   worker.onerror = (event) => {
     event.preventDefault();
@@ -75,7 +94,7 @@ export function workerExecutor(
   };
   const texts = sqlTexts();
   const call = (message: Record<string, unknown>) =>
-    new Promise<void>((resolve, reject) => {
+    new Promise<number[]>((resolve, reject) => {
       const id = next++;
       waiting.set(id, { resolve, reject });
       worker.postMessage({ id, ...message });
@@ -96,10 +115,10 @@ export function workerExecutor(
         if (opts.fallback) return await opts.fallback.run(statements);
         await opened; // rethrows why the worker could not start
       }
-      await call({ statements: statements.map(texts.compact) });
+      return await call({ statements: statements.map(texts.compact) });
     },
     close: async () => {
-      if (await started) await call({ close: true }).catch(() => {});
+      if (await started) await call({ close: true }).catch(() => []);
       worker.terminate();
       await opts.fallback?.close();
     },

@@ -39,8 +39,15 @@ export async function openDatabase(url: string, opts: OpenDatabaseOptions = {}):
     timeout: opts.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS,
   });
   try {
-    // WAL lets the admin page read history while the writer holds the write lock.
-    if (localPath !== null) await client.execute("PRAGMA journal_mode=WAL");
+    if (localPath !== null) {
+      // Free pages go back to the disk in small steps after retention removes rows
+      // (docs/scaling.md "Retention"). Only a new file takes it here: SQLite applies it before
+      // the first table is made, and before WAL mode is set; an older file needs one VACUUM
+      // (db/auto_vacuum.ts).
+      await client.execute("PRAGMA auto_vacuum=INCREMENTAL");
+      // WAL lets the admin page read history while the writer holds the write lock.
+      await client.execute("PRAGMA journal_mode=WAL");
+    }
   } catch (err) {
     client.close();
     throw err;

@@ -75,7 +75,7 @@ export async function historyWorkerMain(): Promise<void> {
     if (sql === undefined) throw new Error("history worker: a statement without text");
     return conn.prepare(sql);
   };
-  const write = (statements: Statement[]) => {
+  const write = (statements: Statement[]): number[] => {
     // Texts first, so they are learnt even when the batch is refused.
     for (const { sql, ref } of statements) {
       if (sql !== undefined && ref !== undefined) texts[ref] = sql;
@@ -83,10 +83,20 @@ export async function historyWorkerMain(): Promise<void> {
     const conn = connect();
     try {
       conn.exec("BEGIN IMMEDIATE");
+      const changes: number[] = [];
       for (const statement of statements) {
-        statementFor(conn, statement).run(statement.args ?? []);
+        // A pragma that works in steps (incremental_vacuum) is left half-run by a prepared
+        // statement's one step, and COMMIT then fails: exec runs it to its end.
+        const text = statement.ref === undefined ? statement.sql : texts[statement.ref];
+        if (text?.startsWith("PRAGMA ") && !statement.args?.length) {
+          conn.exec(text);
+          changes.push(0);
+          continue;
+        }
+        changes.push(statementFor(conn, statement).run(statement.args ?? []).changes);
       }
       conn.exec("COMMIT");
+      return changes;
     } catch (err) {
       try {
         if (conn.inTransaction) conn.exec("ROLLBACK");
@@ -97,25 +107,25 @@ export async function historyWorkerMain(): Promise<void> {
       throw err;
     }
   };
-  const handle = (message: Message) => {
+  const handle = (message: Message): number[] => {
     if (message.open) {
       target = message.open;
       disconnect();
       connect();
-      return;
+      return [];
     }
     if (message.close) {
       disconnect();
       target = null;
-      return;
+      return [];
     }
-    write(message.statements ?? []);
+    return write(message.statements ?? []);
   };
   port.onmessage = (event) => {
     const { id } = event.data;
     try {
-      handle(event.data);
-      port.postMessage({ id });
+      const changes = handle(event.data);
+      port.postMessage({ id, changes });
     } catch (err) {
       const code = err instanceof Error && "code" in err ? String(err.code) : undefined;
       const message = err instanceof Error ? err.message : String(err);

@@ -99,6 +99,8 @@ export class HistoryWriter {
   readonly #queue: HistoryQueue;
   #disarmTimer: (() => void) | null = null;
   #draining: Promise<boolean> | null = null;
+  /** The upkeep transaction in flight (retention), which a batch of rows waits for. */
+  #upkeep: Promise<unknown> | null = null;
   #failStreak = 0;
   #closed = false;
   #dropped = 0;
@@ -165,6 +167,30 @@ export class HistoryWriter {
     const landed = await this.flush();
     this.#disarm();
     return landed;
+  }
+
+  /**
+   * Runs upkeep statements (retention, docs/scaling.md "Retention") as one transaction on the
+   * writer's executor, between batches of rows: the rows already due go first, and never while a
+   * batch is in flight. A batch that comes due meanwhile waits for this one transaction only,
+   * which is why upkeep is cut into small steps; and the caller's next step, coming after that
+   * batch was started, waits for it in turn. Resolves with the rows each statement changed;
+   * rejects as the executor does. One upkeep at a time.
+   */
+  async upkeep(statements: InStatement[]): Promise<number[]> {
+    if (this.#upkeep !== null) throw new Error("history writer: one upkeep at a time");
+    // New rows first: a backlog is never written later because upkeep ran.
+    while (this.#draining !== null) await this.#draining;
+    if (this.#failStreak === 0 && this.#queue.size > 0) await this.#drain({ all: false });
+    while (this.#draining !== null) await this.#draining;
+    const run = this.#executor.run(statements);
+    const settled = run.then(() => {}, () => {});
+    this.#upkeep = settled;
+    try {
+      return (await run) ?? [];
+    } finally {
+      this.#upkeep = null;
+    }
   }
 
   /**
@@ -251,6 +277,8 @@ export class HistoryWriter {
   }
 
   async #drainAll(opts: { all: boolean }): Promise<boolean> {
+    // At most one upkeep transaction ahead of a batch (`upkeep`).
+    if (this.#upkeep !== null) await this.#upkeep;
     for (;;) {
       const batch = this.#queue.due(this.#batchSize, { dueBy: opts.all ? Infinity : this.#now() });
       if (!batch.length) return true;

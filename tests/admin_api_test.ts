@@ -6,6 +6,7 @@ import type {
   RequestDetail,
   SessionInfo,
 } from "../admin/api_types.ts";
+import type { RetentionView } from "../admin/retention_types.ts";
 import { loadStoredConfig } from "../db/config_store.ts";
 import type { ConfigInput } from "../gateway/config/schema.ts";
 import {
@@ -447,5 +448,34 @@ Deno.test("the page is served from memory with its hashed assets and a strict po
     const missing = await fetch(`${gw.url}/admin/assets/nope.js`);
     assert.equal(missing.status, 404);
     await missing.body?.cancel();
+  });
+});
+
+Deno.test("history retention: what is kept and from when, and the last prune", async () => {
+  await withUpstreams(1, async (gw, [up]) => {
+    up!.enqueue(chatStream(good));
+    const res = await postJson(`${gw.url}/v1/chat/completions`, ask(true), {
+      "x-request-id": "kept-1",
+    });
+    await res.text();
+    const { request } = await gw.row("kept-1");
+    // The first prune runs at start; the view reads the file as it is now.
+    let view: RetentionView | null = null;
+    await eventually(async () => {
+      const answer = await adminFetch(gw, "/admin/api/history/retention");
+      assert.equal(answer.status, 200);
+      view = await answer.json() as RetentionView;
+      return view.lastPrune !== null;
+    }, { what: "the start's prune has run" });
+    assert.ok(view);
+    const seen: RetentionView = view;
+    assert.equal(seen.retentionDays, 30);
+    assert.equal(seen.rollupRetentionDays, 400);
+    assert.equal(seen.oldestStartedAt, request.startedAt);
+    assert.equal(seen.requestsApprox, 1);
+    assert.ok(seen.bytes > 0 && seen.bytes % 4096 === 0, `bytes: ${seen.bytes}`);
+    assert.equal(seen.autoVacuum, "incremental", "a new file gives free pages back");
+    assert.equal(seen.lastPrune!.requests, 0);
+    assert.equal(seen.lastError, null);
   });
 });

@@ -115,6 +115,12 @@ Deno.test({
       const js = cpu.rows.find((x) => x.target === "floor_js")!;
       assert.equal(js.errors, 0, "the JS relay floor relays every stream and answer");
 
+      const scale = r.scenarios.historyAtScale;
+      assert.ok(scale && scale.requests === 20_000, "the quick run's history is 20k requests");
+      assert.ok(scale.bytesPerRequest > 100, `bytes per request: ${scale.bytesPerRequest}`);
+      assert.ok(scale.admin.length >= 10 && scale.admin.every((a) => a.status === 200));
+      assert.ok(scale.proxiedP99Ms.alone > 0 && scale.proxiedP99Ms.duringAdmin > 0);
+
       // The targets, in docs/benchmarks.md's order: the tail and the gateway's own cost first,
       // then the standing ones.
       assert.deepEqual(r.targets.map((t) => t.id), [

@@ -18,6 +18,7 @@ import type {
 } from "../api_types.ts";
 import type { TrendsView, TrendWindow } from "../trends_types.ts";
 import type { SessionsView } from "../sessions_types.ts";
+import type { RetentionView } from "../retention_types.ts";
 import type { ConfigVersion, ConfigVersionList } from "../config_versions_types.ts";
 
 export type Fetch = (input: string, init?: RequestInit) => Promise<Response>;
@@ -58,6 +59,7 @@ export interface AdminApi {
   controlUpstream(id: string, action: UpstreamAction): Promise<UpstreamControlResult>;
   trends(filters: { window: TrendWindow; route: string; upstream: string }): Promise<TrendsView>;
   sessions(): Promise<SessionsView>;
+  retention(): Promise<RetentionView>;
   configVersions(): Promise<ConfigVersionList>;
   configVersion(id: number): Promise<ConfigVersion>;
   rollbackConfig(id: number): Promise<ConfigSaved>;
@@ -134,6 +136,7 @@ export function createAdminApi(io: ApiIo): AdminApi {
       ),
     trends: (filters) => call<TrendsView>(`/admin/api/trends?${new URLSearchParams(filters)}`),
     sessions: () => call<SessionsView>("/admin/api/sessions"),
+    retention: () => call<RetentionView>("/admin/api/history/retention"),
     configVersions: () => call<ConfigVersionList>("/admin/api/config/versions"),
     configVersion: (id) => call<ConfigVersion>(`/admin/api/config/versions/${id}`),
     rollbackConfig: (id) =>

@@ -24,6 +24,7 @@ import { UpstreamHealth } from "./islands/upstream_health.tsx";
 import { createLiveFeed } from "./live_feed.ts";
 import { createTrends } from "./trends_model.ts";
 import { createSessions } from "./sessions_model.ts";
+import { createRetention } from "./retention_model.ts";
 import { SessionsPanel } from "./islands/sessions.tsx";
 
 const HEALTH_EVERY_MS = 2000;
@@ -56,6 +57,7 @@ const config = createConfigModel(api);
 const costs = createCosts(api, { now });
 const trends = createTrends((filters) => api.trends(filters));
 const sessions = createSessions(api);
+const retention = createRetention(api);
 
 function mount(name: string, island: ComponentChildren): void {
   const host = document.querySelector(`[data-island="${name}"]`);
@@ -69,7 +71,7 @@ mount("safe-mode", gated(<SafeMode config={config} />));
 mount("live", gated(<LiveRequests feed={feed} aborts={aborts} />));
 mount("sessions", gated(<SessionsPanel sessions={sessions} aborts={aborts} now={now} />));
 mount("trends", gated(<Trends trends={trends} />));
-mount("history", gated(<History history={history} now={now} />));
+mount("history", gated(<History history={history} now={now} retention={retention} />));
 mount("health", gated(<UpstreamHealth health={health} />));
 mount("config", gated(<ConfigEditor config={config} now={now} />));
 mount("costs", gated(<CostPanel costs={costs} now={now} />));
@@ -92,10 +94,12 @@ effect(() => {
       config.clear();
       costs.clear();
       sessions.clear();
+      retention.clear();
       return;
     }
     feed.start();
     void history.search({});
+    void retention.refresh();
     void health.refresh();
     void config.load();
     void costs.refresh();

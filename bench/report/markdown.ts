@@ -540,6 +540,31 @@ function spreadCells(values: number[], floor?: number[]): string[] {
   ];
 }
 
+function historyAtScaleSection(r: BenchResults): string {
+  const s = r.scenarios.historyAtScale;
+  if (!s) return "";
+  const millions = s.requests >= 1_000_000 ? `${n(s.requests / 1_000_000, 1)}M` : n(s.requests, 0);
+  return [
+    `## 7. History at ${millions} requests`,
+    "",
+    `A history of ${n(s.requests, 0)} requests over 28 days, shaped like the gateway's rows ` +
+    `(bench/history_fill.ts: generated in ${n(s.fillSeconds, 1)} s), under a pulsegate process ` +
+    `of its own: ${n(s.bytesPerRequest, 0)} bytes per request on disk ` +
+    `(${n(s.bytes / 1024 / 1024, 0)} MiB). Each admin call the page makes, timed ` +
+    `(docs/scaling.md "History at scale"):`,
+    "",
+    table(
+      ["admin call", "status", "p50 ms", "max ms"],
+      s.admin.map((a) => [a.name, String(a.status), n(a.p50Ms, 1), n(a.maxMs, 1)]),
+    ),
+    "",
+    `A proxied answer (zero-delay route, one at a time): p99 ${n(s.proxiedP99Ms.alone, 2)} ms ` +
+    `alone, ${n(s.proxiedP99Ms.duringAdmin, 2)} ms while the admin calls above ran back to back ` +
+    `(${n(s.adminCallsDuring, 0)} calls); p50 ${n(s.proxiedP50Ms.alone, 2)} / ` +
+    `${n(s.proxiedP50Ms.duringAdmin, 2)} ms.`,
+  ].join("\n");
+}
+
 function cpuCostSection(r: BenchResults): string {
   const s = r.scenarios.cpuCost;
   if (!s) return "";
@@ -597,6 +622,7 @@ export function renderMarkdown(r: BenchResults): string {
     held(r),
     history(r),
     cpuCostSection(r),
+    historyAtScaleSection(r),
     hotPath(r),
     methodSection(r),
   ];

@@ -4,6 +4,7 @@
  * so every field carries a `.describe()` text written for operators.
  */
 import { z } from "zod";
+import { HistorySchema } from "./history_schema.ts";
 import { keyLimitFields, pricesField } from "./limits_schema.ts";
 import { envNameField } from "./env_names.ts";
 import { MAX_URL_CHARS, withoutTrailingSlashes } from "./trailing_slashes.ts";
@@ -525,6 +526,9 @@ export const ConfigSchema = z.object({
   ),
   keys: z.array(KeySchema).default([]).describe(
     "Gateway keys clients authenticate with. With none, the proxy is open (loopback only).",
+  ),
+  history: HistorySchema.prefault({}).describe(
+    'How long history is kept (docs/scaling.md "Retention"). Omit for all defaults.',
   ),
 }).strict().superRefine(checkReferences);
 

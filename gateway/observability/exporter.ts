@@ -101,6 +101,22 @@ export class Exporter {
     }));
   }
 
+  /**
+   * The start (epoch ms) of the oldest request queued for a destination and not yet received by
+   * it, or null when none is. History retention keeps the rows from then on
+   * (docs/scaling.md "Retention").
+   */
+  oldestQueuedStart(): number | null {
+    let oldest: number | null = null;
+    for (const q of this.#queues.values()) {
+      for (const record of q.records) {
+        const at = record.request.startedAt;
+        if (oldest === null || at < oldest) oldest = at;
+      }
+    }
+    return oldest;
+  }
+
   /** Sends what is queued now; resolves when every destination has answered once. */
   async flush(): Promise<void> {
     await Promise.all([...this.#queues.values()].map((q) => this.#send(q, { force: true })));

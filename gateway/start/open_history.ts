@@ -3,6 +3,7 @@ import { type BatchExecutor, inProcessExecutor, workerExecutor } from "../../db/
 import { HistoryWriter } from "../../db/history_writer.ts";
 import { registerInstance } from "../../db/instances.ts";
 import { migrate } from "../../db/migrate.ts";
+import { autoVacuumAtStart } from "../../db/auto_vacuum.ts";
 import { closeRowsOfDeadInstances } from "./instance_heartbeat.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
@@ -56,9 +57,10 @@ export async function openHistory(
   const { clock, log, closers } = opts;
   const { db, absent } = await openOrStandIn(settings, { log, env: opts.env });
   closers.add("database", () => db.close());
-  const instanceId = crypto.randomUUID();
+  const instanceId = newInstanceId();
   const readiness = new DatabaseReadiness(async () => {
     await migrate(db);
+    if (db.client.protocol === "file") await turnOnAutoVacuum(db, log);
     await registerInstance(db, instanceId, { now: clock.now() });
     const closed = await closeRowsOfDeadInstances(db, { instanceId, clock });
     if (closed) log.event("history.interrupted_rows_closed", { rows: closed });
@@ -106,7 +108,7 @@ export function gated(readiness: DatabaseReadiness, executor: BatchExecutor): Ba
       if (!(await readiness.ensure())) {
         throw new Error(readiness.describe() ?? "history database not ready");
       }
-      await executor.run(statements);
+      return await executor.run(statements);
     },
     close: () => executor.close(),
   };
@@ -146,4 +148,35 @@ function ffiGranted(): boolean {
   } catch {
     return false; // a runtime without the permissions API has no FFI either
   }
+}
+
+/**
+ * A file made before auto_vacuum was set on new files gets it when small enough to rewrite now;
+ * a larger one is left to the operator (docs/scaling.md "Retention"), said once per start. A
+ * failure (another process holds the file) only costs the shrinking, never the start.
+ */
+async function turnOnAutoVacuum(db: Db, log: Logger): Promise<void> {
+  try {
+    const result = await autoVacuumAtStart(db);
+    if (result.done === "vacuumed") {
+      log.event("history.auto_vacuum_on", { bytes: result.bytes, ms: Math.round(result.ms) });
+    } else if (result.done === "left") {
+      log.event("history.auto_vacuum_off", {
+        reason: result.reason,
+        fix: 'stop the gateway and run one VACUUM (docs/scaling.md "Retention")',
+      });
+    }
+  } catch (err) {
+    log.event("history.auto_vacuum_failed", { error: String(err) });
+  }
+}
+
+/**
+ * This process's id: 64 random bits in 16 hex digits. Every request row carries it, so it is kept
+ * short: a UUID's 36 characters cost 20 bytes more per request on disk (docs/scaling.md "Bytes
+ * per request"). Two processes sharing a database draw the same one with odds of 2^-64.
+ */
+export function newInstanceId(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(8));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }

@@ -35,6 +35,8 @@ import { serveClients } from "./serve_clients.ts";
 import { upstreamFetch } from "./upstream_fetch.ts";
 import { forwardingOn } from "../live/abort_forwarding.ts";
 import { GuardrailMatcher } from "../policy/guardrail_matcher.ts";
+import { startRetention } from "./start_retention.ts";
+import { retentionApi } from "../../admin/retention_api.ts";
 
 export { ConfigFileError } from "./load_config.ts";
 
@@ -160,6 +162,7 @@ async function start(
     }),
   };
   closers.add("guardrail worker", () => state.guardrailMatcher.close());
+  const pruner = startRetention(history, { state, exporter, clock, log, closers });
   const cooldowns = await openCooldowns(db, { clock, log, state, load: readiness.ready });
   metrics.cooldown = () =>
     (state.config?.upstreams ?? []).map((u) => ({
@@ -202,7 +205,11 @@ async function start(
     sessionLimits,
     fences,
     demo: loaded.demo,
-    adminApis: [observabilityApi(observability), costsApi({ db, clock, state, meter: keyMeter })],
+    adminApis: [
+      observabilityApi(observability),
+      costsApi({ db, clock, state, meter: keyMeter }),
+      retentionApi({ db, state, pruner }),
+    ],
   });
   const server = serveClients(createHandler(deps), {
     hostname: settings.host,

@@ -9,21 +9,24 @@ import type {
   RequestDetail,
 } from "../../api_types.ts";
 import type { HistoryFilters } from "../api.ts";
-import { formatMs, formatTokens, parseLocalDateTime } from "../format.ts";
+import { formatMs, formatTokens, parseLocalDateTime, plural } from "../format.ts";
 import { formatUsd } from "../money.ts";
 import type { History as HistoryModel } from "../history_model.ts";
 import { layoutTimeline } from "../timeline.ts";
 import { AttemptTimeline } from "./attempt_timeline.tsx";
 import { DetailDialog } from "./detail_dialog.tsx";
 import { Time } from "./time.tsx";
+import { formatBytes, type Retention } from "../retention_model.ts";
 
 export interface HistoryProps {
   history: HistoryModel;
   now: () => number;
+  /** What history keeps and from when; the line is left out without it. */
+  retention?: Retention;
 }
 
 /** Recorded requests, newest first, with filters, keyset pages and each attempt chain. */
-export function History({ history, now }: HistoryProps) {
+export function History({ history, now, retention }: HistoryProps) {
   const page = history.page.value;
   const rows = page?.requests ?? [];
   const clock = now();
@@ -31,8 +34,18 @@ export function History({ history, now }: HistoryProps) {
     <section aria-labelledby="history-title">
       <header class="panel-head">
         <h2 id="history-title">History</h2>
-        <button type="button" class="quiet" onClick={() => history.refresh()}>Refresh</button>
+        <button
+          type="button"
+          class="quiet"
+          onClick={() => {
+            void history.refresh();
+            void retention?.refresh();
+          }}
+        >
+          Refresh
+        </button>
       </header>
+      {retention && <RetentionLine retention={retention} now={clock} />}
       <FilterForm
         choices={page?.choices ?? NO_CHOICES}
         onSearch={(filters) => history.search(filters)}
@@ -94,6 +107,49 @@ export function History({ history, now }: HistoryProps) {
         />
       )}
     </section>
+  );
+}
+
+/** What history keeps and from when (docs/admin.md "History"). */
+export function RetentionLine({ retention, now }: { retention: Retention; now: number }) {
+  const view = retention.view.value;
+  if (retention.error.value) {
+    return <p class="retention notice error">Retention: {retention.error.value}</p>;
+  }
+  if (!view) return null;
+  const last = view.lastPrune;
+  return (
+    <p class="retention" data-retention>
+      Keeps {plural(view.retentionDays, "day")} of requests (rollups{" "}
+      {plural(view.rollupRetentionDays, "day")})
+      {view.oldestStartedAt !== null && (
+        <>
+          {" "}· oldest from <Time at={view.oldestStartedAt} now={now} />
+        </>
+      )} · about {view.requestsApprox.toLocaleString("en-US")} requests · {formatBytes(view.bytes)}
+      {" "}
+      on disk
+      {view.freeBytes > 0 && <>({formatBytes(view.freeBytes)} free)</>}
+      {last && (
+        <>
+          {" "}· last pruned <Time at={last.at} now={now} />: {plural(last.requests, "request")}
+          {" "}
+          removed
+          {last.heldFrom !== null && (
+            <>
+              , kept from <Time at={last.heldFrom} now={now} /> for an export destination
+            </>
+          )}
+        </>
+      )}
+      {view.autoVacuum !== "incremental" && (
+        <small>
+          {" "}
+          freed space is reused but the file does not shrink (docs/scaling.md "Retention")
+        </small>
+      )}
+      {view.lastError && <small class="error">· last prune failed: {view.lastError}</small>}
+    </p>
   );
 }
 
