@@ -78,7 +78,10 @@ function plans(count: number): Plan[] {
     const hopCount = 1 + Math.floor(rand() * rand() * 4);
     const hops: AttemptRecord[] = [];
     let upstream: string = pick(rand, UPSTREAMS);
+    let sentAt = startedAt;
     for (let hop = 1; hop <= hopCount; hop++) {
+      // Hops are numbered in the order they are sent; one may start in the next minute.
+      sentAt += Math.floor(rand() * 40_000);
       const last = hop === hopCount;
       const priced = rand() < 0.8;
       hops.push(attemptRecord({
@@ -88,8 +91,7 @@ function plans(count: number): Plan[] {
         outcome: last
           ? (outcome === "success" ? "success" : pick(rand, ["error", "idle_timeout"] as const))
           : pick(rand, ["error", "idle_timeout", "idle_timeout", "hedge_lost"] as const),
-        // A hop may start in the next minute (a long first hop).
-        startedAt: startedAt + hop * Math.floor(rand() * 40_000),
+        startedAt: sentAt,
         inputTokens: rand() < 0.1 ? null : Math.floor(rand() * 5_000),
         outputTokens: rand() < 0.2 ? null : Math.floor(rand() * 900),
         costUsd: priced ? Math.round(rand() * 1e6) / 1e7 : null,
