@@ -59,6 +59,12 @@ export interface RollupTable {
   table: string;
   minuteColumn: string;
   unitMs?: number;
+  /**
+   * For a table holding several bucket sizes (db/rollups.ts): the column naming the size and the
+   * size pruned, in ms. A bucket goes once all of it is older than the cutoff, so the day that
+   * straddles it stays whole.
+   */
+  bucket?: { column: string; ms: number };
 }
 
 const IDENTIFIER = /^[a-z_][a-z0-9_]*$/;
@@ -75,15 +81,22 @@ export function pruneRollupStep(
   rollup: RollupTable,
   opts: { cutoff: number; minutes: number },
 ): InStatement {
-  const { table, minuteColumn } = rollup;
-  if (!IDENTIFIER.test(table) || !IDENTIFIER.test(minuteColumn)) {
-    throw new Error(`rollup table and column must be plain names: ${table}.${minuteColumn}`);
+  const { table, minuteColumn, bucket } = rollup;
+  const names = [table, minuteColumn, ...(bucket ? [bucket.column] : [])];
+  if (!names.every((name) => IDENTIFIER.test(name))) {
+    throw new Error(`rollup table and columns must be plain names: ${names.join(".")}`);
   }
-  const before = Math.floor(opts.cutoff / (rollup.unitMs ?? 1));
+  const unit = rollup.unitMs ?? 1;
+  // Without a size the minute before the cutoff's goes; with one, every bucket ending by it.
+  const before = bucket
+    ? Math.floor((opts.cutoff - bucket.ms) / unit) + 1
+    : Math.floor(opts.cutoff / unit);
+  const size = bucket ? ` AND ${bucket.column} = ?` : "";
+  const sizeArgs = bucket ? [bucket.ms] : [];
   return {
     sql: `DELETE FROM ${table} WHERE ${minuteColumn} IN (SELECT DISTINCT ${minuteColumn} ` +
-      `FROM ${table} WHERE ${minuteColumn} < ? ORDER BY ${minuteColumn} LIMIT ?)`,
-    args: [before, opts.minutes],
+      `FROM ${table} WHERE ${minuteColumn} < ?${size} ORDER BY ${minuteColumn} LIMIT ?)${size}`,
+    args: [before, ...sizeArgs, opts.minutes, ...sizeArgs],
   };
 }
 

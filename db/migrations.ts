@@ -1,3 +1,5 @@
+import { ROLLUP_MIGRATION } from "./rollups.ts";
+
 /**
  * Schema history. Embedded in code so a compiled binary and Deno Deploy need no files.
  *
@@ -320,5 +322,13 @@ export const MIGRATIONS: readonly Migration[] = [
       "CREATE INDEX fences_key ON fences (key_id, expires_at)",
       "CREATE INDEX fences_expires ON fences (expires_at)",
     ],
+  },
+  {
+    // docs/scaling.md "Rollups": per-minute sums of history kept by triggers with every row
+    // write, so trends and cost reports read minutes, not rows; computed here for the rows
+    // already stored. The history rows are untouched.
+    version: 27,
+    name: "history_rollups",
+    sql: ROLLUP_MIGRATION,
   },
 ];

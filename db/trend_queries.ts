@@ -1,11 +1,17 @@
 import type { InStatement, InValue } from "@libsql/client";
 import type { Db } from "./client.ts";
-import { num, numOrNull } from "./row_values.ts";
+import { addToSketch, type Sketch, sketchPercentile } from "./first_content_sketch.ts";
+import { ROLLUP_BUCKETS_MS } from "./rollups.ts";
+import { num, numOrNull, textOrNull } from "./row_values.ts";
 
 /**
- * History bucketed by start time for the admin page's trends (docs/admin.md "Trends"). Requests
- * are read along the `started_at` indexes (or `route`/`upstream` + `started_at` when filtered),
- * so the cost is the rows in the window, not the table.
+ * History bucketed by start time for the admin page's trends (docs/admin.md "Trends"). Buckets of
+ * whole minutes are summed from the rollups (db/rollups.ts), of the largest size that divides
+ * them (a 15-minute bucket reads one quarter-hour row per group), so the cost is the window's
+ * rollup buckets, not its requests; percentiles come from the merged sketches, within
+ * MAX_SKETCH_ERROR. Shorter buckets (the 15-minute window's 30 s) cannot be cut from minutes:
+ * they are read from the rows along the `started_at` indexes (or `route`/`upstream` +
+ * `started_at` when filtered), a window of minutes' rows, exact.
  */
 export interface TrendQuery {
   /** Start of the first bucket, epoch ms. */
@@ -100,14 +106,20 @@ export function trendStatements(q: TrendQuery): { requests: InStatement; hops: I
   };
 }
 
+/** The largest rollup bucket that tiles the window's buckets; null when none does. */
+export function rollupSizeFor(q: TrendQuery): number | null {
+  const fits = ROLLUP_BUCKETS_MS.filter((ms) => q.bucketMs % ms === 0 && q.from % ms === 0);
+  return fits.at(-1) ?? null;
+}
+
 /** Every bucket of the window in order, empty ones as zeros. */
 export async function trendBuckets(db: Db, q: TrendQuery): Promise<TrendBucket[]> {
-  const statements = trendStatements(q);
-  const [requests, hops] = await Promise.all([
-    db.client.execute(statements.requests),
-    db.client.execute(statements.hops),
-  ]);
-  const buckets: TrendBucket[] = Array.from({ length: q.buckets }, (_, i) => ({
+  const size = rollupSizeFor(q);
+  return size === null ? await rowBuckets(db, q) : await rollupBuckets(db, { ...q, size });
+}
+
+function emptyBuckets(q: TrendQuery): TrendBucket[] {
+  return Array.from({ length: q.buckets }, (_, i) => ({
     at: q.from + i * q.bucketMs,
     success: 0,
     error: 0,
@@ -119,6 +131,15 @@ export async function trendBuckets(db: Db, q: TrendQuery): Promise<TrendBucket[]
     failovers: 0,
     outputTokens: 0,
   }));
+}
+
+async function rowBuckets(db: Db, q: TrendQuery): Promise<TrendBucket[]> {
+  const statements = trendStatements(q);
+  const [requests, hops] = await Promise.all([
+    db.client.execute(statements.requests),
+    db.client.execute(statements.hops),
+  ]);
+  const buckets = emptyBuckets(q);
   for (const row of requests.rows) {
     const bucket = buckets[num(row, "b")];
     if (!bucket) continue;
@@ -137,4 +158,76 @@ export async function trendBuckets(db: Db, q: TrendQuery): Promise<TrendBucket[]
     bucket.failovers = num(row, "failovers");
   }
   return buckets;
+}
+
+// Outcome classes as db/rollups.ts stores them; `open` (no outcome yet) is in no chart. The
+// sketches of a bucket come as one JSON array, merged here: one row per bucket, not one per bin.
+const ROLLUP_SQL = (where: string) =>
+  `SELECT (bucket_start - CAST(? AS INTEGER)) / CAST(? AS INTEGER) AS b,
+  SUM(CASE outcome WHEN 'success' THEN requests ELSE 0 END) AS success,
+  SUM(CASE outcome WHEN 'error' THEN requests ELSE 0 END) AS error,
+  SUM(CASE outcome WHEN 'aborted' THEN requests ELSE 0 END) AS aborted,
+  SUM(CASE outcome WHEN 'client_disconnected' THEN requests ELSE 0 END) AS client_disconnected,
+  SUM(output_tokens) AS output_tokens, SUM(idle_timeouts) AS idle_timeouts,
+  SUM(failovers) AS failovers,
+  '[' || group_concat(CASE WHEN first_content <> '{}' THEN first_content END) || ']' AS sketches
+FROM rollup_requests WHERE ${where} GROUP BY b`;
+
+/**
+ * The rollup statement of a window of buckets tiled by rollup buckets of `size`. With an
+ * upstream, a rollup row's requests are those whose last upstream it was and its hops are that
+ * upstream's own, as the row queries count them. Exported so tests can check it reads a range of
+ * the rollups' key.
+ */
+export function rollupTrendStatement(q: TrendQuery & { size: number }): InStatement {
+  const terms = ["bucket_ms = ?", "bucket_start >= ?", "bucket_start < ?"];
+  const args: InValue[] = [q.from, q.bucketMs, q.size, q.from, q.from + q.bucketMs * q.buckets];
+  if (q.route !== undefined) {
+    terms.push("route = ?");
+    args.push(q.route);
+  }
+  if (q.upstream !== undefined) {
+    terms.push("upstream = ?");
+    args.push(q.upstream);
+  }
+  return { sql: ROLLUP_SQL(terms.join(" AND ")), args };
+}
+
+async function rollupBuckets(db: Db, q: TrendQuery & { size: number }): Promise<TrendBucket[]> {
+  const result = await db.client.execute(rollupTrendStatement(q));
+  const buckets = emptyBuckets(q);
+  for (const row of result.rows) {
+    const bucket = buckets[num(row, "b")];
+    if (!bucket) continue;
+    bucket.success = num(row, "success");
+    bucket.error = num(row, "error");
+    bucket.aborted = num(row, "aborted");
+    bucket.clientDisconnected = num(row, "client_disconnected");
+    bucket.outputTokens = num(row, "output_tokens");
+    bucket.idleTimeouts = num(row, "idle_timeouts");
+    bucket.failovers = num(row, "failovers");
+    const sketch = mergedSketch(textOrNull(row, "sketches"));
+    bucket.firstContentP50Ms = sketchPercentile(sketch, 50);
+    bucket.firstContentP95Ms = sketchPercentile(sketch, 95);
+  }
+  return buckets;
+}
+
+/** The bins of a JSON array of sketches (`{"bin": count}`), added up; an odd one is skipped. */
+function mergedSketch(json: string | null): Sketch {
+  const sketch: Sketch = new Map();
+  let parsed: unknown = [];
+  try {
+    parsed = JSON.parse(json ?? "[]");
+  } catch {
+    return sketch;
+  }
+  if (!Array.isArray(parsed)) return sketch;
+  for (const part of parsed) {
+    if (typeof part !== "object" || part === null) continue;
+    for (const [bin, count] of Object.entries(part)) {
+      if (typeof count === "number") addToSketch(sketch, { bin: Number(bin), count });
+    }
+  }
+  return sketch;
 }

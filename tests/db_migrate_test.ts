@@ -64,6 +64,8 @@ Deno.test("a fresh database gets every shipped migration", async () => {
       "key_usage",
       "member_cooldowns",
       "requests",
+      "rollup_hops",
+      "rollup_requests",
       "schema_version",
     ]);
   } finally {

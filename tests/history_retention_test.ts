@@ -15,6 +15,7 @@ import { Exporter } from "../gateway/observability/exporter.ts";
 import { createLogger } from "../gateway/runtime/logger.ts";
 import { attemptRecord, manualTimers, requestRecord, withTempDb } from "./db_helpers.ts";
 import { VirtualClock } from "./virtual_clock.ts";
+import { ROLLUP_TABLES } from "../gateway/start/start_retention.ts";
 
 /** docs/scaling.md "Retention": what history keeps, and that keeping it never costs new rows. */
 
@@ -374,6 +375,45 @@ Deno.test("rollups are pruned by a table and minute column given, whole minutes,
         minutes: 1,
       })
     );
+    await writer.close();
+  });
+});
+
+Deno.test("the real rollups outlive rows and go bucket by bucket once wholly older than rollup_retention_days", async () => {
+  await withTempDb(async ({ db }) => {
+    const cutoff = NOW - POLICY.rollupRetentionDays * DAY_MS;
+    // Its minute, quarter hour and day all end before the cutoff.
+    const gone = cutoff - DAY_MS - 60_000;
+    // Its minute and quarter hour end before the cutoff; its UTC day straddles it.
+    const partly = cutoff - 20 * 60_000;
+    const kept = cutoff + 60_000;
+    const writer = new HistoryWriter(db, manualTimers);
+    writer.writeRequest(finished("gone", gone));
+    writer.writeRequest(finished("partly", partly));
+    writer.writeRequest(finished("kept", kept));
+    writer.writeAttempt(attemptRecord({ requestId: "partly", startedAt: partly }));
+    assert.equal(await writer.flush(), true);
+    const pruner = new HistoryPruner(db, {
+      writer,
+      clock: clockAt(NOW),
+      policy: () => POLICY,
+      rollups: ROLLUP_TABLES,
+    });
+    await pruner.pruneNow();
+    assert.deepEqual(await ids(db, "requests"), [], "rows go after 30 days");
+    const sizes = async (table: string) => {
+      const rows = await db.client.execute(
+        `SELECT bucket_ms, bucket_start FROM ${table} ORDER BY bucket_ms, bucket_start`,
+      );
+      return rows.rows.map((r) => [num(r, "bucket_ms"), num(r, "bucket_start")]);
+    };
+    const start = (at: number, ms: number) => at - at % ms;
+    assert.deepEqual(await sizes("rollup_requests"), [
+      [60_000, start(kept, 60_000)],
+      [900_000, start(kept, 900_000)],
+      [86_400_000, start(partly, 86_400_000)],
+    ]);
+    assert.deepEqual(await sizes("rollup_hops"), [[86_400_000, start(partly, 86_400_000)]]);
     await writer.close();
   });
 });

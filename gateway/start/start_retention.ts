@@ -1,5 +1,6 @@
 import { HistoryPruner } from "../../db/history_pruner.ts";
 import type { RollupTable } from "../../db/history_retention.ts";
+import { ROLLUP_BUCKETS_MS, ROLLUP_TABLE_NAMES } from "../../db/rollups.ts";
 import { DEFAULT_HISTORY } from "../config/history_schema.ts";
 import type { Exporter } from "../observability/exporter.ts";
 import type { RunState } from "../policy/run_state.ts";
@@ -8,8 +9,17 @@ import type { Logger } from "../runtime/logger.ts";
 import type { Closers } from "./closers.ts";
 import type { History } from "./open_history.ts";
 
-/** Per-minute rollups kept `history.rollup_retention_days` (docs/scaling.md "Rollups"). */
-export const ROLLUP_TABLES: readonly RollupTable[] = [];
+/**
+ * The rollups, each bucket size of each table, kept `history.rollup_retention_days`
+ * (docs/scaling.md "Rollups"): their key leads with the size, then the bucket's start.
+ */
+export const ROLLUP_TABLES: readonly RollupTable[] = ROLLUP_TABLE_NAMES.flatMap((table) =>
+  ROLLUP_BUCKETS_MS.map((ms) => ({
+    table,
+    minuteColumn: "bucket_start",
+    bucket: { column: "bucket_ms", ms },
+  }))
+);
 
 /**
  * History retention (docs/scaling.md "Retention"), run between the history writer's batches at
