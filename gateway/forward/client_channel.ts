@@ -1,6 +1,6 @@
 import type { Clock } from "../runtime/clock.ts";
 import type { ClientCodec, ClientStreamEncoder, ClientStreamShape } from "../formats/format.ts";
-import { sameFormatAnswer } from "../formats/error_vocab.ts";
+import { clientStatus, sameFormatAnswer } from "../formats/error_vocab.ts";
 import { ERROR_CODE_HEADER, type GatewayError } from "../runtime/gateway_error.ts";
 import { isFinal } from "../runtime/error_codes.ts";
 import { nextTurn } from "../runtime/loop_turn.ts";
@@ -13,7 +13,8 @@ export function baseHeaders(requestId: string, extra: HeadersInit = {}): Headers
 }
 
 /**
- * The error response in the client's own format; the gateway's code rides in
+ * The error response in the client's own format, with the status its format gives the error's
+ * meaning (an operator's stop: gateway/formats/error_vocab.ts); the gateway's code rides in
  * `x-pulsegate-error-code`. An upstream's own 4xx reaches a client of the
  * same format as it came: status, body and content type (docs/design.md "Client API").
  */
@@ -33,7 +34,7 @@ export function errorResponse(
   }
   if (isFinal(err.code)) headers.set("x-should-retry", "false");
   const body = answer?.text ?? JSON.stringify(codec.renderError(err));
-  return new Response(body, { status: err.status, headers });
+  return new Response(body, { status: clientStatus(err, codec.format), headers });
 }
 
 /**
