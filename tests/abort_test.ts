@@ -126,9 +126,14 @@ const MID: Array<[string, string, unknown, RegExp]> = [
     { model: "smart", stream: true, max_tokens: 9, messages },
     /event: error[\s\S]*gw\.request\.aborted/,
   ],
-  ["gemini", "/v1beta/models/smart:streamGenerateContent?alt=sse", {
-    contents: [{ role: "user", parts: [{ text: "hi" }] }],
-  }, /\n\n\{"error":[^\n]*INVALID_ARGUMENT[^\n]*\}\n\ndata: \{"error":[^\n]*INVALID_ARGUMENT[^\n]*\}\n\n$/],
+  [
+    "gemini",
+    "/v1beta/models/smart:streamGenerateContent?alt=sse",
+    {
+      contents: [{ role: "user", parts: [{ text: "hi" }] }],
+    },
+    /\n\n\{"error":[^\n]*INVALID_ARGUMENT[^\n]*\}\n\ndata: \{"error":[^\n]*INVALID_ARGUMENT[^\n]*\}\n\n$/,
+  ],
 ];
 
 for (const [format, path, body, ending] of MID) {
