@@ -5,6 +5,9 @@ import { ERROR_CODE_HEADER, type GatewayError } from "../runtime/gateway_error.t
 import { isFinal } from "../runtime/error_codes.ts";
 import { nextTurn } from "../runtime/loop_turn.ts";
 
+/** How far apart a final error's two forms are sent, and from what went before (Gemini SSE). */
+const FINAL_ERROR_APART_MS = 250;
+
 /** Headers every answer carries; the request id is there from the first byte. */
 export function baseHeaders(requestId: string, extra: HeadersInit = {}): Headers {
   const headers = new Headers(extra);
@@ -180,15 +183,26 @@ export class StreamChannel {
       this.#wakeWriters();
       return;
     }
-    await this.write(this.opts.encoder.error(err));
-    // Google's SDK raises the first only from a network chunk of its own: a loop turn lets the
-    // server send it before the second is queued, or both would leave in one write.
     const again = this.opts.encoder.errorAgain?.(err);
+    // Google's SDK raises the first only from a network chunk of its own: a loop turn lets the
+    // server send it before the second is queued, or both would leave in one write. A final
+    // error must not share a read with anything: Gemini CLI's SDK then sees a stream without a
+    // finish reason, which Gemini CLI re-sends (docs/design.md "Abort and disconnect"), so it
+    // waits out a client's read on either side, in real time.
+    const apart = again && isFinal(err.code) ? () => this.#readTime() : nextTurn;
+    if (again) await apart();
+    await this.write(this.opts.encoder.error(err));
     if (again) {
-      await nextTurn();
+      await apart();
       await this.write(again);
     }
     await this.#close();
+  }
+
+  /** Long enough for a busy client to have read what went before, in real milliseconds. */
+  #readTime(): Promise<void> {
+    const { clock } = this.opts;
+    return clock.sleep(clock.unscale(FINAL_ERROR_APART_MS));
   }
 
   #close(): Promise<void> {

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import type { ConfigInput } from "../../gateway/config/schema.ts";
 import { listAttemptsFor, listRequests } from "../../db/history_queries.ts";
 import type { AttemptRecord, RequestRecord } from "../../db/records.ts";
-import { startTestGateway, type TestGateway } from "../harness.ts";
+import { eventually, startTestGateway, type TestGateway } from "../harness.ts";
 import { type FakeUpstream, startFakeUpstream } from "../fake_upstreams/server.ts";
 import { silentAfterHeaders } from "../fake_upstreams/openai_chat_script.ts";
 import { type AgentInstall, type AgentName, checkAgent, installAgents } from "./install_agents.ts";
@@ -218,6 +218,8 @@ export async function runScenario(
       : undefined;
     const out = await running;
     if (!out) throw new Error(`${opts.bin} could not be started`);
+    // A stopped stream's last words may still be on their way when the agent has read enough.
+    await eventually(() => gw!.registry.size === 0, { ms: 10_000 }).catch(() => {});
     await gw.writer.flush();
     const rows = (await listRequests(gw.db, { limit: 100 })).reverse();
     const chains = await listAttemptsFor(gw.db, rows.map((r) => r.id));
