@@ -41,7 +41,7 @@ async function abortWhenLive(gw: TestGateway, id: string): Promise<Response> {
   return await fetch(`${gw.url}/request/${id}/abort`, { method: "POST", headers: admin });
 }
 
-Deno.test("abort before headers: 499 aborted, upstream connection closed, upstream not paused", async () => {
+Deno.test("abort before headers: 400 final to the client, a 499 aborted row, upstream connection closed, upstream not paused", async () => {
   await withAdmin(async (gw, up) => {
     up.setHandler(() => headersNever);
     for (let i = 0; i < 3; i++) {
@@ -57,7 +57,9 @@ Deno.test("abort before headers: 499 aborted, upstream connection closed, upstre
       assert.deepEqual(answer.requests, [id]);
       assert.equal(answer.fence.kind, "turn");
       const res = await pending;
-      assert.equal(res.status, 499);
+      // A Chat client is told 400, which no agent retries; the row keeps the gateway's 499.
+      assert.equal(res.status, 400);
+      assert.equal(res.headers.get("x-should-retry"), "false");
       assert.equal(res.headers.get("x-pulsegate-error"), "aborted");
       assert.equal(res.headers.get("x-pulsegate-error-code"), "gw.request.aborted");
       assert.equal(res.headers.get("x-request-id"), id);
@@ -90,12 +92,12 @@ Deno.test("abort during the opening hold and while waiting for a slot", async ()
     assert.equal(gw.registry.get("wait")?.state, "waiting_for_slot");
     assert.equal((await abortWhenLive(gw, "wait")).status, 200);
     const w = await waiting;
-    assert.equal(w.status, 499, "aborted before any header");
+    assert.equal(w.status, 400, "aborted before any header");
     await w.body?.cancel();
     assert.equal(up.calls.length, 1, "the slot waiter never reached the upstream");
     assert.equal((await abortWhenLive(gw, "hold")).status, 200);
     const h = await holding;
-    assert.equal(h.status, 499, "aborted inside the 1.5 s hold");
+    assert.equal(h.status, 400, "aborted inside the 1.5 s hold");
     assert.equal(h.headers.get("x-pulsegate-error"), "aborted");
     await h.body?.cancel();
     assert.equal(gw.slots.inFlight("up1"), 0);
@@ -126,9 +128,14 @@ const MID: Array<[string, string, unknown, RegExp]> = [
     { model: "smart", stream: true, max_tokens: 9, messages },
     /event: error[\s\S]*gw\.request\.aborted/,
   ],
-  ["gemini", "/v1beta/models/smart:streamGenerateContent?alt=sse", {
-    contents: [{ role: "user", parts: [{ text: "hi" }] }],
-  }, /\n\n\{"error":[^\n]*CANCELLED[^\n]*\}\n\ndata: \{"error":[^\n]*CANCELLED[^\n]*\}\n\n$/],
+  [
+    "gemini",
+    "/v1beta/models/smart:streamGenerateContent?alt=sse",
+    {
+      contents: [{ role: "user", parts: [{ text: "hi" }] }],
+    },
+    /\n\n\{"error":[^\n]*INVALID_ARGUMENT[^\n]*\}\n\ndata: \{"error":[^\n]*INVALID_ARGUMENT[^\n]*\}\n\n$/,
+  ],
 ];
 
 for (const [format, path, body, ending] of MID) {
@@ -171,8 +178,8 @@ Deno.test("a session abort stops every request of that session and nothing else"
     const control = await fetch(`${gw.url}/sessions/s1/abort`, { method: "POST", headers: admin });
     assert.equal(control.status, 200);
     assert.deepEqual((await control.json()).requests.sort(), ["s1-a", "s1-b"]);
-    assert.equal((await a).status, 499);
-    assert.equal((await b).status, 499);
+    assert.equal((await a).status, 400);
+    assert.equal((await b).status, 400);
     assert.ok(gw.registry.has("s2-c"), "the other session runs on");
     const other = await fetch(`${gw.url}/sessions/s2/abort`, { method: "POST", headers: admin });
     assert.deepEqual((await other.json()).requests, ["s2-c"]);
@@ -229,7 +236,7 @@ Deno.test("abort of a finished or unknown request is 404, an idle session is fen
     });
     assert.equal(own.status, 200, "the key that made a request may abort it");
     await own.body?.cancel();
-    assert.equal((await live).status, 499);
+    assert.equal((await live).status, 400);
   }, {
     env: keys,
     config: (url) => ({
@@ -258,7 +265,7 @@ Deno.test("a session id under two keys: each key's session abort stops only its 
     const byA = await abortAs({ authorization: "Bearer key-a" });
     assert.equal(byA.status, 200, "key b's requests in the same id are no reason to refuse a");
     assert.deepEqual((await byA.json()).requests, ["a-1"]);
-    assert.equal((await a1).status, 499);
+    assert.equal((await a1).status, 400);
     assert.ok(gw.registry.has("b-1") && gw.registry.has("b-2"), "key b's session runs on");
     const again = await abortAs({ authorization: "Bearer key-a" });
     assert.equal(again.status, 200, "nothing of a's runs: its fence is renewed");
@@ -266,8 +273,8 @@ Deno.test("a session id under two keys: each key's session abort stops only its 
     const byAdmin = await abortAs(admin);
     assert.equal(byAdmin.status, 200, "the operator stops the id under every key");
     assert.deepEqual((await byAdmin.json()).requests.sort(), ["b-1", "b-2"]);
-    assert.equal((await b1).status, 499);
-    assert.equal((await b2).status, 499);
+    assert.equal((await b1).status, 400);
+    assert.equal((await b2).status, 400);
   }, {
     env: keys,
     config: (url) => ({

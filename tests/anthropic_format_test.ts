@@ -8,11 +8,15 @@ import {
   parseAnthropicRequest,
 } from "../gateway/formats/anthropic/request.ts";
 import type { Config, Upstream } from "../gateway/config/schema.ts";
-import type { UpstreamFrame } from "../gateway/formats/format.ts";
+import type { ClientStreamEncoder, UpstreamFrame } from "../gateway/formats/format.ts";
 import { GatewayError } from "../gateway/runtime/gateway_error.ts";
 import type { IrEvent, IrRequest, IrResponse } from "../gateway/formats/ir.ts";
 import { parseChatRequest } from "../gateway/formats/openai_chat/request.ts";
-import { clientDisconnected, idleTimeout } from "../gateway/forward/stop_reasons.ts";
+import {
+  abortedByOperator,
+  clientDisconnected,
+  idleTimeout,
+} from "../gateway/forward/stop_reasons.ts";
 import { upstreamStatusError } from "../gateway/formats/upstream_error.ts";
 import {
   type AnthropicScript,
@@ -805,6 +809,62 @@ for (const c of errorCases) {
     assert.equal(thrown.errorCode, c.err.code);
   });
 }
+
+/** The SSE event names and their data's `index` or `error.type`, in order. */
+function eventsOf(bytes: Uint8Array): string[] {
+  return decoder.decode(bytes).split("\n\n").filter(Boolean).map((block) => {
+    const name = /^event: (.*)$/m.exec(block)?.[1];
+    const data = JSON.parse(/^data: (.*)$/m.exec(block)?.[1] ?? "{}");
+    return `${name}${data.index !== undefined ? ` ${data.index}` : ""}${
+      data.error ? ` ${data.error.type}` : ""
+    }`;
+  });
+}
+
+/** An upstream's chunks read as the gateway reads them, frame by frame. */
+function decodeFrames(chunks: (string | Uint8Array)[]): UpstreamFrame[] {
+  const decode = anthropicUpstream.frameDecoder!();
+  const frames = chunks.flatMap((c) => decode.push(typeof c === "string" ? encoder.encode(c) : c));
+  return [...frames, ...decode.end()];
+}
+
+/** The stream an operator's stop ends, after `before` went to the encoder. */
+function stoppedAfter(before: (enc: ClientStreamEncoder) => void): string[] {
+  const enc = anthropicClient.streamEncoder({ id: "req-9", model: "smart" });
+  before(enc);
+  return eventsOf(enc.error(abortedByOperator())).filter((e) => e !== "message_start");
+}
+
+Deno.test("anthropic errors: an operator's stop ends the open block first, or an empty one", () => {
+  // Claude Code re-sends (non-streamed) a turn whose stream failed before a content block
+  // ended, whatever the error; after one ended it takes a non-server error as final.
+  assert.deepEqual(stoppedAfter((enc) => enc.encode({ type: "text", text: "Hel" })), [
+    "content_block_stop 0",
+    "error invalid_request_error",
+  ]);
+  assert.deepEqual(stoppedAfter(() => {}), [
+    "content_block_start 0",
+    "content_block_stop 0",
+    "error invalid_request_error",
+  ]);
+  // Passed through as the upstream sent it: its own block indexes, as its frames told them.
+  const frames = decodeFrames(streamChunks({ text: ["a", "b"], usage: { input: 1, output: 1 } }))
+    .filter((f) => /content_block_(start|delta)/.test(decoder.decode(f.raw)));
+  assert.deepEqual(stoppedAfter((enc) => frames.forEach((f) => enc.passed?.(f))), [
+    "content_block_stop 0",
+    "error invalid_request_error",
+  ]);
+  const ended = decodeFrames(streamChunks({ text: ["a"], usage: { input: 1, output: 1 } }))
+    .filter((f) => !/message_(delta|stop)/.test(decoder.decode(f.raw)));
+  assert.deepEqual(stoppedAfter((enc) => ended.forEach((f) => enc.passed?.(f))), [
+    "error invalid_request_error",
+  ]);
+  // Any other error leaves the stream as it stands: Claude Code's own retry is then welcome.
+  const enc = anthropicClient.streamEncoder({ id: "req-10", model: "smart" });
+  enc.encode({ type: "text", text: "Hel" });
+  const other = idleTimeout("claude", { secs: 30, midStream: true, timeoutStatus: 504 });
+  assert.deepEqual(eventsOf(enc.error(other)), ["error timeout_error"]);
+});
 
 Deno.test("anthropic errors: the timeout type survives a 503 timeout_status", () => {
   const err = idleTimeout("claude", { secs: 30, midStream: true, timeoutStatus: 503 });

@@ -30,8 +30,14 @@ import {
 } from "./fault_matrix/faults.ts";
 import { WIRES } from "./fault_matrix/wire.ts";
 import { firstOf, REPLAY_ROWS, type ReplayRow } from "./fault_matrix/replays.ts";
+import {
+  ABORT_MOMENTS,
+  ABORT_WORDS,
+  type AbortMoment,
+  abortScript,
+} from "./fault_matrix/aborts.ts";
 import { type Call, type Script, startFakeUpstream } from "./fake_upstreams/server.ts";
-import { startTestGateway, type TestGateway } from "./harness.ts";
+import { eventually, startTestGateway, type TestGateway } from "./harness.ts";
 import { concurrentSteps, pool } from "./concurrent_steps.ts";
 import { type Verdict, verdictFor } from "../gateway/forward/verdict.ts";
 
@@ -590,6 +596,145 @@ for (const client of CLIENTS) {
           .flat();
         for (let i = 0; i < 200 && gw.metrics.inflight !== 0; i++) await delay(10);
         assert.equal(gw.metrics.inflight, 0, "requests in flight after the matrix");
+        assert.deepEqual(problems.slice(0, 40), [], `${problems.length} problems`);
+      } finally {
+        await Promise.race([gw.stop(), delay(5000)]);
+        await fake.close();
+      }
+    },
+  });
+}
+
+/** One abort cell: a client format, an upstream kind, and when the operator stops it. */
+interface AbortCell {
+  n: number;
+  route: string;
+  client: ClientFormat;
+  kind: UpstreamKind;
+  moment: AbortMoment;
+  stream: boolean;
+}
+
+const ABORT_ADMIN = "fault-matrix-admin";
+
+const abortLabel = (c: AbortCell) => `${c.client.name} ← ${c.kind} | abort ${c.moment}`;
+
+function abortCells(): AbortCell[] {
+  const cells: AbortCell[] = [];
+  for (const client of CLIENTS) {
+    for (const kind of client.kinds) {
+      for (const moment of ABORT_MOMENTS) {
+        // A Bedrock call stopped before its headers leaves its socket open (see above).
+        if (kind === "bedrock" && moment === "before_any_byte") continue;
+        const stream = moment === "mid_stream" || client.streamOnly === true;
+        const n = cells.length;
+        cells.push({ n, route: `a${n}`, client, kind, moment, stream });
+      }
+    }
+  }
+  return cells;
+}
+
+async function runAbortCell(
+  cell: AbortCell,
+  opts: { gw: TestGateway; calls: Map<string, Call[]> },
+): Promise<string[]> {
+  const { gw } = opts;
+  const problems: string[] = [];
+  const check = (ok: boolean, what: string) => ok || problems.push(what);
+  const words = ABORT_WORDS[cell.client.name]!;
+  const id = `fm-abort-${cell.n}`;
+  const { path, body } = cell.client.request(cell.route, cell.stream);
+  const answered = fetch(`${gw.url}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-request-id": id },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(CELL_LIMIT_MS),
+  }).then(async (res) => ({ res, text: await res.text() })).catch((err) => err as Error);
+  const called = () => (opts.calls.get(`${cell.route}/f`) ?? []).length > 0;
+  await eventually(
+    () =>
+      cell.moment === "before_any_byte"
+        ? called() && gw.registry.has(id)
+        : gw.registry.get(id)?.state === "streaming",
+    { what: `${abortLabel(cell)} live`, ms: CELL_LIMIT_MS },
+  );
+  const control = await fetch(`${gw.url}/request/${id}/abort`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${ABORT_ADMIN}` },
+  });
+  check(control.status === 200, `the abort answered ${control.status}`);
+  await control.body?.cancel();
+  const got = await answered;
+  if (got instanceof Error) return [`${abortLabel(cell)}: no answer: ${got.message}`];
+  const { res, text } = got;
+  if (cell.moment === "before_any_byte") {
+    check(res.status === words.status, `status ${res.status}, expected ${words.status}`);
+    check(res.headers.get("x-should-retry") === "false", "no x-should-retry: false");
+    check(res.headers.get("x-pulsegate-error") === "aborted", "x-pulsegate-error");
+    check(words.said.test(text), `error body ${text.slice(0, 300)}`);
+  } else {
+    check(res.status === 200, `status ${res.status}`);
+    const seen = cell.client.readStream(text);
+    check(seen.end === "error", `stream ended ${seen.end}`);
+    check(words.said.test(seen.error ?? ""), `error event ${seen.error?.slice(0, 300)}`);
+    check(seen.text === FAULT_TEXT[0], `client text ${JSON.stringify(seen.text)}`);
+    check(!seen.trailing, "bytes after the error");
+    if (words.streamEnding) {
+      check(words.streamEnding.test(text), `the stream's ending: ${text.slice(-400)}`);
+    }
+  }
+  const { request, attempts } = await gw.row(id);
+  check(request.errorCode === "gw.request.aborted", `request code ${request.errorCode}`);
+  check(request.status === 499, `row status ${request.status}`);
+  check(request.failureSource === "aborted", `failure source ${request.failureSource}`);
+  check(attempts.length === 1 && attempts[0]!.outcome === "aborted", "one aborted hop");
+  for (const call of opts.calls.get(`${cell.route}/f`) ?? []) {
+    const how = await Promise.race([call.closed, delay(5000).then(() => "still open")]);
+    check(how === "cancelled", `the upstream's connection: ${how}`);
+  }
+  return problems.map((p) => `${abortLabel(cell)}: ${p}`);
+}
+
+if (!ONLY || ONLY.split(",").includes("abort")) {
+  const cells = abortCells();
+  GROUPS.push({
+    name: `operator aborts (${cells.length} cells)`,
+    waits: 0,
+    async fn() {
+      const calls = new Map<string, Call[]>();
+      const byRoute = new Map(cells.map((c) => [c.route, c]));
+      const fake = startFakeUpstream({
+        fallback: (call) => {
+          const [, route, role] = call.path.split("/") as [string, string, Role];
+          const key = `${route}/${role}`;
+          calls.set(key, [...(calls.get(key) ?? []), call]);
+          const cell = byRoute.get(route)!;
+          return abortScript(WIRES[cell.kind], cell.moment, cell.stream);
+        },
+      });
+      const config = configOf([], {
+        at: { fake: fake.url, refused: fake.url, reset: fake.url },
+        idleSecs: IDLE_SECS,
+      });
+      for (const cell of cells) {
+        config.upstreams.push(
+          upstreamAt(cell.kind, { origin: fake.url, route: cell.route, role: "f" }),
+        );
+        config.routes.push({
+          model: cell.route,
+          candidates: [{ upstream: `${cell.route}-f`, model: "m-f" }],
+        });
+      }
+      const gw = await startTestGateway(config, {
+        scale: SCALE,
+        env: { AWS_AK: "AKIDEXAMPLE", AWS_SK: "secret", PULSEGATE_ADMIN_TOKEN: ABORT_ADMIN },
+      });
+      try {
+        const problems = (await pool(cells, POOL, (cell) => runAbortCell(cell, { gw, calls })))
+          .flat();
+        for (let i = 0; i < 200 && gw.metrics.inflight !== 0; i++) await delay(10);
+        assert.equal(gw.metrics.inflight, 0, "requests in flight after the aborts");
         assert.deepEqual(problems.slice(0, 40), [], `${problems.length} problems`);
       } finally {
         await Promise.race([gw.stop(), delay(5000)]);

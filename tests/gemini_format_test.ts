@@ -769,7 +769,8 @@ Deno.test("gemini client whole: the official SDK reads the encoded answer", asyn
 
 // ---------------------------------------------------------------- errors
 
-const errorCases: { err: GatewayError; status: string }[] = [
+/** `code`: the status the client gets, where it is not the error's own (an operator's stop). */
+const errorCases: { err: GatewayError; status: string; code?: number }[] = [
   {
     err: clientError("'contents' must be an array", { param: "contents" }),
     status: "INVALID_ARGUMENT",
@@ -783,7 +784,8 @@ const errorCases: { err: GatewayError; status: string }[] = [
     }),
     status: "RESOURCE_EXHAUSTED",
   },
-  { err: abortedByOperator(), status: "CANCELLED" },
+  // Gemini CLI retries a 499, even in a stream; a 400 it takes as final.
+  { err: abortedByOperator(), status: "INVALID_ARGUMENT", code: 400 },
   {
     err: idleTimeout("gem", { secs: 30, midStream: false, timeoutStatus: 504 }).withTried([
       "gem",
@@ -793,20 +795,20 @@ const errorCases: { err: GatewayError; status: string }[] = [
   },
 ];
 
-for (const { err, status } of errorCases) {
+for (const { err, status, code = err.status } of errorCases) {
   Deno.test(`gemini errors: ${err.status} → ${status}, whole and in-stream`, async () => {
     const body = geminiClient.renderError(err) as { error: Record<string, unknown> };
-    assert.equal(body.error.code, err.status);
+    assert.equal(body.error.code, code);
     assert.equal(body.error.status, status);
     assert.equal(body.error.message, err.publicMessage);
     const details = body.error.details as Record<string, unknown>[];
     assert.equal(details[0]?.reason, err.code);
 
     // Whole: the SDK raises ApiError carrying the status and our body.
-    const { client: ai } = genaiAnswering(() => Response.json(body, { status: err.status }));
+    const { client: ai } = genaiAnswering(() => Response.json(body, { status: code }));
     const whole = await ai.models.generateContent({ model: "m", contents: "x" }).catch((e) => e);
     assert.ok(whole instanceof ApiError);
-    assert.equal(whole.status, err.status);
+    assert.equal(whole.status, code);
     assert.match(whole.message, new RegExp(err.code.replaceAll(".", "\\.")));
 
     // In-stream (SSE): content first, then the error as the bare object and once more as a
@@ -824,7 +826,7 @@ for (const { err, status } of errorCases) {
     const streamed = await drainSdkStream(() => new Response(chunkedBody(writes)));
     assert.deepEqual(streamed.seen, ["partial"]);
     assert.ok(streamed.thrown instanceof ApiError);
-    assert.equal(streamed.thrown.status, err.status);
+    assert.equal(streamed.thrown.status, code);
     assert.match(streamed.thrown.message, new RegExp(status));
     assert.match(streamed.thrown.message, new RegExp(err.code.replaceAll(".", "\\.")));
 
@@ -832,7 +834,7 @@ for (const { err, status } of errorCases) {
     const glued = await drainSdkStream(() => new Response(chunkedBody([concat(writes)])));
     assert.deepEqual(glued.seen, ["partial"]);
     assert.ok(glued.thrown instanceof ApiError);
-    assert.equal(glued.thrown.status, err.status);
+    assert.equal(glued.thrown.status, code);
 
     // In-stream (JSON array): the error is the last element and the array closes.
     const arr = geminiClient.streamEncoder({ id: "r", model: "m", sse: false });

@@ -59,7 +59,7 @@ Deno.test("two instances on one database: an abort at either reaches the owner",
     const viaB = await fetch(`${b.url}/request/on-a/abort`, { method: "POST", headers: ADMIN });
     assert.equal(viaB.status, 200);
     assert.deepEqual((await viaB.json()).requests, ["on-a"]);
-    assert.equal((await one).status, 499);
+    assert.equal((await one).status, 400);
 
     const unknown = await fetch(`${b.url}/request/nowhere/abort`, {
       method: "POST",
@@ -78,8 +78,8 @@ Deno.test("two instances on one database: an abort at either reaches the owner",
     const session = await fetch(`${b.url}/sessions/s/abort`, { method: "POST", headers: ADMIN });
     assert.equal(session.status, 200);
     assert.deepEqual((await session.json()).requests.sort(), ["on-a2", "on-b"]);
-    assert.equal((await two).status, 499);
-    assert.equal((await three).status, 499);
+    assert.equal((await two).status, 400);
+    assert.equal((await three).status, 400);
   } finally {
     await a.stop();
     await b.stop();
@@ -131,7 +131,7 @@ Deno.test("without a peer secret an abort reaches only the instance's own reques
     const atA = await fetch(`${a.url}/request/only-a/abort`, { method: "POST", headers: ADMIN });
     assert.equal(atA.status, 200);
     await atA.body?.cancel();
-    assert.equal((await one).status, 499);
+    assert.equal((await one).status, 400);
   } finally {
     await a.stop();
     await b.stop();
@@ -171,7 +171,7 @@ Deno.test("a session stored as a digest is aborted at another instance by its cl
     });
     assert.equal(viaB.status, 200);
     assert.deepEqual((await viaB.json()).requests, ["digest-on-a"]);
-    assert.equal((await one).status, 499);
+    assert.equal((await one).status, 400);
   } finally {
     await a.stop();
     await b.stop();
@@ -231,7 +231,7 @@ Deno.test("a captured peer abort is refused by a restarted instance and by any o
     const genuine = await fetch(`${b.url}/sessions/s/abort`, { method: "POST", headers: ADMIN });
     assert.equal(genuine.status, 200);
     assert.deepEqual((await genuine.json()).requests, ["before-restart"]);
-    assert.equal((await first).status, 499);
+    assert.equal((await first).status, 400);
     assert.equal(relay.seen.length, 1, "B's signed call to A went through the relay");
     const captured = relay.seen[0]!;
     const replay = (gw: TestGateway) =>
@@ -265,8 +265,8 @@ Deno.test("a captured peer abort is refused by a restarted instance and by any o
     const again = await fetch(`${b.url}/sessions/s/abort`, { method: "POST", headers: ADMIN });
     assert.equal(again.status, 200);
     assert.deepEqual((await again.json()).requests.sort(), ["after-restart", "on-b"]);
-    assert.equal((await second).status, 499);
-    assert.equal((await onB).status, 499);
+    assert.equal((await second).status, 400);
+    assert.equal((await onB).status, 400);
   } finally {
     await a.stop();
     await b.stop();

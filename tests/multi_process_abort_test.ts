@@ -139,7 +139,7 @@ Deno.test("two gateway processes: an abort at either stops a request from its fi
       assert.equal(control.status, 200);
       assert.deepEqual((await control.json()).requests, ["early-1"]);
       const res = await pending;
-      assert.equal(res.status, 499);
+      assert.equal(res.status, 400);
       assert.equal(res.headers.get("x-pulsegate-error"), "aborted");
       assert.equal((await res.json()).error.code, "gw.request.aborted");
       assert.equal(await up.calls[before]!.closed, "cancelled", "A dropped the upstream call");

@@ -646,7 +646,6 @@ Deno.test("SDK: a failure after passed-through bytes raises an APIError with the
 const errorCases: [string, GatewayError, string][] = [
   ["400", upstreamStatusError(400, { body: errorBody(400, "bad input") }), "invalid_request_error"],
   ["429", upstreamStatusError(429, { body: errorBody(429, "slow") }), "rate_limit_error"],
-  ["499", abortedByOperator(), "request_cancelled"],
   [
     "504",
     idleTimeout("claude", { secs: 30, midStream: false, timeoutStatus: 504 }),
@@ -704,6 +703,40 @@ Deno.test("errors: in-stream before anything was encoded sends error, then respo
     .stream({ model: "smart", input: "hi" }).finalResponse().then(() => null, (e: unknown) => e);
   assert.ok(thrown instanceof OpenAI.APIError);
   assert.equal(thrown.code, "gw.upstream.idle_timeout_mid_stream");
+});
+
+Deno.test("errors: an operator's stop is invalid_request_error, and invalid_prompt in a stream", async () => {
+  // Codex re-sends a turn after any response.failed code but a provider's few it takes as final.
+  const err = abortedByOperator();
+  assert.deepEqual(responsesClient.renderError(err), {
+    error: {
+      message: err.publicMessage,
+      type: "invalid_request_error",
+      param: null,
+      code: err.code,
+    },
+  });
+  const writer = responsesClient.streamEncoder({ id: "req-5", model: "smart" });
+  const bytes = concat([writer.encode({ type: "text", text: "Hel" }), writer.error(err)]);
+  const last = parseSse(bytes).at(-1);
+  assert.equal(last?.event, "response.failed");
+  assert.deepEqual((last?.data.response as Record<string, unknown>).error, {
+    code: "invalid_prompt",
+    message: "request aborted by an operator",
+    gateway_code: "gw.request.aborted",
+  });
+  const final = await sdkClient(() => streamResponse([bytes])).responses
+    .stream({ model: "smart", input: "hi" }).finalResponse();
+  assert.equal(final.status, "failed");
+  assert.equal(final.error?.code, "invalid_prompt");
+  assert.equal(final.output_text, "Hel");
+  const early = parseSse(
+    responsesClient.streamEncoder({ id: "req-6", model: "smart" }).error(err),
+  );
+  assert.deepEqual(early.map((e) => [e.event, e.data.code]), [["error", "invalid_prompt"], [
+    "response.failed",
+    undefined,
+  ]]);
 });
 
 // --- whole encode, read back by the official SDK -------------------------------

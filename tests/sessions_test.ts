@@ -250,7 +250,7 @@ Deno.test("sessions: a session stored as a digest is aborted by the name its cli
     assert.equal(byBodyName.status, 200);
     assert.deepEqual((await byBodyName.json()).requests, ["digest-user"]);
     for (const res of await Promise.all(running.slice(0, 2))) {
-      assert.equal(res.status, 499);
+      assert.equal(res.status, 400);
       await res.body?.cancel();
     }
     // The stored digest (what the admin page shows and its button sends) names it as well, and

@@ -114,7 +114,7 @@ export function controlRoutes(deps: ControlDeps): Hono {
       : deps.fences?.fenceSession(id, scope) ?? null;
     // Another key's requests under the same id are another session: left alone, never a 403.
     const list = deps.registry.inSession(id).filter((l) => mayAbort(scope, l));
-    const stopped = deps.registry.abort(list, abortedByOperator);
+    const stopped = deps.registry.abort(list, () => abortedByOperator({ session: true }));
     if (forwarded) {
       return stoppedOrNotRunning(stopped, { code: "control.session_not_running" });
     }

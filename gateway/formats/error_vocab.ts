@@ -1,5 +1,6 @@
 import type { ClientFormat, UpstreamKind } from "./format.ts";
 import type { GatewayCode, GatewayError } from "../runtime/gateway_error.ts";
+import { ERROR_CODES } from "../runtime/error_codes.ts";
 import { isContextOverflow } from "./context_overflow.ts";
 
 /**
@@ -21,6 +22,7 @@ export type ErrorMeaning =
   | "too_large"
   | "rate_limit"
   | "cancelled"
+  | "stopped"
   | "server"
   | "unimplemented"
   | "bad_gateway"
@@ -48,10 +50,16 @@ const VOCAB_OF: Record<UpstreamKind, ErrorVocab> = {
  * the one it reads back as.
  */
 interface Words {
-  openai: { type: string; code?: string };
+  /**
+   * `streamCode`: the `code` of a Responses stream's `response.failed` in place of the gateway's,
+   * where a client reads only a provider's code as final. Never read back.
+   */
+  openai: { type: string; code?: string; streamCode?: string };
   anthropic: string;
   gemini: string;
   bedrock: string;
+  /** The status each vocabulary answers with, where it is not the error's own. */
+  status?: Record<ErrorVocab, number>;
 }
 
 const TABLE: Record<ErrorMeaning, Words> = {
@@ -127,6 +135,19 @@ const TABLE: Record<ErrorMeaning, Words> = {
     anthropic: "api_error",
     gemini: "CANCELLED",
     bedrock: "InternalServerException",
+  },
+  /**
+   * An operator's stop (an abort, a fence's refusal): in the words and status each coding agent
+   * takes as final, found by running them (docs/design.md "Abort and disconnect"). A 499 or a
+   * 403 is retried by Codex and a 499 by Gemini CLI, a 400 by Claude Code; Codex ends a stream
+   * only on a provider's code (`invalid_prompt`). The error's own status (499) stays its row's.
+   */
+  stopped: {
+    openai: { type: "invalid_request_error", streamCode: "invalid_prompt" },
+    anthropic: "invalid_request_error",
+    gemini: "INVALID_ARGUMENT",
+    bedrock: "ValidationException",
+    status: { openai: 400, anthropic: 499, gemini: 400, bedrock: 400 },
   },
   server: {
     openai: { type: "server_error" },
@@ -264,6 +285,7 @@ function passedOn(err: GatewayError): ErrorVocab | undefined {
 
 /** What an error means: the upstream's words when it is theirs, else our code and its status. */
 export function errorMeaning(err: GatewayError): ErrorMeaning {
+  if (isOperatorStop(err)) return "stopped";
   const vocab = passedOn(err);
   if (vocab) {
     const meaning = readWords(vocab, { type: err.upstreamType, code: err.upstreamCode }) ??
@@ -275,6 +297,21 @@ export function errorMeaning(err: GatewayError): ErrorMeaning {
   }
   if (TIMEOUT_CODES.has(err.code)) return "timeout";
   return statusMeaning(err.status);
+}
+
+/** An operator's stop: its code's source is `aborted` (gateway/runtime/error_codes.ts). */
+export function isOperatorStop(err: GatewayError): boolean {
+  return ERROR_CODES[err.code].source === "aborted";
+}
+
+/** The status a client of `format` is answered with: the meaning's own there, else the error's. */
+export function clientStatus(err: GatewayError, format: ClientFormat): number {
+  return TABLE[errorMeaning(err)].status?.[VOCAB_OF[format]] ?? err.status;
+}
+
+/** The `code` a Responses stream's `response.failed` carries instead of the gateway's, if any. */
+export function responsesStreamCode(err: GatewayError): string | undefined {
+  return TABLE[errorMeaning(err)].openai.streamCode;
 }
 
 function readWords(

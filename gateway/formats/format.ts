@@ -30,6 +30,11 @@ export interface UpstreamFrame {
   terminal?: boolean;
   /** Handles a later request may name to continue this answer (`IrResponse.continuations`). */
   continuations?: string[];
+  /**
+   * The content block this frame opens or closes, by the format's own index (Anthropic): what a
+   * passed-through stream leaves open, for the client's encoder to close before a final error.
+   */
+  block?: { index: number; open: boolean };
 }
 
 export interface UpstreamCall {
@@ -84,6 +89,11 @@ export interface ClientStreamEncoder {
   close(): Uint8Array | null;
   /** Ends the stream with the client's error event. */
   error(err: GatewayError): Uint8Array;
+  /**
+   * A frame of the client's own format passed on as the upstream sent it, not through `encode`:
+   * for an encoder whose error must know where the client's stream stands (Anthropic's blocks).
+   */
+  passed?(frame: UpstreamFrame): void;
   /**
    * The same error once more, written on its own after `error`, for clients
    * that read another form of it (Gemini SSE: the bare object for Google's

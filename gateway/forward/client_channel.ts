@@ -1,9 +1,12 @@
 import type { Clock } from "../runtime/clock.ts";
 import type { ClientCodec, ClientStreamEncoder, ClientStreamShape } from "../formats/format.ts";
-import { sameFormatAnswer } from "../formats/error_vocab.ts";
+import { clientStatus, sameFormatAnswer } from "../formats/error_vocab.ts";
 import { ERROR_CODE_HEADER, type GatewayError } from "../runtime/gateway_error.ts";
 import { isFinal } from "../runtime/error_codes.ts";
 import { nextTurn } from "../runtime/loop_turn.ts";
+
+/** How far apart a final error's two forms are sent, and from what went before (Gemini SSE). */
+const FINAL_ERROR_APART_MS = 250;
 
 /** Headers every answer carries; the request id is there from the first byte. */
 export function baseHeaders(requestId: string, extra: HeadersInit = {}): Headers {
@@ -13,7 +16,8 @@ export function baseHeaders(requestId: string, extra: HeadersInit = {}): Headers
 }
 
 /**
- * The error response in the client's own format; the gateway's code rides in
+ * The error response in the client's own format, with the status its format gives the error's
+ * meaning (an operator's stop: gateway/formats/error_vocab.ts); the gateway's code rides in
  * `x-pulsegate-error-code`. An upstream's own 4xx reaches a client of the
  * same format as it came: status, body and content type (docs/design.md "Client API").
  */
@@ -33,7 +37,7 @@ export function errorResponse(
   }
   if (isFinal(err.code)) headers.set("x-should-retry", "false");
   const body = answer?.text ?? JSON.stringify(codec.renderError(err));
-  return new Response(body, { status: err.status, headers });
+  return new Response(body, { status: clientStatus(err, codec.format), headers });
 }
 
 /**
@@ -179,15 +183,26 @@ export class StreamChannel {
       this.#wakeWriters();
       return;
     }
-    await this.write(this.opts.encoder.error(err));
-    // Google's SDK raises the first only from a network chunk of its own: a loop turn lets the
-    // server send it before the second is queued, or both would leave in one write.
     const again = this.opts.encoder.errorAgain?.(err);
+    // Google's SDK raises the first only from a network chunk of its own: a loop turn lets the
+    // server send it before the second is queued, or both would leave in one write. A final
+    // error must not share a read with anything: Gemini CLI's SDK then sees a stream without a
+    // finish reason, which Gemini CLI re-sends (docs/design.md "Abort and disconnect"), so it
+    // waits out a client's read on either side, in real time.
+    const apart = again && isFinal(err.code) ? () => this.#readTime() : nextTurn;
+    if (again) await apart();
+    await this.write(this.opts.encoder.error(err));
     if (again) {
-      await nextTurn();
+      await apart();
       await this.write(again);
     }
     await this.#close();
+  }
+
+  /** Long enough for a busy client to have read what went before, in real milliseconds. */
+  #readTime(): Promise<void> {
+    const { clock } = this.opts;
+    return clock.sleep(clock.unscale(FINAL_ERROR_APART_MS));
   }
 
   #close(): Promise<void> {

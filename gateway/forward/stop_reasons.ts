@@ -4,8 +4,13 @@ import { GatewayError } from "../runtime/gateway_error.ts";
  * The reasons a request or a hop is stopped from our side. They travel as
  * AbortSignal reasons, so whoever catches the abort knows why without flags.
  */
-export function abortedByOperator(): GatewayError {
-  return new GatewayError("request aborted by an operator", {
+export function abortedByOperator(opts: { session?: boolean } = {}): GatewayError {
+  // Said to the caller as final, in words each coding agent does not retry (docs/design.md
+  // "Abort and disconnect"): the message is what its user reads.
+  const message = opts.session
+    ? "request aborted by an operator, who stopped this session"
+    : "request aborted by an operator";
+  return new GatewayError(message, {
     code: "gw.request.aborted",
     source: "aborted",
     status: 499,

@@ -174,6 +174,7 @@ export class StreamPump {
   }
 
   #passRaw(frame: UpstreamFrame): void {
+    this.opts.encoder.passed?.(frame);
     if (frame.raw.byteLength && !(this.#hideUsage && isUsageOnlyChunk(frame))) {
       this.#out.push(frame.raw);
     }

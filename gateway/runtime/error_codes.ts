@@ -23,9 +23,10 @@ export const ERROR_CODES = {
   "gw.upstream.unavailable": { source: "config", status: 503 },
   "gw.upstream.hedge_lost": { source: "upstream", status: 499 },
   "gw.upstream.replay_diverged": { source: "upstream", status: 502 },
-  "gw.request.aborted": { source: "aborted", status: 499 },
-  // An operator's abort fences the session, or the retry of the aborted turn, for a while
-  // (docs/design.md "Abort and disconnect"): a retry is what the fence is there to stop.
+  // An operator's stop, and the fences that keep a stopped session or turn from being re-sent
+  // for a while: final, and said per client format in words each coding agent takes as final
+  // (gateway/formats/error_vocab.ts, docs/design.md "Abort and disconnect").
+  "gw.request.aborted": { source: "aborted", status: 499, final: true },
   "gw.session.fenced": { source: "aborted", status: 499, final: true },
   "gw.turn.fenced": { source: "aborted", status: 499, final: true },
   "gw.client.disconnected": { source: "client", status: 499 },

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import type { ConfigInput } from "../../gateway/config/schema.ts";
 import { listAttemptsFor, listRequests } from "../../db/history_queries.ts";
 import type { AttemptRecord, RequestRecord } from "../../db/records.ts";
-import { startTestGateway, type TestGateway } from "../harness.ts";
+import { eventually, startTestGateway, type TestGateway } from "../harness.ts";
 import { type FakeUpstream, startFakeUpstream } from "../fake_upstreams/server.ts";
 import { silentAfterHeaders } from "../fake_upstreams/openai_chat_script.ts";
 import { type AgentInstall, type AgentName, checkAgent, installAgents } from "./install_agents.ts";
@@ -16,16 +16,38 @@ import { startProxyTrap, type TrapHit } from "./proxy_trap.ts";
 import { type AgentHome, makeAgentHome } from "./agent_home.ts";
 import { commandLine, describeRun, firstLines } from "./run_report.ts";
 import { type GatewayTap, startGatewayTap, type TapRecord } from "./gateway_tap.ts";
-import { answerFor, type AnswerKind, UPSTREAM_MODEL, UPSTREAM_PATHS } from "./fake_answers.ts";
+import {
+  answerFor,
+  type AnswerKind,
+  slowAnswerFor,
+  UPSTREAM_MODEL,
+  UPSTREAM_PATHS,
+} from "./fake_answers.ts";
+import {
+  ABORT_SCENARIOS,
+  type AbortEvent,
+  type AbortScenarioName,
+  ADMIN_TOKEN,
+  assertAbortScenario,
+  SLOW_ANSWER,
+  stopMidStream,
+} from "./abort_scenario.ts";
 
 /**
- * Two runs per agent: an agent's start-up is most of a run's cost (opencode: ~8 s of CPU), and
+ * Four runs per agent: an agent's start-up is most of a run's cost (opencode: ~8 s of CPU), and
  * failing over from a silent upstream of the agent's own kind to one of another kind covers the
  * translated answer and the failover in one run (and the seam between them: nothing of the first
- * attempt may reach the agent).
+ * attempt may reach the agent). The other two stop a turn mid-stream as an operator does, by
+ * request and by session (abort_scenario.ts), through an upstream of the agent's own kind.
  */
-export type ScenarioName = "same-format" | "failover";
-export const SCENARIOS: readonly ScenarioName[] = ["same-format", "failover"];
+export type ScenarioName = "same-format" | "failover" | AbortScenarioName;
+export const SCENARIOS: readonly ScenarioName[] = [
+  "same-format",
+  "failover",
+  ...ABORT_SCENARIOS.map((s) => s.name),
+];
+
+const abortScenario = (name: ScenarioName) => ABORT_SCENARIOS.find((s) => s.name === name);
 
 /**
  * Scenarios that fail today for a known gateway translation bug another change is fixing.
@@ -95,6 +117,8 @@ export interface ScenarioRun {
   trapHits: TrapHit[];
   tolerated: Readonly<Record<string, string>>;
   requests: { request: RequestRecord; attempts: AttemptRecord[] }[];
+  /** The operator's stop, in an abort scenario (null: the agent ended before any content). */
+  abort?: AbortEvent | null;
 }
 
 const PROMPT = "Reply with the exact text the gateway test expects.";
@@ -131,6 +155,8 @@ export async function registerAgentTests(spec: AgentSpec): Promise<void> {
 
 function describe(spec: AgentSpec, scenario: ScenarioName): string {
   if (scenario === "same-format") return `answers through an upstream of kind ${spec.sameKind}`;
+  const abort = abortScenario(scenario);
+  if (abort) return `${abort.describe} (upstream of kind ${spec.sameKind})`;
   return `an upstream of kind ${spec.sameKind} silent after its headers fails over to one of ` +
     `kind ${spec.translatedKind}`;
 }
@@ -150,8 +176,11 @@ export async function runScenario(
   const kind = scenario === "failover" ? spec.translatedKind : spec.sameKind;
   const silentKind = spec.sameKind;
   const expected = `Pulsegate answer for ${spec.name} ${scenario}: 4217.`;
+  const abort = abortScenario(scenario);
   const fakes = {
-    good: startFakeUpstream({ fallback: answerFor(kind, expected) }),
+    good: startFakeUpstream({
+      fallback: abort ? slowAnswerFor(kind, SLOW_ANSWER) : answerFor(kind, expected),
+    }),
     silent: scenario === "failover"
       ? startFakeUpstream({ fallback: () => silentAfterHeaders })
       : null,
@@ -165,7 +194,7 @@ export async function runScenario(
     const gatewayDir = `${root}/gateway`;
     await Deno.mkdir(gatewayDir);
     gw = await startTestGateway(gatewayConfig(spec, { kind, silentKind, ...fakes }), {
-      env: { [KEY_ENV]: GATEWAY_KEY },
+      env: { [KEY_ENV]: GATEWAY_KEY, PULSEGATE_ADMIN_TOKEN: ADMIN_TOKEN },
       dir: gatewayDir,
     });
     tap = startGatewayTap(gw.url);
@@ -177,14 +206,20 @@ export async function runScenario(
       prompt: PROMPT,
       home,
     });
-    const out = await runWithTimeout(opts.bin, {
+    const running = runWithTimeout(opts.bin, {
       args: launch.args,
       cwd: home.work,
       env: { ...home.env, ...launch.env },
       clearEnv: true,
       timeoutMs: RUN_TIMEOUT_MS,
     });
+    const stop = abort
+      ? await stopMidStream(gw, { scenario: abort, route: ROUTE, running, good: fakes.good })
+      : undefined;
+    const out = await running;
     if (!out) throw new Error(`${opts.bin} could not be started`);
+    // A stopped stream's last words may still be on their way when the agent has read enough.
+    await eventually(() => gw!.registry.size === 0, { ms: 10_000 }).catch(() => {});
     await gw.writer.flush();
     const rows = (await listRequests(gw.db, { limit: 100 })).reverse();
     const chains = await listAttemptsFor(gw.db, rows.map((r) => r.id));
@@ -199,6 +234,7 @@ export async function runScenario(
       trapHits: trap.hits,
       tolerated: spec.toleratedHosts ?? {},
       requests: rows.map((request) => ({ request, attempts: chains.get(request.id) ?? [] })),
+      abort: stop,
     };
   } catch (e) {
     await closeFakes(fakes);
@@ -242,14 +278,22 @@ function gatewayConfig(
 
 /** Exit 0, the answer on stdout, the route answered by the right upstream, nothing outside. */
 export async function assertScenario(run: ScenarioRun, scenario: ScenarioName): Promise<void> {
+  if (abortScenario(scenario)) {
+    assertAbortScenario({
+      ...run,
+      abort: run.abort ?? null,
+      route: ROUTE,
+      mainRows: run.requests.map((r) => r.request).filter((r) => r.route === ROUTE),
+    });
+    return assertTrap(run);
+  }
   assert.equal(run.out.timedOut, false, `the agent was killed after ${RUN_TIMEOUT_MS / 1000} s`);
   assert.equal(run.out.code, 0, `exit code; stderr:\n${firstLines(run.out.stderr, 20)}`);
   assert.ok(
     run.out.stdout.includes(run.expected),
     `stdout lacks the answer ${JSON.stringify(run.expected)}:\n${firstLines(run.out.stdout, 20)}`,
   );
-  const unexpected = run.trapHits.filter((h) => !h.passedThrough && !(h.host in run.tolerated));
-  assert.deepEqual(unexpected, [], "the agent tried to reach hosts it was not known to");
+  assertTrap(run);
   const main = run.requests.filter((r) => r.request.route === ROUTE);
   assert.ok(main.length >= 1, "the agent asked for the route it was given");
   for (const { request } of main) {
@@ -283,6 +327,11 @@ export async function assertScenario(run: ScenarioRun, scenario: ScenarioName): 
     "cancelled",
     "the gateway closed the silent upstream's connection",
   );
+}
+
+function assertTrap(run: ScenarioRun): void {
+  const unexpected = run.trapHits.filter((h) => !h.passedThrough && !(h.host in run.tolerated));
+  assert.deepEqual(unexpected, [], "the agent tried to reach hosts it was not known to");
 }
 
 /** The promise's value, or "pending" when it has not settled within `ms`. */

@@ -2,7 +2,7 @@
  * A fake upstream's answer to whatever an agent asks, in the upstream's own wire format:
  * streamed when the call asks for a stream, whole otherwise, always the same text.
  */
-import type { Call, Handler, Script } from "../fake_upstreams/server.ts";
+import type { Call, Handler, Script, Step } from "../fake_upstreams/server.ts";
 import { chatStream, chatWhole } from "../fake_upstreams/openai_chat_script.ts";
 import {
   responsesStreamChunks,
@@ -49,8 +49,33 @@ function json(body: string): Script {
   return { headers: { "content-type": "application/json" }, body: [{ send: body }] };
 }
 
-export function answerFor(kind: AnswerKind, answer: string): Handler {
-  const text = pieces(answer);
+/**
+ * A healthy answer that takes its time: `pieces` words, one every `gapMs` once the first is out
+ * (a whole answer: sent after as long). What an operator stops mid-stream.
+ */
+export function slowAnswerFor(
+  kind: AnswerKind,
+  opts: { pieces: number; gapMs: number },
+): Handler {
+  const text = Array.from({ length: opts.pieces }, (_, i) => `word${i} `);
+  const quick = answerFor(kind, text.join(""), { split: text });
+  return async (call) => {
+    const script = await quick(call);
+    const isStream = script.headers?.["content-type"] === "text/event-stream";
+    if (!isStream) return { ...script, headerDelay: opts.pieces * opts.gapMs };
+    const body: Step[] = (script.body ?? []).flatMap((step, i) =>
+      i === 0 ? [step] : [{ wait: opts.gapMs }, step]
+    );
+    return { ...script, body };
+  };
+}
+
+export function answerFor(
+  kind: AnswerKind,
+  answer: string,
+  opts: { split?: string[] } = {},
+): Handler {
+  const text = opts.split ?? pieces(answer);
   switch (kind) {
     case "openai-chat":
       return (call) =>

@@ -7,6 +7,8 @@
 export interface TapRecord {
   method: string;
   path: string;
+  /** When the call came (performance.now()). */
+  at: number;
   /** null until the gateway answered; 502 when it could not be reached. */
   status: number | null;
   requestId: string | null;
@@ -31,6 +33,7 @@ export function startGatewayTap(gatewayUrl: string): GatewayTap {
     const hasBody = req.method !== "GET" && req.method !== "HEAD";
     const body = hasBody ? new Uint8Array(await req.arrayBuffer()) : undefined;
     const record: TapRecord = {
+      at: performance.now(),
       method: req.method,
       path: url.pathname + url.search,
       status: null,

@@ -22,7 +22,12 @@ await registerAgentTests({
     await Deno.writeTextFile(join(dir, "settings.json"), JSON.stringify(SETTINGS, null, 2));
     return {
       args: ["-p", ctx.prompt, "-m", ctx.route, "--skip-trust"],
-      env: { GOOGLE_GEMINI_BASE_URL: ctx.gatewayUrl, GEMINI_API_KEY: ctx.key },
+      env: {
+        GOOGLE_GEMINI_BASE_URL: ctx.gatewayUrl,
+        GEMINI_API_KEY: ctx.key,
+        // Gemini CLI names no session of its own; an operator's session abort needs one.
+        GEMINI_CLI_CUSTOM_HEADERS: "x-session-id: gemini-cli-agent-session",
+      },
     };
   },
 });

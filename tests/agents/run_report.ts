@@ -33,6 +33,15 @@ export function describeRun(id: string, run: ScenarioRun): string {
       (run.silent ? `, silent ${run.silent.calls.length}` : "") +
       `, side ${run.side.calls.length}`,
   );
+  if (run.abort) {
+    const a = run.abort;
+    lines.push(
+      `${a.scenario} of ${a.id} (session ${a.session}) -> ${a.controlStatus}; the agent exited ` +
+        `${
+          Math.round(a.exitAt - a.at)
+        } ms later; upstream calls before it ${a.upstreamCallsBefore}`,
+    );
+  }
   if (!run.trapHits.length) lines.push("proxy trap saw nothing");
   for (const hit of run.trapHits) {
     const why = hit.passedThrough

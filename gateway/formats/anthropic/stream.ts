@@ -6,6 +6,7 @@ import { sseFrameDecoder, type SseReading } from "../sse_frames.ts";
 import { type FrameDecoder, frameStream } from "../frame_decoder.ts";
 import { formatSse, type SseEvent } from "../sse_stream.ts";
 import { anthropicError, anthropicStreamError } from "./errors.ts";
+import { isOperatorStop } from "../error_vocab.ts";
 import { anthropicEventIsContent, anthropicEventType } from "./pulse.ts";
 import {
   anthropicMessageId,
@@ -48,7 +49,13 @@ class AnthropicStreamReader {
       case "message_start":
         return this.#messageStart(data);
       case "content_block_start":
-        return { content, events: this.#blockStart(data) };
+        return {
+          content,
+          events: this.#blockStart(data),
+          block: { index: blockIndex(data), open: true },
+        };
+      case "content_block_stop":
+        return { content, events: [], block: { index: blockIndex(data), open: false } };
       case "content_block_delta":
         return { content, events: this.#blockDelta(data) };
       case "message_delta":
@@ -220,7 +227,29 @@ class AnthropicStreamEncoder implements ClientStreamEncoder {
   }
 
   error(err: GatewayError): Uint8Array {
-    return encoder.encode(formatSse({ event: "error", data: JSON.stringify(anthropicError(err)) }));
+    const event = formatSse({ event: "error", data: JSON.stringify(anthropicError(err)) });
+    return encoder.encode(isOperatorStop(err) ? this.#endBlocks() + event : event);
+  }
+
+  passed(frame: UpstreamFrame): void {
+    if (frame.events.some((e) => e.type === "start")) this.#started = true;
+    const { block } = frame;
+    if (!block) return;
+    this.#open = block.open ? { kind: "text", index: block.index } : null;
+    this.#blocks = Math.max(this.#blocks, block.index + 1);
+  }
+
+  /**
+   * Claude Code re-sends a turn (non-streamed) whose stream failed before a content block ended,
+   * whatever the error; after one ended, it takes an error that is not a server's as final
+   * (docs/design.md "Abort and disconnect"). So an operator's stop first closes the open block,
+   * or ends an empty one where none ended yet: nothing is added to the answer.
+   */
+  #endBlocks(): string {
+    const begin = this.#begin();
+    if (this.#open) return begin + this.#stopOpen();
+    if (this.#blocks > 0) return begin;
+    return begin + this.#startBlock("text", { type: "text", text: "" }) + this.#stopOpen();
   }
 
   #begin(): string {

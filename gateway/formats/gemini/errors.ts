@@ -1,4 +1,4 @@
-import { geminiStatusName, translatedWords } from "../error_vocab.ts";
+import { clientStatus, geminiStatusName, translatedWords } from "../error_vocab.ts";
 import type { GatewayError } from "../../runtime/gateway_error.ts";
 
 /**
@@ -28,5 +28,6 @@ export function geminiError(err: GatewayError): { error: Record<string, unknown>
       retryDelay: `${Math.max(1, Math.ceil(err.retryAfterSecs))}s`,
     });
   }
-  return { error: { code: err.status, message: err.publicMessage, status, details } };
+  const code = clientStatus(err, "gemini");
+  return { error: { code, message: err.publicMessage, status, details } };
 }

@@ -1,4 +1,4 @@
-import { openAiWords } from "../error_vocab.ts";
+import { openAiWords, responsesStreamCode } from "../error_vocab.ts";
 import { GatewayError } from "../../runtime/gateway_error.ts";
 import { isRecord } from "../../runtime/json.ts";
 import { upstreamStatusError } from "../upstream_error.ts";
@@ -7,9 +7,16 @@ import { upstreamStatusError } from "../upstream_error.ts";
  * `response.error` of a `response.failed` event sent to a client. Its `code`
  * is the gateway's code (docs/design.md "Client API"), so a client can tell an idle timeout from
  * an upstream failure; an upstream's own error passed on keeps the
- * provider's code (mapped into OpenAI's words) where it has one.
+ * provider's code (mapped into OpenAI's words) where it has one. An operator's stop says
+ * `invalid_prompt`, with the gateway's code in `gateway_code` (docs/design.md "Abort and disconnect").
  */
-export function failedResponseError(err: GatewayError): { code: string; message: string } {
+export function failedResponseError(
+  err: GatewayError,
+): { code: string; message: string; gateway_code?: string } {
+  // Codex re-sends a turn whose stream failed with any code but a provider's few it knows as
+  // final: an operator's stop says one of those, and its own code beside it.
+  const final = responsesStreamCode(err);
+  if (final) return { code: final, message: err.publicMessage, gateway_code: err.code };
   return { code: openAiWords(err).code, message: err.publicMessage };
 }
 

@@ -1,0 +1,177 @@
+/**
+ * An operator stops an agent's turn mid-stream: the upstream streams a slow but healthy answer,
+ * and once its first content has gone through the gateway the test aborts the live request (or
+ * its session) as the admin page's buttons do. The agent must take the abort's error as final
+ * (docs/design.md "Abort and disconnect"): it exits or reports the stop soon after, the turn
+ * reaches the upstream no more, and the history has the aborted row.
+ *
+ * Each stop is a row of ABORT_SCENARIOS: a fence's "refused retries, lift, new turn" is one
+ * more row, its checks an `expect` beside the shared ones (the calls the agent made after the
+ * abort are in `AbortEvent`).
+ */
+import assert from "node:assert/strict";
+import type { TestGateway } from "../harness.ts";
+import type { FakeUpstream } from "../fake_upstreams/server.ts";
+import type { RunOutput } from "./run_command.ts";
+import type { TapRecord } from "./gateway_tap.ts";
+import type { RequestRecord } from "../../db/records.ts";
+import type { LiveRequest } from "../../gateway/live/live_request.ts";
+
+export type AbortScenarioName = "request-abort" | "session-abort";
+
+export interface AbortScenario {
+  name: AbortScenarioName;
+  describe: string;
+  /** The control call that stops the live request. */
+  stopPath(live: LiveRequest): string;
+}
+
+export const ABORT_SCENARIOS: readonly AbortScenario[] = [
+  {
+    name: "request-abort",
+    describe: "an operator's request abort mid-stream is final: the agent stops, no re-send",
+    stopPath: (live) => `/request/${encodeURIComponent(live.record.id)}/abort`,
+  },
+  {
+    name: "session-abort",
+    describe: "an operator's session abort mid-stream is final: the agent stops, no re-send",
+    stopPath: (live) => {
+      const session = live.record.sessionId;
+      assert.ok(session, `the agent's request ${live.record.id} names no session to abort`);
+      return `/sessions/${encodeURIComponent(session)}/abort`;
+    },
+  },
+];
+
+export const ADMIN_TOKEN = "pg-agent-test-admin-0123456789";
+
+/**
+ * The slow answer: long enough that an agent still waiting for it is plainly not stopped (12 s),
+ * quick enough between words that the gateway's idle timeout (1 s at the test scale) never fires.
+ */
+export const SLOW_ANSWER = { pieces: 40, gapMs: 300 };
+
+/** How long after the abort the agent may take to exit or say it stopped (the issue's bound). */
+export const STOP_WITHIN_MS = 5_000;
+
+/** How long the agent may take to start and reach the first content. */
+const FIRST_CONTENT_MS = 60_000;
+
+export interface AbortEvent {
+  scenario: AbortScenarioName;
+  /** The stopped request and its session. */
+  id: string;
+  session: string | null;
+  /** performance.now() of the control call, and of the agent's exit. */
+  at: number;
+  exitAt: number;
+  controlStatus: number;
+  controlBody: string;
+  /** Calls the answering upstream had when the abort was sent. */
+  upstreamCallsBefore: number;
+}
+
+/**
+ * Waits until the agent's turn on `route` streams content to it, then stops it; resolves once the
+ * agent has exited. Null when the agent ended before any content (the assertions say why).
+ */
+export async function stopMidStream(
+  gw: TestGateway,
+  opts: {
+    scenario: AbortScenario;
+    route: string;
+    running: Promise<RunOutput | null>;
+    good: FakeUpstream;
+  },
+): Promise<AbortEvent | null> {
+  let exitAt = 0;
+  const ended = opts.running.then(() => (exitAt = performance.now()));
+  const live = await streamingOn(gw, { route: opts.route, ended });
+  if (!live) return null;
+  const upstreamCallsBefore = opts.good.calls.length;
+  const at = performance.now();
+  const res = await fetch(`${gw.url}${opts.scenario.stopPath(live)}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+  });
+  const controlBody = await res.text();
+  await ended;
+  return {
+    scenario: opts.scenario.name,
+    id: live.record.id,
+    session: live.record.sessionId,
+    at,
+    exitAt,
+    controlStatus: res.status,
+    controlBody,
+    upstreamCallsBefore,
+  };
+}
+
+/** The live request of `route` whose content has started reaching the agent, or null. */
+async function streamingOn(
+  gw: TestGateway,
+  opts: { route: string; ended: Promise<unknown> },
+): Promise<LiveRequest | null> {
+  let over = false;
+  void opts.ended.then(() => (over = true));
+  const deadline = performance.now() + FIRST_CONTENT_MS;
+  while (!over && performance.now() < deadline) {
+    const live = gw.registry.all().find((l) =>
+      l.record.route === opts.route && l.state === "streaming"
+    );
+    if (live) return live;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  return null;
+}
+
+/** What an abort run must show, whatever the agent. */
+export function assertAbortScenario(run: {
+  out: RunOutput;
+  abort: AbortEvent | null;
+  good: FakeUpstream;
+  calls: TapRecord[];
+  route: string;
+  mainRows: RequestRecord[];
+}): void {
+  const { abort, out } = run;
+  assert.ok(abort, `the agent ended before its answer's first content reached it`);
+  assert.equal(abort.controlStatus, 200, `the abort: ${abort.controlBody}`);
+  assert.match(abort.controlBody, new RegExp(abort.id));
+  assert.equal(out.timedOut, false, "the agent was still running when it was killed");
+  const tookMs = Math.round(abort.exitAt - abort.at);
+  assert.ok(
+    tookMs <= STOP_WITHIN_MS,
+    `the agent exited ${tookMs} ms after the abort (at most ${STOP_WITHIN_MS})`,
+  );
+  const said = `${out.stdout}\n${out.stderr}`;
+  assert.match(said, /aborted by an operator/, "the agent tells its user the operator stopped it");
+  assert.equal(
+    run.good.calls.length,
+    abort.upstreamCallsBefore,
+    "the upstream got no call after the abort: the agent did not re-send the turn",
+  );
+  const after = run.calls.filter((c) => c.at >= abort.at && isOnRoute(c, run.route));
+  assert.deepEqual(
+    after.map((c) => `${c.method} ${c.path} -> ${c.status}`),
+    [],
+    "the agent sent nothing more on its route after the abort",
+  );
+  const stopped = run.mainRows.find((r) => r.id === abort.id);
+  assert.ok(stopped, `no history row for the stopped request ${abort.id}`);
+  assert.equal(stopped.outcome, "error");
+  assert.equal(stopped.errorCode, "gw.request.aborted");
+  assert.equal(stopped.failureSource, "aborted");
+  assert.match(stopped.errorMessage ?? "", /aborted by an operator/);
+}
+
+/** Whether a call to the gateway asked for `route` (in its body, or Gemini's path). */
+export function isOnRoute(call: TapRecord, route: string): boolean {
+  if (call.path.includes(`/models/${route}:`)) return true;
+  try {
+    return (JSON.parse(call.requestBody) as { model?: unknown }).model === route;
+  } catch {
+    return false;
+  }
+}
