@@ -1,4 +1,4 @@
-import type { Db } from "./client.ts";
+import { readerOf, type Reads } from "./read_db.ts";
 import { num, numOrNull, textOrNull } from "./row_values.ts";
 
 /** How the admin cost totals are grouped (docs/admin.md "Cost"). */
@@ -77,10 +77,10 @@ export function totalsSql(by: CostGroup): string {
  * MAX_COST_GROUPS groups, then one row `N more` summing the rest.
  */
 export async function costTotals(
-  db: Db,
+  db: Reads,
   opts: { by: CostGroup; since: number; until: number },
 ): Promise<CostTotal[]> {
-  const result = await db.client.execute({
+  const result = await readerOf(db).execute({
     sql: totalsSql(opts.by),
     args: [opts.since, opts.until],
   });

@@ -1,5 +1,5 @@
 import type { InStatement, InValue } from "@libsql/client";
-import type { Db } from "./client.ts";
+import { readerOf, type Reads } from "./read_db.ts";
 import { num, numOrNull } from "./row_values.ts";
 
 /**
@@ -101,11 +101,11 @@ export function trendStatements(q: TrendQuery): { requests: InStatement; hops: I
 }
 
 /** Every bucket of the window in order, empty ones as zeros. */
-export async function trendBuckets(db: Db, q: TrendQuery): Promise<TrendBucket[]> {
+export async function trendBuckets(db: Reads, q: TrendQuery): Promise<TrendBucket[]> {
   const statements = trendStatements(q);
   const [requests, hops] = await Promise.all([
-    db.client.execute(statements.requests),
-    db.client.execute(statements.hops),
+    readerOf(db).execute(statements.requests),
+    readerOf(db).execute(statements.hops),
   ]);
   const buckets: TrendBucket[] = Array.from({ length: q.buckets }, (_, i) => ({
     at: q.from + i * q.bucketMs,

@@ -47,6 +47,7 @@ export const FILE_SECONDS: Readonly<Record<string, number>> = {
   "type_check_test.ts": 37,
   "agents/opencode_test.ts": 34,
   "hostile_input_test.ts": 25,
+  "admin_reads_pace_test.ts": 20,
   "agents/gemini_cli_test.ts": 21,
   "agents/codex_test.ts": 14,
   "multi_process_abort_test.ts": 13,

@@ -190,7 +190,10 @@ async function start(
     keyMeter,
     sessionLimits,
     demo: loaded.demo,
-    adminApis: [observabilityApi(observability), costsApi({ db, clock, state, meter: keyMeter })],
+    adminApis: [
+      observabilityApi(observability),
+      costsApi({ db: history.reads, clock, state, meter: keyMeter }),
+    ],
   });
   const server = serveClients(createHandler(deps), {
     hostname: settings.host,
