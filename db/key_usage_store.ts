@@ -1,5 +1,4 @@
-import type { InStatement } from "@libsql/client";
-import { readerOf, type ReadRow as Row, type Reads } from "./read_db.ts";
+import type { InStatement, Row } from "@libsql/client";
 import { type Db, writing } from "./client.ts";
 import { num, text } from "./row_values.ts";
 
@@ -53,15 +52,14 @@ export async function addKeyUsage(db: Db, increments: readonly KeyUsageIncrement
 
 /** Each key's second rows after `secondsAfter` and day rows from `daysFrom` (epoch ms). */
 export async function readKeyUsage(
-  db: Reads,
+  db: Db,
   opts: { keyIds: readonly string[]; secondsAfter: number; daysFrom: number },
 ): Promise<Map<string, KeyUsageRow[]>> {
   const out = new Map<string, KeyUsageRow[]>(opts.keyIds.map((id) => [id, []]));
   if (!opts.keyIds.length) return out;
-  const results = await Promise.all(
-    opts.keyIds.map((id) =>
-      readerOf(db).execute({ sql: READ, args: [id, opts.secondsAfter, opts.daysFrom] })
-    ),
+  const results = await db.client.batch(
+    opts.keyIds.map((id) => ({ sql: READ, args: [id, opts.secondsAfter, opts.daysFrom] })),
+    "read",
   );
   for (const result of results) {
     for (const row of result.rows) {
