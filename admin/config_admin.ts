@@ -6,6 +6,7 @@
  */
 import { z } from "zod";
 import type { Db } from "../db/client.ts";
+import type { Reads } from "../db/read_db.ts";
 import { loadStoredConfig, storeConfig } from "../db/config_store.ts";
 import { applyRepair, proposeRepair, type RepairAction } from "../gateway/config/repair.ts";
 import type { Config } from "../gateway/config/schema.ts";
@@ -17,6 +18,8 @@ import { mergePatch } from "./merge_patch.ts";
 
 export interface ConfigAdminDeps {
   db: Db;
+  /** Where the version list is read; default `db` (docs/scaling.md "Admin reads"). */
+  reads?: Reads;
   state: RunState;
   demo: boolean;
   now: () => number;

@@ -18,13 +18,13 @@ export function configVersionsApi(deps: ConfigAdminDeps): Hono {
   const versionId = (raw: string) => /^\d{1,15}$/.test(raw) ? Number(raw) : null;
   app.get("/admin/api/config/versions", async (c) => {
     const list: ConfigVersionList = {
-      versions: await listConfigVersions(deps.db, { limit: CONFIG_VERSIONS_SHOWN }),
+      versions: await listConfigVersions(deps.reads ?? deps.db, { limit: CONFIG_VERSIONS_SHOWN }),
     };
     return c.json(list);
   });
   app.get("/admin/api/config/versions/:id", async (c) => {
     const id = versionId(c.req.param("id"));
-    const version = id === null ? null : await getConfigVersion(deps.db, id);
+    const version = id === null ? null : await getConfigVersion(deps.reads ?? deps.db, id);
     return version ? c.json(version) : c.json(notFound(c.req.param("id")), 404);
   });
   app.post("/admin/api/config/versions/:id/rollback", async (c) => {

@@ -1,6 +1,6 @@
 import { type Context, Hono } from "hono";
 import { COST_GROUPS, costTotals } from "../db/cost_queries.ts";
-import type { Db } from "../db/client.ts";
+import type { Reads } from "../db/read_db.ts";
 import type { RunState } from "../gateway/policy/run_state.ts";
 import { keyUses } from "../gateway/policy/key_limits.ts";
 import type { KeyUsageMeter } from "../gateway/policy/key_usage_meter.ts";
@@ -11,10 +11,11 @@ const DAY_MS = 86_400_000;
 
 /**
  * Cost totals and key use for the admin page (docs/admin.md "Cost"). Mounted under the
- * admin guard.
+ * admin guard. `db` is where history is read: the admin reader for a local file
+ * (docs/scaling.md "Admin reads").
  */
 export function costsApi(
-  deps: { db: Db; clock: Clock; state: RunState; meter: KeyUsageMeter },
+  deps: { db: Reads; clock: Clock; state: RunState; meter: KeyUsageMeter },
 ): Hono {
   const app = new Hono();
   app.get("/admin/api/costs", async (c) => {

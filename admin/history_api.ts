@@ -1,4 +1,4 @@
-import type { Db } from "../db/client.ts";
+import type { Reads } from "../db/read_db.ts";
 import {
   getRequest,
   HISTORY_OUTCOMES,
@@ -77,7 +77,7 @@ function fresher(row: RequestRecord, live: LiveRecord): RequestRecord {
 
 /** One page, newest first, each row with its hops in short. */
 export async function historyPage(
-  db: Db,
+  db: Reads,
   opts: { query: ListRequestsOptions; live: LiveRecord; config: Config | null },
 ): Promise<HistoryPage> {
   const options = opts.query;
@@ -112,7 +112,7 @@ export function historyChoices(config: Config | null): HistoryChoices {
 }
 
 export async function requestDetail(
-  db: Db,
+  db: Reads,
   opts: { id: string; live: LiveRecord },
 ): Promise<RequestDetail | null> {
   const request = await getRequest(db, opts.id);

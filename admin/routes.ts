@@ -1,6 +1,7 @@
 import { type Context, Hono } from "hono";
 import { recentAttempts } from "../db/admin_queries.ts";
 import type { Db } from "../db/client.ts";
+import type { ReadDb } from "../db/read_db.ts";
 import type { AbortRegistry } from "../gateway/live/abort_registry.ts";
 import type { AccessDeps } from "../gateway/policy/access.ts";
 import type { Clock } from "../gateway/runtime/clock.ts";
@@ -49,6 +50,11 @@ export interface AdminDeps extends AccessDeps {
   /** Pools' shares for the health view (docs/admin.md "Health"). */
   pools?: Pools;
   db: Db;
+  /**
+   * Where the page's reads of history run: for a local file a reader thread of their own, each
+   * read bounded (docs/scaling.md "Admin reads"); default `db`, on this thread.
+   */
+  reads?: ReadDb;
   clock: Clock;
   instanceId: string;
   log?: Logger;
@@ -125,7 +131,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
   app.get("/admin/api/health", async (c) => {
     const now = deps.clock.now();
     const upstreams = deps.state.config?.upstreams.map((u) => u.id) ?? [];
-    const recent = await recentAttempts(deps.db, {
+    const recent = await recentAttempts(deps.reads ?? deps.db, {
       upstreams,
       since: now - HEALTH_WINDOW_MS,
       limit: HEALTH_SAMPLE_LIMIT,
@@ -147,12 +153,16 @@ export function adminRoutes(deps: AdminDeps): Hono {
   app.route("/", configVersionsApi({ ...deps, now: () => deps.clock.now() }));
   app.route(
     "/",
-    trendsApi({ db: deps.db, now: () => deps.clock.now(), config: () => deps.state.config }),
+    trendsApi({
+      db: deps.reads ?? deps.db,
+      now: () => deps.clock.now(),
+      config: () => deps.state.config,
+    }),
   );
   app.route(
     "/",
     sessionsApi({
-      db: deps.db,
+      db: deps.reads ?? deps.db,
       now: () => deps.clock.now(),
       config: () => deps.state.config,
       running: () => deps.registry.all().map((r) => r.record),
@@ -207,14 +217,16 @@ function mountHistory(app: Hono, deps: AdminDeps): void {
     const memory = deps.memoryHistory?.() ?? null;
     const config = deps.state.config;
     if (memory) return c.json(memoryHistoryPage(memory, { query: query.options, live, config }));
-    return c.json(await historyPage(deps.db, { query: query.options, live, config }));
+    return c.json(
+      await historyPage(deps.reads ?? deps.db, { query: query.options, live, config }),
+    );
   });
   app.get("/admin/api/requests/:id", async (c) => {
     const memory = deps.memoryHistory?.() ?? null;
     const id = c.req.param("id");
     const detail = memory
       ? memoryRequestDetail(memory, { id, live })
-      : await requestDetail(deps.db, { id, live });
+      : await requestDetail(deps.reads ?? deps.db, { id, live });
     if (detail) return c.json(detail);
     return apiError(c, {
       status: 404,

@@ -5,7 +5,7 @@
  */
 import { configKey } from "../gateway/config/config_keys.ts";
 import { type Context, Hono } from "hono";
-import type { Db } from "../db/client.ts";
+import type { Reads } from "../db/read_db.ts";
 import { recentSessions, type SessionRow } from "../db/session_queries.ts";
 import type { Config } from "../gateway/config/schema.ts";
 import type { RequestRecord } from "../db/records.ts";
@@ -20,7 +20,8 @@ const DEFAULT_LIMIT = 50;
 const MAX_LIMIT = 200;
 
 export interface SessionsDeps {
-  db: Db;
+  /** Where history is read (the admin reader for a local file, db/worker_reads.ts). */
+  db: Reads;
   now: () => number;
   config: () => Config | null;
   /** The requests running in this process now. */

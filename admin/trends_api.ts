@@ -4,7 +4,7 @@
  * its bars where they were and only the last one grows.
  */
 import { Hono } from "hono";
-import type { Db } from "../db/client.ts";
+import type { Reads } from "../db/read_db.ts";
 import { trendBuckets } from "../db/trend_queries.ts";
 import type { Config } from "../gateway/config/schema.ts";
 import { TREND_WINDOW_NAMES, type TrendsView, type TrendWindow } from "./trends_types.ts";
@@ -17,7 +17,8 @@ export const TREND_WINDOWS: Record<TrendWindow, { ms: number; bucketMs: number }
 };
 
 export interface TrendsDeps {
-  db: Db;
+  /** Where history is read (the admin reader for a local file, db/worker_reads.ts). */
+  db: Reads;
   now: () => number;
   config: () => Config | null;
 }

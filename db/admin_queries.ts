@@ -1,4 +1,4 @@
-import type { Db } from "./client.ts";
+import { readerOf, type Reads } from "./read_db.ts";
 import type { AttemptOutcome } from "./records.ts";
 import { memberOrNull, numOrNull, text } from "./row_values.ts";
 import { ATTEMPT_OUTCOMES } from "./history_rows.ts";
@@ -24,17 +24,17 @@ export const RECENT_ATTEMPTS =
 
 /** Each upstream's latest attempts started at or after `since` (epoch ms), at most `limit`. */
 export async function recentAttempts(
-  db: Db,
+  db: Reads,
   opts: { upstreams: readonly string[]; since: number; limit: number },
 ): Promise<Map<string, AttemptSample[]>> {
   const samples = new Map<string, AttemptSample[]>();
   if (opts.upstreams.length === 0) return samples;
-  const results = await db.client.batch(
-    opts.upstreams.map((upstream) => ({
-      sql: RECENT_ATTEMPTS,
-      args: [upstream, opts.since, opts.limit],
-    })),
-    "read",
+  // One read each rather than one batch: on a local file's reader they run two at a time, each
+  // within its own bound (db/worker_reads.ts).
+  const results = await Promise.all(
+    opts.upstreams.map((upstream) =>
+      readerOf(db).execute({ sql: RECENT_ATTEMPTS, args: [upstream, opts.since, opts.limit] })
+    ),
   );
   opts.upstreams.forEach((upstream, i) => {
     const rows = results[i]?.rows ?? [];

@@ -1,5 +1,5 @@
 import type { InStatement } from "@libsql/client";
-import type { Db } from "./client.ts";
+import { readerOf, type Reads } from "./read_db.ts";
 import { num, numOrNull, text } from "./row_values.ts";
 
 /**
@@ -49,18 +49,18 @@ const COLUMNS = `id, saved_by, saved_at, restored_from,
 
 /** Newest first. */
 export async function listConfigVersions(
-  db: Db,
+  db: Reads,
   opts: { limit: number },
 ): Promise<ConfigVersionInfo[]> {
-  const result = await db.client.execute({
+  const result = await readerOf(db).execute({
     sql: `SELECT ${COLUMNS} FROM config_versions ORDER BY id DESC LIMIT ?`,
     args: [opts.limit],
   });
   return result.rows.map(info);
 }
 
-export async function getConfigVersion(db: Db, id: number): Promise<ConfigVersion | null> {
-  const result = await db.client.execute({
+export async function getConfigVersion(db: Reads, id: number): Promise<ConfigVersion | null> {
+  const result = await readerOf(db).execute({
     sql: `SELECT ${COLUMNS}, body FROM config_versions WHERE id = ?`,
     args: [id],
   });

@@ -1,4 +1,4 @@
-import type { Db } from "./client.ts";
+import { readerOf, type Reads } from "./read_db.ts";
 import { ROLLUP_BUCKETS_MS } from "./rollups.ts";
 import { num, numOrNull, textOrNull } from "./row_values.ts";
 
@@ -142,10 +142,10 @@ function twoRanges(ranges: [number, number][]): [number, number][] {
  * window's minutes, not its rows (docs/scaling.md "Rollups").
  */
 export async function costTotals(
-  db: Db,
+  db: Reads,
   opts: { by: CostGroup; since: number; until: number },
 ): Promise<CostTotal[]> {
-  const result = await db.client.execute({
+  const result = await readerOf(db).execute({
     sql: totalsSql(opts.by),
     args: costBounds(opts.since, opts.until),
   });

@@ -1,5 +1,5 @@
 import type { InStatement, InValue } from "@libsql/client";
-import type { Db } from "./client.ts";
+import { readerOf, type Reads } from "./read_db.ts";
 import { ATTEMPT_FIELDS, attemptFromRow, REQUEST_FIELDS, requestFromRow } from "./history_rows.ts";
 import type { AttemptRecord, RequestRecord } from "./records.ts";
 import { num } from "./row_values.ts";
@@ -53,33 +53,33 @@ const REQUEST_BY_ID = `SELECT ${REQUEST_FIELDS} FROM requests WHERE id = ?`;
 const REQUEST_EXISTS = "SELECT 1 FROM requests WHERE id = ? LIMIT 1";
 const ATTEMPTS_OF = `SELECT ${ATTEMPT_FIELDS} FROM attempts WHERE request_id = ? ORDER BY hop`;
 
-export async function getRequest(db: Db, id: string): Promise<RequestRecord | null> {
-  const result = await db.client.execute({ sql: REQUEST_BY_ID, args: [id] });
+export async function getRequest(db: Reads, id: string): Promise<RequestRecord | null> {
+  const result = await readerOf(db).execute({ sql: REQUEST_BY_ID, args: [id] });
   const row = result.rows[0];
   return row === undefined ? null : requestFromRow(row);
 }
 
 /** Whether a row with this id exists: a primary-key lookup, cheap enough for every request. */
-export async function requestExists(db: Db, id: string): Promise<boolean> {
-  const result = await db.client.execute({ sql: REQUEST_EXISTS, args: [id] });
+export async function requestExists(db: Reads, id: string): Promise<boolean> {
+  const result = await readerOf(db).execute({ sql: REQUEST_EXISTS, args: [id] });
   return result.rows.length > 0;
 }
 
 /** A request's hops in the order they were sent. */
-export async function listAttempts(db: Db, requestId: string): Promise<AttemptRecord[]> {
-  const result = await db.client.execute({ sql: ATTEMPTS_OF, args: [requestId] });
+export async function listAttempts(db: Reads, requestId: string): Promise<AttemptRecord[]> {
+  const result = await readerOf(db).execute({ sql: ATTEMPTS_OF, args: [requestId] });
   return result.rows.map(attemptFromRow);
 }
 
 /** Attempt chains for a page of requests in one query, keyed by request id. */
 export async function listAttemptsFor(
-  db: Db,
+  db: Reads,
   requestIds: readonly string[],
 ): Promise<Map<string, AttemptRecord[]>> {
   const chains = new Map<string, AttemptRecord[]>(requestIds.map((id) => [id, []]));
   if (requestIds.length === 0) return chains;
   const marks = requestIds.map(() => "?").join(", ");
-  const result = await db.client.execute({
+  const result = await readerOf(db).execute({
     sql: `SELECT ${ATTEMPT_FIELDS} FROM attempts WHERE request_id IN (${marks}) ` +
       "ORDER BY request_id, hop",
     args: [...requestIds],
@@ -92,16 +92,16 @@ export async function listAttemptsFor(
 
 /** Newest first, keyset-paged on (startedAt, id) so deep pages cost the same as the first. */
 export async function listRequests(
-  db: Db,
+  db: Reads,
   opts: ListRequestsOptions = {},
 ): Promise<RequestRecord[]> {
-  const result = await db.client.execute(listRequestsStatement(opts));
+  const result = await readerOf(db).execute(listRequestsStatement(opts));
   return result.rows.map(requestFromRow);
 }
 
-export async function countRequests(db: Db, filter: RequestFilter = {}): Promise<number> {
+export async function countRequests(db: Reads, filter: RequestFilter = {}): Promise<number> {
   const { where, args } = whereClause(filter);
-  const result = await db.client.execute({
+  const result = await readerOf(db).execute({
     sql: `SELECT COUNT(*) AS n FROM ${source(filter)}${where}`,
     args,
   });

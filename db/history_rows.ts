@@ -1,4 +1,5 @@
-import type { InStatement, InValue, Row } from "@libsql/client";
+import type { InStatement, InValue } from "@libsql/client";
+import type { ReadRow as Row } from "./read_db.ts";
 import {
   type AttemptOutcome,
   type AttemptRow,

@@ -1,4 +1,5 @@
-import type { InValue, Row, Value } from "@libsql/client";
+import type { InValue, Value } from "@libsql/client";
+import type { ReadRow as Row } from "./read_db.ts";
 
 /**
  * Readers for result rows. They never throw: one odd value must not take down a whole history

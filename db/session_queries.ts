@@ -1,4 +1,4 @@
-import type { Db } from "./client.ts";
+import { readerOf, type Reads } from "./read_db.ts";
 import { num, numOrNull, text, textOrNull } from "./row_values.ts";
 
 /** A session's use so far, as its budget counts it (docs/config.md "Session limits"). */
@@ -17,10 +17,10 @@ const TOTALS = `SELECT COUNT(*) AS requests,
 
 /** What history holds of one key's session: its requests, billed tokens and USD. */
 export async function sessionTotals(
-  db: Db,
+  db: Reads,
   opts: { keyId: string | null; sessionId: string },
 ): Promise<SessionTotals> {
-  const result = await db.client.execute({ sql: TOTALS, args: [opts.sessionId, opts.keyId] });
+  const result = await readerOf(db).execute({ sql: TOTALS, args: [opts.sessionId, opts.keyId] });
   const row = result.rows[0];
   return {
     requests: row ? num(row, "requests") : 0,
@@ -90,10 +90,10 @@ function names(json: string): string[] {
 
 /** The sessions with a request started at or after `since`, most recently active first. */
 export async function recentSessions(
-  db: Db,
+  db: Reads,
   opts: { since: number; limit: number },
 ): Promise<SessionRow[]> {
-  const result = await db.client.execute({ sql: RECENT, args: [opts.since, opts.limit] });
+  const result = await readerOf(db).execute({ sql: RECENT, args: [opts.since, opts.limit] });
   return result.rows.map((row) => ({
     keyId: textOrNull(row, "key_id"),
     sessionId: text(row, "session_id"),

@@ -1,6 +1,6 @@
 import type { InStatement, InValue } from "@libsql/client";
-import type { Db } from "./client.ts";
 import { addToSketch, type Sketch, sketchPercentile } from "./first_content_sketch.ts";
+import { readerOf, type Reads } from "./read_db.ts";
 import { ROLLUP_BUCKETS_MS } from "./rollups.ts";
 import { num, numOrNull, textOrNull } from "./row_values.ts";
 
@@ -113,7 +113,7 @@ export function rollupSizeFor(q: TrendQuery): number | null {
 }
 
 /** Every bucket of the window in order, empty ones as zeros. */
-export async function trendBuckets(db: Db, q: TrendQuery): Promise<TrendBucket[]> {
+export async function trendBuckets(db: Reads, q: TrendQuery): Promise<TrendBucket[]> {
   const size = rollupSizeFor(q);
   return size === null ? await rowBuckets(db, q) : await rollupBuckets(db, { ...q, size });
 }
@@ -133,11 +133,11 @@ function emptyBuckets(q: TrendQuery): TrendBucket[] {
   }));
 }
 
-async function rowBuckets(db: Db, q: TrendQuery): Promise<TrendBucket[]> {
+async function rowBuckets(db: Reads, q: TrendQuery): Promise<TrendBucket[]> {
   const statements = trendStatements(q);
   const [requests, hops] = await Promise.all([
-    db.client.execute(statements.requests),
-    db.client.execute(statements.hops),
+    readerOf(db).execute(statements.requests),
+    readerOf(db).execute(statements.hops),
   ]);
   const buckets = emptyBuckets(q);
   for (const row of requests.rows) {
@@ -193,8 +193,8 @@ export function rollupTrendStatement(q: TrendQuery & { size: number }): InStatem
   return { sql: ROLLUP_SQL(terms.join(" AND ")), args };
 }
 
-async function rollupBuckets(db: Db, q: TrendQuery & { size: number }): Promise<TrendBucket[]> {
-  const result = await db.client.execute(rollupTrendStatement(q));
+async function rollupBuckets(db: Reads, q: TrendQuery & { size: number }): Promise<TrendBucket[]> {
+  const result = await readerOf(db).execute(rollupTrendStatement(q));
   const buckets = emptyBuckets(q);
   for (const row of result.rows) {
     const bucket = buckets[num(row, "b")];

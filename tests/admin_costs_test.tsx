@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { renderToString } from "preact-render-to-string";
-import type { AdminApi } from "../admin/client/api.ts";
+import { type AdminApi, ApiFailure } from "../admin/client/api.ts";
 import { COST_PERIODS, createCosts } from "../admin/client/cost_model.ts";
 import { CostPanel } from "../admin/client/islands/costs.tsx";
 import { formatUsd } from "../admin/client/money.ts";
@@ -72,6 +72,26 @@ Deno.test("cost model: each period asks every grouping from now minus the period
   assert.match(html, /data-key="open".*no limits, so not metered/);
   costs.clear();
   assert.equal(costs.reports.value, null);
+});
+
+Deno.test("cost panel: a period too large to read shows the gateway's message in place of the totals", async () => {
+  const asked: { by: string; since: number }[] = [];
+  const api = fakeApi(asked);
+  const costs = createCosts(api, { now: () => NOW });
+  await costs.refresh();
+  assert.equal(costs.reports.value?.length, 3);
+  const message = "This query is too large: it read history for longer than its bound of " +
+    "5000 ms and was stopped. Choose a shorter period (a later `since`, or an `until`).";
+  api.costs = () =>
+    Promise.reject(
+      new ApiFailure(message, { status: 503, code: "admin.query_too_large", problems: [] }),
+    );
+  await costs.choose("month");
+  assert.equal(costs.reports.value, null, "the day's totals do not stand in for the month's");
+  const html = renderToString(<CostPanel costs={costs} now={() => NOW} />);
+  assert.match(html, /role="alert">This query is too large/);
+  assert.match(html, /a later `since`/);
+  assert.doesNotMatch(html, /By route/);
 });
 
 Deno.test("formatUsd: cents above a dollar, three significant digits below", () => {

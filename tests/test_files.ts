@@ -49,6 +49,7 @@ export const FILE_SECONDS: Readonly<Record<string, number>> = {
   "agents/opencode_test.ts": 57,
   "hostile_input_test.ts": 25,
   "agents/gemini_cli_test.ts": 28,
+  "admin_reads_pace_test.ts": 20,
   "agents/codex_test.ts": 17,
   "multi_process_abort_test.ts": 13,
   "agents/claude_code_test.ts": 15,

@@ -172,6 +172,15 @@ function isApiError(body: unknown): body is ApiError {
   return typeof error === "object" && error !== null && "message" in error && "code" in error;
 }
 
+/**
+ * Whether a read was stopped at the gateway's bound (docs/scaling.md "Admin reads"): the same
+ * filters will be refused again, so a panel shows the message (which says what narrows the
+ * query) in place of the rows it showed for other filters.
+ */
+export function tooLarge(err: unknown): boolean {
+  return err instanceof ApiFailure && err.detail.code === "admin.query_too_large";
+}
+
 /** A readable sentence for any failure a call may throw. */
 export function describeFailure(err: unknown): string {
   if (err instanceof ApiFailure) return `${err.message} (${err.detail.code})`;

@@ -1,6 +1,6 @@
 import { signal } from "@preact/signals";
 import type { CostReport, KeysView } from "../api_types.ts";
-import { type AdminApi, describeFailure } from "./api.ts";
+import { type AdminApi, describeFailure, tooLarge } from "./api.ts";
 
 /** The periods the Cost panel offers, each ending now. */
 export const COST_PERIODS = {
@@ -29,6 +29,7 @@ export function createCosts(api: AdminApi, opts: { now: () => number }) {
       keys.value = use;
       error.value = null;
     } catch (err) {
+      if (tooLarge(err)) reports.value = null;
       error.value = describeFailure(err);
     }
   };

@@ -1,6 +1,6 @@
 import { signal } from "@preact/signals";
 import type { HistoryCursor, HistoryPage, RequestDetail } from "../api_types.ts";
-import { type AdminApi, describeFailure, type HistoryFilters } from "./api.ts";
+import { type AdminApi, describeFailure, type HistoryFilters, tooLarge } from "./api.ts";
 
 /**
  * History with filters and keyset pages. `Older` follows the page's cursor; the cursors of the
@@ -22,6 +22,7 @@ export function createHistory(api: AdminApi) {
       page.value = await api.history(filters.peek(), { before });
       error.value = null;
     } catch (err) {
+      if (tooLarge(err)) page.value = null;
       error.value = describeFailure(err);
     } finally {
       loading.value = false;

@@ -1,6 +1,6 @@
 import { signal } from "@preact/signals";
 import type { SessionsView } from "../sessions_types.ts";
-import { type AdminApi, describeFailure } from "./api.ts";
+import { type AdminApi, describeFailure, tooLarge } from "./api.ts";
 
 /** The Sessions panel's data as last read (docs/admin.md "Sessions"); a page timer refreshes it. */
 export function createSessions(api: Pick<AdminApi, "sessions">) {
@@ -14,6 +14,7 @@ export function createSessions(api: Pick<AdminApi, "sessions">) {
         view.value = await api.sessions();
         error.value = null;
       } catch (err) {
+        if (tooLarge(err)) view.value = null;
         error.value = describeFailure(err);
       }
     },

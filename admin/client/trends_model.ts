@@ -1,6 +1,6 @@
 import { signal } from "@preact/signals";
 import type { TrendsView, TrendWindow } from "../trends_types.ts";
-import { describeFailure } from "./api.ts";
+import { describeFailure, tooLarge } from "./api.ts";
 
 export interface TrendFilters {
   window: TrendWindow;
@@ -18,6 +18,7 @@ export function createTrends(load: (filters: TrendFilters) => Promise<TrendsView
       view.value = await load(filters.peek());
       error.value = null;
     } catch (err) {
+      if (tooLarge(err)) view.value = null;
       error.value = describeFailure(err);
     }
   };

@@ -12,6 +12,8 @@ import type { Settings } from "./settings.ts";
 import type { Closers } from "./closers.ts";
 import { DatabaseReadiness } from "./database_readiness.ts";
 import { unavailableDatabase } from "../../db/unavailable_client.ts";
+import type { ReadDb } from "../../db/read_db.ts";
+import { type WorkerReads, workerReads } from "../../db/worker_reads.ts";
 
 /** How long a running request's row waits in memory before it is written as open. */
 export const OPEN_ROW_DEFER_MS = 1_000;
@@ -31,6 +33,11 @@ export interface History {
    * the key usage meter's writes run there too.
    */
   executor: BatchExecutor;
+  /**
+   * Where the admin page's reads run (docs/scaling.md "Admin reads"): for a local file a reader
+   * thread of their own, each read bounded; for a remote server its async client.
+   */
+  reads: ReadDb;
 }
 
 /**
@@ -79,6 +86,8 @@ export async function openHistory(
       : inProcessExecutor(db),
   );
   closers.add("history executor", () => executor.close());
+  const reads = adminReads(db, { settings, log, thread: opts.thread });
+  if ("close" in reads) closers.add("admin reader", () => reads.close());
   const writer = new HistoryWriter(db, {
     executor,
     // Most requests end within a second: their open and closed rows then merge into one write.
@@ -98,7 +107,26 @@ export async function openHistory(
       log.event("history.rows_lost_at_shutdown", { rows: writer.abandon() });
     }
   });
-  return { db, writer, instanceId, readiness, executor };
+  return { db, writer, instanceId, readiness, executor, reads };
+}
+
+/**
+ * A local file's admin reads run on a reader thread, where the driver's synchronous statements
+ * cannot hold the serving thread, stopped at the bound (db/worker_reads.ts). Where no worker
+ * can start they fall back to this thread, as history writes do. A remote server's client waits
+ * on the network, so its reads stay here.
+ */
+function adminReads(
+  db: Db,
+  opts: { settings: Settings; log: Logger; thread?: "worker" | "this" },
+): ReadDb | WorkerReads {
+  if (db.client.protocol !== "file" || opts.thread === "this") return db.client;
+  return workerReads(opts.settings.dbUrl, {
+    boundMs: opts.settings.adminQueryTimeoutMs,
+    fallback: db.client,
+    onFallback: (err) => opts.log.event("admin.reader_unavailable", { error: String(err) }),
+    onReplaced: () => opts.log.event("admin.reader_replaced", {}),
+  });
 }
 
 /** Batches wait (in the writer's queue, retried with its backoff) until the database is ready. */

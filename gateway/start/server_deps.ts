@@ -92,6 +92,7 @@ export function serverDeps(parts: ServerParts): ServerDeps {
     ...control,
     admin: {
       ...adminDeps(control, { demo: parts.demo, apis: parts.adminApis }),
+      reads: history.reads,
       historyNotice: () => history.readiness.describe(),
       historyProblem: () => historyProblem(history),
       memoryHistory: () => history.readiness.ready ? null : writer.queuedRows(),

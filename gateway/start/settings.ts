@@ -1,5 +1,6 @@
 import { isLoopback } from "../runtime/loopback.ts";
 import { withoutTrailingSlashes } from "../config/trailing_slashes.ts";
+import { ADMIN_QUERY_BOUND_MS } from "../../db/worker_reads.ts";
 
 /** Settings from the environment (docs/design.md "Settings"). Secrets are read here and go nowhere else. */
 export interface Settings {
@@ -21,6 +22,12 @@ export interface Settings {
   peerSecret: string | undefined;
   /** Bounds on client connections (docs/deploy.md "Connection limits"). */
   connections: ConnectionLimits;
+  /**
+   * How long one admin read of a local file may run before it is stopped, in real ms (not
+   * time-scaled: it bounds SQLite's work); docs/scaling.md "Admin reads". Default
+   * ADMIN_QUERY_BOUND_MS.
+   */
+  adminQueryTimeoutMs?: number;
 }
 
 /** docs/deploy.md "Connection limits": how many client connections, and how long each may wait. */
@@ -76,6 +83,11 @@ export function readSettings(env: (name: string) => string | undefined): Setting
         CONNECTION_DEFAULTS.keepAliveTimeoutMs,
       ),
     },
+    adminQueryTimeoutMs: positiveInteger(
+      env,
+      "PULSEGATE_ADMIN_QUERY_TIMEOUT_MS",
+      ADMIN_QUERY_BOUND_MS,
+    ),
   };
 }
 

@@ -207,7 +207,7 @@ async function start(
     demo: loaded.demo,
     adminApis: [
       observabilityApi(observability),
-      costsApi({ db, clock, state, meter: keyMeter }),
+      costsApi({ db: history.reads, clock, state, meter: keyMeter }),
       retentionApi({ db, state, pruner }),
     ],
   });

@@ -1,0 +1,110 @@
+/**
+ * The admin reader's thread, for a local file (db/worker_reads.ts). The local driver behind
+ * `@libsql/client` runs a statement synchronously on the thread that calls it, so a cost report
+ * over a month of history would hold the serving thread for the whole query.
+ *
+ * It holds a few read connections of its own, opened through libsql's promise API: that API
+ * runs a statement up to its first row on the driver's own threads, so this thread stays free
+ * while a query runs and can stop it at its bound with `interrupt()` (SQLite's
+ * `sqlite3_interrupt`, which only another thread can call while a statement runs). The later
+ * rows of a result are stepped on this thread; a query slow between rows is caught by the
+ * watchdog on the serving thread, which replaces the whole worker. WAL lets these connections
+ * read while the history worker writes (docs/scaling.md "Admin reads").
+ *
+ * The worker starts from this one function's source (a `data:` URL), as the history worker does
+ * (db/history_worker.ts): self-contained, importing its one package itself.
+ */
+export async function readWorkerMain(): Promise<void> {
+  type Job = { id: number; statements: { sql: string; args?: unknown[] }[] };
+  type Message = Job & {
+    open?: { path: string; timeoutMs: number; boundMs: number };
+    close?: true;
+  };
+  type Port = {
+    onmessage: ((event: MessageEvent<Message>) => void) | null;
+    postMessage(message: unknown): void;
+  };
+  const port = globalThis as unknown as Port;
+  const { default: Database } = await import("libsql/promise");
+  type Connection = InstanceType<typeof Database>;
+  let target: { path: string; timeoutMs: number; boundMs: number } | null = null;
+  const idle: Connection[] = [];
+
+  const open = async (): Promise<Connection> => {
+    if (!target) throw new Error("admin reader: database not open");
+    const conn = new Database(target.path, { timeout: target.timeoutMs });
+    try {
+      // A reader never writes: a statement that would is refused by SQLite itself.
+      await conn.exec("PRAGMA query_only = 1");
+    } catch (err) {
+      conn.close();
+      throw err;
+    }
+    return conn;
+  };
+  // A connection that was interrupted, or failed, is closed rather than kept: an interrupt that
+  // lands as its statement ends would otherwise stop the next statement on it.
+  const discard = (conn: Connection) => {
+    try {
+      conn.close();
+    } catch {
+      // Closing is best effort; the connection is dropped either way.
+    }
+  };
+  const run = async (job: Job): Promise<Record<string, unknown>[][]> => {
+    if (!target) throw new Error("admin reader: database not open");
+    const conn = idle.pop() ?? await open();
+    let stopped = false;
+    // The bound of the whole job, in real time: it bounds SQLite's work, not a gateway wait.
+    const timer = setTimeout(() => {
+      stopped = true;
+      conn.interrupt();
+    }, target.boundMs);
+    try {
+      const results: Record<string, unknown>[][] = [];
+      for (const { sql, args } of job.statements) {
+        const statement = await conn.prepare(sql);
+        results.push(await statement.all(args ?? []) as Record<string, unknown>[]);
+        if (stopped) break;
+      }
+      if (stopped) throw Object.assign(new Error("interrupted"), { stopped: true });
+      idle.push(conn);
+      return results;
+    } catch (err) {
+      discard(conn);
+      if (stopped) throw Object.assign(new Error("interrupted"), { stopped: true });
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  const reply = (id: number, body: Record<string, unknown>) => port.postMessage({ id, ...body });
+  const failed = (id: number, err: unknown) => {
+    const code = err instanceof Error && "code" in err ? String(err.code) : undefined;
+    const message = err instanceof Error ? err.message : String(err);
+    const stopped = err instanceof Error && "stopped" in err;
+    reply(id, { error: { message, code, stopped } });
+  };
+  port.onmessage = (event) => {
+    const message = event.data;
+    if (message.open) {
+      target = message.open;
+      // One connection at once, so a file that cannot be read fails the start of the reader.
+      open().then((conn) => {
+        idle.push(conn);
+        reply(message.id, {});
+      }, (err) => failed(message.id, err));
+      return;
+    }
+    if (message.close) {
+      for (const conn of idle.splice(0)) discard(conn);
+      target = null;
+      reply(message.id, {});
+      return;
+    }
+    run(message).then(
+      (results) => reply(message.id, { results }),
+      (err) => failed(message.id, err),
+    );
+  };
+}
