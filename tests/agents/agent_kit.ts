@@ -26,12 +26,15 @@ import {
 import {
   ABORT_SCENARIOS,
   type AbortEvent,
+  type AbortScenario,
   type AbortScenarioName,
   ADMIN_TOKEN,
   assertAbortScenario,
+  type FenceRun,
   SLOW_ANSWER,
   stopMidStream,
 } from "./abort_scenario.ts";
+import { runFenceSteps } from "./fence_replay.ts";
 
 /**
  * Four runs per agent: an agent's start-up is most of a run's cost (opencode: ~8 s of CPU), and
@@ -119,6 +122,8 @@ export interface ScenarioRun {
   requests: { request: RequestRecord; attempts: AttemptRecord[] }[];
   /** The operator's stop, in an abort scenario (null: the agent ended before any content). */
   abort?: AbortEvent | null;
+  /** The replays of the stopped request through the fence the stop left. */
+  fence?: FenceRun | null;
 }
 
 const PROMPT = "Reply with the exact text the gateway test expects.";
@@ -220,6 +225,9 @@ export async function runScenario(
     if (!out) throw new Error(`${opts.bin} could not be started`);
     // A stopped stream's last words may still be on their way when the agent has read enough.
     await eventually(() => gw!.registry.size === 0, { ms: 10_000 }).catch(() => {});
+    const fence = abort && stop
+      ? await replayThroughFence(gw, { abort, stop, calls: tap.records, ...fakes, kind, expected })
+      : undefined;
     await gw.writer.flush();
     const rows = (await listRequests(gw.db, { limit: 100 })).reverse();
     const chains = await listAttemptsFor(gw.db, rows.map((r) => r.id));
@@ -235,6 +243,7 @@ export async function runScenario(
       tolerated: spec.toleratedHosts ?? {},
       requests: rows.map((request) => ({ request, attempts: chains.get(request.id) ?? [] })),
       abort: stop,
+      fence,
     };
   } catch (e) {
     await closeFakes(fakes);
@@ -247,6 +256,35 @@ export async function runScenario(
   }
 }
 
+/**
+ * The fence's steps (fence_replay.ts), once the agent has exited: the answering upstream now
+ * answers at once, so a replay the fence lets through costs no more than a fetch.
+ */
+async function replayThroughFence(
+  gw: TestGateway,
+  opts: {
+    abort: AbortScenario;
+    stop: AbortEvent;
+    calls: TapRecord[];
+    good: FakeUpstream;
+    kind: AnswerKind;
+    expected: string;
+  },
+): Promise<FenceRun | null> {
+  const aborted = opts.calls.find((c) => c.requestId === opts.stop.id);
+  if (!aborted) return null;
+  opts.good.setHandler(answerFor(opts.kind, opts.expected));
+  const upstreamCallsBefore = opts.good.calls.length;
+  const results = await runFenceSteps(gw, {
+    expect: opts.abort.expect,
+    aborted,
+    controlBody: opts.stop.controlBody,
+    good: opts.good,
+    adminToken: ADMIN_TOKEN,
+  });
+  return { aborted, upstreamCallsBefore, results };
+}
+
 async function closeFakes(fakes: Pick<ScenarioRun, "good" | "silent" | "side">): Promise<void> {
   await Promise.all([fakes.good.close(), fakes.silent?.close(), fakes.side.close()]);
 }
@@ -255,16 +293,18 @@ function gatewayConfig(
   spec: AgentSpec,
   at: Pick<ScenarioRun, "kind" | "silentKind" | "good" | "silent" | "side">,
 ): ConfigInput {
-  const main = [
-    ...(at.silent ? [{ id: "silent", kind: at.silentKind, base_url: at.silent.url }] : []),
-    { id: "good", kind: at.kind, base_url: at.good.url },
-  ];
   const model = UPSTREAM_MODEL;
+  // Priced, so that a billed row shows a cost and a fence's refusal shows that it has none.
+  const prices = { [model]: { input: 3, output: 15 } };
+  const main = [
+    ...(at.silent ? [{ id: "silent", kind: at.silentKind, base_url: at.silent.url, prices }] : []),
+    { id: "good", kind: at.kind, base_url: at.good.url, prices },
+  ];
   return {
     // 100 s at the test scale is 1 s of silence: the silent upstream is given up on quickly, and
     // the good one's answer fits in it on a loaded machine (300 ms once did not).
     failover: { idle_timeout_secs: 100 },
-    upstreams: [...main, { id: "side", kind: at.kind, base_url: at.side.url }],
+    upstreams: [...main, { id: "side", kind: at.kind, base_url: at.side.url, prices }],
     routes: [
       { model: ROUTE, candidates: main.map((u) => ({ upstream: u.id, model })) },
       ...(spec.sideModels ?? []).map((side) => ({
@@ -278,10 +318,13 @@ function gatewayConfig(
 
 /** Exit 0, the answer on stdout, the route answered by the right upstream, nothing outside. */
 export async function assertScenario(run: ScenarioRun, scenario: ScenarioName): Promise<void> {
-  if (abortScenario(scenario)) {
+  const abort = abortScenario(scenario);
+  if (abort) {
     assertAbortScenario({
       ...run,
+      scenario: abort,
       abort: run.abort ?? null,
+      fence: run.fence ?? null,
       route: ROUTE,
       mainRows: run.requests.map((r) => r.request).filter((r) => r.route === ROUTE),
     });

@@ -42,6 +42,15 @@ export function describeRun(id: string, run: ScenarioRun): string {
         } ms later; upstream calls before it ${a.upstreamCallsBefore}`,
     );
   }
+  if (run.fence === null) lines.push("fence replays: the stopped request was not among the calls");
+  for (const r of run.fence?.results ?? []) {
+    const step = "lift" in r.step ? "lift" : `replay ${r.step.replay} (want ${r.step.want})`;
+    lines.push(
+      `fence ${step} -> ${r.status}${r.errorCode ? ` ${r.errorCode}` : ""}` +
+        `${r.shouldRetry ? ` x-should-retry: ${r.shouldRetry}` : ""}; upstream calls ` +
+        `${r.upstreamCalls}${r.status >= 400 ? `: ${r.body.slice(0, 300)}` : ""}`,
+    );
+  }
   if (!run.trapHits.length) lines.push("proxy trap saw nothing");
   for (const hit of run.trapHits) {
     const why = hit.passedThrough
