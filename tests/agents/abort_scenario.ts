@@ -164,12 +164,22 @@ export interface FenceRun {
   results: StepResult[];
 }
 
+/** The agent started again in the stopped request's session, once its fence was lifted. */
+export interface AgainRun {
+  command: string;
+  /** performance.now() when it was started: the calls from then on are its. */
+  at: number;
+  out: RunOutput;
+}
+
 /** What an abort run must show, whatever the agent. */
 export function assertAbortScenario(run: {
   scenario: AbortScenario;
   out: RunOutput;
   abort: AbortEvent | null;
   fence: FenceRun | null;
+  again: AgainRun | null;
+  expected: string;
   good: FakeUpstream;
   calls: TapRecord[];
   route: string;
@@ -192,7 +202,10 @@ export function assertAbortScenario(run: {
     abort.upstreamCallsBefore,
     "the upstream got no call after the abort: the agent did not re-send the turn",
   );
-  const after = run.calls.filter((c) => c.at >= abort.at && isOnRoute(c, run.route));
+  const againAt = run.again?.at ?? Infinity;
+  const after = run.calls.filter((c) =>
+    c.at >= abort.at && c.at < againAt && isOnRoute(c, run.route)
+  );
   assert.deepEqual(
     after.map((c) => `${c.method} ${c.path} -> ${c.status}`),
     [],
@@ -213,6 +226,35 @@ export function assertAbortScenario(run: {
     stopped,
     rows: run.mainRows,
   });
+  assertAgain({ ...run, again: run.again, session: stopped.sessionId });
+}
+
+/** The agent's next run in the session, after the lift, is answered through it. */
+function assertAgain(run: {
+  again: AgainRun | null;
+  session: string | null;
+  expected: string;
+  calls: TapRecord[];
+  route: string;
+  mainRows: RequestRecord[];
+}): void {
+  const { again } = run;
+  assert.ok(again, "the agent was not started again in its session after the lift");
+  assert.equal(again.out.timedOut, false, "the agent started again was killed");
+  assert.equal(again.out.code, 0, `the agent started again: ${again.out.stderr.slice(0, 2000)}`);
+  assert.ok(
+    again.out.stdout.includes(run.expected),
+    `the agent started again printed no answer: ${again.out.stdout.slice(0, 2000)}`,
+  );
+  const calls = run.calls.filter((c) => c.at >= again.at && isOnRoute(c, run.route));
+  assert.ok(calls.length >= 1, "the agent started again asked its route");
+  for (const call of calls) {
+    const row = run.mainRows.find((r) => r.id === call.requestId);
+    assert.equal(call.status, 200, `${call.method} ${call.path}: ${call.errorBody}`);
+    assert.ok(row, `no history row for ${call.requestId}`);
+    assert.equal(row.sessionId, run.session, "the agent started again is in the same session");
+    assert.equal(row.outcome, "success");
+  }
 }
 
 /** Whether a call to the gateway asked for `route` (in its body, or Gemini's path). */

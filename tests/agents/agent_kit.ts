@@ -29,6 +29,7 @@ import {
   type AbortScenario,
   type AbortScenarioName,
   ADMIN_TOKEN,
+  type AgainRun,
   assertAbortScenario,
   type FenceRun,
   SLOW_ANSWER,
@@ -102,6 +103,12 @@ export interface AgentSpec {
   toleratedHosts?: Readonly<Record<string, string>>;
   /** Writes the agent's config files into the home and says how to start it. */
   launch(ctx: LaunchContext): Promise<AgentLaunch>;
+  /**
+   * How to start the agent again in the session the gateway recorded for its first run, after
+   * an operator lifted the fence on it (abort_scenario.ts). Every agent here can be pointed at
+   * its session from the command line or the environment.
+   */
+  resume(ctx: LaunchContext, session: string): AgentLaunch;
 }
 
 export interface ScenarioRun {
@@ -124,6 +131,8 @@ export interface ScenarioRun {
   abort?: AbortEvent | null;
   /** The replays of the stopped request through the fence the stop left. */
   fence?: FenceRun | null;
+  /** The agent started again in the stopped request's session once its fence was lifted. */
+  again?: AgainRun | null;
 }
 
 const PROMPT = "Reply with the exact text the gateway test expects.";
@@ -204,13 +213,8 @@ export async function runScenario(
     });
     tap = startGatewayTap(gw.url);
     const home = await makeAgentHome(root, trap);
-    const launch = await spec.launch({
-      gatewayUrl: tap.url,
-      key: GATEWAY_KEY,
-      route: ROUTE,
-      prompt: PROMPT,
-      home,
-    });
+    const ctx = { gatewayUrl: tap.url, key: GATEWAY_KEY, route: ROUTE, prompt: PROMPT, home };
+    const launch = await spec.launch(ctx);
     const running = runWithTimeout(opts.bin, {
       args: launch.args,
       cwd: home.work,
@@ -228,6 +232,9 @@ export async function runScenario(
     const fence = abort && stop
       ? await replayThroughFence(gw, { abort, stop, calls: tap.records, ...fakes, kind, expected })
       : undefined;
+    const again = fence && stop?.session
+      ? await runAgain(gw, { launch: spec.resume(ctx, stop.session), bin: opts.bin, home })
+      : undefined;
     await gw.writer.flush();
     const rows = (await listRequests(gw.db, { limit: 100 })).reverse();
     const chains = await listAttemptsFor(gw.db, rows.map((r) => r.id));
@@ -244,6 +251,7 @@ export async function runScenario(
       requests: rows.map((request) => ({ request, attempts: chains.get(request.id) ?? [] })),
       abort: stop,
       fence,
+      again,
     };
   } catch (e) {
     await closeFakes(fakes);
@@ -283,6 +291,24 @@ async function replayThroughFence(
     adminToken: ADMIN_TOKEN,
   });
   return { aborted, upstreamCallsBefore, results };
+}
+
+/** One more run of the agent, to its end, and the gateway's requests of it ended too. */
+async function runAgain(
+  gw: TestGateway,
+  opts: { launch: AgentLaunch; bin: string; home: AgentHome },
+): Promise<AgainRun> {
+  const at = performance.now();
+  const out = await runWithTimeout(opts.bin, {
+    args: opts.launch.args,
+    cwd: opts.home.work,
+    env: { ...opts.home.env, ...opts.launch.env },
+    clearEnv: true,
+    timeoutMs: RUN_TIMEOUT_MS,
+  });
+  if (!out) throw new Error(`${opts.bin} could not be started again`);
+  await eventually(() => gw.registry.size === 0, { ms: 10_000 }).catch(() => {});
+  return { command: commandLine(opts.bin, opts.launch.args), at, out };
 }
 
 async function closeFakes(fakes: Pick<ScenarioRun, "good" | "silent" | "side">): Promise<void> {
@@ -325,6 +351,7 @@ export async function assertScenario(run: ScenarioRun, scenario: ScenarioName): 
       scenario: abort,
       abort: run.abort ?? null,
       fence: run.fence ?? null,
+      again: run.again ?? null,
       route: ROUTE,
       mainRows: run.requests.map((r) => r.request).filter((r) => r.route === ROUTE),
     });

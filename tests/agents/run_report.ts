@@ -51,6 +51,16 @@ export function describeRun(id: string, run: ScenarioRun): string {
         `${r.upstreamCalls}${r.status >= 400 ? `: ${r.body.slice(0, 300)}` : ""}`,
     );
   }
+  if (run.again) {
+    const { out } = run.again;
+    lines.push(
+      `again in the session: exit ${out.code}${out.timedOut ? " (timed out)" : ""} in ` +
+        `${(out.ms / 1000).toFixed(1)} s`,
+      `$ ${run.again.command}`,
+      `stdout: ${firstLines(out.stdout, 10)}`,
+    );
+    if (out.stderr.trim()) lines.push(`stderr: ${firstLines(out.stderr, 10)}`);
+  }
   if (!run.trapHits.length) lines.push("proxy trap saw nothing");
   for (const hit of run.trapHits) {
     const why = hit.passedThrough
