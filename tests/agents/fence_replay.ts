@@ -117,7 +117,6 @@ function withNewTurn(format: ClientFormat, body: Body): Body {
   };
   switch (format) {
     case "anthropic":
-      return { ...body, messages: [...list("messages"), { role: "user", content: NEW_TURN }] };
     case "openai-chat":
       return { ...body, messages: [...list("messages"), { role: "user", content: NEW_TURN }] };
     case "openai-responses": {
