@@ -17,14 +17,15 @@ import { guardedParse } from "./json_guard.ts";
  * the same whatever format carried it), the model, `stream`, token limits, sampling parameters,
  * stop sequences, thinking settings, tools offered and tool choice, response format, metadata and
  * user ids, client-side request ids, cache marks (`cache_control`), tool-call ids (each format
- * mints its own, Gemini none) and reasoning parts (opaque, signed, and dropped by translation).
+ * mints its own, Gemini none), reasoning parts (opaque, signed, and dropped by translation) and
+ * Claude Code's billing line in the system prompt (`BILLING_LINE`).
  *
  * SHA-256, hex. Computed only when a turn fence could match (gateway/live/fence_set.ts), and once
  * per aborted request, never for every request.
  */
 export function turnFingerprint(ir: IrRequest): string {
   const hash = createHash("sha256");
-  field(hash, "system", ir.system ?? "");
+  field(hash, "system", (ir.system ?? "").replace(BILLING_LINE, ""));
   for (const message of ir.messages) {
     field(hash, "role", message.role);
     let text: string[] = [];
@@ -47,6 +48,16 @@ export function turnFingerprint(ir: IrRequest): string {
   for (const c of ir.continuations ?? []) field(hash, `continuation:${c.param}`, c.value);
   return hash.digest("hex");
 }
+
+/**
+ * The line Claude Code puts first in its system prompt, `x-anthropic-billing-header: cc_version=…;
+ * cc_entrypoint=…;`, which Anthropic's API reads as a header rather than as prompt. When Claude
+ * Code takes its base URL for Anthropic's own, the line also carries `cch=`, a digest of the
+ * request's body, and per-prompt ids: its non-streamed re-send of a turn (`stream: false`) has
+ * another `cch=` than the streamed send it repeats (seen with Claude Code 2.1.332), so the line
+ * would make one turn two. It says nothing of the conversation.
+ */
+const BILLING_LINE = /^x-anthropic-billing-header:[^\n]*(\n|$)/gm;
 
 /** A non-text part as fields; text and reasoning are handled by the caller. */
 function addPart(hash: Hash, part: IrPart): void {

@@ -186,3 +186,70 @@ Deno.test("turn fingerprint: the same turn in another client format matches", ()
   assert.equal(fromAnthropic, fromChat, "cache marks, metadata and limits are not the turn");
   assert.equal(fromGemini, fromChat);
 });
+
+/**
+ * Claude Code's turn as it sends it, where it takes its base URL for Anthropic's own: the
+ * system prompt opens with a billing line whose `cch=` digests the body, so its non-streamed
+ * re-send of the turn carries another one (both values as Claude Code 2.1.332 sent them).
+ */
+const billing = (cch: string) =>
+  `x-anthropic-billing-header: cc_version=2.1.332.8ef; cc_entrypoint=sdk-cli; cch=${cch}; ` +
+  "cc_prompt_id=dc1b4b26-81b0-4769-bcb9-2eeca6c89fec; cc_turn_origin=sdk; cc_prompt_index=0; " +
+  "cc_turn_index=1;";
+
+const CLAUDE_CODE: Body = {
+  model: "smart",
+  max_tokens: 32000,
+  stream: true,
+  system: [
+    { type: "text", text: billing("1374d") },
+    { type: "text", text: "You are a Claude agent.", cache_control: { type: "ephemeral" } },
+  ],
+  metadata: { user_id: '{"device_id":"d","account_uuid":"","session_id":"s-1"}' },
+  messages: [{ role: "user", content: [{ type: "text", text: "Reply with the text." }] }],
+};
+
+const claudeSystem = (first: string, rest = "You are a Claude agent.") => ({
+  ...CLAUDE_CODE,
+  system: [{ type: "text", text: first }, { type: "text", text: rest }],
+});
+
+const CLAUDE_CODE_SAME: Array<[string, Body]> = [
+  ["re-sent by Claude Code (not streamed, another cch=)", {
+    ...claudeSystem(billing("ff074")),
+    stream: false,
+  }],
+  ["without the billing line (a base URL not taken for Anthropic's)", {
+    ...CLAUDE_CODE,
+    system: [{ type: "text", text: "You are a Claude agent." }],
+  }],
+  ["the billing line and the prompt in one string", {
+    ...CLAUDE_CODE,
+    system: `${billing("0a0a0")}\nYou are a Claude agent.`,
+  }],
+];
+
+const CLAUDE_CODE_OTHER: Array<[string, Body]> = [
+  ["another system prompt after the billing line", claudeSystem(billing("1374d"), "Be terse.")],
+  ["the billing header's name inside a line of the prompt", {
+    ...claudeSystem(`Keep this: ${billing("1374d")}`),
+  }],
+  ["another user turn", {
+    ...CLAUDE_CODE,
+    messages: [{ role: "user", content: "Reply with another text." }],
+  }],
+];
+
+const claudeBase = anthropic(CLAUDE_CODE);
+
+for (const [name, body] of CLAUDE_CODE_SAME) {
+  Deno.test(`turn fingerprint: Claude Code's turn ${name} matches`, () => {
+    assert.equal(anthropic(body), claudeBase);
+  });
+}
+
+for (const [name, body] of CLAUDE_CODE_OTHER) {
+  Deno.test(`turn fingerprint: Claude Code's turn with ${name} does not match`, () => {
+    assert.notEqual(anthropic(body), claudeBase);
+  });
+}

@@ -5,9 +5,10 @@
  * (docs/design.md "Abort and disconnect"): it exits or reports the stop soon after, the turn
  * reaches the upstream no more, and the history has the aborted row.
  *
- * Each stop is a row of ABORT_SCENARIOS: a fence's "refused retries, lift, new turn" is one
- * more row, its checks an `expect` beside the shared ones (the calls the agent made after the
- * abort are in `AbortEvent`).
+ * Each stop is a row of ABORT_SCENARIOS. Its `expect` is the fence the stop must leave, checked
+ * once the agent has exited with the agent's own aborted request (fence_replay.ts): re-sent as it
+ * was and as Claude Code re-sends, it is refused with the fence's code; a new turn passes a turn
+ * fence; after the operator lifts the fence the session is answered again.
  */
 import assert from "node:assert/strict";
 import type { TestGateway } from "../harness.ts";
@@ -16,6 +17,7 @@ import type { RunOutput } from "./run_command.ts";
 import type { TapRecord } from "./gateway_tap.ts";
 import type { RequestRecord } from "../../db/records.ts";
 import type { LiveRequest } from "../../gateway/live/live_request.ts";
+import { assertFenceSteps, type FenceExpect, type StepResult } from "./fence_replay.ts";
 
 export type AbortScenarioName = "request-abort" | "session-abort";
 
@@ -24,21 +26,49 @@ export interface AbortScenario {
   describe: string;
   /** The control call that stops the live request. */
   stopPath(live: LiveRequest): string;
+  /** The fence the stop leaves, and what replays of the stopped request get from it. */
+  expect: FenceExpect;
 }
 
 export const ABORT_SCENARIOS: readonly AbortScenario[] = [
   {
     name: "request-abort",
-    describe: "an operator's request abort mid-stream is final: the agent stops, no re-send",
+    describe: "an operator's request abort mid-stream is final: the agent stops, no re-send; " +
+      "its turn fence refuses the agent's request sent again, passes a new turn, lifts",
     stopPath: (live) => `/request/${encodeURIComponent(live.record.id)}/abort`,
+    expect: {
+      kind: "turn",
+      code: "gw.turn.fenced",
+      steps: [
+        { replay: "as-sent", want: "refused" },
+        { replay: "re-sent", want: "refused" },
+        // A turn fence stops that turn only: the session goes on.
+        { replay: "new-turn", want: "answered" },
+        { lift: true },
+        { replay: "as-sent", want: "answered" },
+      ],
+    },
   },
   {
     name: "session-abort",
-    describe: "an operator's session abort mid-stream is final: the agent stops, no re-send",
+    describe: "an operator's session abort mid-stream is final: the agent stops, no re-send; " +
+      "its session fence refuses the agent's request sent again and a new turn, lifts",
     stopPath: (live) => {
       const session = live.record.sessionId;
       assert.ok(session, `the agent's request ${live.record.id} names no session to abort`);
       return `/sessions/${encodeURIComponent(session)}/abort`;
+    },
+    expect: {
+      kind: "session",
+      code: "gw.session.fenced",
+      steps: [
+        { replay: "as-sent", want: "refused" },
+        { replay: "re-sent", want: "refused" },
+        // A session fence stops the session's every turn, a new one too.
+        { replay: "new-turn", want: "refused" },
+        { lift: true },
+        { replay: "as-sent", want: "answered" },
+      ],
     },
   },
 ];
@@ -126,10 +156,30 @@ async function streamingOn(
   return null;
 }
 
+/** The fence's steps, run once the agent had exited; null when its request was not found. */
+export interface FenceRun {
+  aborted: TapRecord;
+  /** Calls the answering upstream had before the first replay: the agent's all. */
+  upstreamCallsBefore: number;
+  results: StepResult[];
+}
+
+/** The agent started again in the stopped request's session, once its fence was lifted. */
+export interface AgainRun {
+  command: string;
+  /** performance.now() when it was started: the calls from then on are its. */
+  at: number;
+  out: RunOutput;
+}
+
 /** What an abort run must show, whatever the agent. */
 export function assertAbortScenario(run: {
+  scenario: AbortScenario;
   out: RunOutput;
   abort: AbortEvent | null;
+  fence: FenceRun | null;
+  again: AgainRun | null;
+  expected: string;
   good: FakeUpstream;
   calls: TapRecord[];
   route: string;
@@ -148,11 +198,14 @@ export function assertAbortScenario(run: {
   const said = `${out.stdout}\n${out.stderr}`;
   assert.match(said, /aborted by an operator/, "the agent tells its user the operator stopped it");
   assert.equal(
-    run.good.calls.length,
+    run.fence?.upstreamCallsBefore ?? run.good.calls.length,
     abort.upstreamCallsBefore,
     "the upstream got no call after the abort: the agent did not re-send the turn",
   );
-  const after = run.calls.filter((c) => c.at >= abort.at && isOnRoute(c, run.route));
+  const againAt = run.again?.at ?? Infinity;
+  const after = run.calls.filter((c) =>
+    c.at >= abort.at && c.at < againAt && isOnRoute(c, run.route)
+  );
   assert.deepEqual(
     after.map((c) => `${c.method} ${c.path} -> ${c.status}`),
     [],
@@ -164,6 +217,44 @@ export function assertAbortScenario(run: {
   assert.equal(stopped.errorCode, "gw.request.aborted");
   assert.equal(stopped.failureSource, "aborted");
   assert.match(stopped.errorMessage ?? "", /aborted by an operator/);
+  assert.ok(run.fence, `the gateway tap saw no call answered as ${abort.id}`);
+  assertFenceSteps({
+    expect: run.scenario.expect,
+    aborted: run.fence.aborted,
+    results: run.fence.results,
+    controlBody: abort.controlBody,
+    stopped,
+    rows: run.mainRows,
+  });
+  assertAgain({ ...run, again: run.again, session: stopped.sessionId });
+}
+
+/** The agent's next run in the session, after the lift, is answered through it. */
+function assertAgain(run: {
+  again: AgainRun | null;
+  session: string | null;
+  expected: string;
+  calls: TapRecord[];
+  route: string;
+  mainRows: RequestRecord[];
+}): void {
+  const { again } = run;
+  assert.ok(again, "the agent was not started again in its session after the lift");
+  assert.equal(again.out.timedOut, false, "the agent started again was killed");
+  assert.equal(again.out.code, 0, `the agent started again: ${again.out.stderr.slice(0, 2000)}`);
+  assert.ok(
+    again.out.stdout.includes(run.expected),
+    `the agent started again printed no answer: ${again.out.stdout.slice(0, 2000)}`,
+  );
+  const calls = run.calls.filter((c) => c.at >= again.at && isOnRoute(c, run.route));
+  assert.ok(calls.length >= 1, "the agent started again asked its route");
+  for (const call of calls) {
+    const row = run.mainRows.find((r) => r.id === call.requestId);
+    assert.equal(call.status, 200, `${call.method} ${call.path}: ${call.errorBody}`);
+    assert.ok(row, `no history row for ${call.requestId}`);
+    assert.equal(row.sessionId, run.session, "the agent started again is in the same session");
+    assert.equal(row.outcome, "success");
+  }
 }
 
 /** Whether a call to the gateway asked for `route` (in its body, or Gemini's path). */

@@ -26,12 +26,16 @@ import {
 import {
   ABORT_SCENARIOS,
   type AbortEvent,
+  type AbortScenario,
   type AbortScenarioName,
   ADMIN_TOKEN,
+  type AgainRun,
   assertAbortScenario,
+  type FenceRun,
   SLOW_ANSWER,
   stopMidStream,
 } from "./abort_scenario.ts";
+import { runFenceSteps } from "./fence_replay.ts";
 
 /**
  * Four runs per agent: an agent's start-up is most of a run's cost (opencode: ~8 s of CPU), and
@@ -99,6 +103,12 @@ export interface AgentSpec {
   toleratedHosts?: Readonly<Record<string, string>>;
   /** Writes the agent's config files into the home and says how to start it. */
   launch(ctx: LaunchContext): Promise<AgentLaunch>;
+  /**
+   * How to start the agent again in the session the gateway recorded for its first run, after
+   * an operator lifted the fence on it (abort_scenario.ts). Every agent here can be pointed at
+   * its session from the command line or the environment.
+   */
+  resume(ctx: LaunchContext, session: string): AgentLaunch;
 }
 
 export interface ScenarioRun {
@@ -119,6 +129,10 @@ export interface ScenarioRun {
   requests: { request: RequestRecord; attempts: AttemptRecord[] }[];
   /** The operator's stop, in an abort scenario (null: the agent ended before any content). */
   abort?: AbortEvent | null;
+  /** The replays of the stopped request through the fence the stop left. */
+  fence?: FenceRun | null;
+  /** The agent started again in the stopped request's session once its fence was lifted. */
+  again?: AgainRun | null;
 }
 
 const PROMPT = "Reply with the exact text the gateway test expects.";
@@ -199,13 +213,8 @@ export async function runScenario(
     });
     tap = startGatewayTap(gw.url);
     const home = await makeAgentHome(root, trap);
-    const launch = await spec.launch({
-      gatewayUrl: tap.url,
-      key: GATEWAY_KEY,
-      route: ROUTE,
-      prompt: PROMPT,
-      home,
-    });
+    const ctx = { gatewayUrl: tap.url, key: GATEWAY_KEY, route: ROUTE, prompt: PROMPT, home };
+    const launch = await spec.launch(ctx);
     const running = runWithTimeout(opts.bin, {
       args: launch.args,
       cwd: home.work,
@@ -220,6 +229,12 @@ export async function runScenario(
     if (!out) throw new Error(`${opts.bin} could not be started`);
     // A stopped stream's last words may still be on their way when the agent has read enough.
     await eventually(() => gw!.registry.size === 0, { ms: 10_000 }).catch(() => {});
+    const fence = abort && stop
+      ? await replayThroughFence(gw, { abort, stop, calls: tap.records, ...fakes, kind, expected })
+      : undefined;
+    const again = fence && stop?.session
+      ? await runAgain(gw, { launch: spec.resume(ctx, stop.session), bin: opts.bin, home })
+      : undefined;
     await gw.writer.flush();
     const rows = (await listRequests(gw.db, { limit: 100 })).reverse();
     const chains = await listAttemptsFor(gw.db, rows.map((r) => r.id));
@@ -235,6 +250,8 @@ export async function runScenario(
       tolerated: spec.toleratedHosts ?? {},
       requests: rows.map((request) => ({ request, attempts: chains.get(request.id) ?? [] })),
       abort: stop,
+      fence,
+      again,
     };
   } catch (e) {
     await closeFakes(fakes);
@@ -247,6 +264,53 @@ export async function runScenario(
   }
 }
 
+/**
+ * The fence's steps (fence_replay.ts), once the agent has exited: the answering upstream now
+ * answers at once, so a replay the fence lets through costs no more than a fetch.
+ */
+async function replayThroughFence(
+  gw: TestGateway,
+  opts: {
+    abort: AbortScenario;
+    stop: AbortEvent;
+    calls: TapRecord[];
+    good: FakeUpstream;
+    kind: AnswerKind;
+    expected: string;
+  },
+): Promise<FenceRun | null> {
+  const aborted = opts.calls.find((c) => c.requestId === opts.stop.id);
+  if (!aborted) return null;
+  opts.good.setHandler(answerFor(opts.kind, opts.expected));
+  const upstreamCallsBefore = opts.good.calls.length;
+  const results = await runFenceSteps(gw, {
+    expect: opts.abort.expect,
+    aborted,
+    controlBody: opts.stop.controlBody,
+    good: opts.good,
+    adminToken: ADMIN_TOKEN,
+  });
+  return { aborted, upstreamCallsBefore, results };
+}
+
+/** One more run of the agent, to its end, and the gateway's requests of it ended too. */
+async function runAgain(
+  gw: TestGateway,
+  opts: { launch: AgentLaunch; bin: string; home: AgentHome },
+): Promise<AgainRun> {
+  const at = performance.now();
+  const out = await runWithTimeout(opts.bin, {
+    args: opts.launch.args,
+    cwd: opts.home.work,
+    env: { ...opts.home.env, ...opts.launch.env },
+    clearEnv: true,
+    timeoutMs: RUN_TIMEOUT_MS,
+  });
+  if (!out) throw new Error(`${opts.bin} could not be started again`);
+  await eventually(() => gw.registry.size === 0, { ms: 10_000 }).catch(() => {});
+  return { command: commandLine(opts.bin, opts.launch.args), at, out };
+}
+
 async function closeFakes(fakes: Pick<ScenarioRun, "good" | "silent" | "side">): Promise<void> {
   await Promise.all([fakes.good.close(), fakes.silent?.close(), fakes.side.close()]);
 }
@@ -255,16 +319,18 @@ function gatewayConfig(
   spec: AgentSpec,
   at: Pick<ScenarioRun, "kind" | "silentKind" | "good" | "silent" | "side">,
 ): ConfigInput {
-  const main = [
-    ...(at.silent ? [{ id: "silent", kind: at.silentKind, base_url: at.silent.url }] : []),
-    { id: "good", kind: at.kind, base_url: at.good.url },
-  ];
   const model = UPSTREAM_MODEL;
+  // Priced, so that a billed row shows a cost and a fence's refusal shows that it has none.
+  const prices = { [model]: { input: 3, output: 15 } };
+  const main = [
+    ...(at.silent ? [{ id: "silent", kind: at.silentKind, base_url: at.silent.url, prices }] : []),
+    { id: "good", kind: at.kind, base_url: at.good.url, prices },
+  ];
   return {
     // 100 s at the test scale is 1 s of silence: the silent upstream is given up on quickly, and
     // the good one's answer fits in it on a loaded machine (300 ms once did not).
     failover: { idle_timeout_secs: 100 },
-    upstreams: [...main, { id: "side", kind: at.kind, base_url: at.side.url }],
+    upstreams: [...main, { id: "side", kind: at.kind, base_url: at.side.url, prices }],
     routes: [
       { model: ROUTE, candidates: main.map((u) => ({ upstream: u.id, model })) },
       ...(spec.sideModels ?? []).map((side) => ({
@@ -278,10 +344,14 @@ function gatewayConfig(
 
 /** Exit 0, the answer on stdout, the route answered by the right upstream, nothing outside. */
 export async function assertScenario(run: ScenarioRun, scenario: ScenarioName): Promise<void> {
-  if (abortScenario(scenario)) {
+  const abort = abortScenario(scenario);
+  if (abort) {
     assertAbortScenario({
       ...run,
+      scenario: abort,
       abort: run.abort ?? null,
+      fence: run.fence ?? null,
+      again: run.again ?? null,
       route: ROUTE,
       mainRows: run.requests.map((r) => r.request).filter((r) => r.route === ROUTE),
     });

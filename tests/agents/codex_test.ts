@@ -45,4 +45,9 @@ wire_api = "responses"
       env: { CODEX_HOME: codexHome, PULSEGATE_API_KEY: ctx.key },
     };
   },
+  // Its `session-id` header is the thread's id, which `exec resume` continues.
+  resume: (ctx, session) => ({
+    args: ["exec", "resume", "--skip-git-repo-check", session, ctx.prompt],
+    env: { CODEX_HOME: join(ctx.home.home, ".codex"), PULSEGATE_API_KEY: ctx.key },
+  }),
 });

@@ -1,7 +1,9 @@
 /**
  * A pass-through in front of the gateway that notes every call an agent makes: method, path,
- * status, the request body and, for a refusal, the gateway's error body. Paths the gateway does
- * not serve (e.g. a token-count endpoint) leave no history row, so this is where they show.
+ * status, the request's headers and body and, for a refusal, the gateway's error body. Paths the
+ * gateway does not serve (e.g. a token-count endpoint) leave no history row, so this is where
+ * they show. The headers and body are what the gateway got, so a call can be sent again as the
+ * agent sent it (abort_scenario.ts replays an aborted turn).
  */
 
 export interface TapRecord {
@@ -12,6 +14,11 @@ export interface TapRecord {
   /** null until the gateway answered; 502 when it could not be reached. */
   status: number | null;
   requestId: string | null;
+  /**
+   * The headers the gateway got: the agent's, less those a hop sets for itself (`HOP_HEADERS`)
+   * and `accept-encoding`. Keys, session headers and the rest are all kept.
+   */
+  requestHeaders: [string, string][];
   requestBody: string;
   /** The gateway's answer when it refused (status 400 or more). */
   errorBody?: string;
@@ -32,20 +39,21 @@ export function startGatewayTap(gatewayUrl: string): GatewayTap {
     const url = new URL(req.url);
     const hasBody = req.method !== "GET" && req.method !== "HEAD";
     const body = hasBody ? new Uint8Array(await req.arrayBuffer()) : undefined;
+    const headers = new Headers(req.headers);
+    for (const name of HOP_HEADERS) headers.delete(name);
+    // The gateway never compresses, but a compressed answer would be decoded here and then
+    // mislabelled to the agent: ask for none.
+    headers.delete("accept-encoding");
     const record: TapRecord = {
       at: performance.now(),
       method: req.method,
       path: url.pathname + url.search,
       status: null,
       requestId: null,
+      requestHeaders: [...headers],
       requestBody: body ? new TextDecoder().decode(body) : "",
     };
     records.push(record);
-    const headers = new Headers(req.headers);
-    for (const name of HOP_HEADERS) headers.delete(name);
-    // The gateway never compresses, but a compressed answer would be decoded here and then
-    // mislabelled to the agent: ask for none.
-    headers.delete("accept-encoding");
     let res: Response;
     try {
       res = await fetch(`${gatewayUrl}${record.path}`, {

@@ -4,7 +4,16 @@
  * fetches, sharing and the default plugins off.
  */
 import { join } from "node:path";
-import { registerAgentTests } from "./agent_kit.ts";
+import { type LaunchContext, registerAgentTests } from "./agent_kit.ts";
+
+const env = (ctx: LaunchContext) => ({
+  PULSEGATE_API_KEY: ctx.key,
+  OPENCODE_DISABLE_AUTOUPDATE: "1",
+  OPENCODE_DISABLE_MODELS_FETCH: "1",
+  OPENCODE_DISABLE_SHARE: "1",
+  OPENCODE_DISABLE_DEFAULT_PLUGINS: "1",
+  OPENCODE_DISABLE_LSP_DOWNLOAD: "1",
+});
 
 await registerAgentTests({
   name: "opencode",
@@ -33,16 +42,11 @@ await registerAgentTests({
       },
     };
     await Deno.writeTextFile(join(dir, "opencode.json"), JSON.stringify(config, null, 2));
-    return {
-      args: ["run", "--model", `pulsegate/${ctx.route}`, ctx.prompt],
-      env: {
-        PULSEGATE_API_KEY: ctx.key,
-        OPENCODE_DISABLE_AUTOUPDATE: "1",
-        OPENCODE_DISABLE_MODELS_FETCH: "1",
-        OPENCODE_DISABLE_SHARE: "1",
-        OPENCODE_DISABLE_DEFAULT_PLUGINS: "1",
-        OPENCODE_DISABLE_LSP_DOWNLOAD: "1",
-      },
-    };
+    return { args: ["run", "--model", `pulsegate/${ctx.route}`, ctx.prompt], env: env(ctx) };
   },
+  // Its `x-session-id` header is its session's id, which `--session` continues.
+  resume: (ctx, session) => ({
+    args: ["run", "--model", `pulsegate/${ctx.route}`, "--session", session, ctx.prompt],
+    env: env(ctx),
+  }),
 });

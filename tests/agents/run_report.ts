@@ -42,6 +42,25 @@ export function describeRun(id: string, run: ScenarioRun): string {
         } ms later; upstream calls before it ${a.upstreamCallsBefore}`,
     );
   }
+  if (run.fence === null) lines.push("fence replays: the stopped request was not among the calls");
+  for (const r of run.fence?.results ?? []) {
+    const step = "lift" in r.step ? "lift" : `replay ${r.step.replay} (want ${r.step.want})`;
+    lines.push(
+      `fence ${step} -> ${r.status}${r.errorCode ? ` ${r.errorCode}` : ""}` +
+        `${r.shouldRetry ? ` x-should-retry: ${r.shouldRetry}` : ""}; upstream calls ` +
+        `${r.upstreamCalls}${r.status >= 400 ? `: ${r.body.slice(0, 300)}` : ""}`,
+    );
+  }
+  if (run.again) {
+    const { out } = run.again;
+    lines.push(
+      `again in the session: exit ${out.code}${out.timedOut ? " (timed out)" : ""} in ` +
+        `${(out.ms / 1000).toFixed(1)} s`,
+      `$ ${run.again.command}`,
+      `stdout: ${firstLines(out.stdout, 10)}`,
+    );
+    if (out.stderr.trim()) lines.push(`stderr: ${firstLines(out.stderr, 10)}`);
+  }
   if (!run.trapHits.length) lines.push("proxy trap saw nothing");
   for (const hit of run.trapHits) {
     const why = hit.passedThrough
