@@ -41,8 +41,6 @@ export function FenceList({ fences }: { fences: Fences }) {
   );
 }
 
-const KIND_LABELS = { session: "session", turn: "turn" } as const;
-
 /** The Lift button's name: what is lifted, for a screen reader and a test to find it by. */
 export function liftLabel(f: Pick<FenceView, "kind" | "sessionId" | "requestId">): string {
   return f.kind === "session"
@@ -55,7 +53,7 @@ function FenceRow({ f, fences, now }: { f: FenceView; fences: Fences; now: numbe
   return (
     <tr data-fence-id={f.id} data-fence-kind={f.kind}>
       <td data-label="Fence">
-        <span class={`tag fence ${f.kind}`}>{KIND_LABELS[f.kind]}</span>
+        <span class="tag fence">{f.kind}</span>
         <small>
           <code>{f.id}</code>
         </small>
