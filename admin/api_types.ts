@@ -291,5 +291,10 @@ export interface FenceView {
 /** GET /admin/api/fences: the fences this instance enforces, expiring last first. */
 export interface FencesView {
   at: number;
+  /**
+   * How long an abort's fence of each kind lasts under the config in force, in configured
+   * seconds (`abort.session_fence_secs`, `abort.turn_fence_secs`); 0 when that kind is off.
+   */
+  fenceSecs: Record<AbortFence["kind"], number>;
   fences: FenceView[];
 }

@@ -10,7 +10,11 @@ import type { FencesView, FenceView } from "./api_types.ts";
 export function fencesApi(deps: { fences: Fences; now: () => number }): Hono {
   const app = new Hono();
   app.get("/admin/api/fences", (c) => {
-    const view: FencesView = { at: deps.now(), fences: deps.fences.list().map(fenceView) };
+    const view: FencesView = {
+      at: deps.now(),
+      fenceSecs: deps.fences.durations(),
+      fences: deps.fences.list().map(fenceView),
+    };
     return c.json(view);
   });
   app.delete("/admin/api/fences/:id", async (c) => {

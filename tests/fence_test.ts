@@ -260,8 +260,9 @@ Deno.test("fences are listed to the admin token only, and a lift lets the sessio
     const { fence } = await (await abort(gw, "/sessions/lift-me/abort")).json();
     const listed = await fetch(`${gw.url}/admin/api/fences`, { headers: ADMIN });
     assert.equal(listed.status, 200);
-    const { at, fences } = await listed.json();
+    const { at, fences, fenceSecs } = await listed.json();
     assert.equal(typeof at, "number");
+    assert.deepEqual(fenceSecs, { session: 3600, turn: 3600 }, "the durations in force");
     assert.equal(fences.length, 1);
     const [view] = fences;
     assert.deepEqual(Object.keys(view).sort(), [

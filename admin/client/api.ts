@@ -6,6 +6,7 @@ import type {
   ConfigSaved,
   ConfigView,
   CostReport,
+  FencesView,
   HealthView,
   HistoryCursor,
   HistoryOutcome,
@@ -56,6 +57,8 @@ export interface AdminApi {
   repairConfig(actions: RepairAction[]): Promise<ConfigSaved>;
   abortRequest(id: string): Promise<AbortResult>;
   abortSession(id: string): Promise<AbortResult>;
+  fences(): Promise<FencesView>;
+  liftFence(id: string): Promise<{ id: string; lifted: true }>;
   controlUpstream(id: string, action: UpstreamAction): Promise<UpstreamControlResult>;
   trends(filters: { window: TrendWindow; route: string; upstream: string }): Promise<TrendsView>;
   sessions(): Promise<SessionsView>;
@@ -129,6 +132,11 @@ export function createAdminApi(io: ApiIo): AdminApi {
       change<AbortResult>(`/request/${encodeURIComponent(id)}/abort`, { method: "POST" }),
     abortSession: (id) =>
       change<AbortResult>(`/sessions/${encodeURIComponent(id)}/abort`, { method: "POST" }),
+    fences: () => call<FencesView>("/admin/api/fences"),
+    liftFence: (id) =>
+      call<{ id: string; lifted: true }>(`/admin/api/fences/${encodeURIComponent(id)}`, {
+        method: "DELETE",
+      }),
     controlUpstream: (id, action) =>
       change<UpstreamControlResult>(
         `/admin/api/upstreams/${encodeURIComponent(id)}/${action}`,

@@ -10,6 +10,7 @@ import { createAdminApi } from "./api.ts";
 import { createAuth, resumeSession, signIn } from "./auth.ts";
 import { createConfigModel } from "./config_model.ts";
 import { createCosts } from "./cost_model.ts";
+import { createFences } from "./fences_model.ts";
 import { CostPanel } from "./islands/costs.tsx";
 import { createHealth } from "./health_model.ts";
 import { createHistory } from "./history_model.ts";
@@ -50,7 +51,8 @@ const api = createAdminApi({
   refused: (message) => auth.signOut(`The gateway refused the admin token: ${message}.`),
 });
 const feed = createLiveFeed({ open: (signal) => api.live(signal), wait });
-const aborts = createAborts(api);
+const fences = createFences(api, { now });
+const aborts = createAborts(api, { fences });
 const history = createHistory(api);
 const health = createHealth(api);
 const config = createConfigModel(api);
@@ -95,6 +97,7 @@ effect(() => {
       costs.clear();
       sessions.clear();
       retention.clear();
+      fences.clear();
       return;
     }
     feed.start();
@@ -106,8 +109,10 @@ effect(() => {
     healthTimer = setInterval(() => void health.refresh(), HEALTH_EVERY_MS);
     void trends.refresh();
     trendsTimer = setInterval(() => void trends.refresh(), TRENDS_EVERY_MS);
-    void sessions.refresh();
-    sessionsTimer = setInterval(() => void sessions.refresh(), SESSIONS_EVERY_MS);
+    // The fences are listed in the Sessions panel: read with it.
+    const refreshSessions = () => void Promise.all([sessions.refresh(), fences.refresh()]);
+    refreshSessions();
+    sessionsTimer = setInterval(refreshSessions, SESSIONS_EVERY_MS);
   });
 });
 
@@ -119,7 +124,7 @@ effect(() => {
   liveIds = ids;
   if (ended) {
     untracked(() => history.trail.value.length === 1 && void history.refresh());
-    untracked(() => void sessions.refresh());
+    untracked(() => void Promise.all([sessions.refresh(), fences.refresh()]));
   }
 });
 

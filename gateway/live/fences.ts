@@ -90,6 +90,14 @@ export class Fences {
     if (deps.metrics) deps.metrics.fences = () => this.set.counts(deps.clock.now());
   }
 
+  /**
+   * How long each kind of fence lasts under the config in force, in configured seconds (0: off),
+   * for the admin page's abort confirmation (docs/admin.md "Fences").
+   */
+  durations(): Record<Fence["kind"], number> {
+    return { session: this.#secs("session"), turn: this.#secs("turn") };
+  }
+
   #secs(kind: Fence["kind"]): number {
     const s = this.deps.settings();
     return kind === "session" ? s?.session_fence_secs ?? 600 : s?.turn_fence_secs ?? 120;

@@ -1,7 +1,7 @@
+import { AbortPrompt } from "./abort_prompt.tsx";
 import { Pick } from "./pick.tsx";
 import { TableHead } from "./table_head.tsx";
 import { useSignal } from "@preact/signals";
-import { useEffect, useRef } from "preact/hooks";
 import type { LiveRow } from "../../api_types.ts";
 import type { Aborts } from "../aborts.ts";
 import { formatMs, formatTokens, plural, stateLabel } from "../format.ts";
@@ -73,50 +73,6 @@ export function LiveRequests({ feed, aborts }: LiveRequestsProps) {
         </>
       )}
     </section>
-  );
-}
-
-/**
- * The confirmation an Abort button opens, naming what will stop; focus moves to it, then to the
- * result once the abort is done, so a keyboard user is never left on a row that went away.
- */
-export function AbortPrompt({ aborts, panel = "live" }: { aborts: Aborts; panel?: string }) {
-  const mine = <T extends { panel?: string }>(what: T | null): T | null =>
-    what && (what.panel ?? "live") === panel ? what : null;
-  const asked = mine(aborts.asked.value);
-  const result = mine(aborts.result.value);
-  const confirmRef = useRef<HTMLButtonElement>(null);
-  const resultRef = useRef<HTMLParagraphElement>(null);
-  useEffect(() => confirmRef.current?.focus(), [asked?.kind, asked?.id]);
-  useEffect(() => resultRef.current?.focus(), [result?.text]);
-  if (asked) {
-    const what = `${asked.kind} ${asked.id}`;
-    return (
-      <div class="notice confirm" role="alertdialog" aria-label={`Abort ${what}?`}>
-        <span>
-          Abort {asked.kind} <code>{asked.id}</code>?{" "}
-          {asked.kind === "session" ? "Every running request of the session stops." : ""}
-        </span>
-        <button type="button" class="danger" ref={confirmRef} onClick={() => aborts.confirm()}>
-          Abort {what}
-        </button>
-        <button type="button" class="quiet" onClick={() => aborts.cancel()}>Cancel</button>
-      </div>
-    );
-  }
-  if (!result) return null;
-  return (
-    <p class={`notice ${result.ok ? "ok" : "error"}`} role="status" tabIndex={-1} ref={resultRef}>
-      {result.text}
-      <button
-        type="button"
-        class="quiet"
-        onClick={() =>
-          aborts.dismiss()}
-      >
-        Dismiss
-      </button>
-    </p>
   );
 }
 

@@ -1,9 +1,12 @@
 import type { SessionView } from "../../sessions_types.ts";
+import type { FenceView } from "../../api_types.ts";
 import type { Aborts } from "../aborts.ts";
+import { fencesOfSession } from "../fences_model.ts";
 import { formatTime, plural } from "../format.ts";
 import { formatUsd } from "../money.ts";
 import { formatHitRate, type Sessions } from "../sessions_model.ts";
-import { AbortPrompt } from "./live_requests.tsx";
+import { AbortPrompt } from "./abort_prompt.tsx";
+import { FenceList } from "./fence_list.tsx";
 import { TableHead } from "./table_head.tsx";
 
 export interface SessionsPanelProps {
@@ -15,15 +18,24 @@ export interface SessionsPanelProps {
 /**
  * Live and recent sessions (docs/admin.md "Sessions"): per key and session, its routes and
  * upstreams, requests (running ones too), tokens, cache hit rate, cost, the cache writes its
- * moves off a warm upstream cost, its session limits, and Abort session.
+ * moves off a warm upstream cost, its session limits, and Abort session; then the fences aborts
+ * left (docs/admin.md "Fences"), each with a Lift. Refresh reads both.
  */
 export function SessionsPanel({ sessions, aborts, now }: SessionsPanelProps) {
   const view = sessions.view.value;
+  const { fences } = aborts;
+  const fenced = fences.view.value?.fences ?? [];
   return (
     <section aria-labelledby="sessions-title">
       <header class="panel-head">
         <h2 id="sessions-title">Sessions</h2>
-        <button type="button" class="quiet" onClick={() => sessions.refresh()}>Refresh</button>
+        <button
+          type="button"
+          class="quiet"
+          onClick={() => void Promise.all([sessions.refresh(), fences.refresh()])}
+        >
+          Refresh
+        </button>
       </header>
       {sessions.error.value && <p class="notice error" role="alert">{sessions.error.value}</p>}
       <AbortPrompt aborts={aborts} panel="sessions" />
@@ -48,21 +60,38 @@ export function SessionsPanel({ sessions, aborts, now }: SessionsPanelProps) {
           />
           <tbody>
             {view.sessions.map((s) => (
-              <SessionRow key={`${s.keyId} ${s.sessionId}`} s={s} aborts={aborts} now={now()} />
+              <SessionRow
+                key={`${s.keyId} ${s.sessionId}`}
+                s={s}
+                aborts={aborts}
+                now={now()}
+                fenced={fencesOfSession(fenced, s)}
+              />
             ))}
           </tbody>
         </table>
       )}
+      <FenceList fences={fences} />
     </section>
   );
 }
 
-function SessionRow({ s, aborts, now }: { s: SessionView; aborts: Aborts; now: number }) {
+function SessionRow(
+  { s, aborts, now, fenced }: {
+    s: SessionView;
+    aborts: Aborts;
+    now: number;
+    /** The fences that refuse this session's requests. */
+    fenced: FenceView[];
+  },
+) {
   return (
     <tr data-session-id={s.sessionId}>
       <td data-label="Session">
         <code>{s.sessionId}</code>
         {s.derived && <small class="tag">from the prompt</small>}
+        {fenced.some((f) => f.kind === "session") && <small class="tag fence">fenced</small>}
+        {fenced.some((f) => f.kind === "turn") && <small class="tag fence">turn fenced</small>}
         <small>last {formatTime(s.lastAt, { now })}</small>
       </td>
       <td data-label="Key">{s.keyId ?? <small>open</small>}</td>
