@@ -647,7 +647,9 @@ async function runAbortCell(
   const { path, body } = cell.client.request(cell.route, cell.stream);
   const answered = fetch(`${gw.url}${path}`, {
     method: "POST",
-    headers: { "content-type": "application/json", "x-request-id": id },
+    // Every cell sends the same conversation: a session of its own keeps the turn fence an
+    // earlier cell's abort left (docs/design.md "Abort and disconnect") off the next ones.
+    headers: { "content-type": "application/json", "x-request-id": id, "x-session-id": id },
     body: JSON.stringify(body),
     signal: AbortSignal.timeout(CELL_LIMIT_MS),
   }).then(async (res) => ({ res, text: await res.text() })).catch((err) => err as Error);
@@ -664,7 +666,8 @@ async function runAbortCell(
     headers: { authorization: `Bearer ${ABORT_ADMIN}` },
   });
   check(control.status === 200, `the abort answered ${control.status}`);
-  await control.body?.cancel();
+  const fence = control.status === 200 ? (await control.json()).fence : await control.text();
+  check(fence?.kind === "turn", `the abort left no turn fence: ${JSON.stringify(fence)}`);
   const got = await answered;
   if (got instanceof Error) return [`${abortLabel(cell)}: no answer: ${got.message}`];
   const { res, text } = got;
