@@ -7,6 +7,7 @@ import {
   pruneInstances,
   pruneRequestsStep,
   pruneRollupStep,
+  pruneSummariesStep,
   ROLLUP_MINUTES_PER_STEP,
   type RollupTable,
   VACUUM_PAGES,
@@ -57,6 +58,8 @@ export interface PruneReport {
   attempts: number;
   /** Rollup rows removed. */
   rollupRows: number;
+  /** Session summaries removed (their last request older than the rows' window). */
+  sessionSummaries: number;
   /** Free pages given back to the disk. */
   vacuumedPages: number;
   /** Prune steps run; each one write transaction. */
@@ -75,8 +78,8 @@ export const PRUNE_EVERY_MS = 60_000;
 
 /**
  * History retention (docs/scaling.md "Retention"): at start and every minute, removes requests
- * older than the window with their attempts, then rollups older than theirs, then gives the freed
- * pages back, each step one small transaction run between the writer's batches. Every step is
+ * older than the window with their attempts, then session summaries whose last request is, then
+ * rollups older than theirs, then gives the freed pages back, each step one small transaction run between the writer's batches. Every step is
  * atomic and removes the oldest first, so a process stopped mid-run loses nothing inside the
  * window and the next run carries on where it stopped.
  */
@@ -166,6 +169,7 @@ export class HistoryPruner {
       requests: 0,
       attempts: 0,
       rollupRows: 0,
+      sessionSummaries: 0,
       vacuumedPages: 0,
       steps: 0,
     };
@@ -178,6 +182,13 @@ export class HistoryPruner {
       report.attempts += attempts;
       report.steps++;
       this.#removedTotal += requests;
+    }
+    // Summaries by the rows' window (and hold): a session listed is one whose rows are kept.
+    for (let removed = batch; removed >= batch && !this.#closed;) {
+      const [summaries = 0] = await writer.upkeep([pruneSummariesStep(cutoff, { batch })]);
+      removed = summaries;
+      report.sessionSummaries += summaries;
+      report.steps++;
     }
     const rollupCutoff = now - policy.rollupRetentionDays * DAY_MS;
     for (const rollup of this.#opts.rollups ?? []) {

@@ -100,6 +100,19 @@ export function pruneRollupStep(
   };
 }
 
+/**
+ * One step of session-summary retention (docs/scaling.md "Session summaries"): removes up to
+ * `batch` summaries whose last request started before `cutoff` (epoch ms), oldest first, along
+ * `session_summaries_last`. A summary goes with the last of its rows, not before.
+ */
+export function pruneSummariesStep(cutoff: number, opts: { batch: number }): InStatement {
+  return {
+    sql: `DELETE FROM session_summaries WHERE (key_id, session_id) IN (SELECT key_id, session_id
+      FROM session_summaries WHERE last_at < ? ORDER BY last_at LIMIT ?)`,
+    args: [cutoff, opts.batch],
+  };
+}
+
 /** Moves up to `pages` free pages to the end of the file and cuts them off (auto_vacuum=2). */
 export function vacuumStep(pages: number): InStatement {
   return `PRAGMA incremental_vacuum(${Math.max(1, Math.floor(pages))})`;

@@ -1,4 +1,5 @@
 import { ROLLUP_MIGRATION } from "./rollups.ts";
+import { SESSION_SUMMARY_MIGRATION } from "./session_summaries.ts";
 
 /**
  * Schema history. Embedded in code so a compiled binary and Deno Deploy need no files.
@@ -330,5 +331,13 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 27,
     name: "history_rollups",
     sql: ROLLUP_MIGRATION,
+  },
+  {
+    // docs/scaling.md "Session summaries": one row per key and session kept by triggers with
+    // every request row write, so the admin Sessions panel reads the sessions active in its
+    // window, not their rows; computed here for the rows already stored.
+    version: 28,
+    name: "session_summaries",
+    sql: SESSION_SUMMARY_MIGRATION,
   },
 ];

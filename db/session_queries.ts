@@ -1,5 +1,6 @@
 import { readerOf, type Reads } from "./read_db.ts";
 import { num, numOrNull, text, textOrNull } from "./row_values.ts";
+import { SUMMARY_NAMES } from "./session_summaries.ts";
 
 /** A session's use so far, as its budget counts it (docs/config.md "Session limits"). */
 export interface SessionTotals {
@@ -52,37 +53,21 @@ export interface SessionRow {
   loopRefusals: number;
 }
 
-/** The longest session id, route or upstream name read back (names are bounded when stored). */
-const MAX_NAME_CHARS = 300;
-/** At most this many routes and upstreams listed per session. */
-const MAX_NAMES = 10;
-
-// A range scan of `requests_started` over the window, grouped: the cost of one cost report.
-// Routes count only where the request reached an upstream, so a caller's invented model names
-// (each refused 404) never fill the list.
-const RECENT = `SELECT key_id, substr(session_id, 1, ${MAX_NAME_CHARS}) AS session_id,
-  COUNT(*) AS requests, MIN(started_at) AS first_at, MAX(started_at) AS last_at,
-  json_group_array(DISTINCT CASE WHEN upstream IS NOT NULL
-    THEN substr(route, 1, ${MAX_NAME_CHARS}) END) AS routes,
-  json_group_array(DISTINCT substr(upstream, 1, ${MAX_NAME_CHARS})) AS upstreams,
-  SUM(COALESCE(input_tokens, 0)) AS input_tokens, SUM(COALESCE(output_tokens, 0)) AS output_tokens,
-  SUM(COALESCE(cached_tokens, 0)) AS cached_tokens,
-  SUM(COALESCE(cache_write_tokens, 0)) AS cache_write_tokens,
-  SUM(cost_usd) AS cost_usd,
-  SUM(moved_from IS NOT NULL) AS moves,
-  SUM(CASE WHEN moved_from IS NOT NULL THEN cache_write_usd END) AS move_cache_write_usd,
-  SUM(outcome = 'error') AS errors,
-  SUM(error_code = 'gw.session.budget_exhausted') AS budget_refusals,
-  SUM(error_code = 'gw.session.loop_detected') AS loop_refusals
-  FROM requests WHERE started_at >= ? AND session_id IS NOT NULL
-  GROUP BY key_id, substr(session_id, 1, ${MAX_NAME_CHARS})
-  ORDER BY last_at DESC LIMIT ?`;
+// The sessions' summaries (db/session_summaries.ts), newest first along `session_summaries_last`:
+// the cost follows the sessions listed, not their rows. A summary holds the whole session as
+// history has it, not only its requests inside the window (docs/admin.md "Sessions").
+const RECENT = `SELECT CASE WHEN typeof(key_id) = 'blob' THEN NULL ELSE key_id END AS key_id,
+  session_id, requests, first_at, last_at, routes, upstreams, input_tokens, output_tokens,
+  cached_tokens, cache_write_tokens, CASE WHEN priced > 0 THEN cost_usd END AS cost_usd, moves,
+  CASE WHEN move_priced > 0 THEN move_cache_write_usd END AS move_cache_write_usd, errors,
+  budget_refusals, loop_refusals
+  FROM session_summaries WHERE last_at >= ? AND requests > 0 ORDER BY last_at DESC LIMIT ?`;
 
 function names(json: string): string[] {
   try {
     const list: unknown = JSON.parse(json);
     if (!Array.isArray(list)) return [];
-    return list.filter((n): n is string => typeof n === "string").slice(0, MAX_NAMES);
+    return list.filter((n): n is string => typeof n === "string").slice(0, SUMMARY_NAMES);
   } catch {
     return [];
   }

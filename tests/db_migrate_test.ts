@@ -67,6 +67,7 @@ Deno.test("a fresh database gets every shipped migration", async () => {
       "rollup_hops",
       "rollup_requests",
       "schema_version",
+      "session_summaries",
     ]);
   } finally {
     db.close();

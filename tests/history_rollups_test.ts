@@ -75,7 +75,9 @@ Deno.test("an upgraded database gets the rollups of the rows it had", async () =
     const old = await openDatabase(`file:${dir}/old.db`);
     try {
       // The release before the rollups, with the same rows.
-      const before = MIGRATIONS.filter((m) => m.name !== "history_rollups");
+      // (Migrations after it apply too: they are checked on their own, and an upgrade from then
+      // applies them in order.)
+      const before = MIGRATIONS.slice(0, MIGRATIONS.findIndex((m) => m.name === "history_rollups"));
       await migrate(old, { migrations: before });
       const requests = (await db.client.execute("SELECT * FROM requests")).rows;
       const attempts = (await db.client.execute("SELECT * FROM attempts")).rows;
@@ -83,7 +85,10 @@ Deno.test("an upgraded database gets the rollups of the rows it had", async () =
         ...upsertRequests(requests.map(requestFromRow)),
         ...upsertAttempts(attempts.map(attemptFromRow)),
       ], "write");
-      assert.deepEqual((await migrate(old)).applied, [MIGRATIONS.at(-1)!.version]);
+      assert.deepEqual(
+        (await migrate(old)).applied,
+        MIGRATIONS.slice(before.length).map((m) => m.version),
+      );
       assertSameRollups(await storedRollups(old), await rollupsFromRows(db));
       assertSameRollups(await storedRollups(old), await storedRollups(db));
     } finally {

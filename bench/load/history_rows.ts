@@ -15,6 +15,7 @@ import { type BatchExecutor, inProcessExecutor, workerExecutor } from "../../db/
 import { openDatabase } from "../../db/client.ts";
 import { HistoryWriter } from "../../db/history_writer.ts";
 import { migrate } from "../../db/migrate.ts";
+import { MIGRATIONS } from "../../db/migrations.ts";
 import type { AttemptRecord, RequestRecord } from "../../db/records.ts";
 import { newRequestId } from "../../gateway/live/request_id.ts";
 import { LoopProbe, type LoopProbeSummary } from "../loop_probe.ts";
@@ -32,6 +33,8 @@ export interface HistoryRowsJob {
   /** How long the probe first runs with nothing else to do: the stall floor of this machine. */
   idleMs: number;
   budgetMs: number;
+  /** Migrate only up to the session summaries: their write cost, by contrast. */
+  withoutSessionSummaries?: boolean;
 }
 
 export interface HistoryRowsResult {
@@ -62,7 +65,8 @@ function rowsFor(i: number, instanceId: string): [RequestRecord, AttemptRecord] 
     route: "bench",
     stream: i % 2 === 0,
     keyId: null,
-    sessionId: null,
+    // Sessions of 20 requests, as a coding agent's turns: each row updates its session's summary.
+    sessionId: `bench-${instanceId.slice(0, 8)}-${Math.floor(i / 20)}`,
     status: 200,
     outcome: "success",
     failureSource: null,
@@ -115,7 +119,8 @@ function rowsFor(i: number, instanceId: string): [RequestRecord, AttemptRecord] 
 
 async function run(job: HistoryRowsJob): Promise<HistoryRowsResult> {
   const db = await openDatabase(`file:${job.dbPath}`);
-  await migrate(db);
+  const at = MIGRATIONS.findIndex((m) => m.name === "session_summaries");
+  await migrate(db, job.withoutSessionSummaries ? { migrations: MIGRATIONS.slice(0, at) } : {});
   const batches: number[] = [];
   const executor: BatchExecutor = job.executor === "worker"
     ? workerExecutor(`file:${job.dbPath}`)
