@@ -1,6 +1,6 @@
 import type { InStatement, InValue } from "@libsql/client";
 import { addToSketch, type Sketch, sketchPercentile } from "./first_content_sketch.ts";
-import { readerOf, type Reads } from "./read_db.ts";
+import { readerOf, type ReadRow, type Reads } from "./read_db.ts";
 import { ROLLUP_BUCKETS_MS } from "./rollups.ts";
 import { num, numOrNull, textOrNull } from "./row_values.ts";
 
@@ -133,6 +133,15 @@ function emptyBuckets(q: TrendQuery): TrendBucket[] {
   }));
 }
 
+/** A bucket's request counts and tokens, as both the row and the rollup statements name them. */
+function countsInto(bucket: TrendBucket, row: ReadRow): void {
+  bucket.success = num(row, "success");
+  bucket.error = num(row, "error");
+  bucket.aborted = num(row, "aborted");
+  bucket.clientDisconnected = num(row, "client_disconnected");
+  bucket.outputTokens = num(row, "output_tokens");
+}
+
 async function rowBuckets(db: Reads, q: TrendQuery): Promise<TrendBucket[]> {
   const statements = trendStatements(q);
   const [requests, hops] = await Promise.all([
@@ -143,11 +152,7 @@ async function rowBuckets(db: Reads, q: TrendQuery): Promise<TrendBucket[]> {
   for (const row of requests.rows) {
     const bucket = buckets[num(row, "b")];
     if (!bucket) continue;
-    bucket.success = num(row, "success");
-    bucket.error = num(row, "error");
-    bucket.aborted = num(row, "aborted");
-    bucket.clientDisconnected = num(row, "client_disconnected");
-    bucket.outputTokens = num(row, "output_tokens");
+    countsInto(bucket, row);
     bucket.firstContentP50Ms = numOrNull(row, "p50");
     bucket.firstContentP95Ms = numOrNull(row, "p95");
   }
@@ -199,11 +204,7 @@ async function rollupBuckets(db: Reads, q: TrendQuery & { size: number }): Promi
   for (const row of result.rows) {
     const bucket = buckets[num(row, "b")];
     if (!bucket) continue;
-    bucket.success = num(row, "success");
-    bucket.error = num(row, "error");
-    bucket.aborted = num(row, "aborted");
-    bucket.clientDisconnected = num(row, "client_disconnected");
-    bucket.outputTokens = num(row, "output_tokens");
+    countsInto(bucket, row);
     bucket.idleTimeouts = num(row, "idle_timeouts");
     bucket.failovers = num(row, "failovers");
     const sketch = mergedSketch(textOrNull(row, "sketches"));
