@@ -1,6 +1,8 @@
 import type { InArgs, InStatement } from "@libsql/client";
 import { type Db, DEFAULT_BUSY_TIMEOUT_MS, localFilePath, writing } from "./client.ts";
 import { historyWorkerMain } from "./history_worker.ts";
+import { WORKER_START_BOUND_MS } from "./worker_start.ts";
+import { createClock } from "../gateway/runtime/clock.ts";
 
 /**
  * Runs one write transaction of statements; how and where is the executor's business. Resolves
@@ -66,20 +68,39 @@ class WorkerWriteError extends Error {
  */
 export function workerExecutor(
   url: string,
-  opts: { fallback?: BatchExecutor; onFallback?: (err: unknown) => void } = {},
+  opts: {
+    fallback?: BatchExecutor;
+    onFallback?: (err: unknown) => void;
+    /** How long the worker may take to open the database, or to close (WORKER_START_BOUND_MS). */
+    startBoundMs?: number;
+    /** The start bound's timer; default the unscaled clock. */
+    after?: (ms: number, fn: () => void) => () => void;
+    /** Makes the thread; default one running db/history_worker.ts (tests hand a stand-in). */
+    worker?: () => Worker;
+  } = {},
 ): BatchExecutor {
-  // Plain JS, already checked as db/history_worker.ts. A type-checking `deno test` would still
-  // check this data: module at every start (seconds of CPU each), which is why `task test`
-  // checks the tree once and runs the suites with --no-check.
-  const source = `// @ts-nocheck\n(${historyWorkerMain.toString()})()`;
-  const worker = new Worker(`data:application/javascript,${encodeURIComponent(source)}`, {
-    type: "module",
-  });
+  const boundMs = opts.startBoundMs ?? WORKER_START_BOUND_MS;
+  const after = opts.after ?? createClock().after;
+  const worker = (opts.worker ?? historyWorker)();
   const waiting = new Map<
     number,
     { resolve: (changes: number[]) => void; reject: (err: Error) => void }
   >();
   let next = 0;
+  /** Why the worker takes no more batches (it failed, or never answered its start). */
+  let gone: Error | null = null;
+  /** Whether it opened the database: a failure after that is told as a fallback. */
+  let up = false;
+  // Every batch waiting on it is refused at once, and later ones go to the fallback (or are
+  // refused): none waits for an answer that cannot come.
+  const fail = (err: Error) => {
+    if (gone) return;
+    gone = err;
+    for (const pending of waiting.values()) pending.reject(err);
+    waiting.clear();
+    worker.terminate();
+    if (up && opts.fallback) opts.onFallback?.(err);
+  };
   worker.onmessage = (event: MessageEvent<Reply>) => {
     const { id, error, changes } = event.data;
     const pending = waiting.get(id);
@@ -89,21 +110,29 @@ export function workerExecutor(
   };
   worker.onerror = (event) => {
     event.preventDefault();
-    for (const pending of waiting.values()) pending.reject(new Error(event.message));
-    waiting.clear();
+    fail(new Error(`the history worker failed: ${event.message}`));
   };
   const texts = sqlTexts();
   const call = (message: Record<string, unknown>) =>
     new Promise<number[]>((resolve, reject) => {
+      if (gone) return reject(gone);
       const id = next++;
       waiting.set(id, { resolve, reject });
       worker.postMessage({ id, ...message });
     });
+  /** `call`, given up on past the bound: the worker is then gone. */
+  const bounded = (message: Record<string, unknown>, what: string) => {
+    const cancel = after(
+      boundMs,
+      () => fail(new Error(`the history worker did not ${what} within ${boundMs} ms`)),
+    );
+    return call(message).finally(cancel);
+  };
   const path = localFilePath(url);
   const opened = path === null
     ? Promise.reject(new Error(`the history worker writes local files only, not ${url}`))
-    : call({ open: { path, timeoutMs: DEFAULT_BUSY_TIMEOUT_MS } });
-  const started = opened.then(() => true, (err) => {
+    : bounded({ open: { path, timeoutMs: DEFAULT_BUSY_TIMEOUT_MS } }, "open the database");
+  const started = opened.then(() => (up = true), (err) => {
     if (!opts.fallback) return false;
     opts.onFallback?.(err);
     worker.terminate();
@@ -111,18 +140,29 @@ export function workerExecutor(
   });
   return {
     run: async (statements) => {
-      if (!(await started)) {
+      if (!(await started) || gone) {
         if (opts.fallback) return await opts.fallback.run(statements);
         await opened; // rethrows why the worker could not start
       }
       return await call({ statements: statements.map(texts.compact) });
     },
     close: async () => {
-      if (await started) await call({ close: true }).catch(() => []);
+      if (await started) await bounded({ close: true }, "close").catch(() => []);
       worker.terminate();
       await opts.fallback?.close();
     },
   };
+}
+
+/** A thread running db/history_worker.ts. */
+function historyWorker(): Worker {
+  // Plain JS, already checked as db/history_worker.ts. A type-checking `deno test` would still
+  // check this data: module at every start (seconds of CPU each), which is why `task test`
+  // checks the tree once and runs the suites with --no-check.
+  const source = `// @ts-nocheck\n(${historyWorkerMain.toString()})()`;
+  return new Worker(`data:application/javascript,${encodeURIComponent(source)}`, {
+    type: "module",
+  });
 }
 
 /** A statement as posted to the worker: its text, or the number of a text sent before. */

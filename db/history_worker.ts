@@ -13,7 +13,10 @@
  * gateway reads nothing from disk at run time besides its data directory. So the function is
  * self-contained: it imports its one package itself and shares no closure with this module.
  */
-export async function historyWorkerMain(): Promise<void> {
+export function historyWorkerMain(
+  load: () => Promise<typeof import("@libsql/client/sqlite3")> = () =>
+    import("@libsql/client/sqlite3"),
+): void {
   // `sql` is sent with the first use of a text, `ref` alone after (db/batch_executor.ts).
   type Statement = { sql?: string; ref?: number; args?: unknown[] };
   type Message = {
@@ -27,11 +30,12 @@ export async function historyWorkerMain(): Promise<void> {
     postMessage(message: unknown): void;
   };
   const port = globalThis as unknown as Port;
-  const { ConnectionPool } = await import("@libsql/client/sqlite3");
-  type Connection = ReturnType<InstanceType<typeof ConnectionPool>["acquireSync"]>;
+  type Pool = Awaited<ReturnType<typeof load>>["ConnectionPool"];
+  let ConnectionPool: Pool | null = null;
+  type Connection = ReturnType<InstanceType<Pool>["acquireSync"]>;
   type Prepared = ReturnType<Connection["prepare"]>;
   let target: { path: string; timeoutMs: number } | null = null;
-  let pool: InstanceType<typeof ConnectionPool> | null = null;
+  let pool: InstanceType<Pool> | null = null;
   let db: Connection | null = null;
   const texts: string[] = [];
   // Prepared statements by text number; dropped with their connection.
@@ -40,6 +44,7 @@ export async function historyWorkerMain(): Promise<void> {
   const connect = (): Connection => {
     if (db) return db;
     if (!target) throw new Error("history worker: database not open");
+    if (!ConnectionPool) throw new Error("history worker: driver not loaded");
     const opened = new ConnectionPool(target.path, { timeout: target.timeoutMs }, 1);
     try {
       const conn = opened.acquireSync();
@@ -121,15 +126,29 @@ export async function historyWorkerMain(): Promise<void> {
     }
     return write(message.statements ?? []);
   };
-  port.onmessage = (event) => {
-    const { id } = event.data;
+  const answer = (message: Message) => {
+    const { id } = message;
     try {
-      const changes = handle(event.data);
+      const changes = handle(message);
       port.postMessage({ id, changes });
     } catch (err) {
       const code = err instanceof Error && "code" in err ? String(err.code) : undefined;
-      const message = err instanceof Error ? err.message : String(err);
-      port.postMessage({ id, error: { message, code } });
+      const text = err instanceof Error ? err.message : String(err);
+      port.postMessage({ id, error: { message: text, code } });
     }
+  };
+  // The listener is in place before anything is awaited: a message that reaches a worker with
+  // none is dropped, and the writer posts `open` the moment the worker is made (the admin
+  // reader's thread does the same, db/read_worker.ts). Messages that come while the driver
+  // loads wait for it, and are answered in order.
+  const driver = load().then((loaded) => {
+    ConnectionPool = loaded.ConnectionPool;
+  });
+  port.onmessage = (event) => {
+    const message = event.data;
+    driver.then(() => answer(message), (err) => {
+      const text = err instanceof Error ? err.message : String(err);
+      port.postMessage({ id: message.id, error: { message: `history worker: ${text}` } });
+    });
   };
 }

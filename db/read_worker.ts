@@ -12,9 +12,14 @@
  * read while the history worker writes (docs/scaling.md "Admin reads").
  *
  * The worker starts from this one function's source (a `data:` URL), as the history worker does
- * (db/history_worker.ts): self-contained, importing its one package itself.
+ * (db/history_worker.ts): self-contained, importing its one package itself. `load` is that
+ * import (a test slows it down); the package is CommonJS, so its module's type is the class,
+ * which `import()` hands over as `default`.
  */
-export async function readWorkerMain(): Promise<void> {
+export function readWorkerMain(
+  load: () => Promise<{ default: typeof import("libsql/promise") }> = () =>
+    import("libsql/promise"),
+): void {
   type Job = { id: number; statements: { sql: string; args?: unknown[] }[] };
   type Message = Job & {
     open?: { path: string; timeoutMs: number; boundMs: number };
@@ -24,13 +29,13 @@ export async function readWorkerMain(): Promise<void> {
     onmessage: ((event: MessageEvent<Message>) => void) | null;
     postMessage(message: unknown): void;
   };
+  type Driver = Awaited<ReturnType<typeof load>>["default"];
+  type Connection = InstanceType<Driver>;
   const port = globalThis as unknown as Port;
-  const { default: Database } = await import("libsql/promise");
-  type Connection = InstanceType<typeof Database>;
   let target: { path: string; timeoutMs: number; boundMs: number } | null = null;
   const idle: Connection[] = [];
 
-  const open = async (): Promise<Connection> => {
+  const open = async (Database: Driver): Promise<Connection> => {
     if (!target) throw new Error("admin reader: database not open");
     const conn = new Database(target.path, { timeout: target.timeoutMs });
     try {
@@ -51,9 +56,9 @@ export async function readWorkerMain(): Promise<void> {
       // Closing is best effort; the connection is dropped either way.
     }
   };
-  const run = async (job: Job): Promise<Record<string, unknown>[][]> => {
+  const run = async (Database: Driver, job: Job): Promise<Record<string, unknown>[][]> => {
     if (!target) throw new Error("admin reader: database not open");
-    const conn = idle.pop() ?? await open();
+    const conn = idle.pop() ?? await open(Database);
     let stopped = false;
     // The bound of the whole job, in real time: it bounds SQLite's work, not a gateway wait.
     const timer = setTimeout(() => {
@@ -85,26 +90,31 @@ export async function readWorkerMain(): Promise<void> {
     const stopped = err instanceof Error && "stopped" in err;
     reply(id, { error: { message, code, stopped } });
   };
-  port.onmessage = (event) => {
-    const message = event.data;
+  const handle = async (Database: Driver, message: Message): Promise<Record<string, unknown>> => {
     if (message.open) {
       target = message.open;
       // One connection at once, so a file that cannot be read fails the start of the reader.
-      open().then((conn) => {
-        idle.push(conn);
-        reply(message.id, {});
-      }, (err) => failed(message.id, err));
-      return;
+      idle.push(await open(Database));
+      return {};
     }
     if (message.close) {
       for (const conn of idle.splice(0)) discard(conn);
       target = null;
-      reply(message.id, {});
-      return;
+      return {};
     }
-    run(message).then(
-      (results) => reply(message.id, { results }),
-      (err) => failed(message.id, err),
-    );
+    return { results: await run(Database, message) };
+  };
+  // The listener is in place before anything is awaited: a message that reaches a worker with
+  // none is dropped (Deno, as browsers, enables the worker's port once its script has run, not
+  // once its promises settle), and the serving thread posts `open` the moment the worker is
+  // made. Loading the driver can take several turns of this thread's event loop (a cold module
+  // cache, a busy machine): the messages wait for it here, each answered once it is in, in the
+  // order they came.
+  const driver = load();
+  port.onmessage = (event) => {
+    const message = event.data;
+    driver
+      .then(({ default: Database }) => handle(Database, message))
+      .then((body) => reply(message.id, body), (err) => failed(message.id, err));
   };
 }

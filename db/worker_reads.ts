@@ -9,6 +9,7 @@ import {
   type ReadRow,
 } from "./read_db.ts";
 import { readWorkerMain } from "./read_worker.ts";
+import { WORKER_START_BOUND_MS } from "./worker_start.ts";
 
 /**
  * How long one admin read may run before it is stopped (docs/scaling.md "Admin reads"): long
@@ -73,6 +74,10 @@ export interface WorkerReadsOptions {
   onReplaced?: () => void;
   /** The watchdog's timer; default the unscaled clock (the bound is SQLite's real run time). */
   after?: (ms: number, fn: () => void) => () => void;
+  /** How long the worker may take to open the database; default WORKER_START_BOUND_MS. */
+  startBoundMs?: number;
+  /** Makes the reader's thread; default one running db/read_worker.ts (tests hand a stand-in). */
+  worker?: () => Worker;
 }
 
 interface Job {
@@ -104,7 +109,8 @@ interface Running {
 /** One worker and the reads it is running, by message id. */
 interface Thread {
   worker: Worker;
-  started: Promise<boolean>;
+  /** Why it could not start, or null once it has opened the database. */
+  started: Promise<string | null>;
   running: Map<number, Running>;
 }
 
@@ -118,6 +124,7 @@ export function workerReads(url: string, opts: WorkerReadsOptions = {}): WorkerR
   const boundMs = opts.boundMs ?? ADMIN_QUERY_BOUND_MS;
   const connections = Math.max(1, opts.connections ?? READER_CONNECTIONS);
   const after = opts.after ?? createClock().after;
+  const startBoundMs = opts.startBoundMs ?? WORKER_START_BOUND_MS;
   const path = localFilePath(url);
   const waiting: Job[] = [];
   let running = 0;
@@ -131,17 +138,20 @@ export function workerReads(url: string, opts: WorkerReadsOptions = {}): WorkerR
     if (thread === dead) thread = null;
   };
   const spawn = (): Thread => {
-    // Plain JS, already checked as db/read_worker.ts (see workerExecutor in batch_executor.ts).
-    const source = `// @ts-nocheck\n(${readWorkerMain.toString()})()`;
-    const worker = new Worker(`data:application/javascript,${encodeURIComponent(source)}`, {
-      type: "module",
-    });
+    const worker = (opts.worker ?? readerWorker)();
     const running: Thread["running"] = new Map();
-    const opening = new Promise<boolean>((resolve) => {
-      running.set(next, {
-        settle: (reply) => resolve(reply.error === undefined),
-        fail: () => resolve(false),
-        requeue: () => resolve(false),
+    const id = next;
+    const opening = new Promise<string | null>((resolve) => {
+      // A worker that never answers its first message (one that lost it, or died before it
+      // could say) would hold every read behind it: past the bound it counts as not started.
+      const cancel = after(startBoundMs, () => {
+        if (running.delete(id)) resolve(`it did not answer within ${startBoundMs} ms`);
+      });
+      const end = (why: string | null) => (cancel(), resolve(why));
+      running.set(id, {
+        settle: (reply) => end(reply.error ? reply.error.message : null),
+        fail: (err) => end(err.message),
+        requeue: () => end("it was replaced"),
       });
     });
     const spawned: Thread = { worker, started: opening, running };
@@ -157,26 +167,29 @@ export function workerReads(url: string, opts: WorkerReadsOptions = {}): WorkerR
       running.clear();
       drop(spawned);
     };
-    if (path === null) {
-      running.get(next)?.settle({ id: next, error: { message: `not a local file: ${url}` } });
-    } else {
-      worker.postMessage({ id: next, open: { path, timeoutMs: DEFAULT_BUSY_TIMEOUT_MS, boundMs } });
-    }
     next++;
+    if (path === null) {
+      running.get(id)?.settle({ id, error: { message: `not a local file: ${url}` } });
+      running.delete(id);
+    } else {
+      worker.postMessage({ id, open: { path, timeoutMs: DEFAULT_BUSY_TIMEOUT_MS, boundMs } });
+    }
     return spawned;
   };
   const current = async (): Promise<Thread | null> => {
     if (fallingBack) return null;
     thread ??= spawn();
     const mine = thread;
-    if (await mine.started) return mine;
+    const why = await mine.started;
+    if (why === null) return mine;
+    const err = new Error(`the admin reader could not open the database: ${why}`);
     if (opts.fallback && !fallingBack) {
       fallingBack = true;
-      opts.onFallback?.(new Error("the admin reader could not open the database"));
+      opts.onFallback?.(err);
     }
     drop(mine);
     if (fallingBack) return null;
-    throw new Error("the admin reader could not open the database");
+    throw err;
   };
   const onFallback = async (job: Job) => {
     if (!opts.fallback) throw new Error("no admin reader");
@@ -185,11 +198,14 @@ export function workerReads(url: string, opts: WorkerReadsOptions = {}): WorkerR
     return results;
   };
   const runJob = async (job: Job): Promise<void> => {
+    // Closed while it waited: no worker is started again for it.
+    if (closed) return job.reject(new ReaderClosedError());
     const mine = await current().catch((err) => {
       job.reject(err instanceof Error ? err : new Error(String(err)));
       return undefined;
     });
     if (mine === undefined) return;
+    if (closed) return job.reject(new ReaderClosedError());
     if (mine === null) {
       await onFallback(job).then(job.resolve, job.reject);
       return;
@@ -264,7 +280,7 @@ export function workerReads(url: string, opts: WorkerReadsOptions = {}): WorkerR
       for (const entry of last.running.values()) entry.fail(new ReaderClosedError());
       last.running.clear();
       // Its connections closed before it goes, unless it cannot answer within the grace.
-      if (await last.started) {
+      if ((await last.started) === null) {
         await new Promise<void>((resolve) => {
           const cancel = after(WATCHDOG_GRACE_MS, resolve);
           const id = next++;
@@ -279,6 +295,15 @@ export function workerReads(url: string, opts: WorkerReadsOptions = {}): WorkerR
       last.worker.terminate();
     },
   };
+}
+
+/** A thread running db/read_worker.ts. */
+function readerWorker(): Worker {
+  // Plain JS, already checked as db/read_worker.ts (see workerExecutor in batch_executor.ts).
+  const source = `// @ts-nocheck\n(${readWorkerMain.toString()})()`;
+  return new Worker(`data:application/javascript,${encodeURIComponent(source)}`, {
+    type: "module",
+  });
 }
 
 function posted(statement: InStatement): PostedStatement {

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { QueryTooLargeError } from "../db/read_db.ts";
+import { QueryTooLargeError, ReaderClosedError } from "../db/read_db.ts";
+import { readWorkerMain } from "../db/read_worker.ts";
 import { workerReads } from "../db/worker_reads.ts";
 import { withTempDb } from "./db_helpers.ts";
 
@@ -82,6 +83,126 @@ Deno.test("SQLite's own errors reach the caller with their code; the reader neve
       assert.deepEqual((await reads.execute("SELECT count(*) AS n FROM instances")).rows, [
         { n: 0 },
       ]);
+    } finally {
+      await reads.close();
+    }
+  });
+});
+
+/** A worker from `source` (plain JS), as the reader's own is made. */
+function workerFrom(source: string): Worker {
+  return new Worker(`data:application/javascript,${encodeURIComponent(source)}`, {
+    type: "module",
+  });
+}
+
+/**
+ * The reader's own thread, its driver loading slowly: the load yields to the worker's event loop
+ * for `ms` first, as a cold module cache or a busy machine makes it do.
+ */
+function slowLoadingReader(ms: number): Worker {
+  const load =
+    `() => new Promise((r) => setTimeout(r, ${ms})).then(() => import("libsql/promise"))`;
+  return workerFrom(`// @ts-nocheck\n(${readWorkerMain.toString()})(${load})`);
+}
+
+/** A worker that takes every message and answers none. */
+const silentWorker = () => workerFrom("globalThis.onmessage = () => {};");
+
+/** `promise`, or a failure naming `what` if it has not settled within `ms` (never a hang). */
+function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
+Deno.test("the reader answers its first read when its driver loads after the read was posted", async () => {
+  // Deno drops a message that reaches a worker with no listener: a reader that listened only
+  // once its driver was in lost the `open` posted at its start, and every read then waited
+  // forever (a cold module cache made it the common case).
+  await withTempDb(async ({ url }) => {
+    const reads = workerReads(url, { worker: () => slowLoadingReader(300) });
+    try {
+      const result = await within(20_000, "the first read", reads.execute("SELECT 1 AS one"));
+      assert.deepEqual(result.rows, [{ one: 1 }]);
+    } finally {
+      await reads.close();
+    }
+  });
+});
+
+Deno.test("a reader thread that never answers its start: reads go to the fallback past the start bound", async () => {
+  await withTempDb(async ({ db, url }) => {
+    const told: string[] = [];
+    const reads = workerReads(url, {
+      worker: silentWorker,
+      startBoundMs: 200,
+      fallback: db.client,
+      onFallback: (err) => told.push(String(err)),
+    });
+    try {
+      const result = await within(20_000, "the read", reads.execute("SELECT 2 AS two"));
+      assert.deepEqual(result.rows, [{ two: 2 }]);
+      assert.equal(told.length, 1);
+      assert.match(told[0]!, /did not answer within 200 ms/);
+    } finally {
+      await within(20_000, "close", reads.close());
+    }
+  });
+});
+
+Deno.test("without a fallback, a read waiting on a start that never comes is refused at the bound", async () => {
+  await withTempDb(async ({ url }) => {
+    const reads = workerReads(url, { worker: silentWorker, startBoundMs: 200 });
+    try {
+      await assert.rejects(
+        within(20_000, "the read", reads.execute("SELECT 1")),
+        /could not open the database: it did not answer within 200 ms/,
+      );
+    } finally {
+      await within(20_000, "close", reads.close());
+    }
+  });
+});
+
+Deno.test("closing the reader refuses the reads still waiting for its start, and starts nothing", async () => {
+  await withTempDb(async ({ db, url }) => {
+    let made = 0;
+    const reads = workerReads(url, {
+      worker: () => (made++, silentWorker()),
+      fallback: db.client,
+    });
+    const waiting = reads.execute("SELECT 1");
+    const settled = waiting.then(() => "answered", (err) => err);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await within(20_000, "close", reads.close());
+    const outcome = await within(20_000, "the waiting read", settled);
+    assert.ok(outcome instanceof ReaderClosedError, String(outcome));
+    await assert.rejects(reads.execute("SELECT 1"), ReaderClosedError);
+    assert.equal(made, 1);
+  });
+});
+
+Deno.test("a reader thread that dies refuses the reads it ran, and the next read starts a new one", async () => {
+  await withTempDb(async ({ url }) => {
+    // Opens, then throws on the first read: an uncaught error ends the worker.
+    const dying = () =>
+      workerFrom(`globalThis.onmessage = (e) => {
+        if (e.data.open) globalThis.postMessage({ id: e.data.id });
+        else throw new Error("the reader broke");
+      };`);
+    let made = 0;
+    const reads = workerReads(url, { worker: () => made++ === 0 ? dying() : slowLoadingReader(0) });
+    try {
+      await assert.rejects(
+        within(20_000, "the read", reads.execute("SELECT 1")),
+        /the reader broke/,
+      );
+      const next = await within(20_000, "the next read", reads.execute("SELECT 3 AS three"));
+      assert.deepEqual(next.rows, [{ three: 3 }]);
+      assert.equal(made, 2);
     } finally {
       await reads.close();
     }
