@@ -201,7 +201,9 @@ Deno.test("a cheapest pool on one upstream: the member whose model fails is paus
         ? chatError(503, "cheap is down")
         : chatStream({ text: ["from dear"], usage: { input: 3, output: 5 } }),
   });
-  const config = cheapAndDear(up.url);
+  // A pause far longer than ten requests on a loaded machine (600 s is 6 s at the test scale):
+  // the default 60 s (0.6 s) could end mid-test and let a half-open probe reach `cheap`.
+  const config: ConfigInput = { failover: { pause_secs: 600 }, ...cheapAndDear(up.url) };
   const gw = await startTestGateway(config, { env: { PULSEGATE_ADMIN_TOKEN: "pools-admin" } });
   try {
     for (let i = 0; i < 10; i++) assert.match(await ask(gw.url), /from dear/);
