@@ -12,28 +12,10 @@ import { migrate } from "../db/migrate.ts";
 import { MIGRATIONS } from "../db/migrations.ts";
 import { recentSessions } from "../db/session_queries.ts";
 import { fillHistory } from "../tests/fixtures/large_history.ts";
+import { SESSIONS_FROM_ROWS } from "../tests/fixtures/sessions_from_rows.ts";
 
 const [requests = 1_000_000, days = 1, runs = 3] = Deno.args.map(Number);
 const DAY_MS = 86_400_000;
-
-// The panel's query before the summaries (db/session_queries.ts at the release before them).
-const ROWS_QUERY = `SELECT key_id, substr(session_id, 1, 300) AS session_id,
-  COUNT(*) AS requests, MIN(started_at) AS first_at, MAX(started_at) AS last_at,
-  json_group_array(DISTINCT CASE WHEN upstream IS NOT NULL
-    THEN substr(route, 1, 300) END) AS routes,
-  json_group_array(DISTINCT substr(upstream, 1, 300)) AS upstreams,
-  SUM(COALESCE(input_tokens, 0)) AS input_tokens, SUM(COALESCE(output_tokens, 0)) AS output_tokens,
-  SUM(COALESCE(cached_tokens, 0)) AS cached_tokens,
-  SUM(COALESCE(cache_write_tokens, 0)) AS cache_write_tokens,
-  SUM(cost_usd) AS cost_usd,
-  SUM(moved_from IS NOT NULL) AS moves,
-  SUM(CASE WHEN moved_from IS NOT NULL THEN cache_write_usd END) AS move_cache_write_usd,
-  SUM(outcome = 'error') AS errors,
-  SUM(error_code = 'gw.session.budget_exhausted') AS budget_refusals,
-  SUM(error_code = 'gw.session.loop_detected') AS loop_refusals
-  FROM requests WHERE started_at >= ? AND session_id IS NOT NULL
-  GROUP BY key_id, substr(session_id, 1, 300)
-  ORDER BY last_at DESC LIMIT ?`;
 
 async function timed(fn: () => Promise<unknown>): Promise<number[]> {
   await fn();
@@ -61,7 +43,7 @@ try {
   await migrate(db);
   console.log(`summaries' migration (backfill): ${Math.round(performance.now() - t)} ms`);
   const since = now - DAY_MS;
-  const rows = await timed(() => db.client.execute({ sql: ROWS_QUERY, args: [since, 50] }));
+  const rows = await timed(() => db.client.execute({ sql: SESSIONS_FROM_ROWS, args: [since, 50] }));
   const summaries = await timed(() => recentSessions(db, { since, limit: 50 }));
   console.log(
     `a day's sessions, 50: rows ${rows.join(", ")} ms; summaries ${summaries.join(", ")} ms`,

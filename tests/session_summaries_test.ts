@@ -11,6 +11,7 @@ import { MIGRATIONS } from "../db/migrations.ts";
 import type { RequestRecord } from "../db/records.ts";
 import { recentSessions, type SessionRow } from "../db/session_queries.ts";
 import { manualTimers, requestRecord, withTempDb } from "./db_helpers.ts";
+import { SESSIONS_FROM_ROWS } from "./fixtures/sessions_from_rows.ts";
 
 /**
  * docs/scaling.md "Session summaries": the summaries the triggers keep equal what the Sessions
@@ -23,25 +24,6 @@ const NOW = Date.UTC(2026, 4, 20, 12, 7, 30, 250);
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 
-/** The panel's query before the summaries, with its lists whole (the cap is applied below). */
-const ORACLE = `SELECT key_id, substr(session_id, 1, 300) AS session_id,
-  COUNT(*) AS requests, MIN(started_at) AS first_at, MAX(started_at) AS last_at,
-  json_group_array(DISTINCT CASE WHEN upstream IS NOT NULL
-    THEN substr(route, 1, 300) END) AS routes,
-  json_group_array(DISTINCT substr(upstream, 1, 300)) AS upstreams,
-  SUM(COALESCE(input_tokens, 0)) AS input_tokens, SUM(COALESCE(output_tokens, 0)) AS output_tokens,
-  SUM(COALESCE(cached_tokens, 0)) AS cached_tokens,
-  SUM(COALESCE(cache_write_tokens, 0)) AS cache_write_tokens,
-  SUM(cost_usd) AS cost_usd,
-  SUM(moved_from IS NOT NULL) AS moves,
-  SUM(CASE WHEN moved_from IS NOT NULL THEN cache_write_usd END) AS move_cache_write_usd,
-  SUM(outcome = 'error') AS errors,
-  SUM(error_code = 'gw.session.budget_exhausted') AS budget_refusals,
-  SUM(error_code = 'gw.session.loop_detected') AS loop_refusals
-  FROM requests WHERE started_at >= ? AND session_id IS NOT NULL
-  GROUP BY key_id, substr(session_id, 1, 300)
-  ORDER BY last_at DESC LIMIT ?`;
-
 const n = (v: unknown) => typeof v === "number" ? v : typeof v === "bigint" ? Number(v) : 0;
 const orNull = (v: unknown) => v === null ? null : n(v);
 /** A list as the summaries keep it: distinct names, the first ten in sorted order. */
@@ -50,7 +32,7 @@ const capped = (json: unknown) =>
     .sort().slice(0, 10);
 
 async function fromRows(db: Db, since = 0): Promise<SessionRow[]> {
-  const rows = (await db.client.execute({ sql: ORACLE, args: [since, 100_000] })).rows;
+  const rows = (await db.client.execute({ sql: SESSIONS_FROM_ROWS, args: [since, 100_000] })).rows;
   return rows.map((r: Row) => ({
     keyId: r.key_id === null ? null : String(r.key_id),
     sessionId: String(r.session_id),
