@@ -36,6 +36,23 @@ const UPSTREAMS = `ups(u) AS (
 /** A name as the rollups store it: an empty blob stands for none (db/rollups.ts). */
 const rollupName = (column: string) => `CASE WHEN typeof(${column}) = 'text' THEN ${column} END`;
 
+interface Source {
+  rollup: string;
+  edge: string;
+  upstreams?: string;
+}
+
+/** Route and key: a request's own column, from `rollup_requests` and the rows. */
+function requestSource(column: "route" | "key_id"): Source {
+  return {
+    rollup: `SELECT ${rollupName(column)}, requests, requests, input_tokens, output_tokens,
+      cost_usd, priced FROM rollup_requests
+      WHERE bucket_ms = ? AND bucket_start >= ? AND bucket_start < ?`,
+    edge: `SELECT ${column}, 1, 1, input_tokens, output_tokens, cost_usd, cost_usd IS NOT NULL
+      FROM requests WHERE started_at >= ? AND started_at < ?`,
+  };
+}
+
 /**
  * Where each grouping's sums come from, as (grp, requests, counted, input_tokens, output_tokens,
  * cost_usd, priced): the window's whole buckets from the rollups (db/rollups.ts; `rollup`, bound
@@ -47,21 +64,9 @@ const rollupName = (column: string) => `CASE WHEN typeof(${column}) = 'text' THE
  * the rollups and the edges alike. `counted` is what makes a group appear (a request, a hop):
  * a rollup row can hold zeros, the old group of a request written open and then closed.
  */
-const SOURCES: Record<CostGroup, { rollup: string; edge: string; upstreams?: string }> = {
-  route: {
-    rollup: `SELECT ${rollupName("route")}, requests, requests, input_tokens, output_tokens,
-      cost_usd, priced FROM rollup_requests
-      WHERE bucket_ms = ? AND bucket_start >= ? AND bucket_start < ?`,
-    edge: `SELECT route, 1, 1, input_tokens, output_tokens, cost_usd, cost_usd IS NOT NULL
-      FROM requests WHERE started_at >= ? AND started_at < ?`,
-  },
-  key: {
-    rollup: `SELECT ${rollupName("key_id")}, requests, requests, input_tokens, output_tokens,
-      cost_usd, priced FROM rollup_requests
-      WHERE bucket_ms = ? AND bucket_start >= ? AND bucket_start < ?`,
-    edge: `SELECT key_id, 1, 1, input_tokens, output_tokens, cost_usd, cost_usd IS NOT NULL
-      FROM requests WHERE started_at >= ? AND started_at < ?`,
-  },
+const SOURCES: Record<CostGroup, Source> = {
+  route: requestSource("route"),
+  key: requestSource("key_id"),
   upstream: {
     rollup: `SELECT upstream, requests, hops, input_tokens, output_tokens, cost_usd, priced
       FROM rollup_hops WHERE bucket_ms = ? AND bucket_start >= ? AND bucket_start < ?`,
