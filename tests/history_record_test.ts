@@ -89,6 +89,10 @@ function runRequest(sink: HistoryWriter, opts: { id: string; fail: boolean }): L
   second.usage({ inputTokens: 1_100, outputTokens: 40 });
   second.estimated();
   second.end("resumed");
+  // A tool call's fields (docs/mcp.md "History"), set here so every column carries a value.
+  live.record.toolServer = "tools";
+  live.record.bytesIn = 120;
+  live.record.bytesOut = 4_096;
   live.finish(
     opts.fail
       ? {
@@ -226,6 +230,8 @@ Deno.test("each row's values are written in its table's column order, bound as b
       cacheWriteTokens: 17,
       cacheWrite1hTokens: 18,
       cacheWriteUsd: 0.125,
+      bytesIn: 31,
+      bytesOut: 32,
     }, writeRequestValues],
     [ATTEMPT_COLUMNS, {
       hop: 2,

@@ -519,6 +519,9 @@ Deno.test("attempt outcomes map to span statuses: hedge lost is unset, every fai
     cacheWrite1hTokens: null,
     cacheWriteUsd: null,
     movedFrom: null,
+    toolServer: null,
+    bytesIn: null,
+    bytesOut: null,
     trace: {
       traceId: CLIENT_TRACE,
       spanId: "1111111111111111",

@@ -270,6 +270,9 @@ export class LiveRequest {
       cacheWrite1hTokens: null,
       cacheWriteUsd: null,
       movedFrom: null,
+      toolServer: null,
+      bytesIn: null,
+      bytesOut: null,
     };
     const slot = deps.refusal;
     this.#row = slot === undefined
