@@ -175,6 +175,22 @@ export class Metrics {
     "Requests in progress per gateway key (keys[].max_in_flight), from admission to the row's close.",
   );
 
+  // Tool servers on /mcp (docs/mcp.md "Metrics").
+  mcpToolCalls = new Counter(
+    "pulsegate_mcp_tool_calls_total",
+    "Tool calls through /mcp by server and outcome (success, error).",
+  );
+  mcpToolDuration = new Histogram(
+    "pulsegate_mcp_tool_call_duration_seconds",
+    "Tool call duration through /mcp, by server.",
+  );
+  mcpServerCut = new Counter(
+    "pulsegate_mcp_server_cut_total",
+    "Tool server answers cut by the gateway, by server and reason (flood, malformed, oversized).",
+  );
+  /** Filled in by the owner of the MCP sessions: how many this process holds. */
+  mcpSessions: () => number = () => 0;
+
   constructor() {
     // Unlabelled counters read 0 from the start, so a scrape can tell "none" from "missing".
     this.disconnects.inc({}, 0);
@@ -259,6 +275,11 @@ export class Metrics {
         }} ${p.share}`
       ),
     ].join("\n");
+    const mcpSessions = [
+      "# HELP pulsegate_mcp_sessions MCP sessions this process holds (mcp_sessions.max caps them).",
+      "# TYPE pulsegate_mcp_sessions gauge",
+      `pulsegate_mcp_sessions ${this.mcpSessions()}`,
+    ].join("\n");
     return [
       this.requests.render(),
       this.attempts.render(),
@@ -290,6 +311,10 @@ export class Metrics {
       this.guardrailUnchecked.render(),
       this.refusedUnrecorded.render(),
       this.keyRefusalsUnrecorded.render(),
+      this.mcpToolCalls.render(),
+      this.mcpToolDuration.render(),
+      this.mcpServerCut.render(),
+      mcpSessions,
     ].join("\n") + "\n";
   }
 }

@@ -13,6 +13,7 @@ import { Fences } from "../live/fences.ts";
 import { Exporter } from "../observability/exporter.ts";
 import { ObservabilityState } from "../observability/observability_state.ts";
 import type { AbortRegistry } from "../live/abort_registry.ts";
+import type { McpState } from "../mcp/mcp_state.ts";
 import { type Clock, createClock } from "../runtime/clock.ts";
 import { formatProblems, validateConfig } from "../config/validate.ts";
 import { cooldownKey, type Cooldowns } from "../route/cooldown.ts";
@@ -79,6 +80,8 @@ export interface Gateway {
   pools: Pools;
   /** What operators' aborts fenced (docs/design.md "Abort and disconnect"). */
   fences: Fences;
+  /** The MCP sessions and tool server cooldowns of /mcp (docs/mcp.md). */
+  mcp: McpState;
   clock: Clock;
   state: RunState;
   instanceId: string;
@@ -314,6 +317,7 @@ async function start(
     slots: deps.slots,
     pools,
     fences,
+    mcp: deps.mcp,
     clock,
     state,
     instanceId,

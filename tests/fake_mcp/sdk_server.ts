@@ -1,0 +1,127 @@
+// The SDK's wildcard export names no types for a `.js` path: each import says where they are.
+// @ts-types="@modelcontextprotocol/sdk/server/mcp"
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+// @ts-types="@modelcontextprotocol/sdk/server/webStandardStreamableHttp"
+import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import { z } from "zod";
+
+/**
+ * A tool server built with the official SDK (Streamable HTTP, one SDK server per session), for
+ * the MCP tests. Its tools: `lookup` (readOnlyHint), `write` (no hints: it may not run twice),
+ * `wait` (runs until cancelled, sending progress when asked). `mode` makes it answer, or stay
+ * silent on every tool call (the call is taken and never answered).
+ */
+export interface FakeMcp {
+  url: string;
+  /** Every tool call it took: tool name and arguments, in order. */
+  calls: { tool: string; args: Record<string, unknown> }[];
+  /** The ids of `notifications/cancelled` it received. */
+  cancelled: unknown[];
+  /** Authorization headers each POST carried (null when none). */
+  authorizations: (string | null)[];
+  mode: "answer" | "silent";
+  /** Resolves a held `wait` call (mode answer): the next one ends. */
+  close(): Promise<void>;
+}
+
+export function startFakeMcp(opts: { name: string; tools?: string[] }): FakeMcp {
+  const transports = new Map<string, WebStandardStreamableHTTPServerTransport>();
+  const abort = new AbortController();
+  const fake: FakeMcp = {
+    url: "",
+    calls: [],
+    cancelled: [],
+    authorizations: [],
+    mode: "answer",
+    close: async () => {
+      abort.abort();
+      for (const t of transports.values()) await t.close().catch(() => {});
+      await server.finished;
+    },
+  };
+  const hold = (signal: AbortSignal) =>
+    new Promise<never>((_, reject) => {
+      const stop = () => reject(new Error("cancelled"));
+      if (signal.aborted) stop();
+      signal.addEventListener("abort", stop, { once: true });
+      abort.signal.addEventListener("abort", stop, { once: true });
+    });
+  const build = () => {
+    const mcp = new McpServer({ name: opts.name, version: "1.0.0" });
+    const wanted = opts.tools ?? ["lookup", "write", "wait"];
+    const text = (tool: string, args: Record<string, unknown>) => ({
+      content: [{ type: "text" as const, text: `${opts.name}:${tool}:${JSON.stringify(args)}` }],
+    });
+    if (wanted.includes("lookup")) {
+      mcp.registerTool("lookup", {
+        description: "Reads a value.",
+        inputSchema: { key: z.string() },
+        annotations: { readOnlyHint: true },
+      }, async (args, extra) => {
+        fake.calls.push({ tool: "lookup", args });
+        if (fake.mode === "silent") await hold(extra.signal);
+        return text("lookup", args);
+      });
+    }
+    if (wanted.includes("write")) {
+      mcp.registerTool("write", {
+        description: "Writes a value.",
+        inputSchema: { key: z.string() },
+        annotations: { readOnlyHint: false, destructiveHint: true },
+      }, async (args, extra) => {
+        fake.calls.push({ tool: "write", args });
+        if (fake.mode === "silent") await hold(extra.signal);
+        return text("write", args);
+      });
+    }
+    if (wanted.includes("wait")) {
+      mcp.registerTool("wait", {
+        description: "Runs until cancelled.",
+        inputSchema: {},
+      }, async (args, extra) => {
+        fake.calls.push({ tool: "wait", args });
+        const token = extra._meta?.progressToken;
+        if (token !== undefined) {
+          await extra.sendNotification({
+            method: "notifications/progress",
+            params: { progressToken: token, progress: 1, message: "started" },
+          });
+        }
+        await hold(extra.signal);
+        return text("wait", args);
+      });
+    }
+    return mcp;
+  };
+  const server = Deno.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    signal: abort.signal,
+    onListen: () => {},
+  }, async (request) => {
+    if (request.method === "POST") fake.authorizations.push(request.headers.get("authorization"));
+    const id = request.headers.get("mcp-session-id");
+    let transport = id ? transports.get(id) : undefined;
+    if (!transport) {
+      if (id) return new Response("unknown session", { status: 404 });
+      const made: WebStandardStreamableHTTPServerTransport =
+        new WebStandardStreamableHTTPServerTransport({
+          sessionIdGenerator: () => crypto.randomUUID(),
+          onsessioninitialized: (sid) => void transports.set(sid, made),
+        });
+      await build().connect(made);
+      // What arrives, seen before the SDK acts on it: the proof a cancellation reached us.
+      const onmessage = made.onmessage;
+      made.onmessage = (message, extra) => {
+        if ("method" in message && message.method === "notifications/cancelled") {
+          fake.cancelled.push(message.params?.requestId);
+        }
+        onmessage?.(message, extra);
+      };
+      transport = made;
+    }
+    return await transport.handleRequest(request);
+  });
+  fake.url = `http://127.0.0.1:${server.addr.port}/mcp`;
+  return fake;
+}
