@@ -4,20 +4,23 @@ import { Client } from "@modelcontextprotocol/sdk/client";
 // @ts-types="@modelcontextprotocol/sdk/client/streamableHttp"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { ConfigInput } from "../gateway/config/schema.ts";
-import { startTestGateway, type TestGateway } from "./harness.ts";
+import { eventually, startTestGateway, type TestGateway } from "./harness.ts";
 import { type FakeMcp, startFakeMcp } from "./fake_mcp/sdk_server.ts";
 
 const KEYS = { KEY_ALPHA: "key-alpha", KEY_BETA: "key-beta", TOOL_TOKEN: "server-secret" };
 const ADMIN = "admin-secret";
 
 /** A config of the fakes as tool servers; the model route is there because a config needs one. */
-function mcpConfig(servers: ConfigInput["mcp_servers"]): ConfigInput {
+function mcpConfig(
+  servers: ConfigInput["mcp_servers"],
+  opts: { betaServers?: string[] } = {},
+): ConfigInput {
   return {
     upstreams: [{ id: "unused", kind: "openai-chat", base_url: "http://127.0.0.1:9/v1" }],
     routes: [{ model: "m", candidates: [{ upstream: "unused", model: "m" }] }],
     keys: [
       { id: "alpha", key_env: "KEY_ALPHA" },
-      { id: "beta", key_env: "KEY_BETA", mcp_servers: ["two"] },
+      { id: "beta", key_env: "KEY_BETA", mcp_servers: opts.betaServers ?? [] },
     ],
     mcp_servers: servers,
   };
@@ -75,7 +78,7 @@ Deno.test("mcp: two servers federated, names <server>__<tool>, per-key allow-lis
   const config = mcpConfig([
     { id: "one", url: one.url, bearer_token_env: "TOOL_TOKEN" },
     { id: "two", url: two.url },
-  ]);
+  ], { betaServers: ["two"] });
   await withMcp([one, two], config, async (gw) => {
     const alpha = await connect(gw, KEYS.KEY_ALPHA);
     const listed = await alpha.listTools();
@@ -108,5 +111,229 @@ Deno.test("mcp: two servers federated, names <server>__<tool>, per-key allow-lis
     await beta.close();
     const metrics = gw.metrics.render();
     assert.match(metrics, /pulsegate_mcp_tool_calls_total\{server="one",outcome="success"\} 1/);
+  });
+});
+
+/** The JSON-RPC error a call ended with (the SDK client throws an McpError). */
+async function rpcFailure(call: Promise<unknown>): Promise<{ code: number; message: string }> {
+  const err = await call.then(() => null, (e: Error & { code?: number }) => e);
+  assert.ok(err, "the call failed");
+  return { code: err.code ?? 0, message: err.message };
+}
+
+Deno.test("mcp: a silent replica is timed out and failed over for a read-only tool, and refused truthfully for a mutating one", async () => {
+  const silent = startFakeMcp({ name: "silent", tools: ["lookup", "write"] });
+  const good = startFakeMcp({ name: "good", tools: ["lookup", "write"] });
+  silent.mode = "silent";
+  const config = mcpConfig([{
+    id: "one",
+    url: silent.url,
+    replicas: [good.url],
+    failover: { idle_timeout_secs: 30 },
+  }]);
+  await withMcp([silent, good], config, async (gw) => {
+    const client = await connect(gw, KEYS.KEY_ALPHA);
+    await client.listTools();
+    const read = await client.callTool({ name: "one__lookup", arguments: { key: "r" } });
+    assert.equal(textOf(read), 'good:lookup:{"key":"r"}');
+    assert.deepEqual(silent.calls.map((c) => c.tool), ["lookup"]);
+    await eventually(() => silent.cancelled.length === 1, { what: "the lost call cancelled" });
+    const [readId] = await toolRowIds(gw);
+    const readRow = await gw.row(readId!);
+    assert.equal(readRow.request.status, 200);
+    assert.deepEqual(readRow.attempts.map((a) => [a.upstream, a.outcome]), [
+      ["one#1", "idle_timeout"],
+      ["one#2", "success"],
+    ]);
+
+    const failure = await rpcFailure(
+      client.callTool({ name: "one__write", arguments: { key: "w" } }),
+    );
+    assert.equal(failure.code, -32010);
+    assert.match(failure.message, /may have run/);
+    assert.deepEqual(silent.calls.map((c) => c.tool), ["lookup", "write"]);
+    assert.deepEqual(good.calls.map((c) => c.tool), ["lookup"], "the write was never sent again");
+    await eventually(() => silent.cancelled.length === 2, { what: "the write cancelled" });
+    const ids = await toolRowIds(gw);
+    const writeRow = await gw.row(ids[1]!);
+    assert.equal(writeRow.request.errorCode, "gw.mcp.tool_may_have_run");
+    assert.equal(writeRow.request.status, 504);
+    assert.deepEqual(writeRow.attempts.map((a) => [a.upstream, a.outcome]), [
+      ["one#1", "idle_timeout"],
+    ]);
+    await client.close();
+  });
+});
+
+/** The one tool call in progress, once it is. */
+async function runningCall(gw: TestGateway): Promise<string> {
+  await eventually(() => gw.registry.all().some((l) => l.record.clientFormat === "mcp"));
+  return gw.registry.all().find((l) => l.record.clientFormat === "mcp")!.record.id;
+}
+
+Deno.test("mcp: an abort by request id and by session stops a running tool call; the server is sent notifications/cancelled", async () => {
+  const fake = startFakeMcp({ name: "one", tools: ["wait"] });
+  const config = mcpConfig([{ id: "one", url: fake.url }]);
+  await withMcp([fake], config, async (gw) => {
+    const client = await connect(gw, KEYS.KEY_ALPHA);
+    const progress: string[] = [];
+    const call = rpcFailure(client.callTool({ name: "one__wait", arguments: {} }, undefined, {
+      onprogress: (p) => progress.push(p.message ?? ""),
+    }));
+    const id = await runningCall(gw);
+    await eventually(() => progress.length === 1, { what: "progress relayed" });
+    const control = await fetch(`${gw.url}/request/${id}/abort`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN}` },
+    });
+    assert.equal(control.status, 200);
+    assert.deepEqual((await control.json()).requests, [id]);
+    assert.equal((await call).code, -32013);
+    await eventually(() => fake.cancelled.length === 1, { what: "cancelled sent" });
+    const { request, attempts } = await gw.row(id);
+    assert.equal(request.status, 499);
+    assert.equal(request.errorCode, "gw.request.aborted");
+    assert.deepEqual(attempts.map((a) => a.outcome), ["aborted"]);
+
+    // A session abort stops the tool calls of the session the agent names, as its model turns.
+    const agent = new Client({ name: "agent", version: "1.0.0" });
+    await agent.connect(
+      new StreamableHTTPClientTransport(new URL(`${gw.url}/mcp`), {
+        requestInit: {
+          headers: { authorization: `Bearer ${KEYS.KEY_ALPHA}`, "x-session-id": "agent-7" },
+        },
+      }),
+    );
+    const second = rpcFailure(agent.callTool({ name: "one__wait", arguments: {} }));
+    const secondId = await runningCall(gw);
+    const stopped = await fetch(`${gw.url}/sessions/agent-7/abort`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${KEYS.KEY_ALPHA}` },
+    });
+    assert.equal(stopped.status, 200);
+    assert.deepEqual((await stopped.json()).requests, [secondId]);
+    assert.equal((await second).code, -32013);
+    await eventually(() => fake.cancelled.length === 2, { what: "second cancelled sent" });
+    assert.equal((await gw.row(secondId)).request.sessionId, "agent-7");
+    await agent.close();
+    await client.close();
+  });
+});
+
+/** A session opened by hand, for a caller the SDK would not let leave mid-call. */
+async function rawSession(gw: TestGateway): Promise<Record<string, string>> {
+  const headers = {
+    authorization: `Bearer ${KEYS.KEY_ALPHA}`,
+    "content-type": "application/json",
+    accept: "application/json, text/event-stream",
+  };
+  const init = await fetch(`${gw.url}/mcp`, {
+    method: "POST",
+    headers,
+    body: JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: {
+        protocolVersion: "2025-06-18",
+        capabilities: {},
+        clientInfo: { name: "raw", version: "1" },
+      },
+    }),
+  });
+  assert.equal(init.status, 200);
+  assert.equal((await init.json()).result.protocolVersion, "2025-06-18");
+  return {
+    ...headers,
+    "mcp-session-id": init.headers.get("mcp-session-id")!,
+    "mcp-protocol-version": "2025-06-18",
+  };
+}
+
+Deno.test("mcp: a caller leaving mid-call gets one 499 row, no retry, notifications/cancelled sent, the slot freed", async () => {
+  const fake = startFakeMcp({ name: "one", tools: ["wait"] });
+  const spare = startFakeMcp({ name: "spare", tools: ["wait"] });
+  const config = mcpConfig([{ id: "one", url: fake.url, replicas: [spare.url] }]);
+  await withMcp([fake, spare], config, async (gw) => {
+    const headers = await rawSession(gw);
+    const leave = new AbortController();
+    const answer = await fetch(`${gw.url}/mcp`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 2,
+        method: "tools/call",
+        params: { name: "one__wait", arguments: {} },
+      }),
+      signal: leave.signal,
+    });
+    assert.equal(answer.headers.get("content-type"), "text/event-stream");
+    const id = answer.headers.get("x-request-id")!;
+    await eventually(() => fake.calls.length === 1, { what: "the call reached the server" });
+    assert.equal(gw.mcp.inFlight("one#1"), 1);
+    leave.abort();
+    await answer.body?.cancel().catch(() => {});
+    const { request, attempts } = await gw.row(id);
+    assert.equal(request.status, 499);
+    assert.equal(request.errorCode, "gw.client.disconnected");
+    assert.deepEqual(attempts.map((a) => [a.upstream, a.outcome]), [[
+      "one#1",
+      "client_disconnected",
+    ]]);
+    await eventually(() => fake.cancelled.length === 1, { what: "cancelled sent" });
+    assert.equal(spare.calls.length, 0, "never retried");
+    assert.equal(gw.mcp.inFlight("one#1"), 0);
+    assert.equal(gw.registry.size, 0);
+    assert.equal((await toolRowIds(gw)).length, 1);
+  });
+});
+
+Deno.test("mcp: a failing replica is paused, refused without a call while paused, probed once half-open, the pause doubled on a failed probe", async () => {
+  const fake = startFakeMcp({ name: "one", tools: ["lookup"] });
+  fake.mode = "silent";
+  const config = mcpConfig([{
+    id: "one",
+    url: fake.url,
+    // 6 s real at the suites' scale: long enough that nothing here waits it out.
+    failover: {
+      idle_timeout_secs: 30,
+      failures_to_pause: 1,
+      pause_secs: 600,
+      max_pause_secs: 3600,
+    },
+  }]);
+  await withMcp([fake], config, async (gw) => {
+    const client = await connect(gw, KEYS.KEY_ALPHA);
+    await client.listTools();
+    const call = () => client.callTool({ name: "one__lookup", arguments: { key: "c" } });
+    assert.equal((await rpcFailure(call())).code, -32011);
+    const server = gw.state.config!.mcp_servers[0]!;
+    const cooldowns = gw.mcp.cooldowns(server);
+    assert.equal(cooldowns.phase("one#1"), "paused");
+    assert.equal((await rpcFailure(call())).code, -32012);
+    assert.equal(fake.calls.length, 1, "no call while paused");
+    // The pause's end, without waiting it out: the state as it stands once its time has passed.
+    const endPause = () =>
+      cooldowns.load([{ ...cooldowns.get("one#1"), pausedUntil: gw.clock.now() - 1 }]);
+    endPause();
+    assert.equal(cooldowns.phase("one#1"), "probing");
+    assert.equal((await rpcFailure(call())).code, -32011);
+    assert.equal(fake.calls.length, 2, "one probe");
+    assert.equal(cooldowns.get("one#1").pauseCount, 2, "the pause doubled");
+    assert.match(cooldowns.get("one#1").reason ?? "", /probe/);
+
+    endPause();
+    fake.mode = "gate";
+    const probe = call();
+    await eventually(() => fake.calls.length === 3, { what: "the probe reached the server" });
+    assert.equal((await rpcFailure(call())).code, -32012, "one probe at a time");
+    assert.equal(fake.calls.length, 3);
+    fake.open();
+    assert.equal(textOf(await probe), 'one:lookup:{"key":"c"}');
+    assert.equal(cooldowns.phase("one#1"), "ok");
+    assert.equal(textOf(await call()), 'one:lookup:{"key":"c"}');
+    assert.equal(gw.metrics.probes.get({ upstream: "one#1", result: "ok" }), 1);
+    await client.close();
   });
 });

@@ -8,8 +8,9 @@ import { z } from "zod";
 /**
  * A tool server built with the official SDK (Streamable HTTP, one SDK server per session), for
  * the MCP tests. Its tools: `lookup` (readOnlyHint), `write` (no hints: it may not run twice),
- * `wait` (runs until cancelled, sending progress when asked). `mode` makes it answer, or stay
- * silent on every tool call (the call is taken and never answered).
+ * `wait` (runs until cancelled, sending progress when asked). `mode` makes it answer, stay
+ * silent on every tool call (the call is taken and never answered), or hold `lookup` until
+ * `open()`.
  */
 export interface FakeMcp {
   url: string;
@@ -19,8 +20,10 @@ export interface FakeMcp {
   cancelled: unknown[];
   /** Authorization headers each POST carried (null when none). */
   authorizations: (string | null)[];
-  mode: "answer" | "silent";
-  /** Resolves a held `wait` call (mode answer): the next one ends. */
+  /** answer; silent: never answer a call; gate: answer once `open` is called. */
+  mode: "answer" | "silent" | "gate";
+  /** Lets the calls held by mode gate answer. */
+  open(): void;
   close(): Promise<void>;
 }
 
@@ -33,12 +36,14 @@ export function startFakeMcp(opts: { name: string; tools?: string[] }): FakeMcp 
     cancelled: [],
     authorizations: [],
     mode: "answer",
+    open: () => gate.resolve(),
     close: async () => {
       abort.abort();
       for (const t of transports.values()) await t.close().catch(() => {});
       await server.finished;
     },
   };
+  const gate = Promise.withResolvers<void>();
   const hold = (signal: AbortSignal) =>
     new Promise<never>((_, reject) => {
       const stop = () => reject(new Error("cancelled"));
@@ -60,6 +65,7 @@ export function startFakeMcp(opts: { name: string; tools?: string[] }): FakeMcp 
       }, async (args, extra) => {
         fake.calls.push({ tool: "lookup", args });
         if (fake.mode === "silent") await hold(extra.signal);
+        if (fake.mode === "gate") await gate.promise;
         return text("lookup", args);
       });
     }
