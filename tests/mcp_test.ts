@@ -6,6 +6,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { ConfigInput } from "../gateway/config/schema.ts";
 import { eventually, startTestGateway, type TestGateway } from "./harness.ts";
 import { type FakeMcp, startFakeMcp } from "./fake_mcp/sdk_server.ts";
+import { startHostileMcp } from "./fake_mcp/hostile_server.ts";
 
 const KEYS = { KEY_ALPHA: "key-alpha", KEY_BETA: "key-beta", TOOL_TOKEN: "server-secret" };
 const ADMIN = "admin-secret";
@@ -37,7 +38,7 @@ async function connect(gw: TestGateway, key: string): Promise<Client> {
 }
 
 async function withMcp(
-  fakes: FakeMcp[],
+  fakes: { close(): Promise<void> }[],
   config: ConfigInput,
   run: (gw: TestGateway) => Promise<void>,
 ): Promise<void> {
@@ -335,5 +336,76 @@ Deno.test("mcp: a failing replica is paused, refused without a call while paused
     assert.equal(textOf(await call()), 'one:lookup:{"key":"c"}');
     assert.equal(gw.metrics.probes.get({ upstream: "one#1", result: "ok" }), 1);
     await client.close();
+  });
+});
+
+Deno.test("mcp: hostile frames both ways are cut and recorded, never the process", async () => {
+  const hostile = startHostileMcp();
+  const fake = startFakeMcp({ name: "good", tools: ["lookup"] });
+  const config = mcpConfig([
+    {
+      id: "bad",
+      url: hostile.url,
+      max_result_bytes: 4096,
+      max_notifications: 50,
+      // Four bad answers in a row: not paused before the last one (cooldown is tested above).
+      failover: { failures_to_pause: 10 },
+    },
+    { id: "good", url: fake.url },
+  ]);
+  await withMcp([hostile, fake], config, async (gw) => {
+    const client = await connect(gw, KEYS.KEY_ALPHA);
+    const names = (await client.listTools()).tools.map((t) => t.name).sort();
+    assert.deepEqual(names, [
+      "bad__deep",
+      "bad__flood",
+      "bad__garbage",
+      "bad__huge",
+      "good__lookup",
+    ]);
+    const expected: [string, string][] = [
+      ["garbage", "gw.mcp.malformed"],
+      ["flood", "gw.mcp.flood"],
+      ["huge", "gw.mcp.oversized"],
+      ["deep", "gw.mcp.malformed"],
+    ];
+    for (const [tool] of expected) {
+      const failure = await rpcFailure(client.callTool({ name: `bad__${tool}`, arguments: {} }));
+      assert.equal(failure.code, -32015, `${tool}: ${failure.code} ${failure.message}`);
+    }
+    const rows = await Promise.all((await toolRowIds(gw)).map((id) => gw.row(id)));
+    assert.deepEqual(
+      rows.map((r) => [r.request.upstreamModel, r.request.errorCode]),
+      expected,
+    );
+    assert.equal(gw.metrics.mcpServerCut.get({ server: "bad", reason: "flood" }), 1);
+    assert.equal(gw.metrics.mcpServerCut.get({ server: "bad", reason: "malformed" }), 2);
+    assert.equal(gw.metrics.mcpServerCut.get({ server: "bad", reason: "oversized" }), 1);
+    // The gateway goes on serving, the good server's tools included.
+    const ok = await client.callTool({ name: "good__lookup", arguments: { key: "k" } });
+    assert.equal(textOf(ok), 'good:lookup:{"key":"k"}');
+    await client.close();
+
+    // A client's bad frames: each answered 4xx with a JSON-RPC error, no tool call made.
+    const headers = await rawSession(gw);
+    const post = (body: string) => fetch(`${gw.url}/mcp`, { method: "POST", headers, body });
+    const bad: [string, number, number][] = [
+      ["{not json", 400, -32700],
+      [JSON.stringify([{ jsonrpc: "2.0", id: 1, method: "ping" }]), 400, -32600],
+      [JSON.stringify({ jsonrpc: "1.0", id: 1, method: "ping" }), 400, -32600],
+      [
+        `{"jsonrpc":"2.0","id":1,"method":"ping","params":${"[".repeat(300)}${"]".repeat(300)}}`,
+        400,
+        -32700,
+      ],
+    ];
+    for (const [body, status, code] of bad) {
+      const res = await post(body);
+      assert.equal(res.status, status, body.slice(0, 40));
+      assert.equal((await res.json()).error.code, code, body.slice(0, 40));
+    }
+    const pinged = await post(JSON.stringify({ jsonrpc: "2.0", id: 9, method: "ping" }));
+    assert.deepEqual(await pinged.json(), { jsonrpc: "2.0", id: 9, result: {} });
+    assert.equal((await toolRowIds(gw)).length, 5);
   });
 });

@@ -1,7 +1,7 @@
 import { authorize, configInForce } from "../accept/admission.ts";
 import { readBodyBytes } from "../accept/body_bytes.ts";
 import { ERROR_CODE_HEADER, GatewayError } from "../runtime/gateway_error.ts";
-import { guardedParse } from "../formats/json_guard.ts";
+import { parseRequestBody } from "../formats/json_guard.ts";
 import type { Config } from "../config/schema.ts";
 import {
   errorBody,
@@ -69,7 +69,8 @@ export async function serveMcp(request: Request, deps: McpDeps): Promise<Respons
       clock: deps.clock,
     });
     bytesIn = bytes.byteLength;
-    const value = guardedParse(new TextDecoder().decode(bytes), { what: "the MCP message" });
+    // The JSON guard every request body passes (docs/security.md "Deep JSON").
+    const value = await parseRequestBody(bytes);
     if (Array.isArray(value)) {
       throw invalidRequest("JSON-RPC batches are not supported (MCP 2025-06-18 removed them)");
     }
