@@ -312,6 +312,10 @@ Deno.test("mcp: a failing replica is paused, refused without a call while paused
     const server = gw.state.config!.mcp_servers[0]!;
     const cooldowns = gw.mcp.cooldowns(server);
     assert.equal(cooldowns.phase("one#1"), "paused");
+    assert.match(
+      gw.metrics.render(),
+      /pulsegate_mcp_replica_state\{replica="one#1",state="paused"\} 1/,
+    );
     assert.equal((await rpcFailure(call())).code, -32012);
     assert.equal(fake.calls.length, 1, "no call while paused");
     // The pause's end, without waiting it out: the state as it stands once its time has passed.

@@ -1,6 +1,6 @@
 import type { Config } from "../config/schema.ts";
 import type { McpServer } from "../config/mcp_schema.ts";
-import { Cooldowns, type CooldownState } from "../route/cooldown.ts";
+import { Cooldowns } from "../route/cooldown.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
 import { McpSession, McpSessions, type ServerSession } from "./mcp_sessions.ts";
@@ -60,9 +60,11 @@ export class McpState {
     return cooldowns;
   }
 
-  /** Every replica's cooldown state, for the health view and metrics. */
-  cooldownStates(): CooldownState[] {
-    return [...this.#cooldowns.values()].flatMap((c) => c.all());
+  /** Every replica charged so far and its phase, for `pulsegate_mcp_replica_state`. */
+  replicaStates(): { replica: string; state: string }[] {
+    return [...this.#cooldowns.values()].flatMap((c) =>
+      c.all().map((s) => ({ replica: s.upstream, state: c.phase(s.upstream) }))
+    );
   }
 
   inFlight(label: string): number {

@@ -190,6 +190,8 @@ export class Metrics {
   );
   /** Filled in by the owner of the MCP sessions: how many this process holds. */
   mcpSessions: () => number = () => 0;
+  /** Filled in by the owner of the tool servers' cooldowns: each replica charged so far. */
+  mcpReplicas: () => Array<{ replica: string; state: string }> = () => [];
 
   constructor() {
     // Unlabelled counters read 0 from the start, so a scrape can tell "none" from "missing".
@@ -279,6 +281,15 @@ export class Metrics {
       "# HELP pulsegate_mcp_sessions MCP sessions this process holds (mcp_sessions.max caps them).",
       "# TYPE pulsegate_mcp_sessions gauge",
       `pulsegate_mcp_sessions ${this.mcpSessions()}`,
+      "# HELP pulsegate_mcp_replica_state 1 for a tool server replica's state: ok, paused, or probing.",
+      "# TYPE pulsegate_mcp_replica_state gauge",
+      ...this.mcpReplicas().flatMap((r) =>
+        ["ok", "paused", "probing"].map((state) =>
+          `pulsegate_mcp_replica_state{${labelKey({ replica: r.replica, state })}} ${
+            r.state === state ? 1 : 0
+          }`
+        )
+      ),
     ].join("\n");
     return [
       this.requests.render(),

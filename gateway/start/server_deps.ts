@@ -96,6 +96,7 @@ export function serverDeps(parts: ServerParts): ServerDeps {
     config: () => state.config,
   });
   parts.metrics.mcpSessions = () => mcp.sessions.size;
+  parts.metrics.mcpReplicas = () => mcp.replicaStates();
   return {
     ...control,
     mcp,
