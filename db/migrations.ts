@@ -341,7 +341,7 @@ export const MIGRATIONS: readonly Migration[] = [
     sql: SESSION_SUMMARY_MIGRATION,
   },
   {
-    // docs/mcp.md "History": a tool call through /mcp is a request row (client_format `mcp`,
+    // docs/mcp.md "History and metrics": a tool call through /mcp is a request row (client_format `mcp`,
     // route the tool's name as clients see it, upstream the replica, upstream_model the tool's
     // own name) with its server's id and the bytes of its message and answer.
     version: 29,

@@ -92,7 +92,7 @@ export interface RequestRow {
    */
   movedFrom: string | null;
   /**
-   * A tool call's (client format `mcp`, docs/mcp.md "History"): its server's id, and the bytes
+   * A tool call's (client format `mcp`, docs/mcp.md "History and metrics"): its server's id, and the bytes
    * of the client's message and of what the gateway sent back. Absent (null) on a model call.
    */
   toolServer: string | null;

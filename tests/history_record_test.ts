@@ -89,7 +89,7 @@ function runRequest(sink: HistoryWriter, opts: { id: string; fail: boolean }): L
   second.usage({ inputTokens: 1_100, outputTokens: 40 });
   second.estimated();
   second.end("resumed");
-  // A tool call's fields (docs/mcp.md "History"), set here so every column carries a value.
+  // A tool call's fields (docs/mcp.md "History and metrics"), set here so every column carries a value.
   live.record.toolServer = "tools";
   live.record.bytesIn = 120;
   live.record.bytesOut = 4_096;

@@ -46,7 +46,7 @@ export interface CallOutput {
 }
 
 /**
- * One `tools/call` from arrival to its recorded end (docs/mcp.md "Tool calls"): a row of its
+ * One `tools/call` from arrival to its recorded end (docs/mcp.md "Tool calls: liveness and failover"): a row of its
  * own under a generated request id (`x-request-id` of the answer), registered for aborts (by
  * id, and by session with the model path's session ids), the key's places and rpm taken as a
  * request's, its session's loop breaker fed the tool's name and arguments. The row's status

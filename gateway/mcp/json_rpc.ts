@@ -111,7 +111,7 @@ export function rpcResult(id: RpcId, result: Record<string, unknown>): RpcRespon
 }
 
 /**
- * The JSON-RPC code of each gateway error an MCP caller may get (docs/mcp.md "Errors"): the
+ * The JSON-RPC code of each gateway error an MCP caller may get (docs/design.md "Errors of /mcp"): the
  * protocol's own where one fits, else one of the implementation-defined server errors
  * (-32000 to -32099). The gateway's code is always in `data.code`, as on every other API.
  */

@@ -21,7 +21,7 @@ import { listTools } from "./tool_list.ts";
 import { GATEWAY_INFO } from "./server_requests.ts";
 
 /**
- * The MCP versions /mcp speaks (Streamable HTTP, docs/mcp.md "Versions"), newest first: those of
+ * The MCP versions /mcp speaks (Streamable HTTP, docs/mcp.md "Supported"), newest first: those of
  * the pinned `@modelcontextprotocol/sdk` that use this transport. 2024-11-05 used the older
  * HTTP+SSE transport, which the gateway does not serve.
  */

@@ -43,7 +43,7 @@ export function toolIdle(opts: { label: string; secs: number }): GatewayError {
 
 /**
  * The truthful answer for a call lost after it was sent to a tool that may not run twice
- * (docs/mcp.md "Failover"): it was not sent again, and it may have run.
+ * (docs/mcp.md "Tool calls: liveness and failover"): it was not sent again, and it may have run.
  */
 export function mayHaveRun(
   cause: GatewayError,

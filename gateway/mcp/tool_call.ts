@@ -20,7 +20,7 @@ import {
   WireFailure,
 } from "./server_wire.ts";
 
-/** One `tools/call` a client sent, resolved to its server (docs/mcp.md "Tool calls"). */
+/** One `tools/call` a client sent, resolved to its server (docs/mcp.md "Tool calls: liveness and failover"). */
 export interface ToolCall {
   live: LiveRequest;
   session: McpSession;
@@ -58,7 +58,7 @@ type HopEnd =
  * probed once its pause ends (half-open), or skipped at its `max_in_flight`. A replica that
  * fails is charged to its cooldown; the call moves to the next one only where it cannot run
  * the tool twice: before the call was sent, or for a tool its server annotated read-only or
- * idempotent (docs/mcp.md "Failover"). Otherwise the caller is told the tool may have run.
+ * idempotent (docs/mcp.md "Tool calls: liveness and failover"). Otherwise the caller is told the tool may have run.
  */
 export async function runToolCall(
   call: ToolCall,
@@ -283,8 +283,8 @@ function cancelUpstream(
 
 /**
  * A server's request during a call: a ping is answered (it is no content: the idle timer runs
- * on); sampling, elicitation and roots are not relayed to the client (docs/mcp.md "Not
- * supported"), so they are refused at once rather than left to hang the tool.
+ * on); sampling, elicitation and roots are not relayed to the client (docs/mcp.md
+ * "Not supported, and why"), so they are refused at once rather than left to hang the tool.
  */
 function answerServerRequest(
   target: ServerTarget,

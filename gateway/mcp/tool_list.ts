@@ -30,7 +30,7 @@ export interface ListDeps {
 
 /**
  * `tools/list` for a key: every server it may use, listed at once, each tool renamed
- * `<server id>__<tool name>` (docs/mcp.md "Names"), those outside `keys[].mcp_tools` left
+ * `<server id>__<tool name>` (docs/mcp.md "Supported"), those outside `keys[].mcp_tools` left
  * out. A server that cannot list is left out of the answer and logged; the others still are.
  * One page: the gateway follows each server's cursors itself (up to a bound).
  */

@@ -175,7 +175,7 @@ export class Metrics {
     "Requests in progress per gateway key (keys[].max_in_flight), from admission to the row's close.",
   );
 
-  // Tool servers on /mcp (docs/mcp.md "Metrics").
+  // Tool servers on /mcp (docs/mcp.md "History and metrics").
   mcpToolCalls = new Counter(
     "pulsegate_mcp_tool_calls_total",
     "Tool calls through /mcp by server and outcome (success, error).",
