@@ -5,7 +5,7 @@ import { Client } from "@modelcontextprotocol/sdk/client";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { ConfigInput } from "../gateway/config/schema.ts";
 import { eventually, startTestGateway, type TestGateway } from "./harness.ts";
-import { type FakeMcp, startFakeMcp } from "./fake_mcp/sdk_server.ts";
+import { startFakeMcp } from "./fake_mcp/sdk_server.ts";
 import { startHostileMcp } from "./fake_mcp/hostile_server.ts";
 
 const KEYS = { KEY_ALPHA: "key-alpha", KEY_BETA: "key-beta", TOOL_TOKEN: "server-secret" };
@@ -207,6 +207,7 @@ Deno.test("mcp: an abort by request id and by session stops a running tool call;
     );
     const second = rpcFailure(agent.callTool({ name: "one__wait", arguments: {} }));
     const secondId = await runningCall(gw);
+    await eventually(() => fake.calls.length === 2, { what: "the second call reached the server" });
     const stopped = await fetch(`${gw.url}/sessions/agent-7/abort`, {
       method: "POST",
       headers: { authorization: `Bearer ${KEYS.KEY_ALPHA}` },
@@ -411,5 +412,133 @@ Deno.test("mcp: hostile frames both ways are cut and recorded, never the process
     const pinged = await post(JSON.stringify({ jsonrpc: "2.0", id: 9, method: "ping" }));
     assert.deepEqual(await pinged.json(), { jsonrpc: "2.0", id: 9, result: {} });
     assert.equal((await toolRowIds(gw)).length, 5);
+  });
+});
+
+Deno.test("mcp: a client's notifications/cancelled and its DELETE stop its calls; DELETE ends its server sessions; unknown sessions are 404, GET 405, versions negotiated", async () => {
+  const fake = startFakeMcp({ name: "one", tools: ["wait"] });
+  const config = mcpConfig([{ id: "one", url: fake.url }]);
+  await withMcp([fake], config, async (gw) => {
+    const headers = await rawSession(gw);
+    const post = (body: unknown, extra: Record<string, string> = {}) =>
+      fetch(`${gw.url}/mcp`, {
+        method: "POST",
+        headers: { ...headers, ...extra },
+        body: JSON.stringify(body),
+      });
+    const wait = (id: number) => ({
+      jsonrpc: "2.0",
+      id,
+      method: "tools/call",
+      params: { name: "one__wait", arguments: {} },
+    });
+    // The client cancels its own call: the server is told, the caller gets the call's error.
+    const first = await post(wait(5));
+    await eventually(() => fake.calls.length === 1, { what: "first call running" });
+    const cancel = await post({
+      jsonrpc: "2.0",
+      method: "notifications/cancelled",
+      params: { requestId: 5, reason: "user pressed escape" },
+    });
+    assert.equal(cancel.status, 202);
+    assert.match(await first.text(), /"code":-32013/);
+    await eventually(() => fake.cancelled.length === 1, { what: "cancel passed on" });
+    const firstRow = await gw.row(first.headers.get("x-request-id")!);
+    assert.equal(firstRow.request.errorCode, "gw.mcp.cancelled");
+    assert.equal(firstRow.request.status, 499);
+
+    // DELETE ends the session: its running call stops, its server session is deleted.
+    const second = await post(wait(6));
+    await eventually(() => fake.calls.length === 2, { what: "second call running" });
+    const ended = await fetch(`${gw.url}/mcp`, { method: "DELETE", headers });
+    assert.equal(ended.status, 200);
+    assert.match(await second.text(), /"code":-32013/);
+    await eventually(() => fake.cancelled.length === 2 && fake.deleted === 1, {
+      what: "cancelled and DELETE passed on",
+    });
+    assert.equal(gw.mcp.sessions.size, 0);
+    const after = await post({ jsonrpc: "2.0", id: 7, method: "ping" });
+    assert.equal(after.status, 404);
+    assert.equal((await after.json()).error.data.code, "gw.mcp.unknown_session");
+
+    // Another key cannot use a session it did not open.
+    const theirs = await rawSession(gw);
+    const stolen = await post({ jsonrpc: "2.0", id: 8, method: "ping" }, {
+      "mcp-session-id": theirs["mcp-session-id"]!,
+      authorization: `Bearer ${KEYS.KEY_BETA}`,
+    });
+    assert.equal(stolen.status, 404);
+    const get = await fetch(`${gw.url}/mcp`, { headers: theirs });
+    assert.equal(get.status, 405);
+    await get.body?.cancel();
+    const unknownVersion = await fetch(`${gw.url}/mcp`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${KEYS.KEY_ALPHA}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "initialize",
+        params: {
+          protocolVersion: "1999-01-01",
+          capabilities: {},
+          clientInfo: { name: "x", version: "1" },
+        },
+      }),
+    });
+    assert.equal((await unknownVersion.json()).result.protocolVersion, "2025-11-25");
+    const noKey = await fetch(`${gw.url}/mcp`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" }),
+    });
+    assert.equal(noKey.status, 401);
+    await noKey.body?.cancel();
+  });
+});
+
+Deno.test("mcp: a tool call takes its key's max_in_flight place; the loop breaker stops the same call repeated in a session", async () => {
+  const fake = startFakeMcp({ name: "one", tools: ["lookup", "wait"] });
+  const config: ConfigInput = {
+    ...mcpConfig([{ id: "one", url: fake.url }]),
+    keys: [{
+      id: "alpha",
+      key_env: "KEY_ALPHA",
+      max_in_flight: 1,
+      loop_breaker: { repeats: 3, window_secs: 3600 },
+    }],
+  };
+  await withMcp([fake], config, async (gw) => {
+    const client = await connect(gw, KEYS.KEY_ALPHA);
+    const running = rpcFailure(client.callTool({ name: "one__wait", arguments: {} }));
+    const id = await runningCall(gw);
+    await eventually(() => fake.calls.length === 1, { what: "the call reached the server" });
+    const busy = await rpcFailure(
+      client.callTool({ name: "one__lookup", arguments: { key: "a" } }),
+    );
+    assert.equal(busy.code, -32014);
+    assert.match(busy.message, /max_in_flight/);
+    assert.equal(fake.calls.length, 1);
+    await fetch(`${gw.url}/request/${id}/abort`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN}` },
+    }).then((r) => r.body?.cancel());
+    await running;
+    await eventually(() => gw.registry.size === 0);
+    const same = () => client.callTool({ name: "one__lookup", arguments: { key: "same" } });
+    await same();
+    await same();
+    const looped = await rpcFailure(same());
+    assert.equal(looped.code, -32014);
+    assert.match(looped.message, /same request body|repeat|loop/i);
+    assert.equal(fake.calls.filter((c) => c.tool === "lookup").length, 2);
+    const rows = await Promise.all((await toolRowIds(gw)).map((rowId) => gw.row(rowId)));
+    assert.deepEqual(rows.map((r) => r.request.errorCode), [
+      "gw.request.aborted",
+      "gw.key.max_in_flight",
+      null,
+      null,
+      "gw.session.loop_detected",
+    ]);
+    await client.close();
   });
 });

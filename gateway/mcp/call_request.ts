@@ -62,7 +62,7 @@ export function startCall(
     bytesIn: number;
     deps: McpDeps;
   },
-): { requestId: string; run: (out: CallOutput) => Promise<void> } {
+): { requestId: string; run: (out: CallOutput) => Promise<void>; gone: () => void } {
   const { rpc, session, config, deps } = opts;
   const id = newRequestId(deps.clock.now());
   const named = SESSION_HEADERS.map((h) => request.headers.get(h)?.trim()).find((v) => v);
@@ -123,7 +123,7 @@ export function startCall(
       for (const release of releases) release();
       request.signal.removeEventListener("abort", onClientGone);
       deps.registry.drop(live);
-      if (session.calls.get(String(rpc.id)) === live) session.calls.delete(String(rpc.id));
+      session.callEnded(String(rpc.id), live);
       deps.metrics.inflight--;
       if (live.record.errorCode === "gw.client.disconnected") deps.metrics.disconnects.inc();
       if (live.record.errorCode === "gw.request.aborted") deps.metrics.aborts.inc();
@@ -131,7 +131,7 @@ export function startCall(
       settle();
     }
   };
-  return { requestId: id, run };
+  return { requestId: id, run, gone: onClientGone };
 }
 
 function answerOf(id: RpcId, answer: ToolAnswer): RpcResponse {

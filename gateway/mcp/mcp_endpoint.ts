@@ -165,7 +165,7 @@ function toolCall(
   request: Request,
   opts: { rpc: RpcRequest; session: McpSession; config: Config; bytesIn: number; deps: McpDeps },
 ): Promise<Response> | Response {
-  const { requestId, run } = startCall(request, opts);
+  const { requestId, run, gone } = startCall(request, opts);
   const headers = { "x-request-id": requestId };
   const accept = request.headers.get("accept") ?? "";
   if (!accept.includes("text/event-stream")) {
@@ -182,8 +182,10 @@ function toolCall(
   let open = true;
   const body = new ReadableStream<Uint8Array>({
     start: (c) => void (controller = c),
+    // The caller stopped reading: it left, whether or not its connection says so yet.
     cancel: () => {
       open = false;
+      gone();
     },
   });
   const send = (message: unknown): number => {

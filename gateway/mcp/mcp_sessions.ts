@@ -21,6 +21,38 @@ export class McpSession {
   readonly calls = new Map<string, LiveRequest>();
   /** Cancels its idle and age timers. */
   disarm: () => void = () => {};
+  #controller = new AbortController();
+
+  /** Aborted when the session ends: what it opened on its own (server sessions) stops. */
+  get signal(): AbortSignal {
+    return this.#controller.signal;
+  }
+
+  stop(): void {
+    this.#controller.abort(new Error("the MCP session ended"));
+  }
+
+  #waiters: (() => void)[] = [];
+  #tracked = new Set<Promise<unknown>>();
+
+  /** A message to a server the session's end must wait for (a cancellation before a DELETE). */
+  track(work: Promise<unknown>): void {
+    this.#tracked.add(work);
+    work.finally(() => this.#tracked.delete(work));
+  }
+
+  /** A call of the session ended. */
+  callEnded(rpcId: string, live: LiveRequest): void {
+    if (this.calls.get(rpcId) === live) this.calls.delete(rpcId);
+    if (this.calls.size) return;
+    for (const wake of this.#waiters.splice(0)) wake();
+  }
+
+  /** Settles once no call runs and every tracked message went out. */
+  async quiet(): Promise<void> {
+    if (this.calls.size) await new Promise<void>((resolve) => this.#waiters.push(resolve));
+    await Promise.allSettled([...this.#tracked]);
+  }
 
   constructor(
     readonly id: string,

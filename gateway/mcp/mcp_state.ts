@@ -104,9 +104,11 @@ export class McpState {
     const { target } = opts;
     let opened = session.servers.get(target.label);
     if (!opened) {
+      // On the session's own signal: a call that stops while this opens does not fail the
+      // others waiting on it; the open keeps its own time bound.
       opened = openServerSession(target, {
         protocolVersion: session.protocolVersion,
-        deps: opts.deps,
+        deps: { ...opts.deps, signal: session.signal },
       });
       session.servers.set(target.label, opened);
       opened.catch(() => {
@@ -116,25 +118,40 @@ export class McpState {
     return opened;
   }
 
+  /** Ends every session (shutdown). */
+  close(): void {
+    for (const session of this.sessions.all()) this.sessions.end(session);
+  }
+
   forget(session: McpSession, label: string): void {
     session.servers.delete(label);
   }
 
-  /** A session ended: its calls are stopped and its server sessions ended (DELETE). */
+  /**
+   * A session ended: its calls are stopped, then, once they ended and their cancellations went
+   * out (so a server reads each before the DELETE), its server sessions are ended (DELETE).
+   */
   #ended(session: McpSession): void {
+    session.stop();
     for (const live of session.calls.values()) {
       if (!live.signal.aborted) live.controller.abort(sessionEnded());
     }
-    for (const [label, opened] of session.servers) {
-      const t = this.targets.get(label);
-      opened.then((s) => {
-        if (!t || s.sessionId === null) return;
-        const stop = new AbortController();
-        const disarm = this.deps.clock.after(10_000, () => stop.abort());
-        endSession(t, { sessionId: s.sessionId, fetch: this.deps.fetch, signal: stop.signal })
-          .finally(disarm);
-      }, () => {});
-    }
+    void session.quiet().then(() => {
+      for (const [label, opened] of session.servers) {
+        const target = this.targets.get(label);
+        opened.then((s) => {
+          if (!target || s.sessionId === null) return;
+          const stop = new AbortController();
+          const disarm = this.deps.clock.after(10_000, () => stop.abort());
+          endSession(target, {
+            sessionId: s.sessionId,
+            fetch: this.deps.fetch,
+            signal: stop.signal,
+          })
+            .finally(disarm);
+        }, () => {});
+      }
+    });
     this.deps.log.event("mcp.session_ended", { session: session.id });
   }
 

@@ -146,7 +146,10 @@ async function oneHop(
   let phase: "opening" | "posting" | "sent" = "opening";
   let session: ServerSession | null = null;
   try {
-    session = await deps.state.serverSession(call.session, { target, deps: callDeps });
+    session = await untilStopped(
+      deps.state.serverSession(call.session, { target, deps: callDeps }),
+      stop.signal,
+    );
     phase = "posting";
     let answer: WireAnswer;
     try {
@@ -156,7 +159,10 @@ async function oneHop(
       if (!(err instanceof WireFailure) || err.opts.status !== 404 || !session.sessionId) throw err;
       deps.state.forget(call.session, target.label);
       phase = "opening";
-      session = await deps.state.serverSession(call.session, { target, deps: callDeps });
+      session = await untilStopped(
+        deps.state.serverSession(call.session, { target, deps: callDeps }),
+        stop.signal,
+      );
       phase = "posting";
       answer = await post(target, { body, session, stop, server, fetch: deps.fetch });
     }
@@ -201,7 +207,7 @@ async function oneHop(
   } catch (err) {
     const reason = live.signal.aborted ? live.signal.reason : undefined;
     const sent = phase === "sent" || (phase === "posting" && sentBy(err));
-    if (sent) cancelUpstream(target, { id, session, deps, reason });
+    if (sent) call.session.track(cancelUpstream(target, { id, session, deps, reason }));
     if (reason instanceof GatewayError) {
       attempt.end(outcomeOfStop(reason), reason);
       return { kind: "stopped", error: reason };
@@ -244,6 +250,16 @@ function post(
   });
 }
 
+/** `work`, or the signal's reason once it is aborted, whichever comes first. */
+function untilStopped<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
+}
+
 function sentBy(err: unknown): boolean {
   return err instanceof WireFailure ? err.opts.sent : true;
 }
@@ -263,12 +279,12 @@ function outcomeOfStop(reason: GatewayError): AttemptOutcome {
 function cancelUpstream(
   target: ServerTarget,
   opts: { id: string; session: ServerSession | null; deps: ToolCallDeps; reason: unknown },
-): void {
+): Promise<void> {
   const { deps } = opts;
   const reason = opts.reason instanceof Error ? opts.reason.message : "the gateway gave up";
   const stop = new AbortController();
   const disarm = deps.clock.after(10_000, () => stop.abort());
-  sendAndForget(target, {
+  return sendAndForget(target, {
     body: {
       jsonrpc: "2.0",
       method: "notifications/cancelled",

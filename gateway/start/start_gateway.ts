@@ -300,6 +300,9 @@ async function start(
         deps.registry.abort(deps.registry.all(), shuttingDown);
         await Promise.all([...deps.pending]);
       }
+      // The MCP sessions end with the process: their timers stop, their server sessions get a
+      // DELETE (docs/mcp.md "Sessions").
+      deps.mcp.close();
       graceOver.abort();
       await closers.closeAll((name, error) =>
         log.event("gateway.close_failed", { part: name, error: String(error) })

@@ -18,6 +18,8 @@ export interface FakeMcp {
   calls: { tool: string; args: Record<string, unknown> }[];
   /** The ids of `notifications/cancelled` it received. */
   cancelled: unknown[];
+  /** How many DELETEs of a session it took. */
+  deleted: number;
   /** Authorization headers each POST carried (null when none). */
   authorizations: (string | null)[];
   /** answer; silent: never answer a call; gate: answer once `open` is called. */
@@ -35,6 +37,7 @@ export function startFakeMcp(opts: { name: string; tools?: string[] }): FakeMcp 
     calls: [],
     cancelled: [],
     authorizations: [],
+    deleted: 0,
     mode: "answer",
     open: () => gate.resolve(),
     close: async () => {
@@ -106,6 +109,7 @@ export function startFakeMcp(opts: { name: string; tools?: string[] }): FakeMcp 
     onListen: () => {},
   }, async (request) => {
     if (request.method === "POST") fake.authorizations.push(request.headers.get("authorization"));
+    if (request.method === "DELETE") fake.deleted++;
     const id = request.headers.get("mcp-session-id");
     let transport = id ? transports.get(id) : undefined;
     if (!transport) {
