@@ -79,11 +79,15 @@ Deno.test("mcp: two servers federated, names <server>__<tool>, per-key allow-lis
   const config = mcpConfig([
     { id: "one", url: one.url, bearer_token_env: "TOOL_TOKEN" },
     { id: "two", url: two.url },
+    // Nothing listens there: listed by no one, charged to its cooldown.
+    { id: "gone", url: "http://127.0.0.1:9/mcp" },
   ], { betaServers: ["two"] });
   await withMcp([one, two], config, async (gw) => {
     const alpha = await connect(gw, KEYS.KEY_ALPHA);
     const listed = await alpha.listTools();
     assert.deepEqual(listed.tools.map((t) => t.name).sort(), ["one__lookup", "two__write"]);
+    const gone = gw.mcp.cooldowns(gw.state.config!.mcp_servers[2]!);
+    assert.equal(gone.get("gone#1").consecutiveFailures, 1);
     const read = await alpha.callTool({ name: "one__lookup", arguments: { key: "k1" } });
     assert.equal(textOf(read), 'one:lookup:{"key":"k1"}');
     assert.deepEqual(one.calls, [{ tool: "lookup", args: { key: "k1" } }]);

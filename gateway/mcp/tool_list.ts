@@ -7,6 +7,7 @@ import type { Logger } from "../runtime/logger.ts";
 import type { McpSession } from "./mcp_sessions.ts";
 import type { McpState, ToolHints } from "./mcp_state.ts";
 import { serverRequest } from "./server_requests.ts";
+import { malformed, WireFailure } from "./server_wire.ts";
 import {
   keyMayUseTool,
   namespacedTool,
@@ -88,7 +89,7 @@ async function serverTools(
         });
         const list = answer.result?.tools;
         if (!Array.isArray(list)) {
-          throw new Error(`${target.label} answered tools/list without tools`);
+          throw malformed(target.label, "a tools/list answer without tools");
         }
         for (const tool of list) {
           if (tools.length >= MAX_TOOLS_PER_SERVER) break;
@@ -102,8 +103,14 @@ async function serverTools(
         cursor = next;
       }
       deps.state.setHints(server.id, hints);
+      cooldowns.success(target.label);
       return tools;
     } catch (err) {
+      if (opts.signal.aborted) throw err;
+      // A replica that cannot list is charged as one that cannot call: the next list (and
+      // call) passes it over while it is paused, rather than waiting on it again.
+      const failure = err instanceof WireFailure ? err.error : GatewayError.from(err);
+      cooldowns.failure(target.label, failure.code);
       last = err;
     }
   }
