@@ -321,6 +321,15 @@ Deno.test("mcp: a failing replica is paused, refused without a call while paused
       gw.metrics.render(),
       /pulsegate_mcp_replica_state\{replica="one#1",state="paused"\} 1/,
     );
+    // The admin's health panel shows the replica like an upstream.
+    await gw.writer.flush();
+    const health = await fetch(`${gw.url}/admin/api/health`, {
+      headers: { authorization: `Bearer ${ADMIN}` },
+    });
+    const replica = (await health.json()).upstreams.find((u: { id: string }) => u.id === "one#1");
+    assert.equal(replica.kind, "mcp");
+    assert.equal(replica.state, "paused");
+    assert.equal(replica.recent.idleTimeouts, 1);
     assert.equal((await rpcFailure(call())).code, -32012);
     assert.equal(fake.calls.length, 1, "no call while paused");
     // The pause's end, without waiting it out: the state as it stands once its time has passed.

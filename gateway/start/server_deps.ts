@@ -102,6 +102,7 @@ export function serverDeps(parts: ServerParts): ServerDeps {
     mcp,
     admin: {
       ...adminDeps(control, { demo: parts.demo, apis: parts.adminApis }),
+      mcp,
       reads: history.reads,
       historyNotice: () => history.readiness.describe(),
       historyProblem: () => historyProblem(history),
