@@ -3,20 +3,20 @@
  * table, and every cell of the table itself. Pure: no gateway, no network, milliseconds.
  */
 import assert from "node:assert/strict";
-import { type How, type Place, verdictFor, VERDICTS } from "../gateway/forward/verdict.ts";
-import { retryWait } from "../gateway/forward/verdict.ts";
-import { statusEnding, thrownEnding } from "../gateway/forward/hop_ending.ts";
-import { upstreamStatusError } from "../gateway/formats/upstream_error.ts";
+import { type How, type Place, verdictFor, VERDICTS } from "./verdict.ts";
+import { retryWait } from "./verdict.ts";
+import { statusEnding, thrownEnding } from "./hop_ending.ts";
+import { upstreamStatusError } from "../formats/upstream_error.ts";
 import {
   abortedByOperator,
   clientDisconnected,
   deadlineExceeded,
   idleTimeout,
   shuttingDown,
-} from "../gateway/forward/stop_reasons.ts";
-import { hedgeLost } from "../gateway/forward/hedge_lane.ts";
-import { GatewayError } from "../gateway/runtime/gateway_error.ts";
-import { FAULTS } from "./fault_matrix/faults.ts";
+} from "./stop_reasons.ts";
+import { hedgeLost } from "./hedge_lane.ts";
+import { GatewayError } from "../runtime/gateway_error.ts";
+import { FAULTS } from "../../tests/fault_matrix/faults.ts";
 
 const HOWS = Object.keys(VERDICTS) as How[];
 const REQUEST_STOPS: How[] = ["aborted", "client_gone", "shutdown", "hedge_lost"];
