@@ -253,7 +253,7 @@ function claimProbe(
     req.route.first_content_timeout_secs ?? failover.idle_timeout_secs;
   const secs = silentSecs + failover.slot_wait_secs;
   return claimMemberProbes(deps.cooldowns, memberOf(target), {
-    leaseMs: secs * 1000 * deps.clock.scale,
+    leaseMs: secs * 1000,
   });
 }
 

@@ -13,7 +13,7 @@ import { Fences } from "../live/fences.ts";
 import { Exporter } from "../observability/exporter.ts";
 import { ObservabilityState } from "../observability/observability_state.ts";
 import type { AbortRegistry } from "../live/abort_registry.ts";
-import { type Clock, createClock } from "../runtime/clock.ts";
+import { type Clock, systemClock } from "../runtime/clock.ts";
 import { formatProblems, validateConfig } from "../config/validate.ts";
 import { cooldownKey, type Cooldowns } from "../route/cooldown.ts";
 import { configMembers } from "../config/route_entries.ts";
@@ -63,6 +63,11 @@ export interface StartOptions {
    * worker's own copy of the libSQL driver costs a third of a second; tests/harness.ts).
    */
   historyThread?: "worker" | "this";
+  /**
+   * Where every wait and every reading of the time comes from (docs/architecture.md "Time"):
+   * by default the system clock at `settings.timeScale`; tests pass a virtual clock.
+   */
+  clock?: Clock;
   /** Uniform in [0, 1) for the pools' picks: Math.random unless a test seeds it. */
   random?: () => number;
 }
@@ -98,8 +103,8 @@ export interface Gateway {
  * refused config or a port in use leaves nothing open behind it.
  */
 export async function startGateway(opts: StartOptions): Promise<Gateway> {
-  const clock = createClock(opts.settings.timeScale);
-  const log = createLogger({ quiet: opts.quiet });
+  const clock = opts.clock ?? systemClock(opts.settings.timeScale);
+  const log = createLogger({ quiet: opts.quiet, clock });
   const closers = new Closers();
   try {
     return await start(opts, { clock, log, closers });
