@@ -22,13 +22,13 @@ Deno.test("the clock check sees a raw timer, a raw reading of the time and scale
         "const ms = 5 * clock.scale;",
       ].join("\n"),
     );
-    await Deno.writeTextFile(`${root}/db/store.ts`, "const now = new Date();\n");
-    await Deno.writeTextFile(`${root}/admin/page.ts`, "const t = performance.now();\n");
+    await Deno.writeTextFile(`${root}/db/history_writer.ts`, "const now = new Date();\n");
+    await Deno.writeTextFile(`${root}/admin/live_events.ts`, "const t = performance.now();\n");
     await Deno.writeTextFile(`${root}/gateway/forward/hop_test.ts`, "setTimeout(() => {}, 1);\n");
     const found = await clockBypasses(new URL(`file://${root}/`));
     assert.deepEqual(found.map((line) => line.split(": ").slice(0, 2).join(": ")).sort(), [
-      "admin/page.ts:1: a raw reading of the time",
-      "db/store.ts:1: a raw reading of the time",
+      "admin/live_events.ts:1: a raw reading of the time",
+      "db/history_writer.ts:1: a raw reading of the time",
       "gateway/forward/hop.ts:2: a raw timer",
       "gateway/forward/hop.ts:3: a raw reading of the time",
       "gateway/forward/hop.ts:4: time-scale arithmetic",

@@ -137,7 +137,7 @@ export class Attempt {
 
   headers(status: number): void {
     this.record.status = status;
-    this.record.headersMs = this.owner.clock.elapsed(this.record.startedAt);
+    this.record.headersMs = this.owner.clock.now() - this.record.startedAt;
     this.owner.flushAttempt(this);
   }
 
@@ -145,7 +145,7 @@ export class Attempt {
   firstContent(): void {
     if (this.contentSeen) return;
     this.contentSeen = true;
-    this.record.firstContentMs = this.owner.clock.elapsed(this.record.startedAt);
+    this.record.firstContentMs = this.owner.clock.now() - this.record.startedAt;
     const held = this.#held ?? [];
     this.#held = null;
     for (const usage of held) this.owner.usage(usage);
@@ -191,7 +191,7 @@ export class Attempt {
     if (this.ended) return;
     this.ended = true;
     this.record.outcome = outcome;
-    this.record.durationMs = this.owner.clock.elapsed(this.record.startedAt);
+    this.record.durationMs = this.owner.clock.now() - this.record.startedAt;
     if (err) {
       this.record.errorCode = err.code;
       this.record.errorMessage = err.message;
@@ -400,10 +400,10 @@ export class LiveRequest {
     this.lastContentAt = now;
     this.state = "streaming";
     if (this.record.firstContentMs !== null) return;
-    this.record.firstContentMs = this.clock.elapsed(this.record.startedAt, now);
+    this.record.firstContentMs = now - this.record.startedAt;
     this.deps.metrics.firstContent.observe(
       { route: this.metricsRoute ?? UNKNOWN_ROUTE },
-      this.record.firstContentMs / 1000,
+      this.clock.elapsed(this.record.startedAt, now) / 1000,
     );
   }
 
@@ -415,7 +415,7 @@ export class LiveRequest {
     const err = result.error;
     r.state = "closed";
     r.endedAt = this.clock.now();
-    r.durationMs = this.clock.elapsed(r.startedAt, r.endedAt);
+    r.durationMs = r.endedAt - r.startedAt;
     r.status = result.status;
     r.outcome = err ? "error" : "success";
     r.failureSource = err?.source ?? null;
@@ -427,7 +427,7 @@ export class LiveRequest {
     const { metrics } = this.deps;
     const route = this.metricsRoute ?? UNKNOWN_ROUTE;
     metrics.requests.inc({ route, outcome: r.outcome });
-    metrics.duration.observe({ route }, r.durationMs / 1000);
+    metrics.duration.observe({ route }, this.clock.elapsed(r.startedAt, r.endedAt) / 1000);
     for (const a of this.attempts) {
       const upstream = a.record.upstream;
       if (a.record.inputTokens) {

@@ -7,6 +7,7 @@
  * timestamps other processes read; the distance between two `now()` values, or a point
  * `ms` ahead, is asked of the clock (`elapsed`, `deadline`), never computed by hand, so a
  * clock whose time runs at another pace (`PULSEGATE_TIME_SCALE`, SPEC §2) stays correct.
+ * Its methods may be called detached (`now: clock.now`).
  */
 export interface Clock {
   /** Epoch milliseconds: what history rows, fences and heartbeats store. */

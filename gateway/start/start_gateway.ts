@@ -31,7 +31,7 @@ import { openCooldowns } from "./open_cooldowns.ts";
 import { Pools } from "../route/pools.ts";
 import { openHistory } from "./open_history.ts";
 import { serverDeps } from "./server_deps.ts";
-import { serveClients } from "./serve_clients.ts";
+import { type ClientServer, serveClients } from "./serve_clients.ts";
 import { upstreamFetch } from "./upstream_fetch.ts";
 import { forwardingOn } from "../live/abort_forwarding.ts";
 import { GuardrailMatcher } from "../policy/guardrail_matcher.ts";
@@ -68,12 +68,19 @@ export interface StartOptions {
    * by default the system clock at `settings.timeScale`; tests pass a virtual clock.
    */
   clock?: Clock;
+  /**
+   * false: no socket is opened; requests reach the gateway through `Gateway.handler` alone
+   * (tests in virtual time, where nothing may wait on the network).
+   */
+  listen?: boolean;
   /** Uniform in [0, 1) for the pools' picks: Math.random unless a test seeds it. */
   random?: () => number;
 }
 
 export interface Gateway {
   url: string;
+  /** Every route of the gateway, as the server calls it for each request. */
+  handler: Deno.ServeHandler;
   port: number;
   db: Db;
   writer: HistoryWriter;
@@ -216,7 +223,8 @@ async function start(
       retentionApi({ db, state, pruner }),
     ],
   });
-  const server = serveClients(createHandler(deps), {
+  const handler = createHandler(deps);
+  const server = opts.listen === false ? unserved() : serveClients(handler, {
     hostname: settings.host,
     port: settings.port,
     limits: settings.connections,
@@ -310,6 +318,7 @@ async function start(
     })();
   return {
     url,
+    handler,
     port,
     db,
     writer,
@@ -325,5 +334,16 @@ async function start(
     log,
     lost,
     shutdown,
+  };
+}
+
+/** What a gateway without a socket has in place of its server: nothing to accept, nothing lost. */
+function unserved(): ClientServer {
+  return {
+    port: 0,
+    unguarded: null,
+    lost: new Promise(() => {}),
+    connections: () => null,
+    shutdown: () => Promise.resolve(),
   };
 }
