@@ -40,6 +40,11 @@ export interface VirtualGateway extends AsyncDisposable {
   gw: Gateway;
   clock: VirtualClock;
   ups: FakeUpstream[];
+  /**
+   * A `fetch` that reaches the gateway's handler without a socket, for an SDK's `fetch` option
+   * (its calls must run inside `run`, where virtual time passes).
+   */
+  fetch: typeof fetch;
   /** Sends a request and reads its whole answer, all in virtual time. */
   send(path: string, body: unknown, opts?: SendOptions): Promise<Received>;
   /** The request's history row and hops, once written. */
@@ -107,6 +112,7 @@ export async function startVirtualGateway(
     clock,
     ups,
     run: (work, o) => clock.run(work, o),
+    fetch: async (input, init) => await gw.handler(new Request(input, init), INFO),
     send: (path, body, o = {}) => clock.run(exchange(gw, { path, body, clock, ...o })),
     async row(id) {
       return await clock.run((async () => {

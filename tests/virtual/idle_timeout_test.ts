@@ -3,9 +3,11 @@
  * stream, not 299; content restarts it, keep-alives never do. A whole gateway in virtual time.
  */
 import assert from "node:assert/strict";
+import OpenAI from "openai";
 import { startVirtualGateway } from "../virtual_gateway.ts";
 import {
   chatStream,
+  chatWhole,
   contentThenSilence,
   keepAlivesOnly,
 } from "../fake_upstreams/openai_chat_script.ts";
@@ -48,4 +50,19 @@ Deno.test("keep-alives alone never restart the idle timer: the first token is gi
   const last = got.pieces.at(-1)!;
   assert.match(got.text, /idle_timeout/);
   assert.equal(last.at, IDLE_MS);
+});
+
+Deno.test("the official OpenAI SDK through the gateway in virtual time: a whole answer", async () => {
+  await using v = await startVirtualGateway();
+  v.ups[0]!.enqueue(chatWhole({ text: ["hello"] }));
+  const client = new OpenAI({
+    baseURL: "http://127.0.0.1/v1",
+    apiKey: "unused",
+    maxRetries: 0,
+    fetch: v.fetch,
+  });
+  const answer = await v.run(
+    client.chat.completions.create({ model: "smart", messages: [{ role: "user", content: "hi" }] }),
+  );
+  assert.equal(answer.choices[0]?.message.content, "hello");
 });
