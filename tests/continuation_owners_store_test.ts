@@ -25,11 +25,11 @@ import { eventually } from "./harness.ts";
 /** A clock the test moves: `at.now` is the time. */
 function movableClock(at: { now: number }): Clock {
   return {
-    scale: 1,
     now: () => at.now,
     after: () => () => {},
     sleep: () => Promise.resolve(),
-    unscale: (ms) => ms,
+    deadline: (ms) => at.now + ms,
+    elapsed: (since, until = at.now) => until - since,
   };
 }
 

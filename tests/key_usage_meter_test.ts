@@ -5,7 +5,7 @@ import { admitUnderKeyLimits } from "../gateway/policy/key_limits.ts";
 import { KeyUsageMeter } from "../gateway/policy/key_usage_meter.ts";
 import type { GatewayKey } from "../gateway/config/schema.ts";
 import type { Logger } from "../gateway/runtime/logger.ts";
-import { createClock } from "../gateway/runtime/clock.ts";
+import { systemClock } from "../gateway/runtime/clock.ts";
 import { Metrics } from "../gateway/runtime/metrics.ts";
 import { withTempDb } from "./db_helpers.ts";
 import { TEST_SCALE } from "./harness.ts";
@@ -21,7 +21,7 @@ const pastCache = () => new Promise((r) => setTimeout(r, 60));
 
 Deno.test("meter: own use counts at once, another instance's after its next read, never twice", async () => {
   await withTempDb(async ({ db }) => {
-    const clock = createClock(TEST_SCALE);
+    const clock = systemClock(TEST_SCALE);
     const a = new KeyUsageMeter({ db, clock });
     const b = new KeyUsageMeter({ db, clock });
     await a.refresh(["k"]);
@@ -47,7 +47,7 @@ Deno.test("meter: own use counts at once, another instance's after its next read
 
 Deno.test("meter: a database that fails keeps the use counted here and writes it later", async () => {
   await withTempDb(async ({ db }) => {
-    const clock = createClock(TEST_SCALE);
+    const clock = systemClock(TEST_SCALE);
     let down = true;
     const client = new Proxy(db.client, {
       get: (target, name) =>
@@ -91,7 +91,7 @@ function failingReads(db: Db, down = () => true): Db {
 
 Deno.test("meter: while reads fail and writes succeed, this process's own use still counts", async () => {
   await withTempDb(async ({ db }) => {
-    const clock = createClock(TEST_SCALE);
+    const clock = systemClock(TEST_SCALE);
     let down = true;
     const meter = new KeyUsageMeter({ db: failingReads(db, () => down), clock });
     for (let i = 0; i < 4; i++) {
@@ -117,7 +117,7 @@ Deno.test("meter: while reads fail and writes succeed, this process's own use st
 
 Deno.test("meter: rpm holds while reads fail and writes succeed", async () => {
   await withTempDb(async ({ db }) => {
-    const clock = createClock(TEST_SCALE);
+    const clock = systemClock(TEST_SCALE);
     const meter = new KeyUsageMeter({ db: failingReads(db), clock });
     const key = { id: "k", key_env: "K", rpm: 3 } as GatewayKey;
     const verdicts: string[] = [];
@@ -153,7 +153,7 @@ Deno.test("meter: a failing read is retried once per cache period, and logged on
     const events: string[] = [];
     const log: Logger = { event: (name) => void events.push(name) };
     // Scale 1: the cache lasts a real second, far longer than these refreshes take.
-    const meter = new KeyUsageMeter({ db: { ...db, client }, clock: createClock(1), log });
+    const meter = new KeyUsageMeter({ db: { ...db, client }, clock: systemClock(1), log });
     for (let i = 0; i < 10; i++) await meter.refresh(["k"]);
     assert.equal(reads, 1, "not one read per request while the database fails them");
     assert.deepEqual(events, ["key_usage.read_failed"]);
@@ -182,7 +182,7 @@ function refusingKey(db: Db, bad: string) {
 
 Deno.test("meter: a row the database refuses never holds back other keys' rows, and is set aside after its tries", async () => {
   await withTempDb(async ({ db }) => {
-    const clock = createClock(TEST_SCALE);
+    const clock = systemClock(TEST_SCALE);
     const { refused, writes } = refusingKey(db, "bad");
     const events: { name: string; fields: Record<string, unknown> }[] = [];
     const log = {
@@ -225,7 +225,7 @@ Deno.test("meter: a row the database refuses never holds back other keys' rows, 
 
 Deno.test("meter: an amount that is not finite and 0 or more counts as 0, so a budget is never NaN nor credited", async () => {
   await withTempDb(async ({ db }) => {
-    const meter = new KeyUsageMeter({ db, clock: createClock(TEST_SCALE) });
+    const meter = new KeyUsageMeter({ db, clock: systemClock(TEST_SCALE) });
     meter.add("k", { requests: 1, tokens: Infinity, costUsd: NaN });
     meter.add("k", { requests: 1, tokens: -5, costUsd: -999.99 });
     meter.add("k", { requests: 1, tokens: 10, costUsd: 0.5 });

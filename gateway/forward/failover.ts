@@ -276,7 +276,7 @@ async function claimProbe(
     req.route.first_content_timeout_secs ?? failover.idle_timeout_secs;
   const secs = silentSecs + failover.slot_wait_secs;
   const tickets = await claimMemberProbes(deps.cooldowns, memberOf(target), {
-    leaseMs: secs * 1000 * deps.clock.scale,
+    leaseMs: secs * 1000,
   });
   if (tickets === "taken") return "taken";
   return tickets.length ? new ProbeHold(tickets, { upstream: target.upstream.id, deps }) : null;

@@ -93,7 +93,8 @@ export function settle(hop: Hop, ending: HopEnding): Settled {
 export function settleContent(hop: Hop): void {
   hop.attempt.firstContent();
   const { cooldowns, affinity, homes, metrics, clock } = hop.opts.deps;
-  const ms = clock.unscale(hop.attempt.record.firstContentMs ?? 0);
+  const { startedAt, firstContentMs } = hop.attempt.record;
+  const ms = clock.elapsed(startedAt, startedAt + (firstContentMs ?? 0));
   metrics.upstreamFirstContent.observe({ upstream: hop.upstream.id }, ms / 1000);
   const slot = hop.opts.target.pool;
   slot?.state.firstContent(slot.member, ms);
@@ -131,10 +132,13 @@ function measure(hop: Hop, verdict: Verdict): void {
     });
   }
   if (verdict.cooldown && slot) {
-    slot.state.failed(slot.member, clock.unscale(clock.now() - record.startedAt));
+    slot.state.failed(slot.member, clock.elapsed(record.startedAt));
   }
   if (verdict.outcome !== "success" || record.firstContentMs === null) return;
-  const ms = clock.unscale((record.durationMs ?? 0) - record.firstContentMs);
+  const ms = clock.elapsed(
+    record.startedAt + record.firstContentMs,
+    record.startedAt + (record.durationMs ?? 0),
+  );
   const tokens = record.outputTokens ?? 0;
   if (tokens < 2 || ms < 1) return; // a whole answer, or one token: no rate to tell
   metrics.upstreamContentRate.observe({ upstream }, tokens * 1000 / ms);
