@@ -36,7 +36,7 @@ async function testFilesIn(dir: URL): Promise<string[]> {
 
 /**
  * Seconds a file's tests took where over 1.5 (`deno task test` in a fresh clone on the 2-core
- * machine with one core burned, 2026-12-02, from the JUnit reports PULSEGATE_JUNIT_DIR asks
+ * machine, 2026-12-02, from the JUnit reports PULSEGATE_JUNIT_DIR asks
  * tests/run_suite.ts for); any other file counts as 1. Only the split between shards reads it: a
  * stale figure makes the shards less even, never a test wrong.
  */

@@ -12,7 +12,7 @@ interface Timer {
  * tests where the network is not the point. Nothing fires by itself: `run`
  * drives a promise to its end, letting every pending callback and microtask
  * settle, then jumping to the next timer, and so on; a test of a 30 s idle
- * timeout takes microseconds and cannot be late on a loaded machine.
+ * timeout takes microseconds and fires at exactly 30 000 ms.
  */
 export class VirtualClock implements Clock {
   #now: number;
