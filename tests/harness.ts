@@ -34,7 +34,7 @@ export async function startTestGateway(
     /**
      * Write history on a worker thread, as a served gateway does; by default the suites write on
      * their own thread (`historyThread` in gateway/start/start_gateway.ts) and the worker is
-     * tested on its own (tests/history_worker_test.ts) and in every spawned gateway.
+     * tested on its own (db/history_worker_test.ts) and in every spawned gateway.
      */
     historyWorker?: boolean;
     /** The pools' randomness (default Math.random): seed it for figures that hold on every run. */

@@ -97,14 +97,14 @@ export const FILE_SECONDS: Readonly<Record<string, number>> = {
   "abort_test.ts": 2,
   "chat_proxy_test.ts": 2,
   "process_test.ts": 2,
-  "history_writer_test.ts": 2,
+  "../db/history_writer_test.ts": 2,
   "pools_test.ts": 2,
   "history_crash_test.ts": 2,
   "deep_json_test.ts": 2,
-  "vertex_token_test.ts": 2,
+  "../gateway/formats/cloud/token_source_test.ts": 2,
   "start_cleanup_test.ts": 2,
   "opening_hold_test.ts": 2,
-  "bedrock_format_test.ts": 2,
+  "../gateway/formats/bedrock/bedrock_test.ts": 2,
   "slots_test.ts": 2,
 };
 
