@@ -406,7 +406,7 @@ export class LiveRequest {
     this.record.firstContentMs = now - this.record.startedAt;
     this.deps.metrics.firstContent.observe(
       { route: this.metricsRoute ?? UNKNOWN_ROUTE },
-      this.clock.unscale(this.record.firstContentMs) / 1000,
+      this.clock.elapsed(this.record.startedAt, now) / 1000,
     );
   }
 
@@ -430,7 +430,7 @@ export class LiveRequest {
     const { metrics } = this.deps;
     const route = this.metricsRoute ?? UNKNOWN_ROUTE;
     metrics.requests.inc({ route, outcome: r.outcome });
-    metrics.duration.observe({ route }, this.clock.unscale(r.durationMs) / 1000);
+    metrics.duration.observe({ route }, this.clock.elapsed(r.startedAt, r.endedAt) / 1000);
     for (const a of this.attempts) {
       const upstream = a.record.upstream;
       if (a.record.inputTokens) {

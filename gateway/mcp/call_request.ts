@@ -118,7 +118,7 @@ export function startCall(
       deps.metrics.mcpToolCalls.inc({ server, outcome: failure ? "error" : "success" });
       deps.metrics.mcpToolDuration.observe(
         { server },
-        deps.clock.unscale(live.record.durationMs ?? 0) / 1000,
+        deps.clock.elapsed(live.record.startedAt, live.record.endedAt ?? undefined) / 1000,
       );
       for (const release of releases) release();
       request.signal.removeEventListener("abort", onClientGone);
