@@ -4,6 +4,7 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 // @ts-types="@modelcontextprotocol/sdk/server/webStandardStreamableHttp"
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import { z } from "zod";
+import type { Clock } from "../../gateway/runtime/clock.ts";
 
 /**
  * A tool server built with the official SDK (Streamable HTTP, one SDK server per session), for
@@ -26,10 +27,24 @@ export interface FakeMcp {
   mode: "answer" | "silent" | "gate";
   /** Lets the calls held by mode gate answer. */
   open(): void;
+  /** Answers one request, as its server does: for a gateway whose `fetch` reaches it in-process. */
+  handle(request: Request): Promise<Response>;
   close(): Promise<void>;
 }
 
-export function startFakeMcp(opts: { name: string; tools?: string[] }): FakeMcp {
+/**
+ * `inProcess`: no socket; its URL is `http://<name>.mcp.test/mcp` and a test's `fetch` hands it
+ * requests (`handle`), so a gateway on the virtual clock reaches it with no real I/O between.
+ */
+export function startFakeMcp(
+  opts: {
+    name: string;
+    tools?: string[];
+    inProcess?: boolean;
+    /** `wait` sends `count` more progress notifications, one every `everyMs` of `clock`. */
+    progress?: { clock: Clock; everyMs: number; count: number };
+  },
+): FakeMcp {
   const transports = new Map<string, WebStandardStreamableHTTPServerTransport>();
   const abort = new AbortController();
   const fake: FakeMcp = {
@@ -40,10 +55,11 @@ export function startFakeMcp(opts: { name: string; tools?: string[] }): FakeMcp 
     deleted: 0,
     mode: "answer",
     open: () => gate.resolve(),
+    handle: (request) => handle(request),
     close: async () => {
       abort.abort();
       for (const t of transports.values()) await t.close().catch(() => {});
-      await server.finished;
+      await server?.finished;
     },
   };
   const gate = Promise.withResolvers<void>();
@@ -95,6 +111,13 @@ export function startFakeMcp(opts: { name: string; tools?: string[] }): FakeMcp 
             method: "notifications/progress",
             params: { progressToken: token, progress: 1, message: "started" },
           });
+          for (let i = 0; i < (opts.progress?.count ?? 0); i++) {
+            await opts.progress!.clock.sleep(opts.progress!.everyMs, extra.signal);
+            await extra.sendNotification({
+              method: "notifications/progress",
+              params: { progressToken: token, progress: i + 2, message: "working" },
+            });
+          }
         }
         await hold(extra.signal);
         return text("wait", args);
@@ -102,12 +125,7 @@ export function startFakeMcp(opts: { name: string; tools?: string[] }): FakeMcp 
     }
     return mcp;
   };
-  const server = Deno.serve({
-    hostname: "127.0.0.1",
-    port: 0,
-    signal: abort.signal,
-    onListen: () => {},
-  }, async (request) => {
+  const handle = async (request: Request): Promise<Response> => {
     if (request.method === "POST") fake.authorizations.push(request.headers.get("authorization"));
     if (request.method === "DELETE") fake.deleted++;
     const id = request.headers.get("mcp-session-id");
@@ -131,7 +149,58 @@ export function startFakeMcp(opts: { name: string; tools?: string[] }): FakeMcp 
       transport = made;
     }
     return await transport.handleRequest(request);
-  });
-  fake.url = `http://127.0.0.1:${server.addr.port}/mcp`;
+  };
+  const server = opts.inProcess ? null : Deno.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    signal: abort.signal,
+    onListen: () => {},
+  }, handle);
+  fake.url = server
+    ? `http://127.0.0.1:${server.addr.port}/mcp`
+    : `http://${opts.name}.mcp.test/mcp`;
   return fake;
+}
+
+/**
+ * A `fetch` that hands requests to in-process fakes by host, whose answers' bodies error when
+ * the caller aborts, as a real fetch's do (the gateway stops reading a tool server that way).
+ */
+export function inProcessFetch(fakes: FakeMcp[]): typeof fetch {
+  return async (input, init) => {
+    const request = new Request(input, init);
+    const fake = fakes.find((f) => new URL(f.url).host === new URL(request.url).host);
+    if (!fake) throw new TypeError(`connection refused: ${request.url}`);
+    const signal = request.signal;
+    if (signal.aborted) throw signal.reason;
+    const response = await fake.handle(request);
+    const inner = response.body;
+    if (!inner) return response;
+    const reader = inner.getReader();
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        const onAbort = () => {
+          controller.error(signal.reason ?? new DOMException("aborted", "AbortError"));
+          reader.cancel().catch(() => {});
+        };
+        signal.addEventListener("abort", onAbort, { once: true });
+        (async () => {
+          try {
+            for (;;) {
+              const { done, value } = await reader.read();
+              if (done) break;
+              controller.enqueue(value);
+            }
+            controller.close();
+          } catch (err) {
+            if (!signal.aborted) controller.error(err);
+          } finally {
+            signal.removeEventListener("abort", onAbort);
+          }
+        })();
+      },
+      cancel: (reason) => reader.cancel(reason),
+    });
+    return new Response(body, { status: response.status, headers: response.headers });
+  };
 }
