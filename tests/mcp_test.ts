@@ -555,3 +555,42 @@ Deno.test("mcp: a tool call takes its key's max_in_flight place; the loop breake
     await client.close();
   });
 });
+
+Deno.test("mcp: a priced tool bills its answered call on the row, the cost metric, the key's budget and the session's", async () => {
+  const fake = startFakeMcp({ name: "one", tools: ["lookup"] });
+  const config: ConfigInput = {
+    ...mcpConfig([{ id: "one", url: fake.url, prices: { lookup: 0.25 } }]),
+    keys: [
+      { id: "alpha", key_env: "KEY_ALPHA", budget: { usd: 0.5, period: "day" } },
+      { id: "beta", key_env: "KEY_BETA", session_budget: { usd: 0.5 } },
+    ],
+  };
+  await withMcp([fake], config, async (gw) => {
+    const client = await connect(gw, KEYS.KEY_ALPHA);
+    await client.callTool({ name: "one__lookup", arguments: { key: "a" } });
+    await client.callTool({ name: "one__lookup", arguments: { key: "b" } });
+    // The budget is spent: the third call is refused before it reaches the server.
+    await eventually(async () => {
+      const failure = await client.callTool({ name: "one__lookup", arguments: { key: "c" } })
+        .then(() => null, (err: Error & { code?: number }) => err.code);
+      return failure === -32014;
+    }, { what: "the key's budget refuses" });
+    assert.equal(fake.calls.length, 2);
+    const rows = await Promise.all((await toolRowIds(gw)).map((id) => gw.row(id)));
+    assert.deepEqual(rows.slice(0, 2).map((r) => r.request.costUsd), [0.25, 0.25]);
+    assert.equal(rows[2]!.request.errorCode, "gw.key.budget_exhausted");
+    assert.equal(gw.metrics.cost.get({ route: "mcp:one", upstream: "one#1" }), 0.5);
+    await client.close();
+
+    // A session's budget counts its tool calls' cost too.
+    const beta = await connect(gw, KEYS.KEY_BETA);
+    await beta.callTool({ name: "one__lookup", arguments: { key: "d" } });
+    await beta.callTool({ name: "one__lookup", arguments: { key: "e" } });
+    const spent = await rpcFailure(beta.callTool({ name: "one__lookup", arguments: { key: "f" } }));
+    assert.equal(spent.code, -32014);
+    assert.equal(fake.calls.length, 4);
+    const last = await gw.row((await toolRowIds(gw)).at(-1)!);
+    assert.equal(last.request.errorCode, "gw.session.budget_exhausted");
+    await beta.close();
+  });
+});

@@ -90,6 +90,15 @@ export const McpServerSchema = z.object({
     "Most notifications one tool call may bring before its server is cut for flooding " +
       "(gw.mcp.flood).",
   ),
+  prices: z.record(
+    z.string().regex(/^\S{1,128}$/, { error: "must be a tool name (1-128 characters, no spaces)" }),
+    z.number({ error: "must be a number of USD, 0 or more" }).min(0, { error: "must be 0 or more" })
+      .max(1000, { error: "must be at most 1000" }),
+  ).optional().describe(
+    "Optional USD per call, keyed by the tool's own name on this server: billed on the call's " +
+      "row (cost_usd) when the server answered it, and counted by the key's budget and session " +
+      "budget like a model call's cost. Tools not listed cost nothing recorded.",
+  ),
   enabled: z.boolean().default(true).describe("Set to false to switch this server off."),
 }).strict();
 

@@ -3,6 +3,7 @@ import { configKey } from "../config/config_keys.ts";
 import type { ProxyDeps } from "../accept/proxy.ts";
 import { keyInFlight } from "../accept/proxy.ts";
 import { LiveRequest } from "../live/live_request.ts";
+import type { Billing } from "../live/billing.ts";
 import { newRequestId } from "../live/request_id.ts";
 import { incomingTrace } from "../live/trace_context.ts";
 import { admitKey } from "../policy/key_limits.ts";
@@ -134,6 +135,33 @@ export function startCall(
   return { requestId: id, run, gone: onClientGone };
 }
 
+/**
+ * A priced tool's billing (`mcp_servers[].prices`): the hop the server answered costs the price,
+ * a failed one nothing; the key's meter and its session's budget count it as a model call's
+ * cost (docs/mcp.md "History and metrics").
+ */
+function toolBilling(
+  price: number,
+  opts: { config: Config; keyId: string | null; live: LiveRequest; deps: McpDeps },
+): Billing {
+  const { keyId, deps } = opts;
+  const key = configKey(opts.config, keyId);
+  // Metered only for a key with a budget, which is all a tool's price counts against.
+  const meter = key?.budget && deps.keyMeter ? deps.keyMeter : null;
+  const base: Billing = {
+    bill: (hop) => {
+      if (hop.outcome !== "success") return;
+      hop.costUsd = price;
+      if (meter && key) meter.add(key.id, { costUsd: price });
+    },
+  };
+  const sessionId = opts.live.record.sessionId;
+  const limits = deps.sessionLimits;
+  return key?.session_budget && limits && sessionId !== null
+    ? limits.billing(base, { keyId: key.id, sessionId })
+    : base;
+}
+
 function answerOf(id: RpcId, answer: ToolAnswer): RpcResponse {
   return answer.kind === "result"
     ? { jsonrpc: "2.0", id, result: answer.result }
@@ -171,6 +199,8 @@ async function callTool(
   }
   live.metricsRoute = `mcp:${server.id}`;
   live.record.toolServer = server.id;
+  const price = server.prices?.[split.tool];
+  if (price !== undefined) live.billing = toolBilling(price, { config, keyId, live, deps });
   const key = configKey(config, keyId);
   if (key) {
     const taken = keyInFlight(deps).take(key);

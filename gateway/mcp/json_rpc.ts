@@ -132,6 +132,7 @@ const RPC_CODE_OF: Partial<Record<GatewayError["code"], number>> = {
   "gw.client.disconnected": -32013,
   "gw.key.rate_limited": -32014,
   "gw.key.max_in_flight": -32014,
+  "gw.key.budget_exhausted": -32014,
   "gw.slots.full": -32014,
   "gw.session.loop_detected": -32014,
   "gw.session.budget_exhausted": -32014,
