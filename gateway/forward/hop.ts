@@ -72,8 +72,11 @@ export class Hop {
   readonly gate: FirstContentGate;
   /** The id the upstream gave its answer, where it names one (an Interactions interaction id). */
   answerId?: string;
-  /** The continuation handles this hop bound to the request's key (bind_continuations.ts). */
-  readonly continuations = { bound: new Set<string>(), capped: false };
+  /**
+   * The continuation handles this hop bound to the request's key (bind_continuations.ts); made
+   * at the first, as most answers name none (a held stream's heap).
+   */
+  continuations: { bound: Set<string>; capped: boolean } | null = null;
   #cancel: CancelTimer;
   #unlink: () => void;
   #stopFirstContent: () => void;
