@@ -43,15 +43,15 @@ export function forwardStream(
     })
     : () => {};
   const resume = StreamResume.for(req, { client: codec.format });
-  const pass = new ResumePass(req, { deps, resume, channel });
+  // Only a route that resumes watches its hops: the others hold nothing for it.
+  const pass = resume.enabled ? new ResumePass(req, { deps, resume, channel }) : null;
   const done = (async () => {
     let error: GatewayError | null = null;
     try {
       const runHop: RunHop = (hop, opts) =>
         streamHop(hop, { ...opts, shape, channel, encoder, resume });
-      const onSettled = pass.enabled ? pass.watch : undefined;
-      error = await runCandidates(req, { deps, runHop, onSettled });
-      if (pass.enabled) error = await pass.after(error, runHop);
+      error = await runCandidates(req, { deps, runHop, onSettled: pass?.watch });
+      if (pass) error = await pass.after(error, runHop);
     } catch (err) {
       // A bug must still end the client's stream and the row, never an unhandled rejection.
       error = GatewayError.from(err);
