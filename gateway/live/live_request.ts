@@ -521,8 +521,8 @@ export class LiveRequest {
   }
 
   /**
-   * A content frame went to the client. Counted, not logged: a stream's frames are its bulk,
-   * and a held stream must cost no more than its record (docs/benchmarks.md "Held streams").
+   * A content frame went to the client. Not logged: a stream's frames are its bulk; it only
+   * moves the idle clock of the live view (docs/design.md "The live record").
    */
   frame(): void {
     this.#lastContentAt = this.clock.now();
