@@ -3,7 +3,7 @@ import type { AttemptRecord, RequestRecord } from "../db/records.ts";
 import { validateConfig } from "../gateway/config/validate.ts";
 import { billingFor, hopCost, ratesFor } from "../gateway/live/billing.ts";
 import { LiveRequest } from "../gateway/live/live_request.ts";
-import { createClock } from "../gateway/runtime/clock.ts";
+import { systemClock } from "../gateway/runtime/clock.ts";
 import { GatewayError } from "../gateway/runtime/gateway_error.ts";
 import { Metrics } from "../gateway/runtime/metrics.ts";
 import { budgetPeriod, slidingUse } from "../gateway/policy/usage_windows.ts";
@@ -58,7 +58,7 @@ Deno.test("a failed-over request costs the sum of every hop that billed", () => 
     keyId: "k",
     sessionId: null,
   }, {
-    clock: createClock(),
+    clock: systemClock(),
     // Records are handed over live (gateway/live/live_request.ts `HistorySink`): keep each
     // version as it was written.
     sink: {

@@ -14,7 +14,7 @@ import type { AttemptRecord, RequestRecord } from "../db/records.ts";
 import { validateConfig } from "../gateway/config/validate.ts";
 import { billingFor } from "../gateway/live/billing.ts";
 import { LiveRequest } from "../gateway/live/live_request.ts";
-import { createClock } from "../gateway/runtime/clock.ts";
+import { systemClock } from "../gateway/runtime/clock.ts";
 import { GatewayError } from "../gateway/runtime/gateway_error.ts";
 import { Metrics } from "../gateway/runtime/metrics.ts";
 import { manualTimers, requestRecord, withTempDb } from "./db_helpers.ts";
@@ -55,7 +55,7 @@ function runRequest(sink: HistoryWriter, opts: { id: string; fail: boolean }): L
     keyId: "k1",
     sessionId: "s-9",
   }, {
-    clock: createClock(),
+    clock: systemClock(),
     sink,
     metrics: new Metrics(),
     refusal: { held: true, claim: () => true, release: () => {} },
@@ -181,7 +181,7 @@ Deno.test("a hop that ends after its request's row was written is written on its
       stream: false,
       keyId: null,
       sessionId: null,
-    }, { clock: createClock(), sink: writer, metrics: new Metrics() });
+    }, { clock: systemClock(), sink: writer, metrics: new Metrics() });
     const hop = live.startAttempt("a", "m-a");
     live.finish({ status: 200 });
     assert.equal(await writer.flush(), true);

@@ -154,7 +154,7 @@ export function fleet(
       : hop.upstream.id;
     const n = calls.get(id) ?? 0;
     calls.set(id, n + 1);
-    log.push({ upstream: id, at: clock.elapsed });
+    log.push({ upstream: id, at: clock.sinceStart });
     return playHop(hop, opts.play(id, n, log.length - 1));
   };
 

@@ -85,21 +85,22 @@ function admit(
   opts: { asked: string | null; deps: ProxyDeps },
 ): Admission | Promise<Admission> {
   const { asked, deps } = opts;
+  const now = deps.clock.now();
   let admitted: Admitted;
   try {
     const config = configInForce(deps.state);
     const keyId = authorize(request, { config, loopback: deps.state.loopback, env: deps.env });
     admitted = { config, keyId };
   } catch (err) {
-    return { id: newRequestId(), admitted: GatewayError.from(err), refused: true };
+    return { id: newRequestId(now), admitted: GatewayError.from(err), refused: true };
   }
-  if (asked === null) return { id: newRequestId(), admitted };
+  if (asked === null) return { id: newRequestId(now), admitted };
   if (!REQUEST_ID.test(asked)) {
     // Bad input like any other: answered 400 and recorded, under an id of its own.
     const err = clientError("x-request-id must be 1-128 characters of A-Za-z0-9._:-", {
       param: "x-request-id",
     });
-    return { id: newRequestId(), admitted: err, keyId: admitted.keyId };
+    return { id: newRequestId(now), admitted: err, keyId: admitted.keyId };
   }
   return askedIdFree(asked, { admitted, deps });
 }
@@ -109,17 +110,21 @@ async function askedIdFree(
   opts: { admitted: Admitted; deps: ProxyDeps },
 ): Promise<Admission> {
   if (await opts.deps.requestIdTaken(asked)) {
-    return { ...duplicate(asked, "was already used"), keyId: opts.admitted.keyId };
+    const now = opts.deps.clock.now();
+    return { ...duplicate(asked, { why: "was already used", now }), keyId: opts.admitted.keyId };
   }
   return { id: asked, admitted: opts.admitted };
 }
 
-function duplicate(asked: string, why: string): { id: string; admitted: GatewayError } {
+function duplicate(
+  asked: string,
+  { why, now }: { why: string; now: number },
+): { id: string; admitted: GatewayError } {
   const err = clientError(`request id ${asked} ${why}`, {
     code: "gw.client.duplicate_request_id",
     param: "x-request-id",
   });
-  return { id: newRequestId(), admitted: err };
+  return { id: newRequestId(now), admitted: err };
 }
 
 /**
@@ -151,7 +156,7 @@ export async function handleProxy(
   // Checked here, with no await before the registry takes the id, so two requests racing on
   // one new name cannot both run under it.
   if (id === asked && deps.registry.has(id)) {
-    ({ id, admitted } = duplicate(id, "is already running"));
+    ({ id, admitted } = duplicate(id, { why: "is already running", now: deps.clock.now() }));
   }
   const live = new LiveRequest({
     id,

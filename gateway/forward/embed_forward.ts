@@ -1,7 +1,6 @@
 import { baseHeaders } from "./client_channel.ts";
 import { runCandidates } from "./failover.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
-import { ERROR_CODES, type GatewayCode } from "../runtime/error_codes.ts";
 import type { ForwardDeps, ForwardRequest, Hop } from "./hop.ts";
 import { ANSWERED, type HopEnding } from "./hop_ending.ts";
 import { settleContent } from "./settle.ts";
@@ -72,28 +71,10 @@ export async function forwardEmbeddings(
         return ANSWERED;
       },
     });
-    return { response, error: error && notTimedOut(error), release: () => hold.release() };
+    return { response, error, release: () => hold.release() };
   } finally {
     if (response === null) hold.release();
   }
-}
-
-/**
- * An answer that breaks the bounds (a vector of the wrong length, a value that is not finite, a
- * vector over the cap, bytes over the call's cap) is a fault of the upstream's that asking again
- * repeats. When the last candidate ends with one, the client gets its own status (502, in its
- * format), as docs/design.md "Failover before content" says of no candidate left, not
- * `timeout_status`: a client that retries timeouts would retry it for ever.
- */
-const ANSWER_FAULTS: ReadonlySet<GatewayCode> = new Set([
-  "gw.upstream.bad_response",
-  "gw.upstream.oversized",
-]);
-
-function notTimedOut(error: GatewayError): GatewayError {
-  return ANSWER_FAULTS.has(error.code)
-    ? error.with({ status: ERROR_CODES[error.code].status })
-    : error;
 }
 
 /**

@@ -23,7 +23,7 @@ import { UsageLedger } from "./usage_ledger.ts";
 import { passesBodyThrough } from "../route/passthrough.ts";
 import { CancelTimer } from "./cancel_timer.ts";
 import { traceUpstream } from "./upstream_trace.ts";
-import type { ProbeTicket } from "../route/cooldown.ts";
+import type { ProbeHold } from "./probe_hold.ts";
 
 /**
  * The reason a finished hop's connection is dropped. Shared and plain: the
@@ -93,9 +93,9 @@ export class Hop {
       gate?: FirstContentGate;
       /**
        * It is the one probe of its half-open member, upstream or both (docs/design.md
-       * "Cooldown"): the tickets it holds, never empty.
+       * "Cooldown"): the tickets it holds, never empty, given back when it settles.
        */
-      probe?: readonly ProbeTicket[];
+      probe?: ProbeHold;
     },
   ) {
     const { live } = req;
@@ -288,7 +288,7 @@ export class Hop {
     const retryAfter = retryAfterSecs(res.headers.get("retry-after"), this.opts.deps.clock.now());
     const decoded = this.adapter.decodeError(res.status, body, { headers: res.headers });
     const error = retryAfter === undefined ? decoded : decoded.with({ retryAfterSecs: retryAfter });
-    return statusEnding(res.status, error, { model: this.opts.target.candidate.model });
+    return statusEnding(error, { model: this.opts.target.candidate.model });
   }
 
   /** How a thrown error ended the hop: our stop reason, or what went wrong upstream. */

@@ -23,7 +23,12 @@ export function forwardStream(
 ): { response: Promise<Response>; done: Promise<void> } {
   const { live, codec, ctx } = req;
   const shape = codec.streamShape(ctx);
-  const encoder = codec.streamEncoder({ ...ctx, id: live.record.id, model: req.ir.model });
+  const encoder = codec.streamEncoder({
+    ...ctx,
+    id: live.record.id,
+    model: req.ir.model,
+    now: deps.clock.now,
+  });
   const channel = new StreamChannel({
     codec,
     shape,

@@ -716,7 +716,7 @@ export class LiveRequest {
     r.firstContentMs = at;
     this.deps.metrics.firstContent.observe(
       { route: this.#metricsRoute ?? UNKNOWN_ROUTE },
-      this.clock.unscale(r.firstContentMs) / 1000,
+      this.clock.elapsed(r.startedAt, r.startedAt + at) / 1000,
     );
   }
 
@@ -740,7 +740,7 @@ export class LiveRequest {
     const { metrics } = this.deps;
     const route = this.#metricsRoute ?? UNKNOWN_ROUTE;
     metrics.requests.inc({ route, outcome: r.outcome });
-    metrics.duration.observe({ route }, this.clock.unscale(r.durationMs) / 1000);
+    metrics.duration.observe({ route }, this.clock.elapsed(r.startedAt, r.endedAt) / 1000);
     if (r.errorCode === "gw.client.disconnected") metrics.disconnects.inc();
     if (r.errorCode === "gw.request.aborted") metrics.aborts.inc();
     for (const a of hops) {

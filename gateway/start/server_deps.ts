@@ -12,7 +12,7 @@ import type { ControlDeps } from "../endpoints/control.ts";
 import { AbortRegistry } from "../live/abort_registry.ts";
 import type { Exporter } from "../observability/exporter.ts";
 import { exportingSink } from "../observability/export_sink.ts";
-import { Affinity, PIN_IDLE_MS } from "../route/affinity.ts";
+import { Affinity } from "../route/affinity.ts";
 import { InteractionHomes } from "../route/interaction_homes.ts";
 import { ContinuationOwners } from "../route/continuation_owners.ts";
 import type { Cooldowns } from "../route/cooldown.ts";
@@ -60,7 +60,7 @@ export function serverDeps(parts: ServerParts): ServerDeps {
     adapters: UPSTREAM_ADAPTERS,
     cooldowns: parts.cooldowns,
     slots: new Slots(clock),
-    affinity: new Affinity(undefined, { now: clock.now, idleMs: PIN_IDLE_MS * clock.scale }),
+    affinity: new Affinity(undefined, { clock }),
     homes: new InteractionHomes({ db, clock, log: parts.log }),
     owners: new ContinuationOwners({ db, clock, log: parts.log }),
     pools: parts.pools,

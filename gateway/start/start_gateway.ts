@@ -13,7 +13,7 @@ import { Fences } from "../live/fences.ts";
 import { Exporter } from "../observability/exporter.ts";
 import { ObservabilityState } from "../observability/observability_state.ts";
 import type { AbortRegistry } from "../live/abort_registry.ts";
-import { type Clock, createClock } from "../runtime/clock.ts";
+import { type Clock, systemClock } from "../runtime/clock.ts";
 import { formatProblems, validateConfig } from "../config/validate.ts";
 import { cooldownKey, type Cooldowns } from "../route/cooldown.ts";
 import { configMembers } from "../config/route_entries.ts";
@@ -31,7 +31,7 @@ import { openCooldowns } from "./open_cooldowns.ts";
 import { Pools } from "../route/pools.ts";
 import { openHistory } from "./open_history.ts";
 import { serverDeps } from "./server_deps.ts";
-import { serveClients } from "./serve_clients.ts";
+import { type ClientServer, serveClients } from "./serve_clients.ts";
 import { upstreamFetch } from "./upstream_fetch.ts";
 import { forwardingOn } from "../live/abort_forwarding.ts";
 import { GuardrailMatcher } from "../policy/guardrail_matcher.ts";
@@ -63,12 +63,24 @@ export interface StartOptions {
    * worker's own copy of the libSQL driver costs a third of a second; tests/harness.ts).
    */
   historyThread?: "worker" | "this";
+  /**
+   * Where every wait and every reading of the time comes from (docs/architecture.md "Time"):
+   * by default the system clock at `settings.timeScale`; tests pass a virtual clock.
+   */
+  clock?: Clock;
+  /**
+   * false: no socket is opened; requests reach the gateway through `Gateway.handler` alone
+   * (tests in virtual time, where nothing may wait on the network).
+   */
+  listen?: boolean;
   /** Uniform in [0, 1) for the pools' picks: Math.random unless a test seeds it. */
   random?: () => number;
 }
 
 export interface Gateway {
   url: string;
+  /** Every route of the gateway, as the server calls it for each request. */
+  handler: Deno.ServeHandler;
   port: number;
   db: Db;
   writer: HistoryWriter;
@@ -98,8 +110,8 @@ export interface Gateway {
  * refused config or a port in use leaves nothing open behind it.
  */
 export async function startGateway(opts: StartOptions): Promise<Gateway> {
-  const clock = createClock(opts.settings.timeScale);
-  const log = createLogger({ quiet: opts.quiet });
+  const clock = opts.clock ?? systemClock(opts.settings.timeScale);
+  const log = createLogger({ quiet: opts.quiet, clock });
   const closers = new Closers();
   try {
     return await start(opts, { clock, log, closers });
@@ -211,7 +223,8 @@ async function start(
       retentionApi({ db, state, pruner }),
     ],
   });
-  const server = serveClients(createHandler(deps), {
+  const handler = createHandler(deps);
+  const server = opts.listen === false ? unserved() : serveClients(handler, {
     hostname: settings.host,
     port: settings.port,
     limits: settings.connections,
@@ -305,6 +318,7 @@ async function start(
     })();
   return {
     url,
+    handler,
     port,
     db,
     writer,
@@ -320,5 +334,16 @@ async function start(
     log,
     lost,
     shutdown,
+  };
+}
+
+/** What a gateway without a socket has in place of its server: nothing to accept, nothing lost. */
+function unserved(): ClientServer {
+  return {
+    port: 0,
+    unguarded: null,
+    lost: new Promise(() => {}),
+    connections: () => null,
+    shutdown: () => Promise.resolve(),
   };
 }

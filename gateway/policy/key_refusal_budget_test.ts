@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
-import { KeyRefusalBudget } from "../gateway/policy/key_refusal_budget.ts";
-import { clientDisconnected } from "../gateway/forward/stop_reasons.ts";
-import { LiveRequest } from "../gateway/live/live_request.ts";
-import { createClock } from "../gateway/runtime/clock.ts";
-import { GatewayError } from "../gateway/runtime/gateway_error.ts";
-import { Metrics } from "../gateway/runtime/metrics.ts";
+import { KeyRefusalBudget } from "./key_refusal_budget.ts";
+import { clientDisconnected } from "../forward/stop_reasons.ts";
+import { LiveRequest } from "../live/live_request.ts";
+import { systemClock } from "../runtime/clock.ts";
+import { GatewayError } from "../runtime/gateway_error.ts";
+import { Metrics } from "../runtime/metrics.ts";
 
 /** docs/security.md "Refused floods": each key's budget of recorded refusals after auth. */
 
@@ -51,7 +51,7 @@ Deno.test("with its key's budget spent: a refusal gets no row, a caller who left
       keyId: "k",
       sessionId: null,
     }, {
-      clock: createClock(),
+      clock: systemClock(),
       sink: {
         writeRequest: (r, opts) =>
           rows.push({ id: r.id, state: r.state, expendable: opts?.expendable ?? false }),

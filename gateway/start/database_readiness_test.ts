@@ -1,13 +1,13 @@
 import assert from "node:assert/strict";
-import { inProcessExecutor } from "../db/batch_executor.ts";
-import { getRequest } from "../db/history_queries.ts";
-import { HistoryWriter } from "../db/history_writer.ts";
-import { migrate } from "../db/migrate.ts";
-import { createClock } from "../gateway/runtime/clock.ts";
-import type { Logger } from "../gateway/runtime/logger.ts";
-import { DatabaseReadiness } from "../gateway/start/database_readiness.ts";
-import { gated } from "../gateway/start/open_history.ts";
-import { requestRecord, withTempDb } from "./db_helpers.ts";
+import { inProcessExecutor } from "../../db/batch_executor.ts";
+import { getRequest } from "../../db/history_queries.ts";
+import { HistoryWriter } from "../../db/history_writer.ts";
+import { migrate } from "../../db/migrate.ts";
+import { systemClock } from "../runtime/clock.ts";
+import type { Logger } from "../runtime/logger.ts";
+import { DatabaseReadiness } from "./database_readiness.ts";
+import { gated } from "./open_history.ts";
+import { requestRecord, withTempDb } from "../../tests/db_helpers.ts";
 
 /**
  * docs/deploy.md: a remote database away at start. No sqld runs here, so the return is played
@@ -22,7 +22,7 @@ Deno.test("rows wait in memory while the database is away and are written after 
     const readiness = new DatabaseReadiness(async () => {
       if (away) throw new TypeError("fetch failed: connection refused");
       await migrate(db);
-    }, { clock: createClock(), log });
+    }, { clock: systemClock(), log });
     readiness.onReady(() => Promise.resolve(void order.push("catch-up")));
     const writer = new HistoryWriter(db, {
       executor: gated(readiness, inProcessExecutor(db)),
@@ -52,7 +52,7 @@ Deno.test("rows wait in memory while the database is away and are written after 
 Deno.test("with no database at all, nothing is tried and the reason is kept", async () => {
   let tries = 0;
   const readiness = new DatabaseReadiness(() => Promise.resolve(void tries++), {
-    clock: createClock(),
+    clock: systemClock(),
     log: { event: () => {} },
     absent: "no FFI here",
   });
