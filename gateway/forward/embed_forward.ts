@@ -19,7 +19,6 @@ import {
 } from "../formats/embeddings.ts";
 import { estimateTokens } from "../formats/token_estimate.ts";
 import { isTokenCount } from "../formats/token_counts.ts";
-import { markEstimated } from "../live/live_request.ts";
 import { badResponse } from "../formats/upstream_error.ts";
 
 /** An embeddings request on its way through the candidates. */
@@ -170,10 +169,9 @@ async function embedHop(
     // The answer holds what it holds: the rest of what was set aside for it is free again.
     opts.hold.shrink(vectors.bytes);
     hop.attempt.usage({ inputTokens: tokens.total, outputTokens: 0 });
-    if (tokens.estimated) markEstimated(hop.attempt.record);
     settleContent(hop);
     hop.req.live.contentSent();
-    if (tokens.estimated) hop.attempt.estimated();
+    if (tokens.estimated) hop.attempt.estimate({ answered: true });
     answered = true;
     const body = opts.client.encode({
       vectors: vectors.vectors,
@@ -188,12 +186,10 @@ async function embedHop(
     if (!answered && tokens.total > 0) {
       // Calls that answered before one failed were billed: their tokens stay on this hop's row
       // (and its cost), not on the request's, which another hop may yet answer.
-      const record = hop.attempt.record;
-      record.inputTokens = tokens.total;
-      record.outputTokens = 0;
+      hop.attempt.holdUsage();
       if (tokens.rejected) hop.attempt.refused(["inputTokens"]);
-      if (tokens.estimated) markEstimated(record);
-      else record.usageSource ??= "upstream";
+      hop.attempt.usage({ inputTokens: tokens.total, outputTokens: 0 });
+      if (tokens.estimated) hop.attempt.estimate({ answered: false });
     }
   }
 }

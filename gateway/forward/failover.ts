@@ -151,7 +151,7 @@ function planFor(
   // Where the session's cache is warm as it arrives: a hop sent elsewhere records it
   // (docs/observability.md "Cache-aware affinity"). A resume's pass keeps the first answer.
   if (req.live.warmUpstream === undefined) {
-    req.live.warmUpstream = deps.affinity.get(req.route.model, sessionId) ?? null;
+    req.live.planned(deps.affinity.get(req.route.model, sessionId) ?? null);
   }
   const plan = planCandidates(req.route, {
     deps,
@@ -297,7 +297,7 @@ async function takeSlot(
   const key = req.live.record.keyId;
   const now = deps.slots.tryAcquire(target.upstream.id, max, { key });
   if (now || !opts.wait) return now;
-  req.live.state = "waiting_for_slot";
+  req.live.waitingForSlot();
   return await deps.slots.acquire(target.upstream.id, max, {
     waitMs: deps.config.failover.slot_wait_secs * 1000,
     signal: opts.signal ?? req.live.signal,
@@ -311,7 +311,7 @@ async function waitForAny(
   opts: { req: ForwardRequest; deps: ForwardDeps },
 ): Promise<{ target: Candidate; release: () => void } | null> {
   const { deps, req } = opts;
-  req.live.state = "waiting_for_slot";
+  req.live.waitingForSlot();
   const race = new AbortController();
   const stop = () => race.abort();
   req.live.signal.addEventListener("abort", stop, { once: true });

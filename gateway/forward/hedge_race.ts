@@ -111,11 +111,7 @@ export class HedgeRace implements LaneOwner {
   /** A lane's hop reached its first content: true for the first, which stops all the others. */
   claim(lane: Lane): boolean {
     if (this.#decided) return this.#winner === lane;
-    const { upstream, candidate } = lane.target;
-    this.#decide(lane, hedgeLost(upstream.id));
-    const record = this.req.live.record;
-    record.upstream = upstream.id;
-    record.upstreamModel = candidate.model;
+    this.#decide(lane, hedgeLost(lane.target.upstream.id));
     return true;
   }
 
