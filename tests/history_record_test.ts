@@ -89,9 +89,7 @@ function runRequest(sink: HistoryWriter, opts: { id: string; fail: boolean }): L
   second.estimate({ answered: true });
   second.end("resumed");
   // A tool call's fields (docs/mcp.md "History and metrics"), set here so every column carries a value.
-  live.record.toolServer = "tools";
-  live.record.bytesIn = 120;
-  live.record.bytesOut = 4_096;
+  live.tool({ server: "tools", bytesIn: 120, bytesOut: 4_096 });
   live.finish(
     opts.fail
       ? {

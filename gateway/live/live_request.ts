@@ -477,6 +477,11 @@ export class LiveRequest {
     if (this.#warmUpstream === undefined) this.#warmUpstream = warm;
   }
 
+  /** A tool call's server and byte counts (docs/mcp.md "History and metrics"). */
+  tool(fields: { server?: string; bytesIn?: number; bytesOut?: number }): void {
+    this.append({ type: "tool", ...fields });
+  }
+
   /** Waiting for an upstream's slot. */
   waitingForSlot(): void {
     this.append({ type: "slot_wait" });
@@ -600,6 +605,11 @@ export class LiveRequest {
       case "usage":
         if (e.hop === undefined) return this.takeUsage(e.usage);
         return this.#attempts[e.hop - 1]?.apply(e, this);
+      case "tool":
+        if (e.server !== undefined) r.toolServer = e.server;
+        if (e.bytesIn !== undefined) r.bytesIn = e.bytesIn;
+        if (e.bytesOut !== undefined) r.bytesOut = e.bytesOut;
+        return;
       case "abort":
         return;
       case "settled":

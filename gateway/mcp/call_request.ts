@@ -79,11 +79,11 @@ export function startCall(
     sessionId: boundedSession(named ?? session.id),
     trace: incomingTrace(request.headers, { recording: deps.state.tracing?.() ?? false }),
   }, { clock: deps.clock, sink: deps.sink, metrics: deps.metrics });
-  live.record.bytesIn = opts.bytesIn;
+  live.tool({ bytesIn: opts.bytesIn });
   deps.registry.add(live);
   session.calls.set(String(rpc.id), live);
   deps.metrics.inflight++;
-  const onClientGone = () => live.controller.abort(clientDisconnected());
+  const onClientGone = () => live.abort(clientDisconnected());
   request.signal.addEventListener("abort", onClientGone);
   let settle!: () => void;
   const ended = new Promise<void>((resolve) => (settle = resolve));
@@ -113,7 +113,7 @@ export function startCall(
       failure = GatewayError.from(err);
       bytesOut += out.end(rpcError(rpc.id, errorBody(failure, { requestId: id })));
     } finally {
-      live.record.bytesOut = bytesOut;
+      live.tool({ bytesOut });
       live.finish(failure ? { status: failure.status, error: failure } : { status: 200 });
       const server = live.metricsRoute?.slice(4) ?? "unknown";
       deps.metrics.mcpToolCalls.inc({ server, outcome: failure ? "error" : "success" });
@@ -150,9 +150,9 @@ function toolBilling(
   const meter = key?.budget && deps.keyMeter ? deps.keyMeter : null;
   const base: Billing = {
     bill: (hop) => {
-      if (hop.outcome !== "success") return;
-      hop.costUsd = price;
+      if (hop.outcome !== "success") return { costUsd: null, cacheWriteUsd: null };
       if (meter && key) meter.add(key.id, { costUsd: price });
+      return { costUsd: price, cacheWriteUsd: null };
     },
   };
   const sessionId = opts.live.record.sessionId;
@@ -197,10 +197,10 @@ async function callTool(
       code: "gw.client.invalid_request",
     });
   }
-  live.metricsRoute = `mcp:${server.id}`;
-  live.record.toolServer = server.id;
+  live.routed(`mcp:${server.id}`);
+  live.tool({ server: server.id });
   const price = server.prices?.[split.tool];
-  if (price !== undefined) live.billing = toolBilling(price, { config, keyId, live, deps });
+  if (price !== undefined) live.billWith(toolBilling(price, { config, keyId, live, deps }));
   const key = configKey(config, keyId);
   if (key) {
     const taken = keyInFlight(deps).take(key);
@@ -229,7 +229,7 @@ async function callTool(
       tool: split.tool,
       secs: liveness.totalMs / 1000,
     });
-    opts.releases.push(deps.clock.after(liveness.totalMs, () => live.controller.abort(reason)));
+    opts.releases.push(deps.clock.after(liveness.totalMs, () => live.abort(reason)));
   }
   const targets = serverTargets(server, deps.env);
   for (const target of targets) deps.mcp.targets.set(target.label, target);

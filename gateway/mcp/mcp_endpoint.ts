@@ -153,7 +153,7 @@ function notification(message: RpcNotification, session: McpSession): void {
   if (typeof id !== "string" && typeof id !== "number") return;
   const live = session.calls.get(String(id));
   if (live && !live.signal.aborted) {
-    live.controller.abort(cancelledByClient(message.params?.reason));
+    live.abort(cancelledByClient(message.params?.reason));
   }
 }
 

@@ -134,7 +134,7 @@ export class McpState {
   #ended(session: McpSession): void {
     session.stop();
     for (const live of session.calls.values()) {
-      if (!live.signal.aborted) live.controller.abort(sessionEnded());
+      if (!live.signal.aborted) live.abort(sessionEnded());
     }
     void session.quiet().then(() => {
       for (const [label, opened] of session.servers) {
