@@ -422,6 +422,21 @@ Deno.test("mcp: hostile frames both ways are cut and recorded, never the process
       assert.equal(res.status, status, body.slice(0, 40));
       assert.equal((await res.json()).error.code, code, body.slice(0, 40));
     }
+    // A web page's requests: a "simple" one (text/plain) and one from another site's Origin.
+    const plain = await fetch(`${gw.url}/mcp`, {
+      method: "POST",
+      headers: { ...headers, "content-type": "text/plain" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" }),
+    });
+    assert.equal(plain.status, 415);
+    await plain.body?.cancel();
+    const crossSite = await fetch(`${gw.url}/mcp`, {
+      method: "POST",
+      headers: { ...headers, origin: "https://evil.example" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" }),
+    });
+    assert.equal(crossSite.status, 403);
+    await crossSite.body?.cancel();
     const pinged = await post(JSON.stringify({ jsonrpc: "2.0", id: 9, method: "ping" }));
     assert.deepEqual(await pinged.json(), { jsonrpc: "2.0", id: 9, result: {} });
     assert.equal((await toolRowIds(gw)).length, 5);

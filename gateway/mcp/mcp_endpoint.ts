@@ -1,5 +1,6 @@
 import { authorize, configInForce } from "../accept/admission.ts";
 import { readBodyBytes } from "../accept/body_bytes.ts";
+import { requireJsonContentType } from "../accept/json_content_type.ts";
 import { ERROR_CODE_HEADER, GatewayError } from "../runtime/gateway_error.ts";
 import { parseRequestBody } from "../formats/json_guard.ts";
 import type { Config } from "../config/schema.ts";
@@ -62,6 +63,8 @@ export async function serveMcp(request: Request, deps: McpDeps): Promise<Respons
   let message;
   let bytesIn: number;
   try {
+    // As on the model path: a web page's "simple" request (text/plain) is refused unread.
+    requireJsonContentType(request);
     const stop = new AbortController();
     const bytes = await readBodyBytes(request, {
       limit: MAX_MESSAGE_BYTES,
