@@ -45,10 +45,19 @@ export interface VirtualGateway extends AsyncDisposable {
    * (its calls must run inside `run`, where virtual time passes).
    */
   fetch: typeof fetch;
+  /** The base URL `fetch` answers at, for an SDK's `baseURL`. */
+  url: string;
   /** Sends a request and reads its whole answer, all in virtual time. */
   send(path: string, body: unknown, opts?: SendOptions): Promise<Received>;
+  /**
+   * `send` without driving the clock, for work already inside `run` (several requests side by
+   * side, a request and an abort of it): its instants are virtual all the same.
+   */
+  exchange(path: string, body: unknown, opts?: SendOptions): Promise<Received>;
   /** The request's history row and hops, once written. */
   row(id: string): Promise<{ request: RequestRecord; attempts: AttemptRecord[] }>;
+  /** `row` without driving the clock, for work already inside `run`. */
+  rowIn(id: string): Promise<{ request: RequestRecord; attempts: AttemptRecord[] }>;
   /** Runs `work` in virtual time (timers fire as it waits). */
   run<T>(work: Promise<T>, opts?: { limitMs?: number }): Promise<T>;
   stop(): Promise<void>;
@@ -74,9 +83,16 @@ export async function startVirtualGateway(
     failover?: ConfigInput["failover"];
     env?: Record<string, string>;
     clock?: VirtualClock;
+    /**
+     * Virtual time stands still while a `crypto.subtle` call is in flight (a Bedrock request's
+     * SigV4 signature, a session's hash): that real work otherwise lets the clock run on to its
+     * next timer, and an instant after it is late by as much.
+     */
+    cryptoHoldsTime?: boolean;
   } = {},
 ): Promise<VirtualGateway> {
   const clock = opts.clock ?? new VirtualClock();
+  if (opts.cryptoHoldsTime) clock.holdWhile(countCryptoCalls());
   const fakes = inProcessUpstreams(clock);
   const ups = Array.from({ length: opts.upstreams ?? 1 }, () => fakes.start());
   const urls = ups.map((u) => u.url);
@@ -107,29 +123,58 @@ export async function startVirtualGateway(
       for (const up of ups) await up.close();
       await Deno.remove(dir, { recursive: true }).catch(() => {});
     })();
+  const rowIn = async (id: string) => {
+    for (let tries = 0;; tries++) {
+      await gw.writer.flush();
+      const request = await getRequest(gw.db, id);
+      if (request && request.state !== "open") {
+        return { request, attempts: await listAttempts(gw.db, id) };
+      }
+      if (tries > 100) throw new Error(`request ${id} was never recorded as ended`);
+      await clock.sleep(100);
+    }
+  };
   return {
     gw,
     clock,
     ups,
+    url: "http://127.0.0.1",
     run: (work, o) => clock.run(work, o),
     fetch: async (input, init) => await gw.handler(new Request(input, init), INFO),
     send: (path, body, o = {}) => clock.run(exchange(gw, { path, body, clock, ...o })),
-    async row(id) {
-      return await clock.run((async () => {
-        for (let tries = 0;; tries++) {
-          await gw.writer.flush();
-          const request = await getRequest(gw.db, id);
-          if (request && request.state !== "open") {
-            return { request, attempts: await listAttempts(gw.db, id) };
-          }
-          if (tries > 100) throw new Error(`request ${id} was never recorded as ended`);
-          await clock.sleep(100);
-        }
-      })());
-    },
+    exchange: (path, body, o = {}) => exchange(gw, { path, body, clock, ...o }),
+    row: (id) => clock.run(rowIn(id)),
+    rowIn,
     stop,
     [Symbol.asyncDispose]: stop,
   };
+}
+
+let cryptoInFlight: number | null = null;
+
+/**
+ * Counts `crypto.subtle` calls in flight, process-wide (its methods wrapped once); answers
+ * whether any is.
+ */
+function countCryptoCalls(): () => boolean {
+  if (cryptoInFlight === null) {
+    cryptoInFlight = 0;
+    const subtle = crypto.subtle as unknown as Record<string, unknown>;
+    const proto = Object.getPrototypeOf(crypto.subtle) as Record<string, unknown>;
+    for (const name of Object.getOwnPropertyNames(proto)) {
+      const method = proto[name];
+      if (name === "constructor" || typeof method !== "function") continue;
+      subtle[name] = async (...args: unknown[]) => {
+        cryptoInFlight!++;
+        try {
+          return await (method as (...a: unknown[]) => Promise<unknown>).apply(crypto.subtle, args);
+        } finally {
+          cryptoInFlight!--;
+        }
+      };
+    }
+  }
+  return () => cryptoInFlight! > 0;
 }
 
 const INFO = {
