@@ -91,7 +91,6 @@ export const FILE_SECONDS: Readonly<Record<string, number>> = {
   "hostile_upstream_test.ts": 2,
   "failover_formats_test.ts": 2,
   "vertex_test.ts": 2,
-  "scorecard_test.ts": 2,
   "open_mode_test.ts": 2,
   "request_body_test.ts": 2,
   "abort_test.ts": 2,
