@@ -92,7 +92,8 @@ export async function startVirtualGateway(
   } = {},
 ): Promise<VirtualGateway> {
   const clock = opts.clock ?? new VirtualClock();
-  if (opts.cryptoHoldsTime) clock.holdWhile(countCryptoCalls());
+  const cryptoHold = opts.cryptoHoldsTime ? holdForCrypto() : null;
+  if (cryptoHold) clock.holdWhile(cryptoHold.busy);
   const fakes = inProcessUpstreams(clock);
   const ups = Array.from({ length: opts.upstreams ?? 1 }, () => fakes.start());
   const urls = ups.map((u) => u.url);
@@ -120,6 +121,7 @@ export async function startVirtualGateway(
   const stop = () =>
     stopped ??= (async () => {
       await clock.run(gw.shutdown());
+      cryptoHold?.release();
       for (const up of ups) await up.close();
       await Deno.remove(dir, { recursive: true }).catch(() => {});
     })();
@@ -150,31 +152,49 @@ export async function startVirtualGateway(
   };
 }
 
-let cryptoInFlight: number | null = null;
+/** `crypto.subtle` calls in flight, while its methods are wrapped (`holdForCrypto`). */
+let cryptoInFlight = 0;
+/** Gateways that asked for the wrapping; the originals go back when the last one stops. */
+let cryptoHolders = 0;
+let cryptoOriginals: [string, PropertyDescriptor | undefined][] = [];
 
 /**
- * Counts `crypto.subtle` calls in flight, process-wide (its methods wrapped once); answers
- * whether any is.
+ * Counts `crypto.subtle` calls in flight, process-wide, by wrapping its methods on the instance
+ * until `release` is called by every gateway that asked (tests share a process: what one changes
+ * goes back). Answers whether any is in flight.
  */
-function countCryptoCalls(): () => boolean {
-  if (cryptoInFlight === null) {
-    cryptoInFlight = 0;
-    const subtle = crypto.subtle as unknown as Record<string, unknown>;
+function holdForCrypto(): { busy: () => boolean; release: () => void } {
+  const subtle = crypto.subtle as unknown as Record<string, unknown>;
+  if (cryptoHolders++ === 0) {
     const proto = Object.getPrototypeOf(crypto.subtle) as Record<string, unknown>;
+    cryptoOriginals = [];
     for (const name of Object.getOwnPropertyNames(proto)) {
       const method = proto[name];
       if (name === "constructor" || typeof method !== "function") continue;
+      cryptoOriginals.push([name, Object.getOwnPropertyDescriptor(subtle, name)]);
       subtle[name] = async (...args: unknown[]) => {
-        cryptoInFlight!++;
+        cryptoInFlight++;
         try {
           return await (method as (...a: unknown[]) => Promise<unknown>).apply(crypto.subtle, args);
         } finally {
-          cryptoInFlight!--;
+          cryptoInFlight--;
         }
       };
     }
   }
-  return () => cryptoInFlight! > 0;
+  let released = false;
+  return {
+    busy: () => cryptoInFlight > 0,
+    release() {
+      if (released) return;
+      released = true;
+      if (--cryptoHolders > 0) return;
+      for (const [name, own] of cryptoOriginals) {
+        if (own) Object.defineProperty(subtle, name, own);
+        else delete subtle[name];
+      }
+    },
+  };
 }
 
 const INFO = {
