@@ -85,7 +85,6 @@ export const FILE_SECONDS: Readonly<Record<string, number>> = {
   "gemini_stream_errors_test.ts": 3,
   "long_turns_test.ts": 3,
   "unread_body_test.ts": 3,
-  "hedge_test.ts": 3,
   "endpoints_test.ts": 3,
   "disconnect_test.ts": 2,
   "hostile_upstream_test.ts": 2,
