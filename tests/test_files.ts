@@ -67,7 +67,6 @@ export const FILE_SECONDS: Readonly<Record<string, number>> = {
   "deploy_platform_test.ts": 6,
   "format_matrix_test.ts": 5,
   "admin_assets_test.ts": 5,
-  "resume_test.ts": 5,
   // The vector budget's 429 waits its 2 s (embeddings_limits_test.ts, 2026-12-06).
   "embeddings_limits_test.ts": 5,
   "multi_process_probe_test.ts": 5,
