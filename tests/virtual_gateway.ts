@@ -45,6 +45,12 @@ export interface VirtualGateway extends AsyncDisposable {
    * (its calls must run inside `run`, where virtual time passes).
    */
   fetch: typeof fetch;
+  /**
+   * A client of its own: a `fetch` like the one above whose requests and answers all end when
+   * it hangs up, as a process closing its connections (an SDK that stopped reading at an error
+   * event leaves the rest of the answer unread, which holds the gateway's writes otherwise).
+   */
+  client(): { fetch: typeof fetch; hangUp(): void };
   /** The base URL `fetch` answers at, for an SDK's `baseURL`. */
   url: string;
   /** Sends a request and reads its whole answer, all in virtual time. */
@@ -143,6 +149,7 @@ export async function startVirtualGateway(
     url: "http://127.0.0.1",
     run: (work, o) => clock.run(work, o),
     fetch: async (input, init) => await gw.handler(new Request(input, init), INFO),
+    client: () => hangingUpClient(gw),
     send: (path, body, o = {}) => clock.run(exchange(gw, { path, body, clock, ...o })),
     exchange: (path, body, o = {}) => exchange(gw, { path, body, clock, ...o }),
     row: (id) => clock.run(rowIn(id)),
@@ -201,6 +208,26 @@ const INFO = {
   remoteAddr: { transport: "tcp", hostname: "127.0.0.1", port: 40_000 },
   completed: Promise.resolve(),
 } as unknown as Deno.ServeHandlerInfo<Deno.NetAddr>;
+
+function hangingUpClient(gw: Gateway): { fetch: typeof fetch; hangUp(): void } {
+  const gone = new AbortController();
+  return {
+    async fetch(input, init) {
+      const signal = init?.signal ? AbortSignal.any([init.signal, gone.signal]) : gone.signal;
+      const response = await gw.handler(new Request(input, { ...init, signal }), INFO);
+      if (!response.body) return response;
+      // The answer through a stage of our own, cut (its source cancelled) at the hang-up.
+      const stage = new TransformStream<Uint8Array, Uint8Array>();
+      response.body.pipeTo(stage.writable, { signal: gone.signal }).catch(() => {});
+      return new Response(stage.readable, {
+        status: response.status,
+        statusText: response.statusText,
+        headers: response.headers,
+      });
+    },
+    hangUp: () => gone.abort(),
+  };
+}
 
 async function exchange(
   gw: Gateway,
