@@ -77,7 +77,6 @@ export const FILE_SECONDS: Readonly<Record<string, number>> = {
   "multi_process_config_test.ts": 4,
   "history_outage_test.ts": 4,
   "key_limits_process_test.ts": 4,
-  "upstream_errors_test.ts": 4,
   "start_deps_test.ts": 3,
   "refused_flood_test.ts": 3,
   "upstream_cancel_test.ts": 3,
