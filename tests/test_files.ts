@@ -80,7 +80,6 @@ export const FILE_SECONDS: Readonly<Record<string, number>> = {
   "start_deps_test.ts": 3,
   "refused_flood_test.ts": 3,
   "upstream_cancel_test.ts": 3,
-  "gemini_stream_errors_test.ts": 3,
   "long_turns_test.ts": 3,
   "unread_body_test.ts": 3,
   "endpoints_test.ts": 3,
