@@ -72,7 +72,6 @@ export const FILE_SECONDS: Readonly<Record<string, number>> = {
   "multi_process_probe_test.ts": 5,
   "admin_api_test.ts": 4,
   "start_paths_test.ts": 4,
-  "usage_ledger_test.ts": 4,
   "affinity_test.ts": 4,
   "multi_process_config_test.ts": 4,
   "history_outage_test.ts": 4,
