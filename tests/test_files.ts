@@ -83,7 +83,6 @@ export const FILE_SECONDS: Readonly<Record<string, number>> = {
   "unread_body_test.ts": 3,
   "endpoints_test.ts": 3,
   "disconnect_test.ts": 2,
-  "hostile_upstream_test.ts": 2,
   "failover_formats_test.ts": 2,
   "vertex_test.ts": 2,
   "open_mode_test.ts": 2,
