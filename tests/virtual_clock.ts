@@ -118,7 +118,7 @@ export class VirtualClock implements Clock {
       }
       if (this.#fireNext()) continue;
       // Nothing virtual is due: real work of the code under test (a loop turn, a database
-      // write, a worker's answer) goes first, for as long as it takes on a busy machine.
+      // write, a worker's answer) goes first, for as long as it takes.
       const realLimit = performance.now() + STUCK_AFTER_REAL_MS;
       for (;;) {
         await new Promise((resolve) => setTimeout(resolve, 0));
@@ -134,7 +134,7 @@ export class VirtualClock implements Clock {
 
 /**
  * Real ms `run` waits on real work (nothing virtual pending) before it calls the work stuck: a
- * stuck test fails, it does not hang, and real work is never cut short by a busy machine.
+ * stuck test fails, it does not hang, and slow real work is never taken for a stuck run.
  */
 const STUCK_AFTER_REAL_MS = 30_000;
 

@@ -19,7 +19,7 @@
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import type { ConfigInput } from "../../gateway/config/schema.ts";
-import { startVirtualGateway, type VirtualGateway } from "../virtual_gateway.ts";
+import { startVirtualGateway } from "../virtual_gateway.ts";
 import type { FakeUpstream, Handler, Script } from "../fake_upstreams/server.ts";
 import {
   chatError,
