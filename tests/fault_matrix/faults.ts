@@ -296,7 +296,7 @@ export const FAULTS: Fault[] = [
     name: "oversized_message",
     // Cheap where the size comes first: a Bedrock message's prelude announces its length, so
     // one over the cap is refused unread. SSE events over theirs (16 MiB, too big to send in
-    // every cell) are tested in tests/hostile_upstream_test.ts.
+    // every cell) are tested in tests/virtual/hostile_upstream_test.ts.
     kinds: ["bedrock"],
     stream: {
       serve: (wire) => sse(wire, [{ send: OVERSIZED_PRELUDE }, { hang: true }]),

@@ -1,5 +1,5 @@
 /**
- * Resuming a stream that broke after content (docs/liveness.md "Resume after content"), through
+ * Resuming a stream that broke after content (docs/liveness.md "Mid-stream resume"), through
  * every client format's official SDK, on a whole gateway in virtual time (tests/virtual_gateway.ts)
  * at the real defaults: a stalled first answer is given up on at its 300 s of silence exactly,
  * and the continuation starts at that instant.
