@@ -130,6 +130,7 @@ Deno.test("admin guard: with no token beyond loopback the API is closed, whateve
 Deno.test("live view: filters by route, upstream, state and session; orders; totals per state", () => {
   const row = (id: string, fields: Partial<LiveRow>): LiveRow => ({
     id,
+    instance: "a1",
     sessionId: null,
     keyId: null,
     clientFormat: "openai-chat",
