@@ -7,6 +7,7 @@ import { isRecord } from "../gateway/runtime/json.ts";
 import type { Logger } from "../gateway/runtime/logger.ts";
 import type { LiveSnapshot } from "./api_types.ts";
 import { historyChoices } from "./history_api.ts";
+
 import { liveEvents } from "./live_events.ts";
 import { LIVE_PEER_PATH, type LiveFleet } from "./live_fleet.ts";
 import { mergeParts } from "./live_merge.ts";
@@ -51,7 +52,7 @@ export function liveApi(deps: LiveApiDeps): Hono {
       at: deps.clock.now(),
       instances: [deps.instanceId, ...fleet.peers],
       silent: fleet.silent,
-      choices: historyChoices(deps.config()),
+      choices: liveChoices(deps.config()),
     });
   };
   app.get("/admin/api/live", (c) => {
@@ -125,4 +126,10 @@ export function liveApi(deps: LiveApiDeps): Hono {
 
 function badQuery(c: Context, message: string): Response {
   return c.json({ error: { code: "admin.bad_query", message } }, 400);
+}
+
+/** What the route and upstream filters offer: the configured ones, as history's filters do. */
+function liveChoices(config: Config | null): LiveSnapshot["choices"] {
+  const { routes, upstreams } = historyChoices(config);
+  return { routes, upstreams };
 }

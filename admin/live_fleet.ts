@@ -15,10 +15,11 @@ import { type LiveQuery, liveQueryParams } from "./live_query.ts";
 export const LIVE_PEER_PATH = "/admin/peer/live";
 /**
  * How long a tick waits for the other instances (clock ms). A live peer answers a page in a few
- * milliseconds; one that has not answered by then is shown as not answering, and the page goes
- * out without it (docs/admin.md "Live requests").
+ * milliseconds, and within this even on a host so loaded it is not scheduled for a while; one that
+ * has not answered by then is shown as not answering, and the page goes out without it
+ * (docs/admin.md "Live requests").
  */
-export const LIVE_PEER_ANSWER_MS = 400;
+export const LIVE_PEER_ANSWER_MS = 1_000;
 /** A peer that did not answer, or answered something unusable, is left alone this long. */
 export const LIVE_PEER_QUIET_MS = 5_000;
 /** How long the list of live instances read from the database is used before it is read again. */

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { VirtualClock } from "../tests/virtual_clock.ts";
+import type { Clock } from "../gateway/runtime/clock.ts";
 import { openDatabase } from "../db/client.ts";
 import { migrate } from "../db/migrate.ts";
 import { registerInstance } from "../db/instances.ts";
@@ -8,13 +9,7 @@ import { verifyPeerCall } from "../gateway/live/peer_signature.ts";
 import { Metrics } from "../gateway/runtime/metrics.ts";
 import type { LiveSnapshot } from "./api_types.ts";
 import { liveEvents } from "./live_events.ts";
-import {
-  LIVE_PEER_ANSWER_MS,
-  LIVE_PEER_PATH,
-  LIVE_PEER_QUIET_MS,
-  LiveFleet,
-  type LiveFleetDeps,
-} from "./live_fleet.ts";
+import { LIVE_PEER_PATH, LIVE_PEER_QUIET_MS, LiveFleet, type LiveFleetDeps } from "./live_fleet.ts";
 import { livePart } from "./live_part.ts";
 import { LIVE_PEER_ANSWER_MAX_BYTES } from "./live_peer_answer.ts";
 import { parseLiveQuery } from "./live_query.ts";
@@ -22,7 +17,7 @@ import { createSseParser } from "./client/sse_parser.ts";
 
 const SECRET = "fleet-secret";
 
-async function fleetOf(clock: VirtualClock, peers: Record<string, string>) {
+async function fleetOf(clock: Clock, peers: Record<string, string>) {
   const dir = await Deno.makeTempDir({ prefix: "pulsegate-live-fleet-" });
   const db = await openDatabase(`file:${dir}/pulsegate.db`);
   await migrate(db);
@@ -32,8 +27,39 @@ async function fleetOf(clock: VirtualClock, peers: Record<string, string>) {
   return db;
 }
 
+/**
+ * A clock whose timers fire only when the test says: the peers' answers are real async work
+ * (a database read, WebCrypto, fake fetches), so the test waits for them in real time and then
+ * lets the bound pass.
+ */
+class HeldClock implements Clock {
+  readonly scale = 1;
+  at = 1_700_000_000_000;
+  timers = new Set<() => void>();
+  now = () => this.at;
+  after(_ms: number, fn: () => void): () => void {
+    this.timers.add(fn);
+    return () => this.timers.delete(fn);
+  }
+  sleep(): Promise<void> {
+    return Promise.reject(new Error("not used"));
+  }
+  unscale = (ms: number) => ms;
+  /** Lets every pending wait pass. */
+  fire(): void {
+    const due = [...this.timers];
+    this.timers.clear();
+    for (const fn of due) fn();
+  }
+}
+
+async function until(done: () => boolean): Promise<void> {
+  for (let i = 0; i < 500 && !done(); i++) await new Promise((r) => setTimeout(r, 10));
+  assert.ok(done(), "the peers' calls were made and answered");
+}
+
 Deno.test("fleet: a good peer's share is used; a hung, a hostile and a refusing one are skipped, logged, counted", async () => {
-  const clock = new VirtualClock();
+  const clock = new HeldClock();
   const db = await fleetOf(clock, {
     b2: "http://b.test",
     c3: "http://c.test",
@@ -53,6 +79,7 @@ Deno.test("fleet: a good peer's share is used; a hung, a hostile and a refusing 
     }, { clock, sink, metrics: new Metrics() }),
   ];
   const asked: string[] = [];
+  let hung = 0;
   const fakeFetch = async (input: string | URL | Request, init?: RequestInit) => {
     const url = new URL(String(input));
     asked.push(url.host);
@@ -76,6 +103,7 @@ Deno.test("fleet: a good peer's share is used; a hung, a hostile and a refusing 
     }
     if (url.host === "c.test") {
       // Hangs until the asker gives up.
+      hung++;
       return await new Promise<Response>((_, reject) =>
         init?.signal?.addEventListener("abort", () => reject(init.signal?.reason))
       );
@@ -97,15 +125,23 @@ Deno.test("fleet: a good peer's share is used; a hung, a hostile and a refusing 
     peerSecret: SECRET,
     publicUrl: "http://a.test",
   };
+  const answered = () =>
+    ["ok", "bad", "refused"].reduce(
+      (n, outcome) => n + metrics.livePeerAnswers.get({ outcome }),
+      0,
+    );
   try {
     const fleet = new LiveFleet(deps);
     const parsed = parseLiveQuery({ q: "stuck" });
     assert.ok(parsed.ok);
-    const started = clock.now();
-    const first = await clock.run(
-      fleet.ask(parsed.query, { signal: new AbortController().signal }),
-    );
-    assert.ok(clock.now() - started <= LIVE_PEER_ANSWER_MS, "never held past the bound");
+    const asking = fleet.ask(parsed.query, { signal: new AbortController().signal });
+    await until(() => answered() === 3 && hung === 1);
+    let settled = false;
+    void asking.then(() => (settled = true));
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(settled, false, "the hung peer is waited for, up to the bound");
+    clock.fire(); // LIVE_PEER_ANSWER_MS passes
+    const first = await asking;
     assert.deepEqual(first.parts.map((p) => p.rows.map((r) => r.id)), [["stuck-1"]]);
     assert.deepEqual(first.peers, ["b2", "c3", "d4", "e5"]);
     assert.deepEqual(first.silent, ["c3", "d4", "e5"]);
@@ -120,19 +156,20 @@ Deno.test("fleet: a good peer's share is used; a hung, a hostile and a refusing 
     assert.match(metrics.render(), /pulsegate_live_peer_answers_total\{outcome="bad"\} 1/);
     // The skipped ones are left alone for a while, and still shown as not answering.
     asked.length = 0;
-    const again = await clock.run(
-      fleet.ask(parsed.query, { signal: new AbortController().signal }),
-    );
+    const again = await fleet.ask(parsed.query, { signal: new AbortController().signal });
     assert.deepEqual(asked, ["b.test"]);
     assert.deepEqual(again.silent, ["c3", "d4", "e5"]);
-    await clock.run(clock.sleep(LIVE_PEER_QUIET_MS));
+    clock.at += LIVE_PEER_QUIET_MS;
     asked.length = 0;
-    await clock.run(fleet.ask(parsed.query, { signal: new AbortController().signal }));
+    const third = fleet.ask(parsed.query, { signal: new AbortController().signal });
+    await until(() => hung === 2);
+    clock.fire();
+    await third;
     assert.deepEqual(asked.sort(), ["b.test", "c.test", "d.test", "e.test"]);
     // Without the peer settings nobody is asked: the others are shown as not answering.
     const off = new LiveFleet({ ...deps, peerSecret: undefined });
     asked.length = 0;
-    const alone = await clock.run(off.ask(parsed.query, { signal: new AbortController().signal }));
+    const alone = await off.ask(parsed.query, { signal: new AbortController().signal });
     assert.deepEqual([asked, alone.silent], [[], ["b2", "c3", "d4", "e5"]]);
   } finally {
     db.close();
