@@ -157,6 +157,18 @@ Deno.test("peer answers: anything but a bounded, well-formed share of the page i
     ["a string for a number", { ...good, rows: [{ ...row, hop: "1" }] }],
   ];
   for (const [why, part] of refused) assert.equal(check(part).ok, false, why);
+  // A full page of the longest rows a peer makes passes: the bounds are for what no peer sends.
+  const many = await running(clock, LIVE_PAGE_MAX + 5, { prefix: "x".repeat(60) });
+  for (const live of many) {
+    live.record.sessionId = "s".repeat(100);
+    live.record.keyId = "k".repeat(60);
+    live.record.inputTokens = 1_000_000;
+    live.record.outputTokens = 1_000_000;
+    live.lastContentAt = clock.now();
+  }
+  const full = livePart(many, { query: query(), now: clock.now(), instance: "b2" });
+  assert.equal(full.rows.length, LIVE_PAGE_MAX);
+  assert.ok(peerAnswer(JSON.stringify(full), { query: query(), instance: "b2" }).ok);
   const after = parseLiveQuery({ limit: "2", after: `${row.startedAt}.b2.${row.id}` });
   assert.ok(after.ok);
   assert.equal(check(good, { query: after.query }).ok, false, "rows at or before the cursor");

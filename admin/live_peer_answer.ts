@@ -12,8 +12,12 @@ import type { LiveQuery } from "./live_query.ts";
 export const LIVE_PEER_ANSWER_MAX_BYTES = 256 * 1024;
 /** A share nests four levels deep (part, rows, row; states); anything deeper is not one. */
 const MAX_DEPTH = 4;
-/** About 20 values per row, and a few dozen for the counts. */
-const VALUES_PER_ROW = 24;
+/**
+ * A row is 17 fields: 35 values as `jsonShape` counts them (each colon and comma, and its brace);
+ * the counts around the rows take about 30.
+ */
+const VALUES_PER_ROW = 40;
+const VALUES_AROUND_ROWS = 100;
 const COUNT_MAX = 1_000_000_000;
 
 const text = (max: number) => z.string().max(max);
@@ -73,7 +77,7 @@ export function peerAnswer(
   const { query } = opts;
   const shape = jsonShape(body, {
     depth: MAX_DEPTH,
-    values: (query.limit + 2) * VALUES_PER_ROW,
+    values: query.limit * VALUES_PER_ROW + VALUES_AROUND_ROWS,
   });
   if (shape.over) return { ok: false, why: `JSON over its ${shape.over.limit} bound` };
   let json: unknown;
