@@ -31,7 +31,8 @@ export interface LiveEventsOptions {
  */
 export function liveEvents(opts: LiveEventsOptions): ReadableStream<Uint8Array> {
   const { clock } = opts;
-  const tickMs = Math.max(LIVE_TICK_MS, MIN_REAL_TICK_MS / clock.scale);
+  // The clock time 50 real ms span: a faster clock must not make the feed a busy loop.
+  const tickMs = Math.max(LIVE_TICK_MS, clock.elapsed(0, MIN_REAL_TICK_MS));
   let cancelTimer = () => {};
   let done = false;
   let sent: string | null = null;

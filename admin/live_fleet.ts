@@ -3,7 +3,7 @@ import { livePeers, type Peer } from "../db/instances.ts";
 import { FORWARDED_HEADER } from "../gateway/live/abort_forwarding.ts";
 import { staleAfterMs } from "../gateway/live/heartbeat_timing.ts";
 import { signPeerCall } from "../gateway/live/peer_signature.ts";
-import type { Clock } from "../gateway/runtime/clock.ts";
+import { type Clock, REAL_TIME } from "../gateway/runtime/clock.ts";
 import { joinBytes } from "../gateway/runtime/join_bytes.ts";
 import type { Logger } from "../gateway/runtime/logger.ts";
 import type { Metrics } from "../gateway/runtime/metrics.ts";
@@ -14,7 +14,8 @@ import { type LiveQuery, liveQueryParams } from "./live_query.ts";
 /** Where an instance answers its share of a live page to the others (signed calls only). */
 export const LIVE_PEER_PATH = "/admin/peer/live";
 /**
- * How long a tick waits for the other instances (clock ms). A live peer answers a page in a few
+ * How long a tick waits for the other instances. Real milliseconds, like abort forwarding's bound:
+ * a network round trip does not shrink under a time scale. A live peer answers a page in a few
  * milliseconds, and within this even on a host so loaded it is not scheduled for a while; one that
  * has not answered by then is shown as not answering, and the page goes out without it
  * (docs/admin.md "Live requests").
@@ -29,6 +30,8 @@ export interface LiveFleetDeps {
   db: Db;
   instanceId: string;
   clock: Clock;
+  /** What times the wait for peers (LIVE_PEER_ANSWER_MS): real time unless a test says. */
+  waits?: Clock;
   fetch: typeof fetch;
   log?: Logger;
   metrics?: Metrics;
@@ -69,14 +72,14 @@ export class LiveFleet {
   async peers(): Promise<Peer[]> {
     const { clock, db, instanceId } = this.#deps;
     const now = clock.now();
-    if (this.#peers && this.#peers.until > now) return this.#peers.list;
+    if (this.#peers && clock.elapsed(now, this.#peers.until) > 0) return this.#peers.list;
     this.#reading ??= livePeers(db, { self: instanceId, liveSince: now - staleAfterMs(clock) })
       .catch((err) => {
         this.#deps.log?.event("live.peers_unknown", { error: String(err) });
         return this.#peers?.list ?? [];
       })
       .then((list) => {
-        this.#peers = { list, until: clock.now() + LIVE_PEERS_REFRESH_MS };
+        this.#peers = { list, until: clock.deadline(LIVE_PEERS_REFRESH_MS) };
         return list;
       })
       .finally(() => (this.#reading = null));
@@ -97,12 +100,12 @@ export class LiveFleet {
     // The instance filter names one instance: the others have nothing to add.
     const asked = peers.filter((p) =>
       (query.instance === undefined || query.instance === p.instanceId) &&
-      (this.#quietUntil.get(p.instanceId) ?? 0) <= now
+      clock.elapsed(now, this.#quietUntil.get(p.instanceId) ?? 0) <= 0
     );
     const stop = new AbortController();
     const onAbort = () => stop.abort();
     opts.signal.addEventListener("abort", onAbort, { once: true });
-    const cancel = clock.after(LIVE_PEER_ANSWER_MS, onAbort);
+    const cancel = (this.#deps.waits ?? REAL_TIME).after(LIVE_PEER_ANSWER_MS, onAbort);
     try {
       const answers = await Promise.all(
         asked.map((peer) => this.#askOne(peer, { query, secret: peerSecret, signal: stop.signal })),
@@ -169,7 +172,7 @@ export class LiveFleet {
 
   /** A peer left out of the page: logged, counted, and left alone for a while. */
   #skip(peer: Peer, opts: { outcome: Outcome; why: string }): null {
-    this.#quietUntil.set(peer.instanceId, this.#deps.clock.now() + LIVE_PEER_QUIET_MS);
+    this.#quietUntil.set(peer.instanceId, this.#deps.clock.deadline(LIVE_PEER_QUIET_MS));
     this.#count(opts.outcome);
     this.#deps.log?.event("live.peer_skipped", {
       instance: peer.instanceId,

@@ -33,7 +33,6 @@ async function fleetOf(clock: Clock, peers: Record<string, string>) {
  * lets the bound pass.
  */
 class HeldClock implements Clock {
-  readonly scale = 1;
   at = 1_700_000_000_000;
   timers = new Set<() => void>();
   now = () => this.at;
@@ -44,7 +43,8 @@ class HeldClock implements Clock {
   sleep(): Promise<void> {
     return Promise.reject(new Error("not used"));
   }
-  unscale = (ms: number) => ms;
+  deadline = (ms: number) => this.at + ms;
+  elapsed = (since: number, until = this.at) => until - since;
   /** Lets every pending wait pass. */
   fire(): void {
     const due = [...this.timers];
@@ -119,6 +119,7 @@ Deno.test("fleet: a good peer's share is used; a hung, a hostile and a refusing 
     db,
     instanceId: "a1",
     clock,
+    waits: clock,
     fetch: fakeFetch as typeof fetch,
     log: { event: (name, fields) => events.push(`${name} ${fields?.instance} ${fields?.outcome}`) },
     metrics,

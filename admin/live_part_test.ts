@@ -11,10 +11,14 @@ import { peerAnswer } from "./live_peer_answer.ts";
 const sink = { writeRequest() {}, writeAttempt() {} };
 
 /** `n` running requests, one started per virtual millisecond, `r0` first. */
+/**
+ * `n` running requests, one started per virtual millisecond, `r0` first. Every fourth waits for a
+ * slot; the others sent their first content as they started.
+ */
 async function running(
   clock: VirtualClock,
   n: number,
-  opts: { prefix?: string } = {},
+  opts: { prefix?: string; sessionId?: string; keyId?: string } = {},
 ): Promise<LiveRequest[]> {
   const list: LiveRequest[] = [];
   for (let i = 0; i < n; i++) {
@@ -24,10 +28,11 @@ async function running(
       clientFormat: "openai-chat",
       route: i % 2 === 0 ? "smart" : "fast",
       stream: true,
-      keyId: i % 3 === 0 ? "team" : "solo",
-      sessionId: `chat-${i % 5}`,
+      keyId: opts.keyId ?? (i % 3 === 0 ? "team" : "solo"),
+      sessionId: opts.sessionId ?? `chat-${i % 5}`,
     }, { clock, sink, metrics: new Metrics() });
-    live.state = i % 4 === 0 ? "holding" : "streaming";
+    if (i % 4 === 0) live.waitingForSlot();
+    else live.contentSent();
     list.push(live);
     await clock.run(clock.sleep(1));
   }
@@ -51,18 +56,24 @@ Deno.test("live page: filters, search and order are applied before a page is cut
   assert.deepEqual(ids(part({ route: "fast", limit: "3" })), ["r1", "r3", "r5"]);
   assert.deepEqual(ids(part({ sort: "newest", limit: "2" })), ["r11", "r10"]);
   assert.deepEqual(ids(part({ q: "r1" })), ["r1", "r10", "r11"], "the id contains it");
-  assert.deepEqual(ids(part({ q: "team", state: "holding" })), ["r0"], "a key id, in a state");
+  assert.deepEqual(
+    ids(part({ q: "team", state: "waiting_for_slot" })),
+    ["r0"],
+    "a key id, in a state",
+  );
   assert.deepEqual(ids(part({ session: "chat-4" })), ["r4", "r9"]);
   assert.deepEqual(ids(part({ key: "solo", route: "smart" })), ["r2", "r4", "r8", "r10"]);
   assert.deepEqual(ids(part({ instance: "b2" })), [], "another instance's requests only");
-  // Content moved on r5 last, on r2 earlier: longest idle first puts the ones with none first.
-  list[2]!.lastContentAt = clock.now() - 5;
-  list[5]!.lastContentAt = clock.now();
+  // Content moved on r2, then on r5: longest idle first puts them last, r5 at the end.
+  list[2]!.frame();
+  await clock.run(clock.sleep(5));
+  list[5]!.frame();
   assert.deepEqual(ids(part({ sort: "idle" })).slice(-2), ["r2", "r5"]);
+  assert.deepEqual(ids(part({ sort: "idle", limit: "3" })), ["r0", "r1", "r3"]);
   const all = part({ limit: "5" });
   assert.equal(all.running, 12);
   assert.equal(all.matching, 12);
-  assert.deepEqual(all.states, { holding: 3, streaming: 9 });
+  assert.deepEqual(all.states, { waiting_for_slot: 3, streaming: 9 });
   assert.equal(all.rows.length, 5, "only the page is built");
 });
 
@@ -158,14 +169,11 @@ Deno.test("peer answers: anything but a bounded, well-formed share of the page i
   ];
   for (const [why, part] of refused) assert.equal(check(part).ok, false, why);
   // A full page of the longest rows a peer makes passes: the bounds are for what no peer sends.
-  const many = await running(clock, LIVE_PAGE_MAX + 5, { prefix: "x".repeat(60) });
-  for (const live of many) {
-    live.record.sessionId = "s".repeat(100);
-    live.record.keyId = "k".repeat(60);
-    live.record.inputTokens = 1_000_000;
-    live.record.outputTokens = 1_000_000;
-    live.lastContentAt = clock.now();
-  }
+  const many = await running(clock, LIVE_PAGE_MAX + 5, {
+    prefix: "x".repeat(60),
+    sessionId: "s".repeat(100),
+    keyId: "k".repeat(60),
+  });
   const full = livePart(many, { query: query(), now: clock.now(), instance: "b2" });
   assert.equal(full.rows.length, LIVE_PAGE_MAX);
   assert.ok(peerAnswer(JSON.stringify(full), { query: query(), instance: "b2" }).ok);

@@ -1,3 +1,4 @@
+import { workMs } from "../gateway/runtime/clock.ts";
 import { type Db, writing } from "./client.ts";
 import { num } from "./row_values.ts";
 
@@ -23,7 +24,7 @@ export async function autoVacuumAtStart(
   db: Db,
   opts: { maxBytes?: number; now?: () => number } = {},
 ): Promise<AutoVacuumAtStart> {
-  const now = opts.now ?? (() => performance.now());
+  const now = opts.now ?? workMs;
   const [mode, pages, size] = await db.client.batch(
     ["PRAGMA auto_vacuum", "PRAGMA page_count", "PRAGMA page_size"],
     "read",

@@ -2,7 +2,7 @@ import type { InArgs, InStatement } from "@libsql/client";
 import { type Db, DEFAULT_BUSY_TIMEOUT_MS, localFilePath, writing } from "./client.ts";
 import { historyWorkerMain } from "./history_worker.ts";
 import { WORKER_START_BOUND_MS } from "./worker_start.ts";
-import { createClock } from "../gateway/runtime/clock.ts";
+import { REAL_TIME } from "../gateway/runtime/clock.ts";
 
 /**
  * Runs one write transaction of statements; how and where is the executor's business. Resolves
@@ -80,7 +80,7 @@ export function workerExecutor(
   } = {},
 ): BatchExecutor {
   const boundMs = opts.startBoundMs ?? WORKER_START_BOUND_MS;
-  const after = opts.after ?? createClock().after;
+  const after = opts.after ?? REAL_TIME.after;
   const worker = (opts.worker ?? historyWorker)();
   const waiting = new Map<
     number,

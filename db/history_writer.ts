@@ -5,6 +5,8 @@ import { isRowProblem } from "./database_error.ts";
 import { type BatchRow, HistoryQueue } from "./history_queue.ts";
 import { upsertAttempts, upsertRequests } from "./history_rows.ts";
 import type { AttemptRecord, RequestRecord } from "./records.ts";
+import { type Clock, REAL_TIME, workMs } from "../gateway/runtime/clock.ts";
+import { nextTurn } from "../gateway/runtime/loop_turn.ts";
 
 export interface HistoryWriterOptions {
   /** Delay between the first queued row and its write, batching the rows that follow. */
@@ -22,7 +24,7 @@ export interface HistoryWriterOptions {
   maxExpendable?: number;
   /** Rows per write transaction. */
   batchSize?: number;
-  /** Timer hooks, so the gateway's (scaled) clock drives the loop. Default setTimeout. */
+  /** Timer hooks a test drives by hand; otherwise the clock's. */
   schedule?: (fn: () => void, ms: number) => number;
   cancel?: (id: number) => void;
   /** Alternative to schedule/cancel in the shape of `Clock.after`; wins when both are given. */
@@ -41,7 +43,9 @@ export interface HistoryWriterOptions {
    * versions merge into one write. An explicit `flush` writes them at once. Default 0.
    */
   deferOpenMs?: number;
-  /** The clock `deferOpenMs` is measured on. Default Date.now. */
+  /** The clock `deferOpenMs` is measured on, and the loop's timers (unless `after` is given). */
+  clock?: Clock;
+  /** A bare `now` in place of the clock's (tests that set the time by hand). */
   now?: () => number;
 }
 
@@ -90,6 +94,7 @@ export class HistoryWriter {
   readonly #onBatch: (batch: { ms: number; rows: number }) => void;
   readonly #deferOpenMs: number;
   readonly #now: () => number;
+  readonly #deadline: (ms: number) => number;
   readonly #flushEveryMs: number;
   readonly #maxPending: number;
   readonly #batchSize: number;
@@ -114,7 +119,9 @@ export class HistoryWriter {
     this.#executor = opts.executor ?? inProcessExecutor(db);
     this.#onBatch = opts.onBatch ?? (() => {});
     this.#deferOpenMs = Math.max(0, opts.deferOpenMs ?? 0);
-    this.#now = opts.now ?? Date.now;
+    const clock = opts.clock ?? REAL_TIME;
+    this.#now = opts.now ?? clock.now;
+    this.#deadline = opts.now ? (ms) => opts.now!() + ms : clock.deadline;
     this.#flushEveryMs = Math.max(0, opts.flushEveryMs ?? 50);
     this.#maxPending = Math.max(1, opts.maxPending ?? 100_000);
     this.#queue = new HistoryQueue({
@@ -123,14 +130,14 @@ export class HistoryWriter {
       onDropped: (rows) => this.#countDropped(rows),
     });
     this.#batchSize = Math.max(1, opts.batchSize ?? 200);
-    this.#after = opts.after ?? timerFrom(opts);
+    this.#after = opts.after ?? timerFrom(opts, clock);
     this.#onError = opts.onError ?? (() => {});
     this.#onDropped = opts.onDropped ?? (() => {});
   }
 
   /** Queues the request's row as `record` is when its batch is built (the record is kept). */
   writeRequest(record: RequestRecord, opts: WriteOptions = {}): void {
-    const dueAt = record.state === "open" ? this.#now() + this.#deferOpenMs : 0;
+    const dueAt = record.state === "open" ? this.#deadline(this.#deferOpenMs) : 0;
     this.#queue.putRequest(record, { dueAt, expendable: opts.expendable === true });
     this.#armIdle();
   }
@@ -142,7 +149,7 @@ export class HistoryWriter {
 
   /** Queues the hop's row as `record` is when its batch is built (the record is kept). */
   writeAttempt(record: AttemptRecord): void {
-    const dueAt = record.outcome === null ? this.#now() + this.#deferOpenMs : 0;
+    const dueAt = record.outcome === null ? this.#deadline(this.#deferOpenMs) : 0;
     this.#queue.putAttempt(record, { dueAt });
     this.#armIdle();
   }
@@ -289,16 +296,16 @@ export class HistoryWriter {
       // cost on both threads (post, transaction, commit) however few rows it carries.
       if (!opts.all && batch.length < this.#batchSize) return true;
       // Let requests in between batches (they may share this thread with the driver).
-      await new Promise((resolve) => setTimeout(resolve, 0));
+      await nextTurn();
     }
   }
 
   async #writeBatch(batch: BatchRow[]): Promise<boolean> {
     try {
       const statements = statementsFor(batch);
-      const started = performance.now();
+      const started = workMs();
       await this.#executor.run(statements);
-      this.#onBatch({ ms: performance.now() - started, rows: batch.length });
+      this.#onBatch({ ms: workMs() - started, rows: batch.length });
     } catch (err) {
       if (!isRowProblem(err)) return this.#fail(err);
       return batch.length > 1 ? await this.#writeEach(batch) : this.#reject(batch, err);
@@ -358,14 +365,12 @@ export class HistoryWriter {
   }
 }
 
-function timerFrom(opts: HistoryWriterOptions): (ms: number, fn: () => void) => () => void {
+function timerFrom(
+  opts: HistoryWriterOptions,
+  clock: Clock,
+): (ms: number, fn: () => void) => () => void {
   const { schedule, cancel } = opts;
-  if (schedule === undefined) {
-    return (ms, fn) => {
-      const id = setTimeout(fn, ms);
-      return () => clearTimeout(id);
-    };
-  }
+  if (schedule === undefined) return (ms, fn) => clock.after(ms, fn);
   return (ms, fn) => {
     const id = schedule(fn, ms);
     return () => cancel?.(id);

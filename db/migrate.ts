@@ -1,3 +1,4 @@
+import { REAL_TIME } from "../gateway/runtime/clock.ts";
 import type { Client } from "@libsql/client";
 import { type Db, writing } from "./client.ts";
 import { type Migration, MIGRATIONS } from "./migrations.ts";
@@ -25,7 +26,7 @@ const CREATE_VERSION_TABLE = `CREATE TABLE IF NOT EXISTS schema_version (
 /** Applies every pending migration, each in its own write transaction. */
 export async function migrate(db: Db, opts: MigrateOptions = {}): Promise<MigrateResult> {
   const migrations = checkedOrder(opts.migrations ?? MIGRATIONS);
-  const now = opts.now ?? Date.now;
+  const now = opts.now ?? REAL_TIME.now;
   await writing(db, (client) => client.execute(CREATE_VERSION_TABLE));
   const done = await appliedVersions(db);
   const applied: number[] = [];

@@ -1,5 +1,5 @@
 import type { InArgs, InStatement } from "@libsql/client";
-import { createClock } from "../gateway/runtime/clock.ts";
+import { REAL_TIME } from "../gateway/runtime/clock.ts";
 import { DEFAULT_BUSY_TIMEOUT_MS, localFilePath } from "./client.ts";
 import {
   QueryTooLargeError,
@@ -123,7 +123,7 @@ interface Thread {
 export function workerReads(url: string, opts: WorkerReadsOptions = {}): WorkerReads {
   const boundMs = opts.boundMs ?? ADMIN_QUERY_BOUND_MS;
   const connections = Math.max(1, opts.connections ?? READER_CONNECTIONS);
-  const after = opts.after ?? createClock().after;
+  const after = opts.after ?? REAL_TIME.after;
   const startBoundMs = opts.startBoundMs ?? WORKER_START_BOUND_MS;
   const path = localFilePath(url);
   const waiting: Job[] = [];

@@ -10,6 +10,7 @@ import { Affinity, PIN_IDLE_MS } from "../gateway/route/affinity.ts";
 import { postJson, withGateway } from "./harness.ts";
 import * as anthropicFake from "./fake_upstreams/anthropic_script.ts";
 import type { Script } from "./fake_upstreams/server.ts";
+import { VirtualClock } from "./virtual_clock.ts";
 
 const ir = (system: string | undefined, ...turns: string[]): IrRequest => ({
   model: "smart",
@@ -32,15 +33,15 @@ Deno.test("a session derived from the prompt: the same for every turn of one con
 });
 
 Deno.test("a pin unused for an hour is forgotten: the cache it kept warm is gone", () => {
-  let now = 0;
-  const affinity = new Affinity(10, { now: () => now });
+  const clock = new VirtualClock();
+  const affinity = new Affinity(10, { clock });
   affinity.set("smart", { sessionId: "s", upstream: "up2" });
-  now = PIN_IDLE_MS;
+  clock.advance(PIN_IDLE_MS);
   assert.equal(affinity.get("smart", "s"), "up2");
   affinity.set("smart", { sessionId: "s", upstream: "up2" }); // answered again: kept an hour more
-  now = 2 * PIN_IDLE_MS;
+  clock.advance(PIN_IDLE_MS);
   assert.equal(affinity.get("smart", "s"), "up2");
-  now = 3 * PIN_IDLE_MS + 1;
+  clock.advance(PIN_IDLE_MS + 1);
   assert.equal(affinity.get("smart", "s"), undefined);
 });
 

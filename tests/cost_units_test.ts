@@ -3,7 +3,7 @@ import type { AttemptRecord, RequestRecord } from "../db/records.ts";
 import { validateConfig } from "../gateway/config/validate.ts";
 import { billingFor, hopCost, ratesFor } from "../gateway/live/billing.ts";
 import { LiveRequest } from "../gateway/live/live_request.ts";
-import { createClock } from "../gateway/runtime/clock.ts";
+import { systemClock } from "../gateway/runtime/clock.ts";
 import { GatewayError } from "../gateway/runtime/gateway_error.ts";
 import { Metrics } from "../gateway/runtime/metrics.ts";
 import { budgetPeriod, slidingUse } from "../gateway/policy/usage_windows.ts";
@@ -58,7 +58,7 @@ Deno.test("a failed-over request costs the sum of every hop that billed", () => 
     keyId: "k",
     sessionId: null,
   }, {
-    clock: createClock(),
+    clock: systemClock(),
     // Records are handed over live (gateway/live/live_request.ts `HistorySink`): keep each
     // version as it was written.
     sink: {
@@ -68,8 +68,8 @@ Deno.test("a failed-over request costs the sum of every hop that billed", () => 
     metrics,
   });
   const billed: { tokens: number; costUsd: number | null }[] = [];
-  live.billing = billingFor(config(), { onBilled: (b) => billed.push(b) });
-  live.metricsRoute = "smart";
+  live.billWith(billingFor(config(), { onBilled: (b) => billed.push(b) }));
+  live.routed("smart");
   const first = live.startAttempt("a", "m-a");
   first.usage({ inputTokens: 1_000_000, cachedTokens: 1_000_000, outputTokens: 0 });
   first.end("idle_timeout", new GatewayError("slow", { code: "gw.upstream.idle_timeout" }));

@@ -141,7 +141,7 @@ function engine(
     const last = hop.req.ir.messages.at(-1);
     calls.push({
       upstream: id,
-      at: clock.elapsed,
+      at: clock.sinceStart,
       isLast,
       resumeAt: hop.req.resumeAt,
       ...(hop.req.replay ? { replay: true as const } : {}),
@@ -373,7 +373,7 @@ Deno.test("engine: every candidate full: one wait for the first to free, else 42
   never.deps.slots.tryAcquire("a", 1);
   never.deps.slots.tryAcquire("b", 1);
   const error = await never.run();
-  assert.deepEqual([error?.status, error?.code, error?.retryAfterSecs, never.clock.elapsed], [
+  assert.deepEqual([error?.status, error?.code, error?.retryAfterSecs, never.clock.sinceStart], [
     429,
     "gw.slots.full",
     10,
@@ -389,7 +389,7 @@ Deno.test("engine: a hedge starts the next candidate beside a silent one; the fi
   assert.deepEqual(at(e.calls), ["a@0", "b@2000"]);
   assert.deepEqual(e.hops().map((h) => [h[0], h[1]]), [["a", "hedge_lost"], ["b", "success"]]);
   assert.equal(e.live.record.upstream, "b");
-  assert.equal(e.clock.elapsed, 2_500);
+  assert.equal(e.clock.sinceStart, 2_500);
   assert.equal(e.deps.cooldowns.get("a").consecutiveFailures, 0, "losing a race is no failure");
 });
 
@@ -489,11 +489,11 @@ Deno.test("engine: an abort ends the request at any step, starting nothing after
       e.deps.affinity.set("r", { sessionId: affinitySession(e.live.record), upstream: "a" });
       e.deps.slots.tryAcquire("a", 1);
     }
-    e.clock.after(step.abortAt, () => e.live.controller.abort(abortedByOperator()));
+    e.clock.after(step.abortAt, () => e.live.abort(abortedByOperator()));
     const error = await e.run();
     assert.equal(error?.code, "gw.request.aborted", step.name);
     assert.deepEqual(at(e.calls), step.hops, step.name);
-    assert.equal(e.clock.elapsed, step.abortAt, step.name);
+    assert.equal(e.clock.sinceStart, step.abortAt, step.name);
     assert.equal(e.deps.slots.inFlight("b"), 0, step.name);
     if (step.name !== "waiting for a slot") assert.equal(e.deps.slots.inFlight("a"), 0, step.name);
     assert.deepEqual(e.hops().map((h) => h[1]), step.outcomes, step.name);
@@ -712,14 +712,14 @@ Deno.test("engine: a replay is alive while its own content flows, though the cli
   });
   assert.equal(await e.runResuming(), null);
   assert.equal(e.text(), "Hello, world!");
-  assert.equal(e.clock.elapsed, 80_000);
+  assert.equal(e.clock.sinceStart, 80_000);
   // Silent: its own idle timeout ends it, charged as silence before content is.
   const silentReplay = engine(resumeRoute("replay"), {
     script: { a: [brokeAfterHello], b: [{ frames: [text("Hel")], end: "silent" }] },
   });
   assert.equal((await silentReplay.runResuming())?.code, "gw.upstream.error");
   assert.deepEqual(silentReplay.hops()[1], ["b", "idle_timeout", "gw.upstream.idle_timeout"]);
-  assert.equal(silentReplay.clock.elapsed, 30_000);
+  assert.equal(silentReplay.clock.sinceStart, 30_000);
   assert.equal(silentReplay.text(), "Hello, wor");
   // Its own first-content limit: the route's first_content_timeout_secs, from its request.
   const slow = engine(resumeRoute("replay", { extra: { first_content_timeout_secs: 5 } }), {
@@ -727,7 +727,7 @@ Deno.test("engine: a replay is alive while its own content flows, though the cli
   });
   assert.equal((await slow.runResuming())?.code, "gw.upstream.error");
   assert.deepEqual(slow.hops()[1], ["b", "idle_timeout", "gw.upstream.first_content_timeout"]);
-  assert.equal(slow.clock.elapsed, 5_000);
+  assert.equal(slow.clock.sinceStart, 5_000);
 });
 
 Deno.test("engine: a replay whose content matches nothing more is not kept alive by it: its idle timeout ends it", async () => {
@@ -746,7 +746,7 @@ Deno.test("engine: a replay whose content matches nothing more is not kept alive
   assert.equal((await e.runResuming())?.code, "gw.upstream.error");
   assert.deepEqual(e.hops()[1], ["b", "idle_timeout", "gw.upstream.idle_timeout"]);
   // "Hel" matched at 20 s; nothing after it did: 30 s later it is given up on.
-  assert.equal(e.clock.elapsed, 50_000);
+  assert.equal(e.clock.sinceStart, 50_000);
   assert.equal(e.text(), "Hello, wor");
 });
 
@@ -853,7 +853,7 @@ Deno.test("engine: on a route that hedges, a slow replay's catch-up lets the nex
     ["b", "hedge_lost"],
     ["c", "resumed"],
   ]);
-  assert.equal(e.clock.elapsed, 1_200);
+  assert.equal(e.clock.sinceStart, 1_200);
 });
 
 Deno.test("engine: a broken stream is resumed by a prefill-capable member of a pool, the pick still ordering it", async () => {

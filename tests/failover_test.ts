@@ -85,8 +85,8 @@ Deno.test("headers that never come time out the same way, and are not retried", 
 
 Deno.test("no candidate left before headers: timeout_status in OpenAI's format naming the chain", async () => {
   await withUpstreams(2, async (gw, [a, b]) => {
-    a!.enqueue(headersNever);
-    b!.enqueue(whitespaceOnly);
+    a!.enqueue(whitespaceOnly);
+    b!.enqueue(headersNever);
     const res = await postJson(`${gw.url}/v1/chat/completions`, ask(false));
     const json = await res.json();
     assert.equal(res.status, 504);
@@ -94,6 +94,21 @@ Deno.test("no candidate left before headers: timeout_status in OpenAI's format n
     assert.match(json.error.message, /tried: up1 → up2/);
     const { request } = await gw.row(res.headers.get("x-request-id")!);
     assert.equal(request.status, 504);
+    assert.equal(request.failureSource, "upstream");
+  });
+});
+
+Deno.test("no candidate left before headers, the last answering unreadably: the upstream's 502, not a timeout", async () => {
+  await withUpstreams(2, async (gw, [a, b]) => {
+    a!.enqueue(headersNever);
+    b!.enqueue(whitespaceOnly);
+    const res = await postJson(`${gw.url}/v1/chat/completions`, ask(false));
+    const json = await res.json();
+    assert.equal(res.status, 502);
+    assert.equal(res.headers.get("x-pulsegate-error-code"), "gw.upstream.bad_response");
+    assert.match(json.error.message, /tried: up1 → up2/);
+    const { request } = await gw.row(res.headers.get("x-request-id")!);
+    assert.equal(request.status, 502);
     assert.equal(request.failureSource, "upstream");
   });
 });

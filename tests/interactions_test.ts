@@ -527,11 +527,11 @@ Deno.test("instances sharing a database send a turn to the upstream another inst
 function steppingClock(): Clock {
   let t = 1_000;
   return {
-    scale: 1,
     now: () => t++,
     after: () => () => {},
     sleep: () => Promise.resolve(),
-    unscale: (ms) => ms,
+    deadline: (ms) => t + ms,
+    elapsed: (since, until = t) => until - since,
   };
 }
 

@@ -4,7 +4,7 @@ import { BODY_LIMIT_BYTES } from "../gateway/accept/read_body.ts";
 import type { ConfigInput } from "../gateway/config/schema.ts";
 import { validateConfig } from "../gateway/config/validate.ts";
 import { serveDemoUpstream } from "../gateway/demo/demo.ts";
-import { createClock } from "../gateway/runtime/clock.ts";
+import { systemClock } from "../gateway/runtime/clock.ts";
 import { ADMIN, adminFetch } from "./admin_helpers.ts";
 import { lockDatabase } from "./db_helpers.ts";
 import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
@@ -339,7 +339,7 @@ Deno.test("demo upstreams: bodies are capped and only the gateway itself is serv
         body: JSON.stringify({ model: "sim-healthy", messages: [] }),
       }),
       {
-        clock: createClock(),
+        clock: systemClock(),
         caller: { transport: "tcp", hostname, port: 40000 },
         self: "192.0.2.1",
       },

@@ -154,7 +154,7 @@ export function fleet(
       : hop.upstream.id;
     const n = calls.get(id) ?? 0;
     calls.set(id, n + 1);
-    log.push({ upstream: id, at: clock.elapsed });
+    log.push({ upstream: id, at: clock.sinceStart });
     return playHop(hop, opts.play(id, n, log.length - 1));
   };
 
@@ -175,7 +175,7 @@ export function fleet(
       sink: { writeRequest: () => {}, writeAttempt: (a) => attempts.set(a.hop, a) },
     });
     if (o.signal) {
-      o.signal.addEventListener("abort", () => live.controller.abort(o.signal!.reason), {
+      o.signal.addEventListener("abort", () => live.abort(o.signal!.reason), {
         once: true,
       });
     }

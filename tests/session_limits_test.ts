@@ -9,7 +9,7 @@ import { ApiError, GoogleGenAI } from "@google/genai";
 import OpenAI from "openai";
 import type { ConfigInput } from "../gateway/config/schema.ts";
 import { SessionLimits } from "../gateway/policy/session_limits.ts";
-import { createClock } from "../gateway/runtime/clock.ts";
+import { systemClock } from "../gateway/runtime/clock.ts";
 import { GatewayError } from "../gateway/runtime/gateway_error.ts";
 import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
@@ -191,7 +191,7 @@ Deno.test("session_budget in USD holds across a restart: history seeds the sessi
 
 Deno.test("the loop breaker's window: a copy older than window_secs no longer counts", async () => {
   let now = 1_000_000;
-  const clock = { ...createClock(), now: () => now };
+  const clock = { ...systemClock(), now: () => now };
   const limits = new SessionLimits({ db: null, clock });
   const key = {
     id: "k",
@@ -211,7 +211,7 @@ Deno.test("the loop breaker's window: a copy older than window_secs no longer co
 });
 
 Deno.test("the loop breaker remembers a bounded number of bodies in all: the least recently used sessions' go first", async () => {
-  const limits = new SessionLimits({ db: null, clock: createClock(), maxBodies: 100 });
+  const limits = new SessionLimits({ db: null, clock: systemClock(), maxBodies: 100 });
   const key = {
     id: "k",
     key_env: "K",

@@ -12,10 +12,9 @@ interface Timer {
  * tests where the network is not the point. Nothing fires by itself: `run`
  * drives a promise to its end, letting every pending callback and microtask
  * settle, then jumping to the next timer, and so on; a test of a 30 s idle
- * timeout takes microseconds and cannot be late on a loaded machine.
+ * timeout takes microseconds and fires at exactly 30 000 ms.
  */
 export class VirtualClock implements Clock {
-  readonly scale = 1;
   #now: number;
   #seq = 0;
   #timers: Timer[] = [];
@@ -24,21 +23,20 @@ export class VirtualClock implements Clock {
     this.#now = start;
   }
 
-  now(): number {
-    return this.#now;
-  }
+  // Arrow properties: a clock's methods are handed around detached (`now: clock.now`).
+  now = (): number => this.#now;
 
-  after(ms: number, fn: () => void): () => void {
+  after = (ms: number, fn: () => void): () => void => {
     const timer = { at: this.#now + Math.max(0, ms), seq: this.#seq++, fn };
     this.#timers.push(timer);
     return () => {
       const at = this.#timers.indexOf(timer);
       if (at >= 0) this.#timers.splice(at, 1);
     };
-  }
+  };
 
-  sleep(ms: number, signal?: AbortSignal): Promise<void> {
-    return new Promise((resolve, reject) => {
+  sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
+    new Promise((resolve, reject) => {
       if (signal?.aborted) return reject(signal.reason);
       const onAbort = () => {
         cancel();
@@ -50,14 +48,28 @@ export class VirtualClock implements Clock {
       });
       signal?.addEventListener("abort", onAbort, { once: true });
     });
-  }
 
-  unscale(realMs: number): number {
-    return realMs;
+  deadline = (ms: number): number => this.#now + ms;
+
+  elapsed = (since: number, until = this.#now): number => until - since;
+
+  /**
+   * Moves the time `ms` ahead, firing every timer due on the way in order, each at its own
+   * instant (synchronously: for code under test that does not await between timers).
+   */
+  advance(ms: number): void {
+    const until = this.#now + ms;
+    for (;;) {
+      this.#timers.sort((a, b) => a.at - b.at || a.seq - b.seq);
+      const next = this.#timers[0];
+      if (!next || next.at > until) break;
+      this.#fireNext();
+    }
+    this.#now = until;
   }
 
   /** Virtual ms since the clock started (for readable assertions). */
-  get elapsed(): number {
+  get sinceStart(): number {
     return this.#now - 1_700_000_000_000;
   }
 
@@ -79,23 +91,39 @@ export class VirtualClock implements Clock {
    */
   async run<T>(work: Promise<T>, opts: { limitMs?: number } = {}): Promise<T> {
     let settled = false;
-    const tracked = work.finally(() => (settled = true));
+    // Settled into a value at once: a rejection is handled here, and thrown again below.
+    const tracked = work.then(
+      (value) => ({ ok: true as const, value }),
+      (error: unknown) => ({ ok: false as const, error }),
+    ).finally(() => (settled = true));
+    const outcome = async (): Promise<T> => {
+      const done = await tracked;
+      if (done.ok) return done.value;
+      throw done.error;
+    };
     const limit = this.#now + (opts.limitMs ?? 3_600_000);
     for (;;) {
       // A real macrotask turn lets every callback and microtask queued so far run.
       await macrotask();
-      if (settled) return await tracked;
+      if (settled) return await outcome();
       if (this.#now > limit) throw new Error(`still running after ${opts.limitMs} ms`);
       if (this.#fireNext()) continue;
-      // Nothing virtual is due: a real timer of the code under test (a loop turn) goes first.
-      await new Promise((resolve) => setTimeout(resolve, 0));
-      if (settled) return await tracked;
+      // Nothing virtual is pending: real work of the code under test (a loop turn, a file read,
+      // a worker starting) goes first, for up to REAL_GRACE_MS of real time.
+      const graceEnds = performance.now() + REAL_GRACE_MS;
+      while (!settled && !this.#timers.length && performance.now() < graceEnds) {
+        await new Promise((resolve) => setTimeout(resolve, 1));
+      }
+      if (settled) return await outcome();
       if (!this.#fireNext()) {
         throw new Error("stuck: nothing is pending and the work has not ended");
       }
     }
   }
 }
+
+/** How long real work may go on with no virtual timer pending before `run` calls it stuck. */
+const REAL_GRACE_MS = 10_000;
 
 /**
  * One real macrotask turn: `setImmediate`, not `setTimeout(0)`, whose nested calls are clamped

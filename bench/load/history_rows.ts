@@ -53,8 +53,8 @@ export interface HistoryRowsResult {
 
 function rowsFor(i: number, instanceId: string): [RequestRecord, AttemptRecord] {
   // As the gateway makes them (docs/design.md "History"): time-ordered.
-  const id = newRequestId();
   const startedAt = Date.now();
+  const id = newRequestId(startedAt);
   const request: RequestRecord = {
     id,
     instanceId,
@@ -87,6 +87,9 @@ function rowsFor(i: number, instanceId: string): [RequestRecord, AttemptRecord] 
     cacheWrite1hTokens: null,
     cacheWriteUsd: null,
     movedFrom: null,
+    toolServer: null,
+    bytesIn: null,
+    bytesOut: null,
   };
   const attempt: AttemptRecord = {
     requestId: id,

@@ -1,4 +1,4 @@
-import { type Clock, createClock } from "../runtime/clock.ts";
+import { type Clock, REAL_TIME } from "../runtime/clock.ts";
 import { clientError, GatewayError } from "../runtime/gateway_error.ts";
 import { clientDisconnected } from "../forward/stop_reasons.ts";
 
@@ -7,7 +7,7 @@ import { clientDisconnected } from "../forward/stop_reasons.ts";
  * concurrency"): every body gets
  * `BODY_GRACE_MS`, and after it must keep an average of `BODY_MIN_BYTES_PER_SEC`, so a body
  * is due `BODY_GRACE_MS` plus one second per 16 KiB received after it began, and never later
- * than `BODY_MAX_MS`. Configured milliseconds: the clock scales them.
+ * than `BODY_MAX_MS`. Clock milliseconds, as configured.
  */
 export const BODY_GRACE_MS = 10_000;
 export const BODY_MIN_BYTES_PER_SEC = 16 * 1024;
@@ -146,9 +146,6 @@ function watch(
   };
 }
 
-/** Scale 1 for callers outside a request's deps (the admin API, the demo's upstreams). */
-const REAL_TIME = createClock(1);
-
 /** Chunks copied into one buffer that doubles as needed: at most twice the bytes received. */
 class Collected {
   size = 0;
@@ -196,7 +193,7 @@ class BodyDeadline {
   }
 
   #arm(): void {
-    const elapsed = this.clock.unscale(this.clock.now() - this.#started);
+    const elapsed = this.clock.elapsed(this.#started);
     const due = Math.min(
       BODY_MAX_MS,
       BODY_GRACE_MS + (this.on.received() / BODY_MIN_BYTES_PER_SEC) * 1000,

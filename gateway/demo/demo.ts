@@ -1,5 +1,5 @@
 import type { ConfigInput } from "../config/schema.ts";
-import type { Clock } from "../runtime/clock.ts";
+import { type Clock, REAL_TIME } from "../runtime/clock.ts";
 import { formatSse } from "../formats/sse_stream.ts";
 import { isRecord } from "../runtime/json.ts";
 import { readJsonBody } from "../accept/read_body.ts";
@@ -92,7 +92,7 @@ function wholeAnswer() {
   return {
     id: "chatcmpl-demo",
     object: "chat.completion",
-    created: Math.floor(Date.now() / 1000),
+    created: Math.floor(REAL_TIME.now() / 1000),
     model: "sim-healthy",
     choices: [{
       index: 0,
@@ -109,7 +109,7 @@ function healthyStream(clock: Clock): ReadableStream<Uint8Array> {
       data: JSON.stringify({
         id: "chatcmpl-demo",
         object: "chat.completion.chunk",
-        created: Math.floor(Date.now() / 1000),
+        created: Math.floor(REAL_TIME.now() / 1000),
         model: "sim-healthy",
         choices: [{ index: 0, delta, finish_reason: finish }],
       }),

@@ -1,3 +1,4 @@
+import { REAL_TIME } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
 
 /**
@@ -10,7 +11,7 @@ export async function driveDemoTraffic(
 ): Promise<void> {
   const print = opts.print ?? ((line: string) => console.log(line));
   for (let i = 1; i <= (opts.rounds ?? 6); i++) {
-    const started = Date.now();
+    const started = REAL_TIME.now();
     const res = await fetch(`${url}/v1/chat/completions`, {
       method: "POST",
       headers: { "content-type": "application/json" },
@@ -21,7 +22,7 @@ export async function driveDemoTraffic(
       }),
     });
     const text = await res.text();
-    const secs = ((Date.now() - started) / 1000).toFixed(1);
+    const secs = ((REAL_TIME.now() - started) / 1000).toFixed(1);
     const said = text.length > 160 ? `${text.slice(0, 160)}…` : text;
     print(`demo #${i}: ${res.status} in ${secs}s (request ${res.headers.get("x-request-id")})`);
     print(`  ${said.replaceAll("\n", " ")}`);

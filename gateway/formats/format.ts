@@ -1,3 +1,4 @@
+import { REAL_TIME } from "../runtime/clock.ts";
 import type { FrameDecoder } from "./frame_decoder.ts";
 import type { ClientHeaders, UpstreamPost } from "./client_headers.ts";
 import type { Config, Upstream } from "../config/schema.ts";
@@ -111,6 +112,16 @@ export interface ClientRequestContext {
   sse?: boolean;
   /** The request's reshaped tools (`IrRequest.clientTools`), for answers to name calls as the client does. */
   clientTools?: IrClientTools;
+  /**
+   * The gateway's clock (epoch ms), for the times an answer states (`created`); the system
+   * clock where none is given (a format's own tests).
+   */
+  now?: () => number;
+}
+
+/** The time an answer states: the given clock's, else the system's. */
+export function answerTime(ctx?: { now?: () => number }): number {
+  return (ctx?.now ?? REAL_TIME.now)();
 }
 
 /** What a stream encoder needs to know about the answer it writes. */

@@ -32,10 +32,7 @@ export class CancelTimer {
     if (this.#stoppedAt === null || this.#timed) return;
     this.#timed = true;
     const { clock, metrics, upstream } = this.opts;
-    const ms = clock.now() - this.#stoppedAt;
-    metrics.upstreamCancel.observe(
-      { upstream, reason: this.#reason },
-      clock.unscale(Math.max(0, ms)) / 1000,
-    );
+    const ms = clock.elapsed(this.#stoppedAt);
+    metrics.upstreamCancel.observe({ upstream, reason: this.#reason }, Math.max(0, ms) / 1000);
   }
 }

@@ -1,4 +1,4 @@
-import type { Clock } from "../runtime/clock.ts";
+import { type Clock, REAL_TIME } from "../runtime/clock.ts";
 import type { ClientCodec, ClientStreamEncoder, ClientStreamShape } from "../formats/format.ts";
 import { clientStatus, sameFormatAnswer } from "../formats/error_vocab.ts";
 import { ERROR_CODE_HEADER, type GatewayError } from "../runtime/gateway_error.ts";
@@ -199,10 +199,12 @@ export class StreamChannel {
     await this.#close();
   }
 
-  /** Long enough for a busy client to have read what went before, in real milliseconds. */
+  /**
+   * Long enough for a busy client to have read what went before: real time, since a real
+   * client reads at its own pace whatever the clock's.
+   */
   #readTime(): Promise<void> {
-    const { clock } = this.opts;
-    return clock.sleep(clock.unscale(FINAL_ERROR_APART_MS));
+    return REAL_TIME.sleep(FINAL_ERROR_APART_MS);
   }
 
   #close(): Promise<void> {

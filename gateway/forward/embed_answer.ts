@@ -8,6 +8,7 @@ import {
 } from "../formats/embeddings.ts";
 import { VectorJson } from "../formats/vector_json.ts";
 import { nextTurn } from "../runtime/loop_turn.ts";
+import { workMs } from "../runtime/clock.ts";
 
 /** Characters handed to the answer's reader at a time: well under a millisecond of reading. */
 const PIECE_CHARS = 16 * 1024;
@@ -38,7 +39,7 @@ export async function readEmbedAnswer(
     maxNodes: answerNodes(opts.inputs.length),
     revive: revive && ((key, value) => revive(key, value, { upstream: id })),
   });
-  let since = performance.now();
+  let since = workMs();
   await readUntilContent(hop, body, {
     bills: false,
     cap: answerCap(opts.inputs, { length: opts.length }),
@@ -47,9 +48,9 @@ export async function readEmbedAnswer(
         parser.push(
           at === 0 && text.length <= PIECE_CHARS ? text : text.slice(at, at + PIECE_CHARS),
         );
-        if (performance.now() - since >= TURN_MS) {
+        if (workMs() - since >= TURN_MS) {
           await nextTurn();
-          since = performance.now();
+          since = workMs();
         }
       }
     },

@@ -31,7 +31,7 @@ export class IdleTimer {
 
   #restart(): void {
     this.#pausedLeft = null;
-    this.#deadline = this.clock.now() + this.opts.ms * this.clock.scale;
+    this.#deadline = this.clock.deadline(this.opts.ms);
     if (!this.#cancel) this.#arm();
   }
 
@@ -62,7 +62,7 @@ export class IdleTimer {
   #arm(): void {
     this.#disarm();
     if (this.#deadline === null) return;
-    const left = this.clock.unscale(Math.max(0, this.#deadline - this.clock.now()));
+    const left = Math.max(0, -this.clock.elapsed(this.#deadline));
     this.#cancel = this.clock.after(left, () => {
       this.#cancel = null;
       if (this.#deadline === null) return;

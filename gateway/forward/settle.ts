@@ -4,24 +4,35 @@ import { affinitySession } from "../route/affinity.ts";
 import { firstContentSecs } from "./first_content_timer.ts";
 import type { Hop } from "./hop.ts";
 import type { HopEnding } from "./hop_ending.ts";
-import { type Step, type Verdict, verdictFor } from "./verdict.ts";
+import { type Final, probeEnd, type Step, type Verdict, verdictFor } from "./verdict.ts";
+import { stopReason } from "./stop_reasons.ts";
 import { answerIsStored } from "../route/interaction_pin.ts";
 import { memberOf } from "../route/candidates.ts";
 import { cooldownKey } from "../route/cooldown.ts";
-import { chargeFailure, chargeReaches, chargeSuccess } from "../route/cooldown_levels.ts";
+import {
+  type Charge,
+  chargeFailure,
+  chargeReaches,
+  chargeSuccess,
+} from "../route/cooldown_levels.ts";
 
 /** What the candidate loop does after a hop, with the hop's error. */
 export type Settled = Answered | Failed<Exclude<Step, "done">>;
 export interface Answered {
   step: "done";
   error?: undefined;
+  resumable?: undefined;
 }
 /** One member per step, so a check of `step` narrows. */
 export type Failed<S extends Step> = S extends Step ? {
     step: S;
     error: GatewayError;
-    /** A break after content that mid-stream resume may mend. */
+    /** A break after content that mid-stream resume mends: the verdict's, as it is. */
     resumable: boolean;
+    /** The status the client gets if this is the route's last word (verdict.ts `finalStatus`). */
+    final?: Final;
+    /** Which candidates the loop passes over from here on (verdict.ts). */
+    onward?: Verdict["onward"];
   }
   : never;
 
@@ -41,6 +52,7 @@ export function settle(hop: Hop, ending: HopEnding): Settled {
     resuming: resumeAt !== undefined,
     overflow: error !== undefined && movesOnOverflow(route, error),
     probing: probe !== undefined,
+    stopped: stopReason(hop.req.live.signal) !== undefined,
   });
   const { cooldowns, affinity, metrics, log } = hop.opts.deps;
   const upstream = hop.upstream.id;
@@ -64,16 +76,13 @@ export function settle(hop: Hop, ending: HopEnding): Settled {
   if (verdict.dropsAffinity) {
     affinity.drop(route.model, { sessionId: affinitySession(hop.req.live.record), upstream });
   }
-  if (probe) {
-    // Content or a charge settled a level already; any other end gives its probe back (a
-    // member's fault says nothing of its upstream, whose probe the next request may take).
-    const failed = charge !== undefined && probe.some((ticket) => chargeReaches(charge, ticket));
-    metrics.probes.inc({ upstream, result: content ? "ok" : failed ? "failed" : "released" });
-    for (const ticket of probe) cooldowns.probeEnded(ticket);
-  }
+  // A member's fault says nothing of its upstream, whose probe the next request may take.
+  const reaches = (c: Charge) => probe?.tickets.some((t) => chargeReaches(c, t)) === true;
+  probe?.end(probeEnd(verdict, { content, reaches }));
   measure(hop, verdict);
   if (verdict.step === "done" || !error) return { step: "done" };
-  return { step: verdict.step, error, resumable: verdict.resumable === true };
+  const { final, onward } = verdict;
+  return { step: verdict.step, error, resumable: verdict.resumable === true, final, onward };
 }
 
 /**
@@ -84,7 +93,8 @@ export function settle(hop: Hop, ending: HopEnding): Settled {
 export function settleContent(hop: Hop): void {
   hop.attempt.firstContent();
   const { cooldowns, affinity, homes, metrics, clock } = hop.opts.deps;
-  const ms = clock.unscale(hop.attempt.record.firstContentMs ?? 0);
+  const { startedAt, firstContentMs } = hop.attempt.record;
+  const ms = clock.elapsed(startedAt, startedAt + (firstContentMs ?? 0));
   metrics.upstreamFirstContent.observe({ upstream: hop.upstream.id }, ms / 1000);
   const slot = hop.opts.target.pool;
   slot?.state.firstContent(slot.member, ms);
@@ -122,10 +132,13 @@ function measure(hop: Hop, verdict: Verdict): void {
     });
   }
   if (verdict.cooldown && slot) {
-    slot.state.failed(slot.member, clock.unscale(clock.now() - record.startedAt));
+    slot.state.failed(slot.member, clock.elapsed(record.startedAt));
   }
   if (verdict.outcome !== "success" || record.firstContentMs === null) return;
-  const ms = clock.unscale((record.durationMs ?? 0) - record.firstContentMs);
+  const ms = clock.elapsed(
+    record.startedAt + record.firstContentMs,
+    record.startedAt + (record.durationMs ?? 0),
+  );
   const tokens = record.outputTokens ?? 0;
   if (tokens < 2 || ms < 1) return; // a whole answer, or one token: no rate to tell
   metrics.upstreamContentRate.observe({ upstream }, tokens * 1000 / ms);

@@ -53,7 +53,10 @@ async function wholeHop(hop: Hop, deps: ForwardDeps): Promise<HopEnding | Respon
     settleContent(hop);
     hop.req.live.contentSent();
     const body = passthrough ? text : JSON.stringify(
-      hop.req.codec.encodeWhole({ ...ir, model: ir.model || hop.req.ir.model }, hop.req.ctx),
+      hop.req.codec.encodeWhole({ ...ir, model: ir.model || hop.req.ir.model }, {
+        ...hop.req.ctx,
+        now: hop.opts.deps.clock.now,
+      }),
     );
     const headers = baseHeaders(hop.req.live.record.id, { "content-type": "application/json" });
     return new Response(body, { status: 200, headers });
@@ -96,9 +99,8 @@ export async function readUntilContent(
       else if (text.trim() !== "") {
         started = true;
         // Hedged: the first byte is the race point; a hop that lost it is being stopped.
-        if (!hop.gate.claim()) throw hop.controller.signal.reason;
+        if (!hop.claim()) throw hop.controller.signal.reason;
         hop.idle.touch();
-        hop.req.live.state = "streaming";
       }
       if (take) await take(text);
       else parts.push(text);

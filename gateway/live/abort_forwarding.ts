@@ -1,6 +1,6 @@
 import type { Db } from "../../db/client.ts";
 import { livePeers, type Peer } from "../../db/instances.ts";
-import type { Clock } from "../runtime/clock.ts";
+import { type Clock, REAL_TIME } from "../runtime/clock.ts";
 import { staleAfterMs } from "./heartbeat_timing.ts";
 import type { Logger } from "../runtime/logger.ts";
 import { isRecord } from "../runtime/json.ts";
@@ -127,7 +127,8 @@ async function askPeers(
   const { peerSecret } = deps;
   const now = deps.clock.now();
   const stop = new AbortController();
-  const timer = setTimeout(() => stop.abort(), PEER_ANSWER_MS);
+  // Real time: a bound on a peer's network answer.
+  const cancel = REAL_TIME.after(PEER_ANSWER_MS, () => stop.abort());
   try {
     return await Promise.all(peers.map(async (peer) => {
       // Each call names the one instance it is for, whose id is new at every start: a copy can
@@ -157,7 +158,7 @@ async function askPeers(
       return { peer, reply };
     }));
   } finally {
-    clearTimeout(timer);
+    cancel();
   }
 }
 

@@ -141,7 +141,7 @@ export class Fences {
       ...init,
       instanceId: this.deps.instanceId,
       createdAt: now,
-      expiresAt: now + secs * 1000 * this.deps.clock.scale,
+      expiresAt: this.deps.clock.deadline(secs * 1000),
       liftedAt: null,
     };
     this.set.put(fence, now);
@@ -162,14 +162,14 @@ export class Fences {
    * not stored yet (it holds here, and the next reload tries again).
    */
   async save(fence: Fence): Promise<boolean> {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const late = new Promise<false>((
-      resolve,
-    ) => (timer = setTimeout(resolve, SAVE_WAIT_MS, false)));
+    let cancel = () => {};
+    const late = new Promise<false>((resolve) => {
+      cancel = this.deps.clock.after(SAVE_WAIT_MS, () => resolve(false));
+    });
     try {
       return await Promise.race([this.#store(fence), late]);
     } finally {
-      clearTimeout(timer);
+      cancel();
     }
   }
 
@@ -194,7 +194,7 @@ export class Fences {
     return {
       perKey: this.deps.bounds?.perKey ?? MAX_FENCES_PER_KEY,
       total: this.deps.bounds?.total ?? MAX_FENCES,
-      retainMs: FENCE_RETAIN_MS * this.deps.clock.scale,
+      retainMs: this.deps.clock.deadline(FENCE_RETAIN_MS) - this.deps.clock.now(),
     };
   }
 
@@ -251,7 +251,7 @@ export class Fences {
   async #read(): Promise<void> {
     for (const fence of [...this.#unsaved.values()]) await this.#store(fence);
     const now = this.deps.clock.now();
-    const stale = now - this.#lastRead > (FENCE_RETAIN_MS * this.deps.clock.scale) / 2;
+    const stale = this.deps.clock.elapsed(this.#lastRead, now) > FENCE_RETAIN_MS / 2;
     if (this.#version === null || stale) {
       const { fences, version } = await activeFences(this.deps.db, { now });
       const kept = new Set([...fences.map((f) => f.id), ...this.#unsaved.keys()]);

@@ -7,7 +7,7 @@
  * soon outgrows the cache (docs/design.md "History"). It is not a secret: callers get it back
  * in `x-request-id`, and its time is the request's start, which history shows anyway.
  */
-export function newRequestId(now: number = Date.now()): string {
+export function newRequestId(now: number): string {
   // A version 4 UUID is 8-4-4-4-12 hex digits: its version digit (index 14) becomes 7 and its
   // first 48 bits the time; its variant and the other 74 random bits stay.
   return timePrefix(now) + crypto.randomUUID().slice(15);

@@ -155,7 +155,7 @@ export class Exporter {
     } catch (err) {
       q.failures++;
       const backoff = Math.min(RETRY_CAP_MS, 500 * 2 ** q.failures);
-      q.retryAt = this.opts.clock.now() + backoff * this.opts.clock.scale;
+      q.retryAt = this.opts.clock.deadline(backoff);
       this.opts.log.event("export.failed", { destination: q.destination.id, error: String(err) });
     } finally {
       q.sending = false;

@@ -1,3 +1,4 @@
+import { REAL_TIME, workMs } from "../runtime/clock.ts";
 import {
   type MatchRule,
   type RuleRunner,
@@ -58,7 +59,7 @@ export class GuardrailMatcher {
   #stopping = new Set<Promise<void>>();
   #ready = false;
   #queue: Job[] = [];
-  #running: { job: Job; id: number; timer?: ReturnType<typeof setTimeout> } | null = null;
+  #running: { job: Job; id: number; cancel?: () => void } | null = null;
   #next = 0;
   #closed = false;
   #startupDone = 0;
@@ -80,7 +81,7 @@ export class GuardrailMatcher {
   match(text: string, opts: { rules: MatchRule[]; budgetMs: number }): Promise<MatchResult> {
     if (this.#closed) return Promise.resolve({ kind: "unchecked", reason: "unavailable" });
     return new Promise((resolve) => {
-      const queued = { queuedAt: performance.now(), startupAt: this.#startupMs() };
+      const queued = { queuedAt: workMs(), startupAt: this.#startupMs() };
       this.#queue.push({ text, rules: opts.rules, budgetMs: opts.budgetMs, resolve, ...queued });
       this.#pump();
     });
@@ -118,18 +119,18 @@ export class GuardrailMatcher {
 
   #arm(ms: number, reason: "budget" | "unavailable"): void {
     const running = this.#running!;
-    clearTimeout(running.timer);
+    running.cancel?.();
     // Real time on purpose (see the class comment): this bounds CPU work.
-    running.timer = setTimeout(() => {
+    running.cancel = REAL_TIME.after(ms, () => {
       this.#stopRunner();
       this.#finish({ kind: "unchecked", reason });
-    }, ms);
+    });
   }
 
   /** The first queued job that has not waited past its budget; the others end `busy`. */
   #nextJob(): Job | undefined {
     for (let job = this.#queue.shift(); job; job = this.#queue.shift()) {
-      const waited = performance.now() - job.queuedAt - (this.#startupMs() - job.startupAt);
+      const waited = workMs() - job.queuedAt - (this.#startupMs() - job.startupAt);
       if (waited <= job.budgetMs) return job;
       job.resolve({ kind: "unchecked", reason: "busy" });
     }
@@ -138,11 +139,11 @@ export class GuardrailMatcher {
   /** Total time spent starting runners so far, the one in progress included. */
   #startupMs(): number {
     const since = this.#startingSince;
-    return this.#startupDone + (since === null ? 0 : performance.now() - since);
+    return this.#startupDone + (since === null ? 0 : workMs() - since);
   }
 
   #start(): RuleRunner {
-    this.#startingSince = performance.now();
+    this.#startingSince = workMs();
     return spawnRuleRunner(this.kind, {
       onReply: (reply) => this.#reply(reply),
       onFailure: (why) => {
@@ -190,7 +191,7 @@ export class GuardrailMatcher {
   #finish(result: MatchResult): void {
     const running = this.#running;
     if (!running) return;
-    clearTimeout(running.timer);
+    running.cancel?.();
     this.#running = null;
     running.job.resolve(result);
     if (this.#closed) this.#stopRunner();

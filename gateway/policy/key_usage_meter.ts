@@ -9,14 +9,14 @@ import {
   pruneKeySecondsStatement,
   readKeyUsage,
 } from "../../db/key_usage_store.ts";
-import type { Clock } from "../runtime/clock.ts";
+import { type Clock, REAL_TIME } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
 import type { Metrics } from "../runtime/metrics.ts";
 import { isRowProblem } from "../../db/database_error.ts";
 import { billableAmount } from "../live/billing.ts";
 import { dayStart, monthStart, WINDOW_MS } from "./usage_windows.ts";
 
-/** How long a read of the shared counters serves this process (configured ms, scaled). */
+/** How long a read of the shared counters serves this process (clock ms). */
 const CACHE_MS = 1_000;
 /** A database slower than this does not hold a request: the last read (or none) is used. */
 const READ_TIMEOUT_MS = 500;
@@ -109,7 +109,7 @@ export class KeyUsageMeter {
     const now = this.deps.clock.now();
     const stale = keyIds.filter((id) => {
       const snap = this.#snapshots.get(id);
-      return !snap || now - snap.readStartedAt >= CACHE_MS * this.deps.clock.scale ||
+      return !snap || this.deps.clock.elapsed(snap.readStartedAt, now) >= CACHE_MS ||
         dayStart(snap.readStartedAt) !== dayStart(now);
     });
     await Promise.all(stale.map((id) => this.#read(id)));
@@ -154,10 +154,13 @@ export class KeyUsageMeter {
         this.#snapshots.set(keyId, { readStartedAt, coveredUntil: readStartedAt, rows });
         this.#forgetCovered();
       }, (err) => this.#readFailed(keyId, { readStartedAt, err }));
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, READ_TIMEOUT_MS)));
+    let cancel = () => {};
+    // A bound on the database's real answer time: a scaled clock must not shorten it.
+    const timeout = new Promise<void>((resolve) => {
+      cancel = REAL_TIME.after(READ_TIMEOUT_MS, resolve);
+    });
     reading = Promise.race([read, timeout]).finally(() => {
-      clearTimeout(timer);
+      cancel();
       this.#reads.delete(keyId);
     });
     this.#reads.set(keyId, reading);

@@ -98,11 +98,12 @@ export class SessionLimits {
     const name = sessionKey(opts.keyId, opts.sessionId);
     return {
       bill: (hop) => {
-        base.bill(hop);
+        const priced = base.bill(hop);
         const use = this.#tracked.get(name)?.use;
-        if (!use) return;
+        if (!use) return priced;
         use.tokens += billableAmount(hop.inputTokens) + billableAmount(hop.outputTokens);
-        use.costUsd += billableAmount(hop.costUsd);
+        use.costUsd += billableAmount(priced.costUsd);
+        return priced;
       },
     };
   }
@@ -163,21 +164,22 @@ export class SessionLimits {
    */
   #checkLoop(name: string, digest: string, breaker: LoopBreaker): void {
     const now = this.deps.clock.now();
-    const windowMs = breaker.window_secs * 1000 * this.deps.clock.scale;
+    const { clock } = this.deps;
+    const windowMs = breaker.window_secs * 1000;
     let bodies = this.#bodies.get(name);
     if (bodies) this.#bodies.delete(name);
     bodies ??= new Map();
     this.#bodies.set(name, bodies);
-    const seen = (bodies.get(digest) ?? []).filter((at) => now - at < windowMs);
+    const seen = (bodies.get(digest) ?? []).filter((at) => clock.elapsed(at, now) < windowMs);
     if (seen.length >= breaker.repeats - 1) {
-      const freesIn = seen[0]! + windowMs - now;
+      const freesIn = windowMs - clock.elapsed(seen[0]!, now);
       bodies.set(digest, seen);
       throw new GatewayError(
         `the same request was sent ${seen.length + 1} times in ${breaker.window_secs} s in this ` +
           "session: refused as a loop",
         {
           code: "gw.session.loop_detected",
-          retryAfterSecs: Math.max(1, Math.ceil(this.deps.clock.unscale(freesIn) / 1000)),
+          retryAfterSecs: Math.max(1, Math.ceil(freesIn / 1000)),
         },
       );
     }

@@ -1,3 +1,4 @@
+import { type Clock, REAL_TIME } from "../runtime/clock.ts";
 /** A session's pin to the upstream that last answered it. */
 export interface AffinityPin {
   sessionId: string | null;
@@ -28,14 +29,14 @@ export const PIN_IDLE_MS = 60 * 60 * 1000;
  * conversation's prompt cache stays warm (docs/observability.md "Cache-aware affinity"). Per
  * route: the same session id on another route (a coding agent's side calls to a small model,
  * say) has its own candidates and must not be pulled to this route's upstream. Bounded: the
- * oldest pins go first, and a pin unused for PIN_IDLE_MS (scaled) is forgotten.
+ * oldest pins go first, and a pin unused for PIN_IDLE_MS of clock time is forgotten.
  */
 export class Affinity {
   #pins = new Map<string, { upstream: string; at: number }>();
 
   constructor(
     private max = 100_000,
-    private opts: { now?: () => number; idleMs?: number } = {},
+    private opts: { clock?: Clock; idleMs?: number } = {},
   ) {}
 
   get(route: string, sessionId: string | null): string | undefined {
@@ -43,7 +44,7 @@ export class Affinity {
     const k = key(route, sessionId);
     const pin = this.#pins.get(k);
     if (!pin) return undefined;
-    if (this.#now() - pin.at > (this.opts.idleMs ?? PIN_IDLE_MS)) {
+    if (this.#clock().elapsed(pin.at) > (this.opts.idleMs ?? PIN_IDLE_MS)) {
       this.#pins.delete(k);
       return undefined;
     }
@@ -54,7 +55,7 @@ export class Affinity {
     if (pin.sessionId === null) return;
     const k = key(route, pin.sessionId);
     this.#pins.delete(k);
-    this.#pins.set(k, { upstream: pin.upstream, at: this.#now() });
+    this.#pins.set(k, { upstream: pin.upstream, at: this.#clock().now() });
     if (this.#pins.size > this.max) {
       const oldest = this.#pins.keys().next().value;
       if (oldest !== undefined) this.#pins.delete(oldest);
@@ -68,8 +69,8 @@ export class Affinity {
     if (this.#pins.get(k)?.upstream === pin.upstream) this.#pins.delete(k);
   }
 
-  #now(): number {
-    return (this.opts.now ?? Date.now)();
+  #clock(): Clock {
+    return this.opts.clock ?? REAL_TIME;
   }
 }
 

@@ -138,7 +138,7 @@ export class Cooldowns {
   async claimProbe(key: string, opts: { leaseMs: number }): Promise<ProbeAnswer> {
     if (!this.halfOpen(key)) return this.isPaused(key) ? "taken" : "open";
     const now = this.clock.now();
-    const ticket = { ...levelOf(key), until: now + opts.leaseMs };
+    const ticket = { ...levelOf(key), until: this.clock.deadline(opts.leaseMs) };
     // Claimed in this process before the store answers: concurrent requests here see it taken.
     this.#states.set(key, { ...this.get(key), probeUntil: ticket.until });
     const stored = await this.opts.probes?.claim({ ...ticket, now }) ?? null;
@@ -180,7 +180,7 @@ export class Cooldowns {
       ...s,
       consecutiveFailures: 0,
       pauseCount: s.pauseCount + 1,
-      pausedUntil: this.clock.now() + secs * 1000 * this.clock.scale,
+      pausedUntil: this.clock.deadline(secs * 1000),
       probeUntil: null,
       reason: reopened ? probeReason(code) : pauseReason(failures, code),
     });
@@ -189,7 +189,7 @@ export class Cooldowns {
   /** A 429's Retry-After pauses the level for that long, capped. */
   pauseFor(key: string, secs: number): void {
     const capped = Math.min(secs, this.opts.policy().maxPauseSecs);
-    const until = this.clock.now() + capped * 1000 * this.clock.scale;
+    const until = this.clock.deadline(capped * 1000);
     const s = this.get(key);
     if ((s.pausedUntil ?? 0) >= until) return;
     this.#set({

@@ -1,10 +1,12 @@
+import { REAL_TIME } from "./clock.ts";
+
 /**
  * Resolves after the event loop has had a turn: timers, I/O and other requests run first.
  * Long work on a large client body is cut into such turns (docs/security.md "Deep JSON"), so
  * the serving thread is held once per step rather than for all of them back to back.
  */
 export function nextTurn(): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, 0));
+  return REAL_TIME.sleep(0);
 }
 
 /**

@@ -1,3 +1,5 @@
+import { REAL_TIME } from "../runtime/clock.ts";
+
 /** A connection that came and went before it was accepted: try the next one at once, unlogged. */
 const GONE_BEFORE_ACCEPT = new Set(["ECONNABORTED", "ECONNRESET", "EPROTO"]);
 /** The process (or the system) lacks what a connection needs: waiting connections give way. */
@@ -56,14 +58,7 @@ export async function acceptLoop(listener: Deno.Listener, opts: AcceptLoopOption
   }
 }
 
+/** A real pause (the kernel's accept queue does not run on a scaled clock); a stop ends it. */
 function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(id);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const id = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-  });
+  return REAL_TIME.sleep(ms, signal).catch(() => {});
 }

@@ -1,3 +1,4 @@
+import { REAL_TIME, workMs } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
 
 /**
@@ -13,7 +14,7 @@ export class BurstLog {
   #startedAt = 0;
   #lastAt = 0;
   #loggedAt = 0;
-  #quiet: ReturnType<typeof setTimeout> | undefined;
+  #quiet: (() => void) | undefined;
 
   constructor(
     private readonly log: Logger,
@@ -29,7 +30,7 @@ export class BurstLog {
   ) {}
 
   hit(fields: Record<string, unknown> = {}): void {
-    const now = performance.now();
+    const now = workMs();
     this.#count++;
     this.#lastAt = now;
     if (this.#count === 1) {
@@ -47,20 +48,19 @@ export class BurstLog {
 
   /** Logs the end of a burst under way, if any, and stops the timer. */
   close(): void {
-    clearTimeout(this.#quiet);
+    this.#quiet?.();
     this.#quiet = undefined;
     this.#end();
   }
 
   #armQuiet(): void {
-    const wait = this.#lastAt + this.opts.quietMs - performance.now();
-    const quiet = setTimeout(() => {
+    const wait = this.#lastAt + this.opts.quietMs - workMs();
+    // Real time: a log line's quiet period, which nothing waits on.
+    this.#quiet = REAL_TIME.after(Math.max(0, wait), () => {
       this.#quiet = undefined;
-      if (performance.now() - this.#lastAt < this.opts.quietMs) return this.#armQuiet();
+      if (workMs() - this.#lastAt < this.opts.quietMs) return this.#armQuiet();
       this.#end();
-    }, Math.max(0, wait));
-    Deno.unrefTimer(quiet);
-    this.#quiet = quiet;
+    }, { unref: true });
   }
 
   #end(): void {

@@ -1,3 +1,4 @@
+import { REAL_TIME, workMs } from "../runtime/clock.ts";
 import type { ConnectionHandler, ConnectionServer } from "./serve_on_connection.ts";
 import { closingAnswer, declaresBody, leavesBodyUnread } from "./unread_body.ts";
 
@@ -241,13 +242,12 @@ export class ClientConnections {
   }
 
   #now(): number {
-    return (this.opts.now ?? performance.now.bind(performance))();
+    return (this.opts.now ?? workMs)();
   }
 
   #after(ms: number, fn: () => void): () => void {
-    if (this.opts.after) return this.opts.after(ms, fn);
-    const id = setTimeout(fn, ms);
-    return () => clearTimeout(id);
+    // Real time by default: sockets and their kernel buffers run at no clock's pace.
+    return (this.opts.after ?? REAL_TIME.after)(ms, fn);
   }
 }
 

@@ -2,7 +2,7 @@ import type { Db } from "../../db/client.ts";
 import { claimProbe, loadCooldowns, releaseProbe, saveCooldown } from "../../db/cooldown_store.ts";
 import type { RunState } from "../policy/run_state.ts";
 import { Cooldowns, type ProbeStore } from "../route/cooldown.ts";
-import type { Clock } from "../runtime/clock.ts";
+import { type Clock, REAL_TIME } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
 
 /**
@@ -53,10 +53,11 @@ export async function openCooldowns(
 function sharedProbes(db: Db, log: Logger): ProbeStore {
   return {
     async claim(probe) {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const late = new Promise<null>((
-        resolve,
-      ) => (timer = setTimeout(resolve, CLAIM_TIMEOUT_MS, null)));
+      let cancel = () => {};
+      // A bound on the database's real answer time, which no clock's pace changes.
+      const late = new Promise<null>((resolve) => {
+        cancel = REAL_TIME.after(CLAIM_TIMEOUT_MS, () => resolve(null));
+      });
       const claimed = claimProbe(db, probe).then(
         (answer) => answer === "claimed" ? answer : { ...answer },
         (err) => {
@@ -71,7 +72,7 @@ function sharedProbes(db: Db, log: Logger): ProbeStore {
       try {
         return await Promise.race([claimed, late]);
       } finally {
-        clearTimeout(timer);
+        cancel();
       }
     },
     release(probe) {

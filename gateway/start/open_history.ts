@@ -91,10 +91,9 @@ export async function openHistory(
   const writer = new HistoryWriter(db, {
     executor,
     // Most requests end within a second: their open and closed rows then merge into one write.
-    deferOpenMs: OPEN_ROW_DEFER_MS * clock.scale,
-    now: () => clock.now(),
+    deferOpenMs: OPEN_ROW_DEFER_MS,
+    clock,
     onBatch: opts.onHistoryBatch,
-    after: (ms, fn) => clock.after(ms, fn),
     onError: (err) => {
       if (readiness.ready) log.event("history.write_failed", { error: String(err) });
     },

@@ -1,3 +1,4 @@
+import { REAL_TIME } from "../runtime/clock.ts";
 import { errorFor } from "../accept/caller_errors.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
 import { concatBytes } from "../runtime/join_bytes.ts";
@@ -23,7 +24,7 @@ const encoder = new TextEncoder();
  * HTTP/2 preface) is closed without an answer. Resolves when the connection is closed.
  */
 export async function refuseConnection(conn: Deno.Conn, opts: { withinMs: number }): Promise<void> {
-  const deadline = setTimeout(() => closeQuietly(conn), opts.withinMs);
+  const cancel = REAL_TIME.after(opts.withinMs, () => closeQuietly(conn));
   try {
     const head = await readHead(conn);
     const request = head && requestOf(head.text);
@@ -39,7 +40,7 @@ export async function refuseConnection(conn: Deno.Conn, opts: { withinMs: number
   } catch {
     // The client went away, or the deadline closed the connection: nothing more to say.
   } finally {
-    clearTimeout(deadline);
+    cancel();
     closeQuietly(conn);
   }
 }

@@ -1,3 +1,4 @@
+import { REAL_TIME, repeatEvery } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
 import type { ConnectionLimits } from "./settings.ts";
 import { acceptLoop } from "./accept_loop.ts";
@@ -141,8 +142,12 @@ export function serveClients(handler: ConnectionHandler, opts: ServeClientsOptio
     1_000,
     Math.max(10, Math.min(limits.headersTimeoutMs, limits.keepAliveTimeoutMs) / 10),
   );
-  const sweeper = setInterval(() => clients.sweep(), sweepEvery);
-  Deno.unrefTimer(sweeper);
+  // Real time: a connection's header and keep-alive bounds are the socket's, not a clock's.
+  const stopSweeping = repeatEvery(sweepEvery, {
+    clock: REAL_TIME,
+    run: () => clients.sweep(),
+    unref: true,
+  });
   const accepting: Promise<void> = acceptLoop(listener, {
     signal: stop.signal,
     onConnection,
@@ -170,7 +175,7 @@ export function serveClients(handler: ConnectionHandler, opts: ServeClientsOptio
       stopping ??= (async () => {
         stop.abort();
         closeQuietly(listener);
-        clearInterval(sweeper);
+        stopSweeping();
         acceptFailures.close();
         atCap.close();
         for (const conn of refusing) closeQuietly(conn);

@@ -12,7 +12,7 @@ import type { ControlDeps } from "../endpoints/control.ts";
 import { AbortRegistry } from "../live/abort_registry.ts";
 import type { Exporter } from "../observability/exporter.ts";
 import { exportingSink } from "../observability/export_sink.ts";
-import { Affinity, PIN_IDLE_MS } from "../route/affinity.ts";
+import { Affinity } from "../route/affinity.ts";
 import { InteractionHomes } from "../route/interaction_homes.ts";
 import { ContinuationOwners } from "../route/continuation_owners.ts";
 import type { Cooldowns } from "../route/cooldown.ts";
@@ -25,6 +25,7 @@ import type { ServerDeps } from "./server.ts";
 import type { Settings } from "./settings.ts";
 import { historyAtRisk, historyProblem } from "./history_health.ts";
 import type { History } from "./open_history.ts";
+import { McpState } from "../mcp/mcp_state.ts";
 
 export interface ServerParts {
   settings: Settings;
@@ -60,7 +61,7 @@ export function serverDeps(parts: ServerParts): ServerDeps {
     adapters: UPSTREAM_ADAPTERS,
     cooldowns: parts.cooldowns,
     slots: new Slots(clock),
-    affinity: new Affinity(undefined, { now: clock.now, idleMs: PIN_IDLE_MS * clock.scale }),
+    affinity: new Affinity(undefined, { clock }),
     homes: new InteractionHomes({ db, clock, log: parts.log }),
     owners: new ContinuationOwners({ db, clock, log: parts.log }),
     pools: parts.pools,
@@ -88,10 +89,20 @@ export function serverDeps(parts: ServerParts): ServerDeps {
     db,
     metricsOpen: parts.metricsOpen && state.loopback,
   };
+  const mcp = new McpState({
+    clock,
+    fetch: parts.fetch,
+    log: parts.log,
+    config: () => state.config,
+  });
+  parts.metrics.mcpSessions = () => mcp.sessions.size;
+  parts.metrics.mcpReplicas = () => mcp.replicaStates();
   return {
     ...control,
+    mcp,
     admin: {
       ...adminDeps(control, { demo: parts.demo, apis: parts.adminApis }),
+      mcp,
       reads: history.reads,
       historyNotice: () => history.readiness.describe(),
       historyProblem: () => historyProblem(history),

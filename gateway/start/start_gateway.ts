@@ -13,7 +13,8 @@ import { Fences } from "../live/fences.ts";
 import { Exporter } from "../observability/exporter.ts";
 import { ObservabilityState } from "../observability/observability_state.ts";
 import type { AbortRegistry } from "../live/abort_registry.ts";
-import { type Clock, createClock } from "../runtime/clock.ts";
+import type { McpState } from "../mcp/mcp_state.ts";
+import { type Clock, systemClock } from "../runtime/clock.ts";
 import { formatProblems, validateConfig } from "../config/validate.ts";
 import { cooldownKey, type Cooldowns } from "../route/cooldown.ts";
 import { configMembers } from "../config/route_entries.ts";
@@ -31,7 +32,7 @@ import { openCooldowns } from "./open_cooldowns.ts";
 import { Pools } from "../route/pools.ts";
 import { openHistory } from "./open_history.ts";
 import { serverDeps } from "./server_deps.ts";
-import { serveClients } from "./serve_clients.ts";
+import { type ClientServer, serveClients } from "./serve_clients.ts";
 import { upstreamFetch } from "./upstream_fetch.ts";
 import { forwardingOn } from "../live/abort_forwarding.ts";
 import { GuardrailMatcher } from "../policy/guardrail_matcher.ts";
@@ -63,12 +64,24 @@ export interface StartOptions {
    * worker's own copy of the libSQL driver costs a third of a second; tests/harness.ts).
    */
   historyThread?: "worker" | "this";
+  /**
+   * Where every wait and every reading of the time comes from (docs/architecture.md "Time"):
+   * by default the system clock at `settings.timeScale`; tests pass a virtual clock.
+   */
+  clock?: Clock;
+  /**
+   * false: no socket is opened; requests reach the gateway through `Gateway.handler` alone
+   * (tests in virtual time, where nothing may wait on the network).
+   */
+  listen?: boolean;
   /** Uniform in [0, 1) for the pools' picks: Math.random unless a test seeds it. */
   random?: () => number;
 }
 
 export interface Gateway {
   url: string;
+  /** Every route of the gateway, as the server calls it for each request. */
+  handler: Deno.ServeHandler;
   port: number;
   db: Db;
   writer: HistoryWriter;
@@ -79,6 +92,8 @@ export interface Gateway {
   pools: Pools;
   /** What operators' aborts fenced (docs/design.md "Abort and disconnect"). */
   fences: Fences;
+  /** The MCP sessions and tool server cooldowns of /mcp (docs/mcp.md). */
+  mcp: McpState;
   clock: Clock;
   state: RunState;
   instanceId: string;
@@ -98,8 +113,8 @@ export interface Gateway {
  * refused config or a port in use leaves nothing open behind it.
  */
 export async function startGateway(opts: StartOptions): Promise<Gateway> {
-  const clock = createClock(opts.settings.timeScale);
-  const log = createLogger({ quiet: opts.quiet });
+  const clock = opts.clock ?? systemClock(opts.settings.timeScale);
+  const log = createLogger({ quiet: opts.quiet, clock });
   const closers = new Closers();
   try {
     return await start(opts, { clock, log, closers });
@@ -211,7 +226,8 @@ async function start(
       retentionApi({ db, state, pruner }),
     ],
   });
-  const server = serveClients(createHandler(deps), {
+  const handler = createHandler(deps);
+  const server = opts.listen === false ? unserved() : serveClients(handler, {
     hostname: settings.host,
     port: settings.port,
     limits: settings.connections,
@@ -297,6 +313,9 @@ async function start(
         deps.registry.abort(deps.registry.all(), shuttingDown);
         await Promise.all([...deps.pending]);
       }
+      // The MCP sessions end with the process: their timers stop, their server sessions get a
+      // DELETE (docs/mcp.md "Sessions").
+      deps.mcp.close();
       graceOver.abort();
       await closers.closeAll((name, error) =>
         log.event("gateway.close_failed", { part: name, error: String(error) })
@@ -305,6 +324,7 @@ async function start(
     })();
   return {
     url,
+    handler,
     port,
     db,
     writer,
@@ -314,11 +334,23 @@ async function start(
     slots: deps.slots,
     pools,
     fences,
+    mcp: deps.mcp,
     clock,
     state,
     instanceId,
     log,
     lost,
     shutdown,
+  };
+}
+
+/** What a gateway without a socket has in place of its server: nothing to accept, nothing lost. */
+function unserved(): ClientServer {
+  return {
+    port: 0,
+    unguarded: null,
+    lost: new Promise(() => {}),
+    connections: () => null,
+    shutdown: () => Promise.resolve(),
   };
 }

@@ -1,3 +1,4 @@
+import { REAL_TIME } from "../../runtime/clock.ts";
 /**
  * An access token that is fetched once, shared by every call, and renewed before it expires,
  * with one fetch in flight at a time whoever asks (docs/providers.md "Vertex AI"). Token
@@ -39,7 +40,8 @@ export class TokenSource {
 
   constructor(fetchGrant: () => Promise<TokenGrant>, opts: { now?: () => number } = {}) {
     this.#fetchGrant = fetchGrant;
-    this.#now = opts.now ?? Date.now;
+    // A token's lifetime is the cloud's, in real time whatever the gateway's clock.
+    this.#now = opts.now ?? REAL_TIME.now;
   }
 
   /**

@@ -1,3 +1,4 @@
+import { REAL_TIME } from "../../runtime/clock.ts";
 /**
  * The `Authorization` of a call to Vertex AI: an access token from the environment as it is, or
  * one a service-account key is worth, fetched once per key and renewed before it expires
@@ -37,7 +38,7 @@ function entryFor(keyText: string, fetcher: typeof fetch): KeyEntry {
   const entry: KeyEntry = {
     fetch: fetcher,
     source: new TokenSource(async () =>
-      fetchAccessToken(await account, { now: Date.now(), fetch: entry.fetch })
+      fetchAccessToken(await account, { now: REAL_TIME.now(), fetch: entry.fetch })
     ),
   };
   if (keys.size >= MAX_KEYS) keys.delete(keys.keys().next().value!);

@@ -1,3 +1,4 @@
+import { answerTime, type ClientRequestContext } from "../format.ts";
 import { badResponse, upstreamStatusError } from "../upstream_error.ts";
 import type { IrFinishReason, IrPart, IrResponse, IrUsage } from "../ir.ts";
 import { isRecord, parseJson } from "../../runtime/json.ts";
@@ -190,8 +191,8 @@ export function isoSeconds(ms: number): string {
 }
 
 /** Writes a whole answer as an Interaction. */
-export function encodeInteractionsWhole(res: IrResponse): Json {
-  const now = isoSeconds(Date.now());
+export function encodeInteractionsWhole(res: IrResponse, ctx?: ClientRequestContext): Json {
+  const now = isoSeconds(answerTime(ctx));
   return {
     // Some providers name no answer (Bedrock): the client still needs an interaction id.
     id: res.id || `pg_${crypto.randomUUID()}`,

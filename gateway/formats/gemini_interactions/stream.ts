@@ -1,4 +1,9 @@
-import type { ClientStreamEncoder, StreamMeta, UpstreamFrame } from "../format.ts";
+import {
+  answerTime,
+  type ClientStreamEncoder,
+  type StreamMeta,
+  type UpstreamFrame,
+} from "../format.ts";
 import type { GatewayError } from "../../runtime/gateway_error.ts";
 import { type IrEvent, type IrFinishReason, type IrUsage, mergeUsage } from "../ir.ts";
 import { isRecord } from "../../runtime/json.ts";
@@ -194,7 +199,8 @@ class InteractionsStreamWriter implements ClientStreamEncoder {
   #ended = false;
   #id: string;
   #model: string;
-  #created = isoSeconds(Date.now());
+  #created: string;
+  #now: () => number;
   #step = -1;
   #open: OpenStep | null = null;
   /** Step index of each call, by the IR's call index. */
@@ -203,6 +209,8 @@ class InteractionsStreamWriter implements ClientStreamEncoder {
   #usage: IrUsage = {};
 
   constructor(meta: StreamMeta) {
+    this.#now = () => answerTime(meta);
+    this.#created = isoSeconds(this.#now());
     this.#id = `pg_${meta.id}`;
     this.#model = meta.model;
   }
@@ -232,7 +240,7 @@ class InteractionsStreamWriter implements ClientStreamEncoder {
     out.push(this.#event("interaction.completed", {
       interaction: this.#interaction(irFinishToStatus(this.#finish), {
         usage: irUsageToInteractions(this.#usage),
-        updated: isoSeconds(Date.now()),
+        updated: isoSeconds(this.#now()),
       }),
     }));
     return encoder.encode(out.join("") + new TextDecoder().decode(DONE_BLOCK));

@@ -18,7 +18,7 @@ export const chatClient: ClientCodec = {
   parseRequest: (body) => guardRequestJson(parseChatRequest(body), body),
   encodeWhole: encodeChatWhole,
   streamShape: () => sseShape("openai-chat", { endMarker: END_MARKER }),
-  streamEncoder: (ctx) => chatStreamEncoder({ id: ctx.id, model: ctx.model }),
+  streamEncoder: (ctx) => chatStreamEncoder({ id: ctx.id, model: ctx.model, now: ctx.now }),
   renderError: openAiError,
 };
 

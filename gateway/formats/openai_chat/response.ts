@@ -1,3 +1,4 @@
+import { answerTime, type ClientRequestContext } from "../format.ts";
 import { badResponse } from "../upstream_error.ts";
 import {
   cacheWrites,
@@ -114,7 +115,10 @@ export function irFinishToChat(reason: IrFinishReason): string {
 }
 
 /** Writes a whole answer as a Chat Completions body. */
-export function encodeChatWhole(res: IrResponse): Record<string, unknown> {
+export function encodeChatWhole(
+  res: IrResponse,
+  ctx?: ClientRequestContext,
+): Record<string, unknown> {
   const text = res.content.filter((p) => p.type === "text").map((p) => p.text).join("");
   const reasoning = res.content.filter((p) => p.type === "reasoning").map((p) => p.text).join("");
   const refusal = res.content.filter((p) => p.type === "refusal").map((p) => p.text).join("");
@@ -130,7 +134,7 @@ export function encodeChatWhole(res: IrResponse): Record<string, unknown> {
   return {
     id: res.id.startsWith("chatcmpl") ? res.id : `chatcmpl-${res.id}`,
     object: "chat.completion",
-    created: Math.floor(Date.now() / 1000),
+    created: Math.floor(answerTime(ctx) / 1000),
     model: res.model,
     choices: [{ index: 0, message, finish_reason: irFinishToChat(res.finish), logprobs: null }],
     usage: irUsageToChat(res.usage),

@@ -1,4 +1,4 @@
-import type { ClientStreamEncoder, UpstreamFrame } from "../format.ts";
+import { answerTime, type ClientStreamEncoder, type UpstreamFrame } from "../format.ts";
 import type { GatewayError } from "../../runtime/gateway_error.ts";
 import type { IrEvent } from "../ir.ts";
 import { formatSse } from "../sse_stream.ts";
@@ -135,8 +135,10 @@ function chatChunkEvents(chunk: unknown): IrEvent[] {
 const encoder = new TextEncoder();
 
 /** Writes gateway events as Chat Completions chunks. */
-export function chatStreamEncoder(meta: { id: string; model: string }): ClientStreamEncoder {
-  const created = Math.floor(Date.now() / 1000);
+export function chatStreamEncoder(
+  meta: { id: string; model: string; now?: () => number },
+): ClientStreamEncoder {
+  const created = Math.floor(answerTime(meta) / 1000);
   let started = false;
   const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
     encoder.encode(formatSse({

@@ -12,11 +12,16 @@ import { decodeResponsesStream, responsesFrameDecoder, responsesStreamEncoder } 
 export const responsesClient: ClientCodec = {
   format: "openai-responses",
   parseRequest: (body) => guardRequestJson(parseResponsesRequest(body), body),
-  encodeWhole: (res, ctx) => encodeResponsesWhole(res, ctx?.clientTools),
+  encodeWhole: (res, ctx) => encodeResponsesWhole(res, ctx),
   // `response.completed` is the finish itself: a stream without it did not finish.
   streamShape: () => sseShape("openai-responses", { endMarker: null }),
   streamEncoder: (ctx) =>
-    responsesStreamEncoder({ id: ctx.id, model: ctx.model, clientTools: ctx.clientTools }),
+    responsesStreamEncoder({
+      id: ctx.id,
+      model: ctx.model,
+      clientTools: ctx.clientTools,
+      now: ctx.now,
+    }),
   renderError: openAiError,
 };
 

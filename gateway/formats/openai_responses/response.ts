@@ -1,3 +1,4 @@
+import { answerTime, type ClientRequestContext } from "../format.ts";
 import {
   cacheWrites,
   type IrClientTools,
@@ -199,11 +200,12 @@ function reasoningText(item: Json): string {
 }
 
 /** Writes a whole answer as a Responses API body; `clientTools` names reshaped tools' calls. */
-export function encodeResponsesWhole(res: IrResponse, clientTools?: IrClientTools): Json {
+export function encodeResponsesWhole(res: IrResponse, ctx?: ClientRequestContext): Json {
+  const clientTools = ctx?.clientTools;
   const id = responseId(res.id);
   const terminal = irFinishToResponses(res.finish);
   const itemStatus = terminal.event === "response.completed" ? "completed" : "incomplete";
-  return responseObject({ id, model: res.model, createdAt: Math.floor(Date.now() / 1000) }, {
+  return responseObject({ id, model: res.model, createdAt: Math.floor(answerTime(ctx) / 1000) }, {
     ...terminal.fields,
     output: outputItems(res.content, { responseId: id, status: itemStatus, clientTools }),
     usage: irUsageToResponses(res.usage),

@@ -1,4 +1,4 @@
-import type { ClientStreamEncoder, UpstreamFrame } from "../format.ts";
+import { answerTime, type ClientStreamEncoder, type UpstreamFrame } from "../format.ts";
 import type { GatewayError } from "../../runtime/gateway_error.ts";
 import {
   type IrClientTool,
@@ -223,7 +223,7 @@ class ResponsesStreamWriter implements ClientStreamEncoder {
   #started = false;
   #ended = false;
   #id: string;
-  #createdAt = Math.floor(Date.now() / 1000);
+  #createdAt: number;
   /** Every item so far, by output index; open ones are still being written. */
   #items: ItemState[] = [];
   #done = new Set<number>();
@@ -235,6 +235,7 @@ class ResponsesStreamWriter implements ClientStreamEncoder {
 
   constructor(private meta: StreamWriterMeta) {
     this.#id = responseId(meta.id);
+    this.#createdAt = Math.floor(answerTime(meta) / 1000);
   }
 
   open(): Uint8Array | null {
@@ -545,6 +546,7 @@ function partJson(part: OpenPart): Json {
 interface StreamWriterMeta {
   id: string;
   model: string;
+  now?: () => number;
   /** The request's reshaped tools, so calls are named as the client declared them. */
   clientTools?: IrClientTools;
 }

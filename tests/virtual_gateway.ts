@@ -1,0 +1,183 @@
+/**
+ * A whole gateway in virtual time (docs/architecture.md "Time"): `startGateway` with a
+ * VirtualClock, no socket (`listen: false`), and in-process fake upstreams behind its injected
+ * `fetch`. Requests go to `Gateway.handler`; every timer of the gateway and of the fakes is
+ * virtual, so a liveness promise is tested at its real duration (a 300 s idle timeout, a 20 min
+ * stream) in microseconds, and each assertion names the exact instant something happened.
+ */
+import type { AttemptRecord, RequestRecord } from "../db/records.ts";
+import { getRequest, listAttempts } from "../db/history_queries.ts";
+import type { ConfigInput } from "../gateway/config/schema.ts";
+import { readSettings } from "../gateway/start/settings.ts";
+import { type Gateway, startGateway } from "../gateway/start/start_gateway.ts";
+import type { FakeUpstream } from "./fake_upstreams/server.ts";
+import { inProcessUpstreams } from "./fake_upstreams/in_process.ts";
+import { freshDatabase } from "./fresh_database.ts";
+import { chatRoute } from "./harness.ts";
+import { VirtualClock } from "./virtual_clock.ts";
+
+/** One piece of an answer's body, and the virtual ms since the request was sent it arrived. */
+export interface Piece {
+  at: number;
+  text: string;
+}
+
+/** What a client received: status, headers, the body as it came, and how it ended. */
+export interface Received {
+  status: number;
+  headers: Headers;
+  /** Virtual ms from sending to the response's headers. */
+  headersAt: number;
+  pieces: Piece[];
+  text: string;
+  /** Virtual ms from sending to the body's end (or its error). */
+  endedAt: number;
+  /** The body ended in an error (a cut connection) rather than its end. */
+  broken: boolean;
+}
+
+export interface VirtualGateway extends AsyncDisposable {
+  gw: Gateway;
+  clock: VirtualClock;
+  ups: FakeUpstream[];
+  /**
+   * A `fetch` that reaches the gateway's handler without a socket, for an SDK's `fetch` option
+   * (its calls must run inside `run`, where virtual time passes).
+   */
+  fetch: typeof fetch;
+  /** Sends a request and reads its whole answer, all in virtual time. */
+  send(path: string, body: unknown, opts?: SendOptions): Promise<Received>;
+  /** The request's history row and hops, once written. */
+  row(id: string): Promise<{ request: RequestRecord; attempts: AttemptRecord[] }>;
+  /** Runs `work` in virtual time (timers fire as it waits). */
+  run<T>(work: Promise<T>, opts?: { limitMs?: number }): Promise<T>;
+  stop(): Promise<void>;
+}
+
+export interface SendOptions {
+  headers?: Record<string, string>;
+  method?: string;
+  /** The client leaves (its connection closes) this many virtual ms after sending. */
+  leaveAfterMs?: number;
+  /** Ends the read at this many virtual ms though the answer goes on (a client that stops). */
+  limitMs?: number;
+}
+
+/**
+ * A gateway over `upstreams` in-process fakes (default one) on a virtual clock. The config
+ * defaults to one chat route over the fakes in order (tests/harness.ts `chatRoute`).
+ */
+export async function startVirtualGateway(
+  opts: {
+    upstreams?: number;
+    config?: (urls: string[]) => ConfigInput | undefined;
+    failover?: ConfigInput["failover"];
+    env?: Record<string, string>;
+    clock?: VirtualClock;
+  } = {},
+): Promise<VirtualGateway> {
+  const clock = opts.clock ?? new VirtualClock();
+  const fakes = inProcessUpstreams(clock);
+  const ups = Array.from({ length: opts.upstreams ?? 1 }, () => fakes.start());
+  const urls = ups.map((u) => u.url);
+  const config = opts.config ? opts.config(urls) : chatRoute(urls, { failover: opts.failover });
+  const dir = await Deno.makeTempDir({ prefix: "pulsegate-virtual-" });
+  await freshDatabase(`${dir}/pulsegate.db`);
+  const env = (name: string) => opts.env?.[name];
+  const gw = await clock.run(startGateway({
+    settings: {
+      ...readSettings(env),
+      host: "127.0.0.1",
+      port: 0,
+      dbUrl: `file:${dir}/pulsegate.db`,
+    },
+    env,
+    configFile: config,
+    quiet: true,
+    metricsOpen: true,
+    historyThread: "this",
+    listen: false,
+    clock,
+    fetch: fakes.fetch,
+  }));
+  let stopped: Promise<void> | null = null;
+  const stop = () =>
+    stopped ??= (async () => {
+      await clock.run(gw.shutdown());
+      for (const up of ups) await up.close();
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+    })();
+  return {
+    gw,
+    clock,
+    ups,
+    run: (work, o) => clock.run(work, o),
+    fetch: async (input, init) => await gw.handler(new Request(input, init), INFO),
+    send: (path, body, o = {}) => clock.run(exchange(gw, { path, body, clock, ...o })),
+    async row(id) {
+      return await clock.run((async () => {
+        for (let tries = 0;; tries++) {
+          await gw.writer.flush();
+          const request = await getRequest(gw.db, id);
+          if (request && request.state !== "open") {
+            return { request, attempts: await listAttempts(gw.db, id) };
+          }
+          if (tries > 100) throw new Error(`request ${id} was never recorded as ended`);
+          await clock.sleep(100);
+        }
+      })());
+    },
+    stop,
+    [Symbol.asyncDispose]: stop,
+  };
+}
+
+const INFO = {
+  remoteAddr: { transport: "tcp", hostname: "127.0.0.1", port: 40_000 },
+  completed: Promise.resolve(),
+} as unknown as Deno.ServeHandlerInfo<Deno.NetAddr>;
+
+async function exchange(
+  gw: Gateway,
+  opts: SendOptions & { path: string; body: unknown; clock: VirtualClock },
+): Promise<Received> {
+  const { clock } = opts;
+  const sentAt = clock.now();
+  const leave = new AbortController();
+  if (opts.leaveAfterMs !== undefined) clock.after(opts.leaveAfterMs, () => leave.abort());
+  const request = new Request(`http://127.0.0.1${opts.path}`, {
+    method: opts.method ?? "POST",
+    headers: { "content-type": "application/json", ...opts.headers },
+    body: opts.method === "GET" ? undefined : JSON.stringify(opts.body),
+    signal: leave.signal,
+  });
+  const response = await gw.handler(request, INFO);
+  const headersAt = clock.now() - sentAt;
+  const pieces: Piece[] = [];
+  const decoder = new TextDecoder();
+  let broken = false;
+  const reader = response.body?.getReader();
+  if (reader) {
+    const stopRead = () => void reader.cancel().catch(() => {});
+    leave.signal.addEventListener("abort", stopRead, { once: true });
+    if (opts.limitMs !== undefined) clock.after(opts.limitMs, stopRead);
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        pieces.push({ at: clock.now() - sentAt, text: decoder.decode(value, { stream: true }) });
+      }
+    } catch {
+      broken = true;
+    }
+  }
+  return {
+    status: response.status,
+    headers: response.headers,
+    headersAt,
+    pieces,
+    text: pieces.map((p) => p.text).join(""),
+    endedAt: clock.now() - sentAt,
+    broken,
+  };
+}
