@@ -104,6 +104,8 @@ export class LiveFleet {
     );
     const stop = new AbortController();
     const onAbort = () => stop.abort();
+    // A tab already gone asks nobody for long.
+    if (opts.signal.aborted) onAbort();
     opts.signal.addEventListener("abort", onAbort, { once: true });
     const cancel = (this.#deps.waits ?? REAL_TIME).after(LIVE_PEER_ANSWER_MS, onAbort);
     try {

@@ -1,10 +1,11 @@
 /**
  * Scenario 8 alone (bench/scenarios/live_view.ts), without the rest of the bench:
  *
- *   deno run -A bench/live_view.ts [--quick] [streams=N]
+ *   deno run -A bench/live_view.ts [--quick] [--keep] [streams=N]
  *
  * Starts the fake upstream, runs the scenario's two cases and prints its result as JSON. The
- * figures are the ones `deno task bench` writes to docs/benchmarks.md section 8.
+ * figures are the ones `deno task bench` writes to docs/benchmarks.md section 8. `--keep` keeps
+ * its work directory (the gateways' databases and logs).
  */
 import type { BenchContext } from "./context.ts";
 import { benchLayout, describeMachine } from "./machine.ts";
@@ -44,5 +45,6 @@ try {
   console.log(JSON.stringify(await liveView(ctx), null, 2));
 } finally {
   await fake.stop();
-  log(`logs in ${layout.logDir}`);
+  if (Deno.args.includes("--keep")) log(`logs in ${layout.logDir}`);
+  else await Deno.remove(workDir, { recursive: true }).catch(() => {});
 }
