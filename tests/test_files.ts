@@ -60,6 +60,8 @@ export const FILE_SECONDS: Readonly<Record<string, number>> = {
   "admin_sessions_browser_test.ts": 9,
   // Measured alone on the 2-core machine (7 s with its child), not from the suite's reports.
   "admin_fences_browser_test.ts": 7,
+  // Two gateway processes and Chromium, measured alone (8 s with its child, 2026-12-07).
+  "admin_fleet_browser_test.ts": 8,
   "failover_test.ts": 9,
   "guardrails_test.ts": 8,
   "hostile_body_test.ts": 8,
@@ -114,6 +116,7 @@ export const FILE_SECONDS: Readonly<Record<string, number>> = {
 export const CHILD_PROCESS_FILES: readonly string[] = [
   "admin_browser_test.ts",
   "admin_fences_browser_test.ts",
+  "admin_fleet_browser_test.ts",
   "admin_sessions_browser_test.ts",
   "bench_quick_test.ts",
   "type_check_test.ts",
