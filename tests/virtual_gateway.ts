@@ -11,7 +11,7 @@ import type { ConfigInput } from "../gateway/config/schema.ts";
 import { readSettings } from "../gateway/start/settings.ts";
 import { type Gateway, startGateway } from "../gateway/start/start_gateway.ts";
 import type { FakeUpstream } from "./fake_upstreams/server.ts";
-import { inProcessUpstreams } from "./fake_upstreams/in_process.ts";
+import { type InProcessUpstreams, inProcessUpstreams } from "./fake_upstreams/in_process.ts";
 import { freshDatabase } from "./fresh_database.ts";
 import { chatRoute } from "./harness.ts";
 import { VirtualClock } from "./virtual_clock.ts";
@@ -40,6 +40,10 @@ export interface VirtualGateway extends AsyncDisposable {
   gw: Gateway;
   clock: VirtualClock;
   ups: FakeUpstream[];
+  /** The in-process upstreams behind its `fetch` (`start` adds one). */
+  fakes: InProcessUpstreams;
+  /** The folder of its database. */
+  dir: string;
   /**
    * A `fetch` that reaches the gateway's handler without a socket, for an SDK's `fetch` option
    * (its calls must run inside `run`, where virtual time passes).
@@ -47,11 +51,23 @@ export interface VirtualGateway extends AsyncDisposable {
   fetch: typeof fetch;
   /** Sends a request and reads its whole answer, all in virtual time. */
   send(path: string, body: unknown, opts?: SendOptions): Promise<Received>;
+  /**
+   * `send` without driving the clock: for several requests at once, or a request and what the
+   * test does meanwhile, inside one `run`.
+   */
+  exchange(path: string, body: unknown, opts?: SendOptions): Promise<Received>;
+  /**
+   * Inside a `run`: resolves once `check` holds, looking again at each real turn of the event
+   * loop (virtual time passes only as `run` moves it); throws, naming `what`, after 10 000 turns.
+   */
+  until(check: () => boolean | Promise<boolean>, what?: string): Promise<void>;
   /** The request's history row and hops, once written. */
   row(id: string): Promise<{ request: RequestRecord; attempts: AttemptRecord[] }>;
   /** Runs `work` in virtual time (timers fire as it waits). */
   run<T>(work: Promise<T>, opts?: { limitMs?: number }): Promise<T>;
   stop(): Promise<void>;
+  /** Its stop leaves the database and upstreams to an instance that `share`s them. */
+  keepDir(): void;
 }
 
 export interface SendOptions {
@@ -61,6 +77,12 @@ export interface SendOptions {
   leaveAfterMs?: number;
   /** Ends the read at this many virtual ms though the answer goes on (a client that stops). */
   limitMs?: number;
+  /** The client leaves (its connection closes) when this aborts. */
+  signal?: AbortSignal;
+  /** The request's body as a stream the test feeds (in place of `body`), e.g. in virtual time. */
+  bodyStream?: ReadableStream<Uint8Array>;
+  /** A slow reader: after each piece it reads, the client waits this many virtual ms. */
+  readGapMs?: number;
 }
 
 /**
@@ -74,15 +96,26 @@ export async function startVirtualGateway(
     failover?: ConfigInput["failover"];
     env?: Record<string, string>;
     clock?: VirtualClock;
+    /**
+     * A second instance beside `share`, or the same one restarted: its clock, its upstreams and
+     * its database (which `share`'s stop leaves in place; this one's stop removes it).
+     */
+    share?: VirtualGateway;
+    /** The pools' randomness (default Math.random): seed it for figures that hold on every run. */
+    random?: () => number;
+    /** Whether /metrics answers without the admin token (default true). */
+    metricsOpen?: boolean;
   } = {},
 ): Promise<VirtualGateway> {
-  const clock = opts.clock ?? new VirtualClock();
-  const fakes = inProcessUpstreams(clock);
-  const ups = Array.from({ length: opts.upstreams ?? 1 }, () => fakes.start());
+  const { share } = opts;
+  const clock = share?.clock ?? opts.clock ?? new VirtualClock();
+  const fakes = share?.fakes ?? inProcessUpstreams(clock);
+  const ups = share?.ups ?? Array.from({ length: opts.upstreams ?? 1 }, () => fakes.start());
   const urls = ups.map((u) => u.url);
   const config = opts.config ? opts.config(urls) : chatRoute(urls, { failover: opts.failover });
-  const dir = await Deno.makeTempDir({ prefix: "pulsegate-virtual-" });
-  await freshDatabase(`${dir}/pulsegate.db`);
+  const dir = share?.dir ?? await Deno.makeTempDir({ prefix: "pulsegate-virtual-" });
+  if (share) share.keepDir();
+  else await freshDatabase(`${dir}/pulsegate.db`);
   const env = (name: string) => opts.env?.[name];
   const gw = await clock.run(startGateway({
     settings: {
@@ -94,16 +127,19 @@ export async function startVirtualGateway(
     env,
     configFile: config,
     quiet: true,
-    metricsOpen: true,
+    metricsOpen: opts.metricsOpen ?? true,
     historyThread: "this",
     listen: false,
     clock,
     fetch: fakes.fetch,
+    random: opts.random,
   }));
   let stopped: Promise<void> | null = null;
+  let keep = false;
   const stop = () =>
     stopped ??= (async () => {
       await clock.run(gw.shutdown());
+      if (keep) return;
       for (const up of ups) await up.close();
       await Deno.remove(dir, { recursive: true }).catch(() => {});
     })();
@@ -111,9 +147,19 @@ export async function startVirtualGateway(
     gw,
     clock,
     ups,
+    fakes,
+    dir,
+    keepDir: () => (keep = true),
     run: (work, o) => clock.run(work, o),
     fetch: async (input, init) => await gw.handler(new Request(input, init), INFO),
     send: (path, body, o = {}) => clock.run(exchange(gw, { path, body, clock, ...o })),
+    exchange: (path, body, o = {}) => exchange(gw, { path, body, clock, ...o }),
+    async until(check, what = "condition") {
+      for (let turn = 0; !(await check()); turn++) {
+        if (turn > 10_000) throw new Error(`not met: ${what}`);
+        await new Promise((resolve) => setTimeout(resolve, 0));
+      }
+    },
     async row(id) {
       return await clock.run((async () => {
         for (let tries = 0;; tries++) {
@@ -144,13 +190,15 @@ async function exchange(
   const { clock } = opts;
   const sentAt = clock.now();
   const leave = new AbortController();
+  opts.signal?.addEventListener("abort", () => leave.abort(), { once: true });
   if (opts.leaveAfterMs !== undefined) clock.after(opts.leaveAfterMs, () => leave.abort());
   const request = new Request(`http://127.0.0.1${opts.path}`, {
     method: opts.method ?? "POST",
     headers: { "content-type": "application/json", ...opts.headers },
-    body: opts.method === "GET" ? undefined : JSON.stringify(opts.body),
+    body: opts.bodyStream ?? (opts.method === "GET" ? undefined : JSON.stringify(opts.body)),
     signal: leave.signal,
-  });
+    ...(opts.bodyStream ? { duplex: "half" } : {}),
+  } as RequestInit);
   const response = await gw.handler(request, INFO);
   const headersAt = clock.now() - sentAt;
   const pieces: Piece[] = [];
@@ -166,6 +214,7 @@ async function exchange(
         const { value, done } = await reader.read();
         if (done) break;
         pieces.push({ at: clock.now() - sentAt, text: decoder.decode(value, { stream: true }) });
+        if (opts.readGapMs) await clock.sleep(opts.readGapMs);
       }
     } catch {
       broken = true;

@@ -3,7 +3,6 @@ import type { ClientCodec, ClientStreamEncoder, ClientStreamShape } from "../for
 import { clientStatus, sameFormatAnswer } from "../formats/error_vocab.ts";
 import { ERROR_CODE_HEADER, type GatewayError } from "../runtime/gateway_error.ts";
 import { isFinal } from "../runtime/error_codes.ts";
-import { nextTurn } from "../runtime/loop_turn.ts";
 
 /** How far apart a final error's two forms are sent, and from what went before (Gemini SSE). */
 const FINAL_ERROR_APART_MS = 250;
@@ -188,8 +187,11 @@ export class StreamChannel {
     // server send it before the second is queued, or both would leave in one write. A final
     // error must not share a read with anything: Gemini CLI's SDK then sees a stream without a
     // finish reason, which Gemini CLI re-sends (docs/design.md "Abort and disconnect"), so it
-    // waits out a client's read on either side, in real time.
-    const apart = again && isFinal(err.code) ? () => this.#readTime() : nextTurn;
+    // waits out a client's read on either side, in real time. The loop turn is the clock's (a
+    // zero wait: the system clock's is the next turn), so a virtual clock keeps its instant.
+    const apart = again && isFinal(err.code)
+      ? () => this.#readTime()
+      : () => this.opts.clock.sleep(0);
     if (again) await apart();
     await this.write(this.opts.encoder.error(err));
     if (again) {
