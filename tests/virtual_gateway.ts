@@ -230,3 +230,47 @@ async function exchange(
     broken,
   };
 }
+
+/** One piece of a request body a test feeds: its bytes, this many virtual ms after sending. */
+export interface BodyPiece {
+  at: number;
+  bytes: Uint8Array;
+}
+
+/**
+ * A request body as a client sends it in virtual time (SendOptions.bodyStream): each piece at
+ * its instant after the first read; then the body ends at `endAt`, or never (a client that
+ * stalls) when it is undefined. Every wait is `clock` time.
+ */
+export function bodyOnClock(
+  clock: VirtualClock,
+  pieces: BodyPiece[],
+  opts: { endAt?: number } = {},
+): ReadableStream<Uint8Array> {
+  let started: number | null = null;
+  let next = 0;
+  const stop = new AbortController();
+  return new ReadableStream({
+    async pull(controller) {
+      started ??= clock.now();
+      const piece = pieces[next];
+      const waitTo = piece?.at ?? opts.endAt;
+      if (waitTo === undefined) {
+        // Stalls: nothing more until the reader gives up.
+        await new Promise<void>((resolve) =>
+          stop.signal.addEventListener("abort", () => resolve(), { once: true })
+        );
+        return;
+      }
+      const wait = started + waitTo - clock.now();
+      if (wait > 0) await clock.sleep(wait, stop.signal).catch(() => {});
+      if (stop.signal.aborted) return;
+      if (!piece) return controller.close();
+      next++;
+      controller.enqueue(piece.bytes);
+    },
+    cancel() {
+      stop.abort();
+    },
+  });
+}
