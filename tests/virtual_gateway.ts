@@ -274,3 +274,17 @@ export function bodyOnClock(
     },
   });
 }
+
+/**
+ * Routes the global `fetch` to `v`'s handler for http://127.0.0.1 (other addresses keep the
+ * real one) until disposed: for an SDK with no `fetch` option (Google's). Its calls must run
+ * inside `v.run`.
+ */
+export function useGlobalFetch(v: VirtualGateway): Disposable {
+  const real = globalThis.fetch;
+  globalThis.fetch = (input, init) => {
+    const url = input instanceof Request ? input.url : String(input);
+    return url.startsWith("http://127.0.0.1/") ? v.fetch(input, init) : real(input, init);
+  };
+  return { [Symbol.dispose]: () => (globalThis.fetch = real) };
+}
