@@ -5,11 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { startVirtualGateway } from "../virtual_gateway.ts";
-import {
-  chatError,
-  chatStream,
-  silentAfterHeaders,
-} from "../fake_upstreams/openai_chat_script.ts";
+import { chatError, chatStream, silentAfterHeaders } from "../fake_upstreams/openai_chat_script.ts";
 
 const HOLD_MS = 15_000;
 const IDLE_MS = 300_000;

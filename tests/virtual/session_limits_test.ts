@@ -36,8 +36,7 @@ function config(url: string): ConfigInput {
 async function rowsWith(v: VirtualGateway, code: string) {
   await v.run(v.gw.writer.flush());
   const result = await v.gw.db.client.execute({
-    sql:
-      "SELECT key_id, session_id, status FROM requests WHERE error_code = ? ORDER BY session_id",
+    sql: "SELECT key_id, session_id, status FROM requests WHERE error_code = ? ORDER BY session_id",
     args: [code],
   });
   return result.rows.map((r) => [r.key_id, r.session_id, r.status]);

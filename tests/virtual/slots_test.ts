@@ -83,7 +83,9 @@ Deno.test("time waiting for a slot does not count towards the idle timeout", asy
 });
 
 Deno.test("a slot given up on is free at once", async () => {
-  await using v = await startVirtualGateway({ config: oneSlot({ slot_wait_secs: 300, idle_timeout_secs: 200 }) });
+  await using v = await startVirtualGateway({
+    config: oneSlot({ slot_wait_secs: 300, idle_timeout_secs: 200 }),
+  });
   const up = v.ups[0]!;
   up.enqueue(silentAfterHeaders, chatStream(good));
   let sentB = 0;
