@@ -1,5 +1,5 @@
 /**
- * Candidate order under load, session affinity and what drops it (docs/design.md "Affinity"), a
+ * Candidate order under load, session affinity and what drops it (docs/observability.md "Cache-aware affinity"), a
  * whole gateway in virtual time at the real idle timeout (300 s).
  */
 import assert from "node:assert/strict";

@@ -4,13 +4,14 @@
  * overflowed V8's stack past about 120,000 parts: the Responses, Gemini and Interactions
  * clients got a 500, and a Chat request translated for an Anthropic upstream ended as
  * "could not reach upstream" without a call, charged to that upstream's cooldown, so a few such
- * requests from any key paused it for every key.
+ * requests from any key paused it for every key. A whole gateway in virtual time (it stays here,
+ * not in tests/virtual/, because docs/security.md names this file).
  */
 import assert from "node:assert/strict";
-import type { ConfigInput } from "../../gateway/config/schema.ts";
-import { chatWhole } from "../fake_upstreams/openai_chat_script.ts";
-import { wholeBody } from "../fake_upstreams/anthropic_script.ts";
-import { startVirtualGateway } from "../virtual_gateway.ts";
+import type { ConfigInput } from "../gateway/config/schema.ts";
+import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
+import { wholeBody } from "./fake_upstreams/anthropic_script.ts";
+import { startVirtualGateway } from "./virtual_gateway.ts";
 
 /** Parts in the long turn: past the stack's limit, under MAX_JSON_VALUES in every shape below. */
 const PARTS = 190_000;
