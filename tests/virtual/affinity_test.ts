@@ -1,6 +1,6 @@
 /**
- * Candidate order under load, session affinity and what drops it (docs/observability.md "Cache-aware affinity"), a
- * whole gateway in virtual time at the real idle timeout (300 s).
+ * Candidate order under load, session affinity and what drops it (docs/observability.md
+ * "Cache-aware affinity"), a whole gateway in virtual time at the real idle timeout (300 s).
  */
 import assert from "node:assert/strict";
 import type { ConfigInput } from "../../gateway/config/schema.ts";
