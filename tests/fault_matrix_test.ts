@@ -4,7 +4,7 @@
  * client format × streamed or whole × upstream kind (the client's own and one
  * it is translated to). Each cell's expectation is derived, not written by
  * hand: from how the faulty hop ends (the fault table) through the gateway's
- * own verdict table (gateway/forward/verdict.ts, which tests/verdict_test.ts
+ * own verdict table (gateway/forward/verdict.ts, which gateway/forward/verdict_test.ts
  * holds to docs/design.md), and checked as invariants: what the client
  * received byte for byte (one answer at most, no byte of an abandoned hop,
  * the right status and ending), the rows, which upstream was called how

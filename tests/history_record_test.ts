@@ -60,12 +60,12 @@ function runRequest(sink: HistoryWriter, opts: { id: string; fail: boolean }): L
     metrics: new Metrics(),
     refusal: { held: true, claim: () => true, release: () => {} },
   });
-  live.billing = billingFor(prices());
-  live.metricsRoute = "smart";
+  live.billWith(billingFor(prices()));
+  live.routed("smart");
   // The session's cache was warm on "warm": this hop moved away from it.
   const first = live.startAttempt("a", "m-a", { movedFrom: "warm" });
+  first.sent({ droppedHeaders: "anthropic-beta: context-1m-2025-08-07", trace: null });
   first.headers(200);
-  first.record.droppedHeaders = "anthropic-beta: context-1m-2025-08-07";
   first.firstContent();
   first.usage({
     inputTokens: 1_000,
@@ -82,12 +82,11 @@ function runRequest(sink: HistoryWriter, opts: { id: string; fail: boolean }): L
       code: "gw.upstream.idle_timeout_mid_stream",
     }),
   );
-  const second = live.startAttempt("b", "m-b");
-  second.record.resumeOffset = 5;
+  const second = live.startAttempt("b", "m-b", { resumeOffset: 5 });
   second.headers(200);
   second.firstContent();
   second.usage({ inputTokens: 1_100, outputTokens: 40 });
-  second.estimated();
+  second.estimate({ answered: true });
   second.end("resumed");
   live.finish(
     opts.fail

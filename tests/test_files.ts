@@ -36,7 +36,7 @@ async function testFilesIn(dir: URL): Promise<string[]> {
 
 /**
  * Seconds a file's tests took where over 1.5 (`deno task test` in a fresh clone on the 2-core
- * machine with one core burned, 2026-12-02, from the JUnit reports PULSEGATE_JUNIT_DIR asks
+ * machine, 2026-12-02, from the JUnit reports PULSEGATE_JUNIT_DIR asks
  * tests/run_suite.ts for); any other file counts as 1. Only the split between shards reads it: a
  * stale figure makes the shards less even, never a test wrong.
  */
@@ -87,12 +87,12 @@ export const FILE_SECONDS: Readonly<Record<string, number>> = {
   "open_mode_test.ts": 2,
   "chat_proxy_test.ts": 2,
   "process_test.ts": 2,
-  "history_writer_test.ts": 2,
+  "../db/history_writer_test.ts": 2,
   "history_crash_test.ts": 2,
   "deep_json_test.ts": 2,
-  "vertex_token_test.ts": 2,
+  "../gateway/formats/cloud/token_source_test.ts": 2,
   "start_cleanup_test.ts": 2,
-  "bedrock_format_test.ts": 2,
+  "../gateway/formats/bedrock/bedrock_test.ts": 2,
 };
 
 /**

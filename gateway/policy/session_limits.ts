@@ -98,11 +98,12 @@ export class SessionLimits {
     const name = sessionKey(opts.keyId, opts.sessionId);
     return {
       bill: (hop) => {
-        base.bill(hop);
+        const priced = base.bill(hop);
         const use = this.#tracked.get(name)?.use;
-        if (!use) return;
+        if (!use) return priced;
         use.tokens += billableAmount(hop.inputTokens) + billableAmount(hop.outputTokens);
-        use.costUsd += billableAmount(hop.costUsd);
+        use.costUsd += billableAmount(priced.costUsd);
+        return priced;
       },
     };
   }

@@ -20,7 +20,7 @@ export interface Behaviour {
   serve: "refused" | "reset_before_headers" | ((wire: Wire, text: string[]) => Script);
   /** How the faulty hop ends, in the gateway's words (gateway/forward/verdict.ts). */
   how: How;
-  /** What docs/design.md says follows; tests/verdict_test.ts holds the verdict table to it. */
+  /** What docs/design.md says follows; gateway/forward/verdict_test.ts holds the verdict table to it. */
   effect: Effect;
   /** Retried once on the same candidate before failing over. */
   retried?: boolean;
@@ -96,6 +96,8 @@ const broken = {
   code: "gw.upstream.unreachable",
 } as const;
 const bad = { effect: "fail_before", code: "gw.upstream.bad_response" } as const;
+/** A whole answer the gateway cannot read: the upstream's 502 when it is the last word, not a timeout. */
+const unreadable = { ...bad, how: "bad_response", status: 502 } as const;
 
 /** A Bedrock event-stream prelude announcing a message one byte over the event cap. */
 const OVERSIZED_PRELUDE = (() => {
@@ -177,7 +179,7 @@ export const FAULTS: Fault[] = [
   {
     name: "whitespace_only",
     stream: { serve: (wire) => sse(wire, [{ send: "  \n\n  \n" }]), how: "unfinished", ...bad },
-    whole: { serve: () => whole([{ send: "  \n\n  \n" }]), how: "bad_response", ...bad },
+    whole: { serve: () => whole([{ send: "  \n\n  \n" }]), ...unreadable },
   },
   {
     name: "content_then_silence",
@@ -243,8 +245,7 @@ export const FAULTS: Fault[] = [
     },
     whole: {
       serve: () => whole([{ send: "<html><b>oops</b></html>" }]),
-      how: "bad_response",
-      ...bad,
+      ...unreadable,
     },
   },
   {
@@ -261,8 +262,7 @@ export const FAULTS: Fault[] = [
     },
     whole: {
       serve: (wire, text) => whole([{ send: halfOf(wire.whole(text)) }]),
-      how: "bad_response",
-      ...bad,
+      ...unreadable,
     },
   },
   {

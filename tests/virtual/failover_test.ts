@@ -79,16 +79,30 @@ Deno.test("headers that never come time out the same way at 300 s, and are not r
 
 Deno.test("no candidate left before headers: timeout_status in OpenAI's format naming the chain", async () => {
   await using v = await startVirtualGateway({ upstreams: 2 });
-  v.ups[0]!.enqueue(headersNever);
-  v.ups[1]!.enqueue(whitespaceOnly);
+  v.ups[0]!.enqueue(whitespaceOnly);
+  v.ups[1]!.enqueue(headersNever);
   const got = await v.send(CHAT, ask(false));
   assert.equal(got.status, 504);
-  // up1 silent for 300 s, then up2's body of whitespace ends with no content at once.
+  // up1's body of whitespace ends with no content at once; up2 is silent for 300 s.
   assert.equal(got.headersAt, IDLE_MS);
   assert.equal(got.headers.get("x-pulsegate-error"), "upstream");
   assert.match(JSON.parse(got.text).error.message, /tried: up1 → up2/);
   const { request } = await v.row(got.headers.get("x-request-id")!);
   assert.equal(request.status, 504);
+  assert.equal(request.failureSource, "upstream");
+});
+
+Deno.test("no candidate left before headers, the last answering unreadably: the upstream's 502, not a timeout", async () => {
+  await using v = await startVirtualGateway({ upstreams: 2 });
+  v.ups[0]!.enqueue(headersNever);
+  v.ups[1]!.enqueue(whitespaceOnly);
+  const got = await v.send(CHAT, ask(false));
+  assert.equal(got.status, 502);
+  assert.equal(got.headersAt, IDLE_MS, "up1 given up on at 300 s, up2 unreadable at once");
+  assert.equal(got.headers.get("x-pulsegate-error-code"), "gw.upstream.bad_response");
+  assert.match(JSON.parse(got.text).error.message, /tried: up1 → up2/);
+  const { request } = await v.row(got.headers.get("x-request-id")!);
+  assert.equal(request.status, 502);
   assert.equal(request.failureSource, "upstream");
 });
 

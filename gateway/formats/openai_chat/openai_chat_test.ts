@@ -3,12 +3,12 @@
  * output), what it records as Chat-only, and what a Chat body cannot say.
  */
 import assert from "node:assert/strict";
-import { GatewayError } from "../gateway/runtime/gateway_error.ts";
-import type { IrRequest } from "../gateway/formats/ir.ts";
-import { parseAnthropicRequest } from "../gateway/formats/anthropic/request.ts";
-import { chatUpstream } from "../gateway/formats/openai_chat/mod.ts";
-import { chatRequestBody, parseChatRequest } from "../gateway/formats/openai_chat/request.ts";
-import { parseResponsesRequest } from "../gateway/formats/openai_responses/request.ts";
+import { GatewayError } from "../../runtime/gateway_error.ts";
+import type { IrRequest } from "../ir.ts";
+import { parseAnthropicRequest } from "../anthropic/request.ts";
+import { chatUpstream } from "./mod.ts";
+import { chatRequestBody, parseChatRequest } from "./request.ts";
+import { parseResponsesRequest } from "../openai_responses/request.ts";
 
 const base = { model: "smart", messages: [{ role: "user", content: "hi" }] };
 const schema = { type: "object", properties: { a: { type: "string" } }, required: ["a"] };

@@ -1,10 +1,5 @@
 import assert from "node:assert/strict";
-import {
-  formatSse,
-  SseDecoderStream,
-  type SseEvent,
-  SseParser,
-} from "../gateway/formats/sse_stream.ts";
+import { formatSse, SseDecoderStream, type SseEvent, SseParser } from "./sse_stream.ts";
 
 const STREAM = [
   ": keep-alive\n\n",

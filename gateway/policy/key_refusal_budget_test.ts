@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
-import { KeyRefusalBudget } from "../gateway/policy/key_refusal_budget.ts";
-import { clientDisconnected } from "../gateway/forward/stop_reasons.ts";
-import { LiveRequest } from "../gateway/live/live_request.ts";
-import { systemClock } from "../gateway/runtime/clock.ts";
-import { GatewayError } from "../gateway/runtime/gateway_error.ts";
-import { Metrics } from "../gateway/runtime/metrics.ts";
+import { KeyRefusalBudget } from "./key_refusal_budget.ts";
+import { clientDisconnected } from "../forward/stop_reasons.ts";
+import { LiveRequest } from "../live/live_request.ts";
+import { systemClock } from "../runtime/clock.ts";
+import { GatewayError } from "../runtime/gateway_error.ts";
+import { Metrics } from "../runtime/metrics.ts";
 
 /** docs/security.md "Refused floods": each key's budget of recorded refusals after auth. */
 

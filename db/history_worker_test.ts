@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { inProcessExecutor, workerExecutor } from "../db/batch_executor.ts";
-import { historyWorkerMain } from "../db/history_worker.ts";
-import { withTempDb } from "./db_helpers.ts";
+import { inProcessExecutor, workerExecutor } from "./batch_executor.ts";
+import { historyWorkerMain } from "./history_worker.ts";
+import { withTempDb } from "../tests/db_helpers.ts";
 
 Deno.test("the worker executor writes batches off the serving thread and reports SQLite codes", async () => {
   await withTempDb(async ({ db, url }) => {

@@ -1,13 +1,13 @@
 import assert from "node:assert/strict";
-import { inProcessExecutor } from "../db/batch_executor.ts";
-import { getRequest } from "../db/history_queries.ts";
-import { HistoryWriter } from "../db/history_writer.ts";
-import { migrate } from "../db/migrate.ts";
-import { systemClock } from "../gateway/runtime/clock.ts";
-import type { Logger } from "../gateway/runtime/logger.ts";
-import { DatabaseReadiness } from "../gateway/start/database_readiness.ts";
-import { gated } from "../gateway/start/open_history.ts";
-import { requestRecord, withTempDb } from "./db_helpers.ts";
+import { inProcessExecutor } from "../../db/batch_executor.ts";
+import { getRequest } from "../../db/history_queries.ts";
+import { HistoryWriter } from "../../db/history_writer.ts";
+import { migrate } from "../../db/migrate.ts";
+import { systemClock } from "../runtime/clock.ts";
+import type { Logger } from "../runtime/logger.ts";
+import { DatabaseReadiness } from "./database_readiness.ts";
+import { gated } from "./open_history.ts";
+import { requestRecord, withTempDb } from "../../tests/db_helpers.ts";
 
 /**
  * docs/deploy.md: a remote database away at start. No sqld runs here, so the return is played

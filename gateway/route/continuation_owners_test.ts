@@ -5,22 +5,18 @@
  * cannot answer.
  */
 import assert from "node:assert/strict";
-import type { Db } from "../db/client.ts";
+import type { Db } from "../../db/client.ts";
 import {
   bindContinuationOwners,
   countContinuationOwners,
   findContinuationOwner,
-} from "../db/continuation_owners_store.ts";
-import {
-  ContinuationOwners,
-  digestOf,
-  MAX_CONTINUATION_CHARS,
-} from "../gateway/route/continuation_owners.ts";
-import type { Clock } from "../gateway/runtime/clock.ts";
-import { GatewayError } from "../gateway/runtime/gateway_error.ts";
-import { createLogger } from "../gateway/runtime/logger.ts";
-import { withTempDb } from "./db_helpers.ts";
-import { eventually } from "./harness.ts";
+} from "../../db/continuation_owners_store.ts";
+import { ContinuationOwners, digestOf, MAX_CONTINUATION_CHARS } from "./continuation_owners.ts";
+import type { Clock } from "../runtime/clock.ts";
+import { GatewayError } from "../runtime/gateway_error.ts";
+import { createLogger } from "../runtime/logger.ts";
+import { withTempDb } from "../../tests/db_helpers.ts";
+import { eventually } from "../../tests/harness.ts";
 
 /** A clock the test moves: `at.now` is the time. */
 function movableClock(at: { now: number }): Clock {

@@ -1,18 +1,18 @@
-import { eventually } from "./harness.ts";
+import { eventually } from "../tests/harness.ts";
 import assert from "node:assert/strict";
-import { countRequests, getRequest, listAttempts, requestExists } from "../db/history_queries.ts";
+import { countRequests, getRequest, listAttempts, requestExists } from "./history_queries.ts";
 import type { InStatement } from "@libsql/client";
-import { inProcessExecutor } from "../db/batch_executor.ts";
-import { HistoryWriter } from "../db/history_writer.ts";
-import { closeInterruptedRows, heartbeat, registerInstance } from "../db/instances.ts";
-import type { RequestRecord } from "../db/records.ts";
+import { inProcessExecutor } from "./batch_executor.ts";
+import { HistoryWriter } from "./history_writer.ts";
+import { closeInterruptedRows, heartbeat, registerInstance } from "./instances.ts";
+import type { RequestRecord } from "./records.ts";
 import {
   attemptRecord,
   lockDatabase,
   manualTimers,
   requestRecord,
   withTempDb,
-} from "./db_helpers.ts";
+} from "../tests/db_helpers.ts";
 
 const closed = requestRecord({
   state: "closed",

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import type { RequestDetail } from "../admin/api_types.ts";
-import { axisTicks, describeBar, layoutTimeline } from "../admin/client/timeline.ts";
-import { attemptRecord, requestRecord } from "./db_helpers.ts";
+import type { RequestDetail } from "../api_types.ts";
+import { axisTicks, describeBar, layoutTimeline } from "./timeline.ts";
+import { attemptRecord, requestRecord } from "../../tests/db_helpers.ts";
 
 const T0 = 1_000_000;
 

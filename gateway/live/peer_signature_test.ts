@@ -1,13 +1,13 @@
 import assert from "node:assert/strict";
-import { scopeFromJson } from "../gateway/live/abort_scope.ts";
-import { SeenSignatures } from "../gateway/live/peer_scope.ts";
+import { scopeFromJson } from "./abort_scope.ts";
+import { SeenSignatures } from "./peer_scope.ts";
 import {
   PEER_SIGNATURE_HEADER,
   PEER_SIGNATURE_WINDOW_MS,
   PEER_TIMESTAMP_HEADER,
   signPeerCall,
   verifyPeerCall,
-} from "../gateway/live/peer_signature.ts";
+} from "./peer_signature.ts";
 
 const call = { method: "POST", path: "/request/r-1/abort", body: '{"scope":{"admin":true}}' };
 const NOW = 1_800_000_000_000;

@@ -4,20 +4,10 @@
  * holds as many inputs as fit the answer cap.
  */
 import assert from "node:assert/strict";
-import {
-  base64Of,
-  floatsText,
-  vectorBody,
-  vectorOf,
-} from "../gateway/formats/embedding_vectors.ts";
-import {
-  answerCap,
-  EMBED_LIMITS,
-  type EmbedRequest,
-  VectorTally,
-} from "../gateway/formats/embeddings.ts";
-import { openAiEmbedUpstream } from "../gateway/formats/openai_chat/embeddings.ts";
-import { UPSTREAM_CAPS } from "../gateway/formats/upstream_caps.ts";
+import { base64Of, floatsText, vectorBody, vectorOf } from "./embedding_vectors.ts";
+import { answerCap, EMBED_LIMITS, type EmbedRequest, VectorTally } from "./embeddings.ts";
+import { openAiEmbedUpstream } from "./openai_chat/embeddings.ts";
+import { UPSTREAM_CAPS } from "./upstream_caps.ts";
 
 const opts = { upstream: "up" };
 

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import type { AttemptRecord } from "../db/records.ts";
-import { memoryHistoryPage, memoryRequestDetail } from "../admin/memory_history.ts";
-import { attemptRecord, requestRecord } from "./db_helpers.ts";
+import { memoryHistoryPage, memoryRequestDetail } from "./memory_history.ts";
+import { attemptRecord, requestRecord } from "../tests/db_helpers.ts";
 
 const rows = {
   requests: [

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { Metrics } from "../gateway/runtime/metrics.ts";
+import { Metrics } from "./metrics.ts";
 
 /** The sample lines of one metric family, by their name and labels. */
 function samples(text: string, family: string): Map<string, number> {

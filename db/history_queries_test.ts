@@ -7,10 +7,10 @@ import {
   listRequests,
   type ListRequestsOptions,
   listRequestsStatement,
-} from "../db/history_queries.ts";
-import { HistoryWriter } from "../db/history_writer.ts";
-import type { AttemptRecord, RequestRecord } from "../db/records.ts";
-import { attemptRecord, manualTimers, requestRecord, withTempDb } from "./db_helpers.ts";
+} from "./history_queries.ts";
+import { HistoryWriter } from "./history_writer.ts";
+import type { AttemptRecord, RequestRecord } from "./records.ts";
+import { attemptRecord, manualTimers, requestRecord, withTempDb } from "../tests/db_helpers.ts";
 
 const ROUTES = ["smart", "fast"] as const;
 const UPSTREAMS = ["claude", "openai", "gemini"] as const;

@@ -1,10 +1,10 @@
 import assert from "node:assert/strict";
-import { localFilePath, openDatabase } from "../db/client.ts";
-import { getRequest } from "../db/history_queries.ts";
-import { HistoryWriter } from "../db/history_writer.ts";
-import { migrate } from "../db/migrate.ts";
-import { type Migration, MIGRATIONS } from "../db/migrations.ts";
-import { manualTimers, requestRecord, withTempDb } from "./db_helpers.ts";
+import { localFilePath, openDatabase } from "./client.ts";
+import { getRequest } from "./history_queries.ts";
+import { HistoryWriter } from "./history_writer.ts";
+import { migrate } from "./migrate.ts";
+import { type Migration, MIGRATIONS } from "./migrations.ts";
+import { manualTimers, requestRecord, withTempDb } from "../tests/db_helpers.ts";
 
 /** The version a new, test-only migration gets: one past the last shipped one. */
 const LATEST = MIGRATIONS.at(-1)!.version;

@@ -1,13 +1,13 @@
 import assert from "node:assert/strict";
-import { bedrockStreamException, decodeBedrockError } from "../gateway/formats/bedrock/errors.ts";
-import { bedrockUpstream } from "../gateway/formats/bedrock/mod.ts";
-import { converseRequestBody, converseUrl } from "../gateway/formats/bedrock/request.ts";
-import { signedPost } from "../gateway/formats/bedrock/sign.ts";
-import { eventStreamCodec } from "../gateway/formats/bedrock/stream.ts";
-import { type BedrockUpstream, type Config, ConfigSchema } from "../gateway/config/schema.ts";
-import type { UpstreamCall, UpstreamFrame } from "../gateway/formats/format.ts";
-import { GatewayError } from "../gateway/runtime/gateway_error.ts";
-import type { IrEvent, IrFinishReason, IrRequest } from "../gateway/formats/ir.ts";
+import { bedrockStreamException, decodeBedrockError } from "./errors.ts";
+import { bedrockUpstream } from "./mod.ts";
+import { converseRequestBody, converseUrl } from "./request.ts";
+import { signedPost } from "./sign.ts";
+import { eventStreamCodec } from "./stream.ts";
+import { type BedrockUpstream, type Config, ConfigSchema } from "../../config/schema.ts";
+import type { UpstreamCall, UpstreamFrame } from "../format.ts";
+import { GatewayError } from "../../runtime/gateway_error.ts";
+import type { IrEvent, IrFinishReason, IrRequest } from "../ir.ts";
 import {
   bedrockEvent,
   bedrockException,
@@ -17,7 +17,7 @@ import {
   errorBody,
   errorHeaders,
   verifySigV4,
-} from "./fake_upstreams/bedrock_script.ts";
+} from "../../../tests/fake_upstreams/bedrock_script.ts";
 
 const creds = {
   accessKeyId: "AKIDEXAMPLE",

@@ -7,11 +7,11 @@
  * between a minute and an hour.
  */
 import assert from "node:assert/strict";
-import { fetchAccessToken, readServiceAccount } from "../gateway/formats/cloud/service_account.ts";
-import { TokenSource } from "../gateway/formats/cloud/token_source.ts";
-import { GatewayError } from "../gateway/runtime/gateway_error.ts";
-import { eventually } from "./harness.ts";
-import { type FakeOAuth, startFakeOAuth } from "./fake_upstreams/fake_oauth.ts";
+import { fetchAccessToken, readServiceAccount } from "./service_account.ts";
+import { TokenSource } from "./token_source.ts";
+import { GatewayError } from "../../runtime/gateway_error.ts";
+import { eventually } from "../../../tests/harness.ts";
+import { type FakeOAuth, startFakeOAuth } from "../../../tests/fake_upstreams/fake_oauth.ts";
 
 const MINUTE = 60_000;
 

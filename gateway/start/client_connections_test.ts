@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
-import { readBodyBytes } from "../gateway/accept/body_bytes.ts";
-import { ClientConnections } from "../gateway/start/client_connections.ts";
-import type { ConnectionHandler, ConnectionServer } from "../gateway/start/serve_on_connection.ts";
+import { readBodyBytes } from "../accept/body_bytes.ts";
+import { ClientConnections } from "./client_connections.ts";
+import type { ConnectionHandler, ConnectionServer } from "./serve_on_connection.ts";
 
 /**
  * docs/deploy.md "Connection limits", the bookkeeping alone: a clock the test moves, fake

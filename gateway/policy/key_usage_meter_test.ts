@@ -1,14 +1,13 @@
 import assert from "node:assert/strict";
 import type { InStatement, TransactionMode } from "@libsql/client";
-import type { Db } from "../db/client.ts";
-import { admitUnderKeyLimits } from "../gateway/policy/key_limits.ts";
-import { KeyUsageMeter } from "../gateway/policy/key_usage_meter.ts";
-import type { GatewayKey } from "../gateway/config/schema.ts";
-import type { Logger } from "../gateway/runtime/logger.ts";
-import { systemClock } from "../gateway/runtime/clock.ts";
-import { Metrics } from "../gateway/runtime/metrics.ts";
-import { withTempDb } from "./db_helpers.ts";
-import { TEST_SCALE } from "./harness.ts";
+import type { Db } from "../../db/client.ts";
+import { admitUnderKeyLimits } from "./key_limits.ts";
+import { KeyUsageMeter } from "./key_usage_meter.ts";
+import type { GatewayKey } from "../config/schema.ts";
+import type { Logger } from "../runtime/logger.ts";
+import { Metrics } from "../runtime/metrics.ts";
+import { withTempDb } from "../../tests/db_helpers.ts";
+import { VirtualClock } from "../../tests/virtual_clock.ts";
 
 /** docs/scaling.md "Shared through libSQL": two meters on one database stand for two instances. */
 
@@ -16,12 +15,14 @@ const sum = (rows: { kind: string; requests: number }[]) =>
   rows.filter((r) => r.kind === "second").reduce((n, r) => n + r.requests, 0);
 const cost = (rows: { kind: string; costUsd: number }[]) =>
   rows.filter((r) => r.kind === "day").reduce((n, r) => n + r.costUsd, 0);
-// Past the read cache (1 s configured, 10 ms at the test scale) with a wide margin.
-const pastCache = () => new Promise((r) => setTimeout(r, 60));
+/** How long a read of the shared counters serves (key_usage_meter.ts `CACHE_MS`). */
+const CACHE_MS = 1_000;
+/** Moves the test's clock to the end of the read cache, to the millisecond. */
+const pastCache = (clock: VirtualClock) => clock.advance(CACHE_MS);
 
 Deno.test("meter: own use counts at once, another instance's after its next read, never twice", async () => {
   await withTempDb(async ({ db }) => {
-    const clock = systemClock(TEST_SCALE);
+    const clock = new VirtualClock();
     const a = new KeyUsageMeter({ db, clock });
     const b = new KeyUsageMeter({ db, clock });
     await a.refresh(["k"]);
@@ -32,22 +33,25 @@ Deno.test("meter: own use counts at once, another instance's after its next read
     await b.refresh(["k"]);
     assert.equal(sum(b.rows("k")), 2, "B reads A's written use");
     assert.equal(cost(b.rows("k")), 0.5);
-    await pastCache();
+    pastCache(clock);
     await a.refresh(["k"]);
     assert.equal(sum(a.rows("k")), 2, "a fresh read includes A's own writes once");
     b.add("k", { requests: 1 });
     await b.flush();
     assert.equal(sum(a.rows("k")), 2, "A's cached read does not see B yet");
-    await pastCache();
+    clock.advance(CACHE_MS - 1);
     await a.refresh(["k"]);
-    assert.equal(sum(a.rows("k")), 3, "and does after its next read");
+    assert.equal(sum(a.rows("k")), 2, "nor 1 ms before its cache ends");
+    clock.advance(1);
+    await a.refresh(["k"]);
+    assert.equal(sum(a.rows("k")), 3, "and does at its next read, a second after the last");
     assert.equal(sum(a.rows("other")), 0);
   });
 });
 
 Deno.test("meter: a database that fails keeps the use counted here and writes it later", async () => {
   await withTempDb(async ({ db }) => {
-    const clock = systemClock(TEST_SCALE);
+    const clock = new VirtualClock();
     let down = true;
     const client = new Proxy(db.client, {
       get: (target, name) =>
@@ -69,7 +73,7 @@ Deno.test("meter: a database that fails keeps the use counted here and writes it
     a.add("k", { requests: 1 });
     await a.flush();
     assert.equal(await stored(), 2, "the earlier use went with the next write");
-    await pastCache();
+    pastCache(clock);
     await a.refresh(["k"]);
     assert.equal(sum(a.rows("k")), 2, "counted once after the read");
   });
@@ -91,14 +95,14 @@ function failingReads(db: Db, down = () => true): Db {
 
 Deno.test("meter: while reads fail and writes succeed, this process's own use still counts", async () => {
   await withTempDb(async ({ db }) => {
-    const clock = systemClock(TEST_SCALE);
+    const clock = new VirtualClock();
     let down = true;
     const meter = new KeyUsageMeter({ db: failingReads(db, () => down), clock });
     for (let i = 0; i < 4; i++) {
       await meter.refresh(["k"]);
       meter.add("k", { requests: 1, costUsd: 0.25 });
       await meter.flush();
-      await pastCache();
+      pastCache(clock);
     }
     await meter.refresh(["k"]);
     assert.equal(sum(meter.rows("k")), 4, "every written request is still counted here");
@@ -108,7 +112,7 @@ Deno.test("meter: while reads fail and writes succeed, this process's own use st
     );
     assert.equal(Number(stored.rows[0]?.n), 4, "and written");
     down = false;
-    await pastCache();
+    pastCache(clock);
     await meter.refresh(["k"]);
     assert.equal(sum(meter.rows("k")), 4, "once reads are back, counted once");
     assert.equal(cost(meter.rows("k")), 1);
@@ -117,7 +121,7 @@ Deno.test("meter: while reads fail and writes succeed, this process's own use st
 
 Deno.test("meter: rpm holds while reads fail and writes succeed", async () => {
   await withTempDb(async ({ db }) => {
-    const clock = systemClock(TEST_SCALE);
+    const clock = new VirtualClock();
     const meter = new KeyUsageMeter({ db: failingReads(db), clock });
     const key = { id: "k", key_env: "K", rpm: 3 } as GatewayKey;
     const verdicts: string[] = [];
@@ -128,7 +132,7 @@ Deno.test("meter: rpm holds while reads fail and writes succeed", async () => {
       );
       verdicts.push(verdict);
       await meter.flush();
-      await pastCache();
+      pastCache(clock);
     }
     assert.deepEqual(verdicts, [
       ...Array(3).fill("admitted"),
@@ -152,10 +156,18 @@ Deno.test("meter: a failing read is retried once per cache period, and logged on
     });
     const events: string[] = [];
     const log: Logger = { event: (name) => void events.push(name) };
-    // Scale 1: the cache lasts a real second, far longer than these refreshes take.
-    const meter = new KeyUsageMeter({ db: { ...db, client }, clock: systemClock(1), log });
-    for (let i = 0; i < 10; i++) await meter.refresh(["k"]);
+    const clock = new VirtualClock();
+    const meter = new KeyUsageMeter({ db: { ...db, client }, clock, log });
+    for (let i = 0; i < 10; i++) {
+      await meter.refresh(["k"]);
+      clock.advance(99);
+    }
+    clock.advance(CACHE_MS - 1 - 990);
+    await meter.refresh(["k"]);
     assert.equal(reads, 1, "not one read per request while the database fails them");
+    clock.advance(1);
+    await meter.refresh(["k"]);
+    assert.equal(reads, 2, "asked again once the failed read's second is over");
     assert.deepEqual(events, ["key_usage.read_failed"]);
   });
 });
@@ -182,7 +194,7 @@ function refusingKey(db: Db, bad: string) {
 
 Deno.test("meter: a row the database refuses never holds back other keys' rows, and is set aside after its tries", async () => {
   await withTempDb(async ({ db }) => {
-    const clock = systemClock(TEST_SCALE);
+    const clock = new VirtualClock();
     const { refused, writes } = refusingKey(db, "bad");
     const events: { name: string; fields: Record<string, unknown> }[] = [];
     const log = {
@@ -225,13 +237,14 @@ Deno.test("meter: a row the database refuses never holds back other keys' rows, 
 
 Deno.test("meter: an amount that is not finite and 0 or more counts as 0, so a budget is never NaN nor credited", async () => {
   await withTempDb(async ({ db }) => {
-    const meter = new KeyUsageMeter({ db, clock: systemClock(TEST_SCALE) });
+    const clock = new VirtualClock();
+    const meter = new KeyUsageMeter({ db, clock });
     meter.add("k", { requests: 1, tokens: Infinity, costUsd: NaN });
     meter.add("k", { requests: 1, tokens: -5, costUsd: -999.99 });
     meter.add("k", { requests: 1, tokens: 10, costUsd: 0.5 });
     assert.equal(cost(meter.rows("k")), 0.5);
     await meter.flush();
-    await pastCache();
+    pastCache(clock);
     await meter.refresh(["k"]);
     assert.equal(cost(meter.rows("k")), 0.5);
     assert.equal(sum(meter.rows("k")), 3);

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { boundedMemo, onePer } from "../gateway/runtime/memo.ts";
+import { boundedMemo, onePer } from "./memo.ts";
 
 Deno.test("boundedMemo makes each answer once, keeps null answers, and starts over when full", () => {
   const made: string[] = [];

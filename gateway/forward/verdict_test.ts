@@ -3,20 +3,33 @@
  * table, and every cell of the table itself. Pure: no gateway, no network, milliseconds.
  */
 import assert from "node:assert/strict";
-import { type How, type Place, verdictFor, VERDICTS } from "../gateway/forward/verdict.ts";
-import { retryWait } from "../gateway/forward/verdict.ts";
-import { statusEnding, thrownEnding } from "../gateway/forward/hop_ending.ts";
-import { upstreamStatusError } from "../gateway/formats/upstream_error.ts";
+import {
+  type Final,
+  finalStatus,
+  type How,
+  type Place,
+  type ProbeEnd,
+  probeEnd,
+  retryWait,
+  STATUS_ENDINGS,
+  verdictFor,
+  VERDICTS,
+} from "./verdict.ts";
+import type { Charge } from "../route/cooldown_levels.ts";
+import { sortStatus } from "../formats/upstream_status.ts";
+import { decodeBedrockError } from "../formats/bedrock/errors.ts";
+import { statusEnding, thrownEnding } from "./hop_ending.ts";
+import { upstreamStatusError } from "../formats/upstream_error.ts";
 import {
   abortedByOperator,
   clientDisconnected,
   deadlineExceeded,
   idleTimeout,
   shuttingDown,
-} from "../gateway/forward/stop_reasons.ts";
-import { hedgeLost } from "../gateway/forward/hedge_lane.ts";
-import { GatewayError } from "../gateway/runtime/gateway_error.ts";
-import { FAULTS } from "./fault_matrix/faults.ts";
+} from "./stop_reasons.ts";
+import { hedgeLost } from "./hedge_lane.ts";
+import { GatewayError } from "../runtime/gateway_error.ts";
+import { FAULTS } from "../../tests/fault_matrix/faults.ts";
 
 const HOWS = Object.keys(VERDICTS) as How[];
 const REQUEST_STOPS: How[] = ["aborted", "client_gone", "shutdown", "hedge_lost"];
@@ -42,6 +55,11 @@ for (const fault of FAULTS) {
           assert.equal(v.step, b.retried ? "retry" : "next");
           assert.equal(v.outcome, b.slow ? "idle_timeout" : "error");
           assert.ok(v.cooldown, "a failure before content is charged to the upstream");
+          // What the client gets when this is the last candidate's failure, as the fault table says.
+          if (v.final !== "said") {
+            const error = new GatewayError("x", { code: b.code ?? "gw.upstream.error" });
+            assert.equal(finalStatus(v.final, error, { timeoutStatus: 504 }), b.status ?? 504);
+          }
           break;
         case "fail_after":
           assert.equal(v.step, "stop");
@@ -152,7 +170,7 @@ Deno.test("endings: an upstream's status says how its hop ended", () => {
     [529, "overloaded"],
   ];
   for (const [status, how] of cases) {
-    assert.equal(statusEnding(status, upstreamStatusError(status)).how, how, String(status));
+    assert.equal(statusEnding(upstreamStatusError(status)).how, how, String(status));
   }
 });
 
@@ -216,7 +234,7 @@ Deno.test("verdict: the gateway's own fault in a hop moves on to the next candid
 
 Deno.test("verdict: a replay that diverged moves on to the next candidate, uncharged, and is recorded as such", () => {
   const v = verdictFor("replay_diverged", { content: false, resuming: true, overflow: false });
-  assert.deepEqual(v, { step: "next", outcome: "replay_diverged" });
+  assert.deepEqual(v, { step: "next", outcome: "replay_diverged", final: "timeout" });
   // Nothing is compared once a replay's content reaches the client: a divergence then is no step.
   const after = verdictFor("replay_diverged", { content: true, resuming: true, overflow: false });
   assert.deepEqual([after.step, after.resumable], ["stop", undefined]);
@@ -252,6 +270,7 @@ Deno.test("verdict: whose cooldown each failure before content is charged to, th
     step: "next",
     outcome: "error",
     cooldown: "member",
+    final: "own",
   });
   assert.deepEqual(verdictFor("model_missing", plain(true)), { step: "stop", outcome: "error" });
 });
@@ -261,7 +280,168 @@ Deno.test("endings: a 4xx that says the model the hop sent is not there is the m
     error: { message: "The model `cheap` does not exist", code: "model_not_found" },
   });
   const error = upstreamStatusError(404, { kind: "openai-chat", body });
-  assert.equal(statusEnding(404, error, { model: "cheap" }).how, "model_missing");
-  assert.equal(statusEnding(404, error, { model: "dear" }).how, "rejected");
-  assert.equal(statusEnding(404, error).how, "rejected");
+  assert.equal(statusEnding(error, { model: "cheap" }).how, "model_missing");
+  assert.equal(statusEnding(error, { model: "dear" }).how, "rejected");
+  assert.equal(statusEnding(error).how, "rejected");
+});
+
+/**
+ * Each row's edges, written out by hand from docs/design.md: `final`, the status the client gets
+ * when the row's hop before content is the route's last word (none where the row stops or
+ * answers); `overflow`, whether a context-length refusal moves on to a larger window; `probe`,
+ * what a probe holding its upstream's level tells when it ends so; `resumes`, whether a break
+ * after content is one mid-stream resume mends.
+ */
+const EDGES: Record<How, { final?: Final; overflow?: true; probe: ProbeEnd; resumes: boolean }> = {
+  answered: { probe: "ok", resumes: false },
+  rejected: { overflow: true, probe: "released", resumes: false },
+  // The member's fault: nothing of its upstream, whose probe goes back.
+  model_missing: { final: "own", probe: "released", resumes: false },
+  rate_limited: { final: "own", probe: "failed", resumes: true },
+  overloaded: { final: "timeout", probe: "failed", resumes: true },
+  refused: { final: "timeout", probe: "failed", resumes: true },
+  connection: { final: "timeout", probe: "failed", resumes: true },
+  stream_error: { final: "said", overflow: true, probe: "failed", resumes: true },
+  // The known wrong case: a bad answer from the last candidate was a 504; it is the upstream's 502.
+  bad_response: { final: "own", probe: "failed", resumes: true },
+  unfinished: { final: "timeout", probe: "failed", resumes: true },
+  idle_timeout: { final: "timeout", probe: "failed", resumes: true },
+  first_content_timeout: { final: "timeout", probe: "failed", resumes: true },
+  deadline: { final: "timeout", probe: "failed", resumes: false },
+  caller_input: { probe: "released", resumes: false },
+  gateway_fault: { final: "timeout", probe: "released", resumes: false },
+  aborted: { probe: "released", resumes: false },
+  client_gone: { probe: "released", resumes: false },
+  shutdown: { probe: "released", resumes: false },
+  hedge_lost: { probe: "released", resumes: false },
+  replay_diverged: { final: "timeout", probe: "released", resumes: false },
+};
+
+/** A probe holding the upstream's level only: a charge reaches it unless it is the member's alone. */
+const upstreamTicket = (charge: Charge) => charge !== "member";
+const ALL_PLACES: Place[] = PLACES.flatMap((p) =>
+  [false, true].flatMap((probing) => [false, true].map((stopped) => ({ ...p, probing, stopped })))
+);
+
+for (const how of HOWS) {
+  const edges = EDGES[how];
+  Deno.test(`verdict row ${how}: its final status, overflow, probe and resume edges are the table's`, () => {
+    const before = verdictFor(how, plain(false));
+    assert.equal(before.final, edges.final, "the client's status when it is the last word");
+    // Every cell that moves on names what the client gets if nothing is left; no other does.
+    for (const place of ALL_PLACES) {
+      const v = verdictFor(how, place);
+      const movesOn = v.step === "next" || v.step === "retry";
+      assert.equal(v.final !== undefined, movesOn, `final in ${JSON.stringify(place)}`);
+      // Only an overflow before content picks the next candidate by its window.
+      const larger = !place.content && place.overflow && edges.overflow === true;
+      assert.equal(v.onward, larger ? "larger_window" : undefined, JSON.stringify(place));
+      if (larger) assert.deepEqual([v.step, v.final, v.cooldown], ["next", "own", undefined]);
+      // A request stopped itself resumes nothing; otherwise the row says.
+      const resumes = place.content && !place.stopped && edges.resumes &&
+        !(place.resuming && how === "answered");
+      assert.equal(v.resumable === true, resumes, `resumable in ${JSON.stringify(place)}`);
+    }
+    const content = how === "answered";
+    const probed = verdictFor(how, { ...plain(content), probing: true });
+    assert.equal(probeEnd(probed, { content, reaches: upstreamTicket }), edges.probe);
+  });
+}
+
+Deno.test("probe: one never sent is given back uncounted, whatever the table holds", () => {
+  assert.equal(probeEnd(null, { content: false, reaches: () => true }), "unsent");
+});
+
+Deno.test("status sort: one sort gives both the error's code and the hop's ending, for every status", () => {
+  for (let status = 100; status < 600; status++) {
+    const error = upstreamStatusError(status, { kind: "openai-chat" });
+    const how = statusEnding(error).how;
+    assert.equal(error.statusSort, sortStatus(status), String(status));
+    assert.equal(how, STATUS_ENDINGS[sortStatus(status)], String(status));
+    // Whose fault the error says and how the hop ended agree: only the caller's is passed back.
+    assert.equal(error.source === "client", how === "rejected", String(status));
+    assert.equal(error.code === "gw.upstream.rate_limited", how === "rate_limited", String(status));
+    assert.equal(error.code === "gw.upstream.credentials", status === 401 || status === 403);
+  }
+  // Retried on the same candidate: a rate limit and an overload, nothing else.
+  const retried = [...Array(500).keys()].map((i) => i + 100).filter((status) =>
+    verdictFor(statusEnding(upstreamStatusError(status)).how, plain(false)).step === "retry"
+  );
+  assert.deepEqual(retried, [429, 500, 502, 503, 504, 529]);
+});
+
+Deno.test("status sort: a 408 is the upstream's own timeout: failed over at once, charged, never the caller's", () => {
+  const error = upstreamStatusError(408, {
+    kind: "openai-chat",
+    body: '{"error":{"message":"t"}}',
+  });
+  assert.deepEqual([error.source, error.code, error.status], [
+    "upstream",
+    "gw.upstream.error",
+    502,
+  ]);
+  const v = verdictFor(statusEnding(error).how, plain(false));
+  assert.deepEqual([v.step, v.cooldown, v.final], ["next", "both", "timeout"]);
+});
+
+Deno.test("status sort: Bedrock's model failure answered with a 4xx is the upstream's, sorted as its status otherwise", () => {
+  const failure = (status: number) =>
+    statusEnding(decodeBedrockError(status, '{"message":"boom"}', {
+      errorType: "ModelErrorException",
+    })).how;
+  assert.equal(failure(424), "refused");
+  assert.equal(failure(400), "refused");
+  assert.equal(failure(500), "overloaded");
+  assert.equal(failure(429), "rate_limited");
+});
+
+Deno.test("final status: timeout_status unless the last word is final; a bad answer is the upstream's 502", () => {
+  const timeout = { timeoutStatus: 504 };
+  const bad = new GatewayError("not JSON", { code: "gw.upstream.bad_response" });
+  assert.equal(finalStatus(verdictFor("bad_response", plain(false)).final, bad, timeout), 502);
+  const oversized = new GatewayError("over the cap", { code: "gw.upstream.oversized" });
+  assert.equal(finalStatus("own", oversized, { timeoutStatus: 503 }), 502);
+  const overloaded = upstreamStatusError(503, { kind: "openai-chat" });
+  assert.equal(finalStatus(verdictFor("overloaded", plain(false)).final, overloaded, timeout), 504);
+  const limited = upstreamStatusError(429, { kind: "openai-chat", retryAfterSecs: 2 });
+  assert.equal(finalStatus(verdictFor("rate_limited", plain(false)).final, limited, timeout), 429);
+  // A stream's error: its own status when it is a rate limit or a prompt too long, else a timeout.
+  const said = verdictFor("stream_error", plain(false)).final;
+  assert.equal(finalStatus(said, limited, timeout), 429);
+  const tooLong = upstreamStatusError(400, {
+    kind: "openai-chat",
+    body: JSON.stringify({ error: { message: "too long", code: "context_length_exceeded" } }),
+  });
+  assert.equal(finalStatus(said, tooLong, timeout), 400);
+  assert.equal(finalStatus(said, upstreamStatusError(500, { kind: "openai-chat" }), timeout), 504);
+  assert.equal(finalStatus(undefined, bad, timeout), 504, "no verdict: a timeout");
+});
+
+Deno.test("docs: docs/design.md's verdict table says what the code's table says, row by row", async () => {
+  const text = await Deno.readTextFile(new URL("../../docs/design.md", import.meta.url));
+  const section = text.slice(text.indexOf("### The verdict table"), text.indexOf("## Pools"));
+  const finals: Record<Final, string> = {
+    timeout: "`timeout_status`",
+    own: "its own status",
+    said: "its own if a rate limit, too long or no model, else timeout",
+  };
+  const documented = new Map<How, string[]>();
+  for (const line of section.split("\n").filter((l) => l.startsWith("| `"))) {
+    const [name = "", ...cells] = line.split("|").slice(1, -1).map((cell) => cell.trim());
+    for (const [, how] of (name.split(":")[0] ?? "").matchAll(/`(\w+)`/g)) {
+      assert.ok(!documented.has(how as How), `${how} documented twice`);
+      documented.set(how as How, cells);
+    }
+  }
+  assert.deepEqual([...documented.keys()].sort(), [...HOWS].sort());
+  for (const how of HOWS) {
+    const before = verdictFor(how, plain(false));
+    const after = verdictFor(how, plain(true));
+    assert.deepEqual(documented.get(how), [
+      before.step,
+      after.resumable ? `${after.step}, resumable` : after.step,
+      before.cooldown ?? "—",
+      before.final ? finals[before.final] : "—",
+    ], how);
+  }
 });

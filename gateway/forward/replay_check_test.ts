@@ -4,9 +4,9 @@
  * ignored, no normalisation. Pure: no gateway, microseconds.
  */
 import assert from "node:assert/strict";
-import type { IrEvent } from "../gateway/formats/ir.ts";
-import { ReplayCheck, type ReplayStep } from "../gateway/forward/replay_check.ts";
-import { RESUME_HELD_CHARS, StreamResume } from "../gateway/forward/stream_resume.ts";
+import type { IrEvent } from "../formats/ir.ts";
+import { ReplayCheck, type ReplayStep } from "./replay_check.ts";
+import { RESUME_HELD_CHARS, StreamResume } from "./stream_resume.ts";
 
 /** What the client has after `events` went out, as a replay of it is checked. */
 function checkAfter(events: IrEvent[]): ReplayCheck {
