@@ -27,7 +27,15 @@ import {
 } from "./config_admin.ts";
 import { configVersionsApi } from "./config_versions_api.ts";
 import { adminGuard, requireJson } from "./guard.ts";
-import { HEALTH_SAMPLE_LIMIT, HEALTH_WINDOW_MS, healthView } from "./health.ts";
+import {
+  HEALTH_SAMPLE_LIMIT,
+  HEALTH_WINDOW_MS,
+  type HealthInputs,
+  healthView,
+  mcpReplicas,
+} from "./health.ts";
+import type { McpState } from "../gateway/mcp/mcp_state.ts";
+import type { Config } from "../gateway/config/schema.ts";
 import { historyPage, type LiveRecord, parseHistoryQuery, requestDetail } from "./history_api.ts";
 import { liveEvents } from "./live_events.ts";
 import { databaseErrorHandler } from "./database_errors.ts";
@@ -73,6 +81,8 @@ export interface AdminDeps extends AccessDeps {
   sessionLimits?: SessionLimits;
   /** The fences operators' aborts left (docs/admin.md "Fences"). */
   fences?: Fences;
+  /** The tool servers' replicas, shown in the health view like upstreams (docs/mcp.md). */
+  mcp?: McpState;
 }
 
 /** Config documents are small; anything near this is a mistake, not a config. */
@@ -130,7 +140,10 @@ export function adminRoutes(deps: AdminDeps): Hono {
   mountHistory(app, deps);
   app.get("/admin/api/health", async (c) => {
     const now = deps.clock.now();
-    const upstreams = deps.state.config?.upstreams.map((u) => u.id) ?? [];
+    const upstreams = [
+      ...deps.state.config?.upstreams.map((u) => u.id) ?? [],
+      ...(deps.mcp ? mcpReplicas(deps.state.config).map((r) => r.label) : []),
+    ];
     const recent = await recentAttempts(deps.reads ?? deps.db, {
       upstreams,
       since: now - HEALTH_WINDOW_MS,
@@ -146,6 +159,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
       pools: deps.pools && deps.state.config ? deps.pools.view(deps.state.config) : [],
       recent,
       history: deps.historyProblem?.() ?? null,
+      mcp: mcpHealth(deps.mcp, deps.state.config),
     }));
   });
   mountConfig(app, deps);
@@ -298,4 +312,32 @@ function apiError(
   opts: { status: 400 | 404 | 413; code: string; message: string },
 ): Response {
   return c.json({ error: { code: opts.code, message: opts.message } }, opts.status);
+}
+
+/** The health view's reads of the tool servers' replicas: their server's cooldowns, by label. */
+function mcpHealth(mcp: McpState | undefined, config: Config | null): HealthInputs["mcp"] {
+  if (!mcp || !config) return undefined;
+  const serverOf = (label: string) => {
+    const id = label.slice(0, label.lastIndexOf("#"));
+    return config.mcp_servers.find((s) => s.id === id);
+  };
+  const cooldowns = (label: string) => {
+    const server = serverOf(label);
+    return server ? mcp.cooldowns(server) : undefined;
+  };
+  return {
+    inFlight: (label) => mcp.inFlight(label),
+    cooldown: (label) =>
+      cooldowns(label)?.get(label) ?? {
+        upstream: label,
+        model: null,
+        consecutiveFailures: 0,
+        pauseCount: 0,
+        pausedUntil: null,
+        reason: null,
+        probeUntil: null,
+        updatedAt: 0,
+      },
+    phase: (label) => cooldowns(label)?.phase(label) ?? "ok",
+  };
 }

@@ -54,6 +54,9 @@ export function requestRecord(overrides: Partial<RequestRecord> = {}): RequestRe
     cacheWrite1hTokens: null,
     cacheWriteUsd: null,
     movedFrom: null,
+    toolServer: null,
+    bytesIn: null,
+    bytesOut: null,
     ...overrides,
   };
 }

@@ -88,6 +88,8 @@ function runRequest(sink: HistoryWriter, opts: { id: string; fail: boolean }): L
   second.usage({ inputTokens: 1_100, outputTokens: 40 });
   second.estimate({ answered: true });
   second.end("resumed");
+  // A tool call's fields (docs/mcp.md "History and metrics"), set here so every column carries a value.
+  live.tool({ server: "tools", bytesIn: 120, bytesOut: 4_096 });
   live.finish(
     opts.fail
       ? {
@@ -225,6 +227,8 @@ Deno.test("each row's values are written in its table's column order, bound as b
       cacheWriteTokens: 17,
       cacheWrite1hTokens: 18,
       cacheWriteUsd: 0.125,
+      bytesIn: 31,
+      bytesOut: 32,
     }, writeRequestValues],
     [ATTEMPT_COLUMNS, {
       hop: 2,

@@ -69,6 +69,17 @@ export class VirtualClock implements Clock {
     this.#now = until;
   }
 
+  #busy: (() => boolean) | null = null;
+
+  /**
+   * Virtual time stands still while `busy` answers true: real work of the code under test that
+   * no virtual timer stands for (a hash or a signature on the runtime's own threads) ends first,
+   * so the instants around it stay exact. `run` waits real loop turns meanwhile.
+   */
+  holdWhile(busy: () => boolean): void {
+    this.#busy = busy;
+  }
+
   /** Virtual ms since the clock started (for readable assertions). */
   get sinceStart(): number {
     return this.#now - 1_700_000_000_000;
@@ -108,8 +119,13 @@ export class VirtualClock implements Clock {
       await macrotask();
       if (settled) return await outcome();
       if (this.#now > limit) throw new Error(`still running after ${opts.limitMs} ms`);
-      // The gateway is between two steps of its own work (a large body's parse): no time passes.
-      if (turnsPending() > 0) continue;
+      // The gateway is between two steps of its own work (a large body's parse, a real pause
+      // between two writes, gateway/runtime/loop_turn.ts), or busy as `holdWhile` says: no time
+      // passes.
+      if (turnsPending() > 0 || this.#busy?.()) {
+        await new Promise((resolve) => setTimeout(resolve, 0));
+        continue;
+      }
       if (this.#fireNext()) continue;
       // Nothing virtual is pending: real work of the code under test (a loop turn, a file read,
       // a worker starting) goes first, for up to REAL_GRACE_MS of real time.

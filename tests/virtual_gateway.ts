@@ -49,11 +49,19 @@ export interface VirtualGateway extends AsyncDisposable {
    * (its calls must run inside `run`, where virtual time passes).
    */
   fetch: typeof fetch;
+  /**
+   * A client of its own: a `fetch` like the one above whose requests and answers all end when
+   * it hangs up, as a process closing its connections (an SDK that stopped reading at an error
+   * event leaves the rest of the answer unread, which holds the gateway's writes otherwise).
+   */
+  client(): { fetch: typeof fetch; hangUp(): void };
+  /** The base URL `fetch` answers at, for an SDK's `baseURL`. */
+  url: string;
   /** Sends a request and reads its whole answer, all in virtual time. */
   send(path: string, body: unknown, opts?: SendOptions): Promise<Received>;
   /**
-   * `send` without driving the clock: for several requests at once, or a request and what the
-   * test does meanwhile, inside one `run`.
+   * `send` without driving the clock, for work already inside `run` (several requests side by
+   * side, a request and an abort of it): its instants are virtual all the same.
    */
   exchange(path: string, body: unknown, opts?: SendOptions): Promise<Received>;
   /**
@@ -63,6 +71,8 @@ export interface VirtualGateway extends AsyncDisposable {
   until(check: () => boolean | Promise<boolean>, what?: string): Promise<void>;
   /** The request's history row and hops, once written. */
   row(id: string): Promise<{ request: RequestRecord; attempts: AttemptRecord[] }>;
+  /** `row` without driving the clock, for work already inside `run`. */
+  rowIn(id: string): Promise<{ request: RequestRecord; attempts: AttemptRecord[] }>;
   /** Runs `work` in virtual time (timers fire as it waits). */
   run<T>(work: Promise<T>, opts?: { limitMs?: number }): Promise<T>;
   stop(): Promise<void>;
@@ -97,6 +107,12 @@ export async function startVirtualGateway(
     env?: Record<string, string>;
     clock?: VirtualClock;
     /**
+     * Virtual time stands still while a `crypto.subtle` call is in flight (a Bedrock request's
+     * SigV4 signature, a session's hash): that real work otherwise lets the clock run on to its
+     * next timer, and an instant after it is late by as much.
+     */
+    cryptoHoldsTime?: boolean;
+    /**
      * A second instance beside `share`, or the same one restarted: its clock, its upstreams and
      * its database (which `share`'s stop leaves in place; this one's stop removes it).
      */
@@ -109,6 +125,8 @@ export async function startVirtualGateway(
 ): Promise<VirtualGateway> {
   const { share } = opts;
   const clock = share?.clock ?? opts.clock ?? new VirtualClock();
+  const cryptoHold = opts.cryptoHoldsTime ? holdForCrypto() : null;
+  if (cryptoHold) clock.holdWhile(cryptoHold.busy);
   const fakes = share?.fakes ?? inProcessUpstreams(clock);
   const ups = share?.ups ?? Array.from({ length: opts.upstreams ?? 1 }, () => fakes.start());
   const urls = ups.map((u) => u.url);
@@ -139,10 +157,22 @@ export async function startVirtualGateway(
   const stop = () =>
     stopped ??= (async () => {
       await clock.run(gw.shutdown());
+      cryptoHold?.release();
       if (keep) return;
       for (const up of ups) await up.close();
       await Deno.remove(dir, { recursive: true }).catch(() => {});
     })();
+  const rowIn = async (id: string) => {
+    for (let tries = 0;; tries++) {
+      await gw.writer.flush();
+      const request = await getRequest(gw.db, id);
+      if (request && request.state !== "open") {
+        return { request, attempts: await listAttempts(gw.db, id) };
+      }
+      if (tries > 100) throw new Error(`request ${id} was never recorded as ended`);
+      await clock.sleep(100);
+    }
+  };
   return {
     gw,
     clock,
@@ -150,8 +180,10 @@ export async function startVirtualGateway(
     fakes,
     dir,
     keepDir: () => (keep = true),
+    url: "http://127.0.0.1",
     run: (work, o) => clock.run(work, o),
     fetch: async (input, init) => await gw.handler(new Request(input, init), INFO),
+    client: () => hangingUpClient(gw),
     send: (path, body, o = {}) => clock.run(exchange(gw, { path, body, clock, ...o })),
     exchange: (path, body, o = {}) => exchange(gw, { path, body, clock, ...o }),
     async until(check, what = "condition") {
@@ -160,21 +192,55 @@ export async function startVirtualGateway(
         await new Promise((resolve) => setTimeout(resolve, 0));
       }
     },
-    async row(id) {
-      return await clock.run((async () => {
-        for (let tries = 0;; tries++) {
-          await gw.writer.flush();
-          const request = await getRequest(gw.db, id);
-          if (request && request.state !== "open") {
-            return { request, attempts: await listAttempts(gw.db, id) };
-          }
-          if (tries > 100) throw new Error(`request ${id} was never recorded as ended`);
-          await clock.sleep(100);
-        }
-      })());
-    },
+    row: (id) => clock.run(rowIn(id)),
+    rowIn,
     stop,
     [Symbol.asyncDispose]: stop,
+  };
+}
+
+/** `crypto.subtle` calls in flight, while its methods are wrapped (`holdForCrypto`). */
+let cryptoInFlight = 0;
+/** Gateways that asked for the wrapping; the originals go back when the last one stops. */
+let cryptoHolders = 0;
+let cryptoOriginals: [string, PropertyDescriptor | undefined][] = [];
+
+/**
+ * Counts `crypto.subtle` calls in flight, process-wide, by wrapping its methods on the instance
+ * until `release` is called by every gateway that asked (tests share a process: what one changes
+ * goes back). Answers whether any is in flight.
+ */
+function holdForCrypto(): { busy: () => boolean; release: () => void } {
+  const subtle = crypto.subtle as unknown as Record<string, unknown>;
+  if (cryptoHolders++ === 0) {
+    const proto = Object.getPrototypeOf(crypto.subtle) as Record<string, unknown>;
+    cryptoOriginals = [];
+    for (const name of Object.getOwnPropertyNames(proto)) {
+      const method = proto[name];
+      if (name === "constructor" || typeof method !== "function") continue;
+      cryptoOriginals.push([name, Object.getOwnPropertyDescriptor(subtle, name)]);
+      subtle[name] = async (...args: unknown[]) => {
+        cryptoInFlight++;
+        try {
+          return await (method as (...a: unknown[]) => Promise<unknown>).apply(crypto.subtle, args);
+        } finally {
+          cryptoInFlight--;
+        }
+      };
+    }
+  }
+  let released = false;
+  return {
+    busy: () => cryptoInFlight > 0,
+    release() {
+      if (released) return;
+      released = true;
+      if (--cryptoHolders > 0) return;
+      for (const [name, own] of cryptoOriginals) {
+        if (own) Object.defineProperty(subtle, name, own);
+        else delete subtle[name];
+      }
+    },
   };
 }
 
@@ -182,6 +248,26 @@ const INFO = {
   remoteAddr: { transport: "tcp", hostname: "127.0.0.1", port: 40_000 },
   completed: Promise.resolve(),
 } as unknown as Deno.ServeHandlerInfo<Deno.NetAddr>;
+
+function hangingUpClient(gw: Gateway): { fetch: typeof fetch; hangUp(): void } {
+  const gone = new AbortController();
+  return {
+    async fetch(input, init) {
+      const signal = init?.signal ? AbortSignal.any([init.signal, gone.signal]) : gone.signal;
+      const response = await gw.handler(new Request(input, { ...init, signal }), INFO);
+      if (!response.body) return response;
+      // The answer through a stage of our own, cut (its source cancelled) at the hang-up.
+      const stage = new TransformStream<Uint8Array, Uint8Array>();
+      response.body.pipeTo(stage.writable, { signal: gone.signal }).catch(() => {});
+      return new Response(stage.readable, {
+        status: response.status,
+        statusText: response.statusText,
+        headers: response.headers,
+      });
+    },
+    hangUp: () => gone.abort(),
+  };
+}
 
 async function exchange(
   gw: Gateway,

@@ -309,7 +309,7 @@ function forwardDeps(deps: ProxyDeps, config: Config): ForwardDeps {
 }
 
 /** Places in progress per key (`keys[].max_in_flight`), one count per proxy. */
-const keyInFlight = onePer((deps: ProxyDeps) => new KeyInFlight(deps.metrics));
+export const keyInFlight = onePer((deps: ProxyDeps) => new KeyInFlight(deps.metrics));
 
 /**
  * What is decided before a byte of the body is read (docs/security.md "Request bodies and

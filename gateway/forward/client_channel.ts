@@ -188,8 +188,9 @@ export class StreamChannel {
     // server send it before the second is queued, or both would leave in one write. A final
     // error must not share a read with anything: Gemini CLI's SDK then sees a stream without a
     // finish reason, which Gemini CLI re-sends (docs/design.md "Abort and disconnect"), so it
-    // waits out a client's read on either side, in real time. The loop turn is the clock's (a
-    // zero wait: the system clock's is the next turn), so a virtual clock keeps its instant.
+    // waits out a client's read on either side, in real time. The loop turn is taken on the
+    // request's clock: a real turn when served, and no time at all when a test drives a virtual
+    // clock (a real wait there lets virtual time run on past the instants under test).
     const apart = again && isFinal(err.code)
       ? () => this.#readTime()
       : () => this.opts.clock.sleep(0);

@@ -67,6 +67,11 @@ export type LiveEvent =
   | { type: "estimated"; hop: number; input?: number; output?: number; answered: boolean }
   /** The hop ended. */
   | { type: "ended"; hop: number; outcome: AttemptOutcome; error?: GatewayError; at: number }
+  /**
+   * A tool call's own fields (docs/mcp.md "History and metrics"): its server once resolved, the
+   * bytes of the client's message, and of what went back once it ended.
+   */
+  | { type: "tool"; server?: string; bytesIn?: number; bytesOut?: number }
   /** The request was stopped: its client went, an operator or a peer aborted it. */
   | { type: "abort"; reason: unknown; at: number }
   /** How the request ended for its client; the first one stands. */

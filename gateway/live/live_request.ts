@@ -369,6 +369,9 @@ export class LiveRequest {
       cacheWrite1hTokens: null,
       cacheWriteUsd: null,
       movedFrom: null,
+      toolServer: null,
+      bytesIn: null,
+      bytesOut: null,
     };
     const slot = deps.refusal;
     this.#row = slot === undefined
@@ -472,6 +475,11 @@ export class LiveRequest {
    */
   planned(warm: string | null): void {
     if (this.#warmUpstream === undefined) this.#warmUpstream = warm;
+  }
+
+  /** A tool call's server and byte counts (docs/mcp.md "History and metrics"). */
+  tool(fields: { server?: string; bytesIn?: number; bytesOut?: number }): void {
+    this.append({ type: "tool", ...fields });
   }
 
   /** Waiting for an upstream's slot. */
@@ -597,6 +605,11 @@ export class LiveRequest {
       case "usage":
         if (e.hop === undefined) return this.takeUsage(e.usage);
         return this.#attempts[e.hop - 1]?.apply(e, this);
+      case "tool":
+        if (e.server !== undefined) r.toolServer = e.server;
+        if (e.bytesIn !== undefined) r.bytesIn = e.bytesIn;
+        if (e.bytesOut !== undefined) r.bytesOut = e.bytesOut;
+        return;
       case "abort":
         return;
       case "settled":

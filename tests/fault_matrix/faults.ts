@@ -40,12 +40,6 @@ export interface Fault {
   whole?: Behaviour;
   /** Upstream kinds the fault applies to, when not all. */
   kinds?: UpstreamKind[];
-  /**
-   * The idle timeout its cells run under, when the matrix's own (30 s) is too short for the
-   * upstream to even send its answer on a loaded machine; only for a fault that is not about
-   * silence. Its cells then run on a gateway of their own, after the others.
-   */
-  idleSecs?: number;
 }
 
 /** The faulty upstream's answer text; the good upstream says something else. */
@@ -157,10 +151,6 @@ export const FAULTS: Fault[] = [
   },
   {
     name: "headers_never",
-    // Not Bedrock: aborting a fetch of its signed Converse request before any header left the
-    // connection open (seen with a bare fetch, without the gateway, so below us, in the
-    // runtime's HTTP client) and kept the test process from exiting. docs/architecture.md.
-    kinds: ["openai-chat", "openai-responses", "anthropic", "gemini", "gemini-interactions"],
     stream: { serve: () => ({ headerDelay: "never" }), ...idle },
     whole: { serve: () => ({ headerDelay: "never" }), ...idle },
   },
@@ -278,10 +268,6 @@ export const FAULTS: Fault[] = [
     name: "one_event_over_1mib",
     // The first piece alone is over 1 MiB: content is never held, so no hold limit applies.
     text: [FAULT_TEXT[0] + "x".repeat(1024 * 1024 + 100), ...FAULT_TEXT.slice(1)],
-    // Only content restarts the idle timer, and a piece still arriving is not content yet: the
-    // window must cover building, sending and parsing over 1 MiB in the one process the other
-    // cells share. Seen taking 1.7 s on a loaded 2-core machine, so 120 s (18 s scaled).
-    idleSecs: 120,
     stream: {
       serve: (wire, text) => sse(wire, steps(wire.stream(text))),
       how: "answered",
@@ -310,7 +296,7 @@ export const FAULTS: Fault[] = [
     name: "oversized_message",
     // Cheap where the size comes first: a Bedrock message's prelude announces its length, so
     // one over the cap is refused unread. SSE events over theirs (16 MiB, too big to send in
-    // every cell) are tested in tests/hostile_upstream_test.ts.
+    // every cell) are tested in tests/virtual/hostile_upstream_test.ts.
     kinds: ["bedrock"],
     stream: {
       serve: (wire) => sse(wire, [{ send: OVERSIZED_PRELUDE }, { hang: true }]),

@@ -4,32 +4,28 @@
  * mapped into the client's words otherwise, and the gateway's code in
  * `x-pulsegate-error-code`. Every client format against every provider error
  * of the table, with the official SDKs as clients; then the same errors after
- * early streaming headers, where they end the stream as its error event.
+ * early streaming headers, where they end the stream as its error event. A whole gateway in
+ * virtual time (tests/virtual_gateway.ts): the opening hold answers at its 15 s exactly, and
+ * the late error ends the stream at the instant the upstream sends it.
  */
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import Anthropic from "@anthropic-ai/sdk";
 import { ApiError, GoogleGenAI } from "@google/genai";
-import type { ConfigInput } from "../gateway/config/schema.ts";
-import type { UpstreamKind } from "../gateway/formats/format.ts";
-import { isRecord, parseJson } from "../gateway/runtime/json.ts";
-import { SseDecoderStream } from "../gateway/formats/sse_stream.ts";
-import { postJson, startTestGateway, TEST_SCALE, type TestGateway } from "./harness.ts";
-import { concurrentSteps } from "./concurrent_steps.ts";
-import {
-  type Call,
-  type FakeUpstream,
-  type Script,
-  startFakeUpstream,
-} from "./fake_upstreams/server.ts";
-import { openAiErrorBody } from "./fake_upstreams/openai_chat_script.ts";
-import * as anthropicFake from "./fake_upstreams/anthropic_script.ts";
-import * as geminiFake from "./fake_upstreams/gemini_script.ts";
-import * as bedrockFake from "./fake_upstreams/bedrock_script.ts";
-import * as interactionsFake from "./fake_upstreams/interactions_script.ts";
-import { OPENING_HOLD_MS } from "../gateway/forward/stream_forward.ts";
-import { CLIENT_CODECS, UPSTREAM_ADAPTERS } from "../gateway/formats/formats.ts";
-import { idleTimeout } from "../gateway/forward/stop_reasons.ts";
+import type { ConfigInput } from "../../gateway/config/schema.ts";
+import type { UpstreamKind } from "../../gateway/formats/format.ts";
+import { isRecord, parseJson } from "../../gateway/runtime/json.ts";
+import { SseDecoderStream } from "../../gateway/formats/sse_stream.ts";
+import { startVirtualGateway, type VirtualGateway } from "../virtual_gateway.ts";
+import type { Call, Script } from "../fake_upstreams/server.ts";
+import { openAiErrorBody } from "../fake_upstreams/openai_chat_script.ts";
+import * as anthropicFake from "../fake_upstreams/anthropic_script.ts";
+import * as geminiFake from "../fake_upstreams/gemini_script.ts";
+import * as bedrockFake from "../fake_upstreams/bedrock_script.ts";
+import * as interactionsFake from "../fake_upstreams/interactions_script.ts";
+import { OPENING_HOLD_MS } from "../../gateway/forward/stream_forward.ts";
+import { CLIENT_CODECS, UPSTREAM_ADAPTERS } from "../../gateway/formats/formats.ts";
+import { idleTimeout } from "../../gateway/forward/stop_reasons.ts";
 
 type Vocab = "openai" | "anthropic" | "gemini";
 type ClientFormat =
@@ -147,12 +143,8 @@ const ERRORS: ProviderError[] = [
 
 const AWS = { AWS_AK: "AKIDEXAMPLE", AWS_SK: "test-secret" };
 
-/**
- * Streamed calls get their error only after the opening hold sent 200 and the headers: eight
- * holds late, since the late cases run side by side and a loaded machine may be slow to send the
- * hold's 200 to all of them.
- */
-const LATE_MS = OPENING_HOLD_MS * TEST_SCALE * 8;
+/** Streamed calls get their error 5 s after the opening hold (15 s) sent 200 and the headers. */
+const LATE_MS = OPENING_HOLD_MS + 5_000;
 
 const isStreamCall = (call: Call) =>
   call.path.includes(":streamGenerateContent") || call.path.endsWith("/converse-stream") ||
@@ -195,9 +187,9 @@ function gatewayConfig(urls: Map<string, string>): ConfigInput {
 interface ClientCase {
   vocab: Vocab;
   /** The raw HTTP request, to see status, headers and bytes. */
-  fetch(gw: TestGateway, opts: { model: string; stream: boolean }): Promise<Response>;
+  fetch(v: VirtualGateway, opts: { model: string; stream: boolean }): Promise<Response>;
   /** The same request through the official SDK: what it threw, as words. */
-  sdk(gw: TestGateway, opts: { model: string; stream: boolean }): Promise<SdkOutcome>;
+  sdk(v: VirtualGateway, opts: { model: string; stream: boolean }): Promise<SdkOutcome>;
 }
 
 interface SdkOutcome {
@@ -221,6 +213,18 @@ async function drain(iterable: AsyncIterable<unknown>): Promise<void> {
   for await (const _ of iterable) { /* the error surfaces while iterating */ }
 }
 
+/** A JSON POST to the gateway's handler. */
+function post(v: VirtualGateway, path: string, body: unknown): Promise<Response> {
+  return v.fetch(`${v.url}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+}
+
+const openai = (v: VirtualGateway) =>
+  new OpenAI({ baseURL: `${v.url}/v1`, apiKey: "unused", maxRetries: 0, fetch: v.fetch });
+
 function openAiOutcome(err: unknown): SdkOutcome {
   assert.ok(err instanceof OpenAI.APIError, String(err));
   return {
@@ -231,10 +235,12 @@ function openAiOutcome(err: unknown): SdkOutcome {
 
 const interactionsCase: ClientCase = {
   vocab: "gemini",
-  fetch: (gw, { model, stream }) =>
-    postJson(`${gw.url}/v1beta/interactions`, { model, stream, input: "hi" }),
-  sdk: async (gw, { model, stream }) => {
-    const ai = new GoogleGenAI({ apiKey: "unused", httpOptions: { baseUrl: gw.url } });
+  fetch: (v, { model, stream }) => post(v, `/v1beta/interactions`, { model, stream, input: "hi" }),
+  sdk: async (v, { model, stream }) => {
+    const ai = new GoogleGenAI({
+      apiKey: "unused",
+      httpOptions: { baseUrl: v.url, fetch: v.fetch },
+    });
     if (stream) {
       // The SDK hands an `error` event to the caller as an event, as Google documents it.
       for await (const event of await ai.interactions.create({ model, input: "hi", stream })) {
@@ -255,15 +261,15 @@ const interactionsCase: ClientCase = {
 const CLIENTS: Record<ClientFormat, ClientCase> = {
   "openai-chat": {
     vocab: "openai",
-    fetch: (gw, { model, stream }) =>
-      postJson(`${gw.url}/v1/chat/completions`, {
+    fetch: (v, { model, stream }) =>
+      post(v, `/v1/chat/completions`, {
         model,
         stream,
         messages: [{ role: "user", content: "hi" }],
       }),
-    sdk: async (gw, { model, stream }) => {
+    sdk: async (v, { model, stream }) => {
       const body = { model, messages: [{ role: "user" as const, content: "hi" }] };
-      const chat = gw.openai().chat.completions;
+      const chat = openai(v).chat.completions;
       return openAiOutcome(
         await thrownBy(async () =>
           stream ? drain(await chat.create({ ...body, stream: true })) : chat.create(body)
@@ -273,10 +279,9 @@ const CLIENTS: Record<ClientFormat, ClientCase> = {
   },
   "openai-responses": {
     vocab: "openai",
-    fetch: (gw, { model, stream }) =>
-      postJson(`${gw.url}/v1/responses`, { model, stream, input: "hi" }),
-    sdk: async (gw, { model, stream }) => {
-      const responses = gw.openai().responses;
+    fetch: (v, { model, stream }) => post(v, `/v1/responses`, { model, stream, input: "hi" }),
+    sdk: async (v, { model, stream }) => {
+      const responses = openai(v).responses;
       return openAiOutcome(
         await thrownBy(async () =>
           stream
@@ -288,15 +293,20 @@ const CLIENTS: Record<ClientFormat, ClientCase> = {
   },
   "anthropic": {
     vocab: "anthropic",
-    fetch: (gw, { model, stream }) =>
-      postJson(`${gw.url}/v1/messages`, {
+    fetch: (v, { model, stream }) =>
+      post(v, `/v1/messages`, {
         model,
         stream,
         max_tokens: 64,
         messages: [{ role: "user", content: "hi" }],
       }),
-    sdk: async (gw, { model, stream }) => {
-      const client = new Anthropic({ baseURL: gw.url, apiKey: "unused", maxRetries: 0 });
+    sdk: async (v, { model, stream }) => {
+      const client = new Anthropic({
+        baseURL: v.url,
+        apiKey: "unused",
+        maxRetries: 0,
+        fetch: v.fetch,
+      });
       const body = {
         model,
         max_tokens: 64,
@@ -317,17 +327,16 @@ const CLIENTS: Record<ClientFormat, ClientCase> = {
   },
   "gemini": {
     vocab: "gemini",
-    fetch: (gw, { model, stream }) =>
-      postJson(
-        `${gw.url}/v1beta/models/${model}:${
-          stream ? "streamGenerateContent?alt=sse" : "generateContent"
-        }`,
+    fetch: (v, { model, stream }) =>
+      post(
+        v,
+        `/v1beta/models/${model}:${stream ? "streamGenerateContent?alt=sse" : "generateContent"}`,
         { contents: [{ role: "user", parts: [{ text: "hi" }] }] },
       ),
-    sdk: async (gw, { model, stream }) => {
+    sdk: async (v, { model, stream }) => {
       const ai = new GoogleGenAI({
         apiKey: "unused",
-        httpOptions: { baseUrl: gw.url, apiVersion: "v1beta" },
+        httpOptions: { baseUrl: v.url, apiVersion: "v1beta", fetch: v.fetch },
       });
       const request = { model, contents: "hi" };
       const err = await thrownBy(async () =>
@@ -397,19 +406,33 @@ const lateCases: Case[] = (Object.entries(LATE) as [ClientFormat, [string, Upstr
   );
 
 Deno.test("upstream 4xx errors keep the provider's meaning in every client format", async (t) => {
-  const upstreams = startUpstreams();
-  try {
-    const urls = new Map([...upstreams].map(([id, up]) => [id, up.url]));
-    const gw = await startTestGateway(gatewayConfig(urls), { env: AWS });
-    try {
-      for (const c of cases) await t.step(wholeName(c), () => wholeCase(gw, c));
-      // Each waits out its upstream's late headers: side by side, not one after another.
-      await concurrentSteps(t, lateCases, { name: lateName, fn: (c) => lateCase(gw, c) });
-    } finally {
-      await gw.stop();
-    }
-  } finally {
-    for (const up of upstreams.values()) await up.close();
+  const ids = ERRORS.flatMap((error) => error.kinds.map((kind) => routeId(error, kind)));
+  await using v = await startVirtualGateway({
+    upstreams: ids.length,
+    config: (urls) => gatewayConfig(new Map(ids.map((id, i) => [id, urls[i]!]))),
+    env: AWS,
+    cryptoHoldsTime: true,
+  });
+  for (const [i, id] of ids.entries()) {
+    const error = ERRORS.find((e) => id === routeId(e, id.slice(e.id.length + 1) as UpstreamKind))!;
+    v.ups[i]!.setHandler(answerOf(error));
+  }
+  // Each case's client hangs up at its end, as a process closing its connections: an SDK that
+  // stops at a stream's error event leaves the rest unread.
+  const asClient = (run: (client: VirtualGateway) => Promise<void>) => async () => {
+    const client = v.client();
+    await v.run(run({ ...v, fetch: client.fetch }));
+    client.hangUp();
+    // Until every request has ended. Not an instant under test: a Gemini client's final error is
+    // repeated 250 ms of real time after the first (gateway/forward/client_channel.ts), and
+    // virtual time runs on meanwhile.
+    await v.run((async () => {
+      while (v.gw.registry.all().length) await v.clock.sleep(1);
+    })());
+  };
+  for (const c of cases) await t.step(wholeName(c), asClient((client) => wholeCase(client, c)));
+  for (const c of lateCases) {
+    await t.step(lateName(c), asClient((client) => lateCase(client, c)));
   }
 });
 
@@ -424,12 +447,14 @@ const wholeName = ({ format, error, kind }: Case) =>
   `${format} client ← ${kind} ${error.id}${format === kind ? " (same format)" : ""}`;
 
 /** A whole answer: an HTTP error status in the client's format, or the upstream's own bytes. */
-async function wholeCase(gw: TestGateway, { format, client, error, kind }: Case): Promise<void> {
+async function wholeCase(v: VirtualGateway, { format, client, error, kind }: Case): Promise<void> {
   const same = format === kind;
   const model = routeId(error, kind);
   const expected = error.expect[client.vocab];
-  const res = await client.fetch(gw, { model, stream: false });
+  const sentAt = v.clock.sinceStart;
+  const res = await client.fetch(v, { model, stream: false });
   const text = await res.text();
+  assert.equal(v.clock.sinceStart, sentAt, "the refusal is passed on at once");
   assert.equal(res.status, 400, text);
   assert.equal(res.headers.get("x-pulsegate-error"), "client");
   assert.equal(res.headers.get("x-pulsegate-error-code"), REJECTED);
@@ -447,7 +472,7 @@ async function wholeCase(gw: TestGateway, { format, client, error, kind }: Case)
       assert.equal(body.error.details[0].reason, REJECTED);
     }
   }
-  const sdk = await client.sdk(gw, { model, stream: false });
+  const sdk = await client.sdk(v, { model, stream: false });
   assert.equal(sdk.status, 400);
   assert.deepEqual(sdk.words, expected);
   // Anthropic's own body has no gateway code; a translated one carries it in `details`.
@@ -458,37 +483,29 @@ const lateName = ({ format, error, kind }: Case) =>
   `${format} client ← ${kind} ${error.id}, after early streaming headers`;
 
 /** The error comes after the opening hold sent 200: it ends the stream as its error event. */
-async function lateCase(gw: TestGateway, { format, client, error, kind }: Case): Promise<void> {
+async function lateCase(v: VirtualGateway, { format, client, error, kind }: Case): Promise<void> {
   const model = routeId(error, kind);
   const expected = error.expect[client.vocab];
-  const res = await client.fetch(gw, { model, stream: true });
+  const sentAt = v.clock.sinceStart;
+  const res = await client.fetch(v, { model, stream: true });
+  assert.equal(v.clock.sinceStart - sentAt, OPENING_HOLD_MS, "the hold's 200 at 15 s");
   assert.equal(res.status, 200);
   assert.match(res.headers.get("content-type") ?? "", /^text\/event-stream/);
   const streamed = await streamedError(res);
+  assert.equal(v.clock.sinceStart - sentAt, LATE_MS, "the error at the instant it came");
   assert.deepEqual(wordsOf(client.vocab, streamed), expected);
   assert.ok(String(streamed.message).startsWith(error.message), String(streamed.message));
-  const sdk = await client.sdk(gw, { model, stream: true });
+  const sdk = await client.sdk(v, { model, stream: true });
   // OpenAI and Anthropic SDKs raise an in-stream error without a status; Google's takes the
   // error chunk's code.
   assert.equal(sdk.status, format === "gemini" ? 400 : undefined);
   assert.deepEqual(sdk.words, expected);
 }
 
-/** One fake upstream per provider error and kind; streamed calls are answered late. */
-function startUpstreams(): Map<string, FakeUpstream> {
-  const upstreams = new Map<string, FakeUpstream>();
-  for (const error of ERRORS) {
-    for (const kind of error.kinds) {
-      const answer: Script = { status: 400, headers: error.headers, body: [{ send: error.body }] };
-      upstreams.set(
-        routeId(error, kind),
-        startFakeUpstream({
-          fallback: (call) => (isStreamCall(call) ? { ...answer, headerDelay: LATE_MS } : answer),
-        }),
-      );
-    }
-  }
-  return upstreams;
+/** A provider error's upstream: its refusal, late (after the hold) to a streamed call. */
+function answerOf(error: ProviderError): (call: Call) => Script {
+  const answer: Script = { status: 400, headers: error.headers, body: [{ send: error.body }] };
+  return (call) => (isStreamCall(call) ? { ...answer, headerDelay: LATE_MS } : answer);
 }
 
 // ---------------------------------------------------------------- the table's edges, unit

@@ -1,15 +1,16 @@
 import assert from "node:assert/strict";
-import type { ConfigInput } from "../gateway/config/schema.ts";
-import type { RequestRecord } from "../db/records.ts";
-import { MAX_TOKEN_COUNT } from "../gateway/formats/token_counts.ts";
-import { chatStreamBlocks, chatWholeBody } from "./fake_upstreams/openai_chat_script.ts";
-import { type Script, sseSteps } from "./fake_upstreams/server.ts";
-import { eventually, postJson, type TestGateway, withGateway } from "./harness.ts";
+import type { ConfigInput } from "../../gateway/config/schema.ts";
+import type { RequestRecord } from "../../db/records.ts";
+import { MAX_TOKEN_COUNT } from "../../gateway/formats/token_counts.ts";
+import { chatStreamBlocks, chatWholeBody } from "../fake_upstreams/openai_chat_script.ts";
+import { type Script, sseSteps } from "../fake_upstreams/server.ts";
+import { startVirtualGateway, type VirtualGateway } from "../virtual_gateway.ts";
 
 /**
  * docs/security.md "Numbers an upstream reports": every token count an upstream reports is taken
  * only as a whole number from 0 to MAX_TOKEN_COUNT. The cases are generated from two tables, the
- * hostile numbers and the fields they stand in, each sent in a streamed and a whole answer.
+ * hostile numbers and the fields they stand in, each sent in a streamed and a whole answer, to a
+ * whole gateway in virtual time (tests/virtual_gateway.ts).
  */
 
 /** JSON number literals no honest upstream sends: Infinity once parsed, a credit, a fraction. */
@@ -76,26 +77,29 @@ function ask(opts: { stream: boolean; hostile: Record<number, string> }) {
   };
 }
 
-function withHostileUpstream(run: (gw: TestGateway) => Promise<void>): Promise<void> {
-  return withGateway(async (gw, [up]) => {
-    up!.setHandler((call) => {
-      const body = call.json as { stream?: boolean; messages: { content: string }[] };
-      const { hostile } = JSON.parse(body.messages[0]!.content);
-      return answer({ stream: body.stream === true, hostile });
-    });
-    await run(gw);
-  }, { config: ([url]) => config(url!), env: ENV });
+/** `run` in virtual time, on a gateway over a fake that reports what each request asks. */
+async function withHostileUpstream(run: (v: VirtualGateway) => Promise<void>): Promise<void> {
+  await using v = await startVirtualGateway({ config: ([url]) => config(url!), env: ENV });
+  v.ups[0]!.setHandler((call) => {
+    const body = call.json as { stream?: boolean; messages: { content: string }[] };
+    const { hostile } = JSON.parse(body.messages[0]!.content);
+    return answer({ stream: body.stream === true, hostile });
+  });
+  await v.run(run(v));
 }
 
 async function send(
-  gw: TestGateway,
+  v: VirtualGateway,
   opts: { stream: boolean; hostile: Record<number, string>; key: string },
 ): Promise<{ status: number; id: string; body: string }> {
-  const res = await postJson(`${gw.url}/v1/chat/completions`, ask(opts), {
-    authorization: `Bearer ${opts.key}`,
+  const res = await v.exchange("/v1/chat/completions", ask(opts), {
+    headers: { authorization: `Bearer ${opts.key}` },
   });
-  return { status: res.status, id: res.headers.get("x-request-id") ?? "", body: await res.text() };
+  return { status: res.status, id: res.headers.get("x-request-id") ?? "", body: res.text };
 }
+
+const metricsOf = async (v: VirtualGateway) =>
+  (await v.exchange("/metrics", undefined, { method: "GET" })).text;
 
 function assertCount(value: number | null, what: string): void {
   if (value === null) return;
@@ -123,13 +127,13 @@ function assertCountersSane(metrics: string): void {
 }
 
 Deno.test("hostile usage: each out-of-range count in each field is refused, estimated and counted, stream and whole", async () => {
-  await withHostileUpstream(async (gw) => {
+  await withHostileUpstream(async (v) => {
     const cases = HOSTILE_NUMBERS.flatMap((literal) =>
       FIELDS.flatMap((field) => [true, false].map((stream) => ({ literal, field, stream })))
     );
     const sent = await Promise.all(
       cases.map((c) =>
-        send(gw, { stream: c.stream, hostile: { [c.field.marker]: c.literal }, key: "sk-free" })
+        send(v, { stream: c.stream, hostile: { [c.field.marker]: c.literal }, key: "sk-free" })
       ),
     );
     for (const [i, c] of cases.entries()) {
@@ -137,7 +141,7 @@ Deno.test("hostile usage: each out-of-range count in each field is refused, esti
       const { status, id, body } = sent[i]!;
       assert.equal(status, 200, `${what}: ${body}`);
       assert.match(body, /hello/, what);
-      const { request, attempts } = await gw.row(id);
+      const { request, attempts } = await v.rowIn(id);
       assert.equal(request.usageSource, "rejected", what);
       assert.equal(attempts[0]?.usageSource, "rejected", what);
       assertBillable(request, what);
@@ -147,7 +151,7 @@ Deno.test("hostile usage: each out-of-range count in each field is refused, esti
         assert.equal(request.tokensEstimated, true, what);
       }
     }
-    const metrics = await (await fetch(`${gw.url}/metrics`)).text();
+    const metrics = await metricsOf(v);
     for (const field of FIELDS) {
       const line = `pulsegate_usage_rejected_total{upstream="up1",field="${field.ir}"} ` +
         `${HOSTILE_NUMBERS.length * 2}`;
@@ -158,53 +162,54 @@ Deno.test("hostile usage: each out-of-range count in each field is refused, esti
 });
 
 Deno.test("hostile usage: a cache count above the input is cut to it, and the row stays the upstream's", async () => {
-  await withHostileUpstream(async (gw) => {
+  await withHostileUpstream(async (v) => {
     for (const stream of [true, false]) {
-      const sent = await send(gw, { stream, hostile: { 777_003: "1000000" }, key: "sk-free" });
+      const sent = await send(v, { stream, hostile: { 777_003: "1000000" }, key: "sk-free" });
       assert.equal(sent.status, 200, sent.body);
-      const { request, attempts } = await gw.row(sent.id);
+      const { request, attempts } = await v.rowIn(sent.id);
       assert.equal(request.cachedTokens, 50);
       assert.equal(attempts[0]?.cachedTokens, 50);
       assert.equal(request.usageSource, "upstream");
       assert.equal(request.costUsd, (50 * PRICE.input + 7 * PRICE.output) / 1e6);
     }
-    const metrics = await (await fetch(`${gw.url}/metrics`)).text();
+    const metrics = await metricsOf(v);
     assert.doesNotMatch(metrics, /pulsegate_usage_rejected_total\{/);
   });
 });
 
 Deno.test("hostile usage: an Infinity or a credit never lifts a key's budget, and other keys' usage is still written", async () => {
-  await withHostileUpstream(async (gw) => {
+  await withHostileUpstream(async (v) => {
     const cases: { key: string; id: string; hostile: Record<number, string> }[] = [
       { key: "sk-tight", id: "tight", hostile: { 777_001: "1e400", 777_003: "1e400" } },
       { key: "sk-credit", id: "credit", hostile: { 777_002: "-1e9" } },
     ];
     for (const c of cases) {
-      const first = await send(gw, { stream: false, hostile: c.hostile, key: c.key });
+      const first = await send(v, { stream: false, hostile: c.hostile, key: c.key });
       assert.equal(first.status, 200, first.body);
-      const { request } = await gw.row(first.id);
+      const { request } = await v.rowIn(first.id);
       assertBillable(request, c.id);
       // The estimate is priced: more than the 0.001 USD budget, so the next one is refused.
       assert.ok(request.costUsd! > 0.001, `${c.id} cost ${request.costUsd}`);
-      const next = await send(gw, { stream: false, hostile: {}, key: c.key });
+      const next = await send(v, { stream: false, hostile: {}, key: c.key });
       assert.equal(next.status, 429, `${c.id}: ${next.body}`);
       assert.match(next.body, /gw\.key\.budget_exhausted/);
     }
-    const other = await send(gw, { stream: true, hostile: {}, key: "sk-other" });
+    const other = await send(v, { stream: true, hostile: {}, key: "sk-other" });
     assert.equal(other.status, 200, other.body);
     // Every key's counters reach the shared table, finite: one bad answer blocks none of them.
     const dayRows = async () =>
-      (await gw.db.client.execute(
+      (await v.gw.db.client.execute(
         "SELECT key_id, cost_usd FROM key_usage WHERE kind = 'day' ORDER BY key_id",
       )).rows;
-    await eventually(async () => (await dayRows()).length === 3, {
-      what: `three keys' rows: ${JSON.stringify(await dayRows())}`,
-    });
+    // The meter writes each key's counters on its own beat: up to a minute for all three.
+    const written = (rows: Awaited<ReturnType<typeof dayRows>>) =>
+      rows.length === 3 && rows.every((r) => Number(r.cost_usd) > 0);
+    for (let t = 0; t < 60_000 && !written(await dayRows()); t += 100) await v.clock.sleep(100);
     const rows = await dayRows();
     assert.deepEqual(rows.map((r) => String(r.key_id)), ["credit", "other", "tight"]);
     for (const r of rows) {
       assert.ok(Number.isFinite(Number(r.cost_usd)) && Number(r.cost_usd) > 0, String(r.key_id));
     }
-    assertCountersSane(await (await fetch(`${gw.url}/metrics`)).text());
+    assertCountersSane(await metricsOf(v));
   });
 });

@@ -2,19 +2,20 @@
  * docs/observability.md "Cache tokens", end to end: each upstream kind's fake reports cache reads
  * and writes in its own fields; the rows, the cost, the metric and the client's answer (in
  * another vocabulary than the upstream's) must carry them. The prices and the expected USD are
- * those of the hand-computed table in tests/cache_cost_test.ts.
+ * those of the hand-computed table in tests/cache_cost_test.ts. A whole gateway in virtual time
+ * (tests/virtual_gateway.ts).
  */
 import assert from "node:assert/strict";
-import type { ConfigInput } from "../gateway/config/schema.ts";
-import type { Price } from "../gateway/config/limits_schema.ts";
-import type { UpstreamKind } from "../gateway/runtime/wire_kinds.ts";
-import { postJson, startTestGateway } from "./harness.ts";
-import { type Script, startFakeUpstream } from "./fake_upstreams/server.ts";
-import * as anthropicFake from "./fake_upstreams/anthropic_script.ts";
-import * as geminiFake from "./fake_upstreams/gemini_script.ts";
-import { bedrockStreamChunks } from "./fake_upstreams/bedrock_script.ts";
-import { chatStream } from "./fake_upstreams/openai_chat_script.ts";
-import { responsesStreamChunks } from "./fake_upstreams/openai_responses_script.ts";
+import type { ConfigInput } from "../../gateway/config/schema.ts";
+import type { Price } from "../../gateway/config/limits_schema.ts";
+import type { UpstreamKind } from "../../gateway/runtime/wire_kinds.ts";
+import { startVirtualGateway } from "../virtual_gateway.ts";
+import type { Script } from "../fake_upstreams/server.ts";
+import * as anthropicFake from "../fake_upstreams/anthropic_script.ts";
+import * as geminiFake from "../fake_upstreams/gemini_script.ts";
+import { bedrockStreamChunks } from "../fake_upstreams/bedrock_script.ts";
+import { chatStream } from "../fake_upstreams/openai_chat_script.ts";
+import { responsesStreamChunks } from "../fake_upstreams/openai_responses_script.ts";
 
 const CLAUDE_USAGE = {
   input: 1000,
@@ -113,63 +114,58 @@ const close = (actual: number | null | undefined, expected: number, what: string
 
 for (const c of CASES) {
   Deno.test(`cache ledger end to end: ${c.kind} upstream, ${c.client} client`, async () => {
-    const up = startFakeUpstream({ fallback: () => c.script });
-    await using gw = await startTestGateway(configFor(c, up.url), { env: AWS_ENV });
-    try {
-      const messages = [{ role: "user", content: "hi" }];
-      const res = c.client === "anthropic"
-        ? await postJson(`${gw.url}/v1/messages`, {
-          model: "smart",
-          max_tokens: 100,
-          stream: true,
-          messages,
-        })
-        : await postJson(`${gw.url}/v1/chat/completions`, {
-          model: "smart",
-          stream: true,
-          stream_options: { include_usage: true },
-          messages,
-        });
-      assert.equal(res.status, 200);
-      const text = await res.text();
-      const { request, attempts } = await gw.row(res.headers.get("x-request-id")!);
-      const [hop] = attempts;
-      const { expect } = c;
-      for (const row of [request, hop!]) {
-        assert.equal(row.inputTokens, 26_000, "every input token, the cache's included");
-        assert.equal(row.outputTokens, 500);
-        assert.equal(row.cachedTokens, expect.cached);
-        assert.equal(row.cacheWriteTokens, c.kind === "gemini" ? null : expect.write);
-        assert.equal(row.cacheWrite1hTokens, expect.write1h);
-        close(row.costUsd, expect.usd, "cost");
-        close(row.cacheWriteUsd, expect.writeUsd, "cache write cost");
-      }
-      // The answer speaks the client's own words for the same numbers.
-      if (c.client === "anthropic") {
-        const delta = text.split("\n").filter((l) => l.startsWith("data: "))
-          .map((l) => JSON.parse(l.slice(6))).find((e) => e.type === "message_delta");
-        assert.equal(delta.usage.input_tokens, 26_000 - expect.cached - expect.write);
-        assert.equal(delta.usage.cache_read_input_tokens, expect.cached);
-        assert.equal(delta.usage.cache_creation_input_tokens, expect.write);
-      } else {
-        const usage = text.split("\n").filter((l) => l.startsWith("data: {"))
-          .map((l) => JSON.parse(l.slice(6))).find((e) => e.usage)?.usage;
-        assert.deepEqual(usage.prompt_tokens_details, {
-          cached_tokens: expect.cached,
-          cache_write_tokens: expect.write,
-        });
-      }
-      const metrics = await (await fetch(`${gw.url}/metrics`)).text();
-      assert.match(
-        metrics,
-        new RegExp(`pulsegate_cache_tokens_total\\{upstream="u",op="read"\\} ${expect.cached}`),
-      );
-      if (expect.write1h) {
-        assert.match(metrics, /pulsegate_cache_tokens_total\{upstream="u",op="write_1h"\} 2000/);
-        assert.match(metrics, /pulsegate_cache_tokens_total\{upstream="u",op="write_5m"\} 3000/);
-      }
-    } finally {
-      await up.close();
+    await using v = await startVirtualGateway({
+      config: ([url]) => configFor(c, url!),
+      env: AWS_ENV,
+      cryptoHoldsTime: true,
+    });
+    v.ups[0]!.setHandler(() => c.script);
+    const messages = [{ role: "user", content: "hi" }];
+    const res = c.client === "anthropic"
+      ? await v.send("/v1/messages", { model: "smart", max_tokens: 100, stream: true, messages })
+      : await v.send("/v1/chat/completions", {
+        model: "smart",
+        stream: true,
+        stream_options: { include_usage: true },
+        messages,
+      });
+    assert.equal(res.status, 200);
+    const text = res.text;
+    const { request, attempts } = await v.row(res.headers.get("x-request-id")!);
+    const [hop] = attempts;
+    const { expect } = c;
+    for (const row of [request, hop!]) {
+      assert.equal(row.inputTokens, 26_000, "every input token, the cache's included");
+      assert.equal(row.outputTokens, 500);
+      assert.equal(row.cachedTokens, expect.cached);
+      assert.equal(row.cacheWriteTokens, c.kind === "gemini" ? null : expect.write);
+      assert.equal(row.cacheWrite1hTokens, expect.write1h);
+      close(row.costUsd, expect.usd, "cost");
+      close(row.cacheWriteUsd, expect.writeUsd, "cache write cost");
+    }
+    // The answer speaks the client's own words for the same numbers.
+    if (c.client === "anthropic") {
+      const delta = text.split("\n").filter((l) => l.startsWith("data: "))
+        .map((l) => JSON.parse(l.slice(6))).find((e) => e.type === "message_delta");
+      assert.equal(delta.usage.input_tokens, 26_000 - expect.cached - expect.write);
+      assert.equal(delta.usage.cache_read_input_tokens, expect.cached);
+      assert.equal(delta.usage.cache_creation_input_tokens, expect.write);
+    } else {
+      const usage = text.split("\n").filter((l) => l.startsWith("data: {"))
+        .map((l) => JSON.parse(l.slice(6))).find((e) => e.usage)?.usage;
+      assert.deepEqual(usage.prompt_tokens_details, {
+        cached_tokens: expect.cached,
+        cache_write_tokens: expect.write,
+      });
+    }
+    const metrics = (await v.send("/metrics", undefined, { method: "GET" })).text;
+    assert.match(
+      metrics,
+      new RegExp(`pulsegate_cache_tokens_total\\{upstream="u",op="read"\\} ${expect.cached}`),
+    );
+    if (expect.write1h) {
+      assert.match(metrics, /pulsegate_cache_tokens_total\{upstream="u",op="write_1h"\} 2000/);
+      assert.match(metrics, /pulsegate_cache_tokens_total\{upstream="u",op="write_5m"\} 3000/);
     }
   });
 }

@@ -1,16 +1,16 @@
 /**
  * docs/observability.md "Where the cache is carried": Anthropic's cache marks and thinking kept
  * through the IR, to Claude on Bedrock and on a resumed hop; thinking signatures kept in a
- * translated stream.
+ * translated stream. The resumed hop on a whole gateway in virtual time (tests/virtual_gateway.ts).
  */
 import assert from "node:assert/strict";
-import { parseAnthropicRequest } from "../gateway/formats/anthropic/request.ts";
-import { anthropicRequestBody } from "../gateway/formats/anthropic/request.ts";
-import { anthropicClient } from "../gateway/formats/anthropic/mod.ts";
-import { converseRequestBody } from "../gateway/formats/bedrock/request.ts";
-import { isRecord } from "../gateway/runtime/json.ts";
-import { postJson, withGateway } from "./harness.ts";
-import { RESUME_ENV, RESUME_SCRIPTS, upstreamEntry } from "./fake_upstreams/resume_scripts.ts";
+import { parseAnthropicRequest } from "../../gateway/formats/anthropic/request.ts";
+import { anthropicRequestBody } from "../../gateway/formats/anthropic/request.ts";
+import { anthropicClient } from "../../gateway/formats/anthropic/mod.ts";
+import { converseRequestBody } from "../../gateway/formats/bedrock/request.ts";
+import { isRecord } from "../../gateway/runtime/json.ts";
+import { startVirtualGateway } from "../virtual_gateway.ts";
+import { RESUME_ENV, RESUME_SCRIPTS, upstreamEntry } from "../fake_upstreams/resume_scripts.ts";
 
 const EPHEMERAL = { type: "ephemeral" };
 const HOUR = { type: "ephemeral", ttl: "1h" };
@@ -129,26 +129,7 @@ Deno.test("a translated stream keeps the thinking signature for an Anthropic cli
 
 Deno.test("a resumed Anthropic hop still carries cache_control and thinking", async () => {
   const scripts = RESUME_SCRIPTS.anthropic;
-  await withGateway(async (gw, [first, second]) => {
-    first!.enqueue(scripts.first("reset"));
-    second!.enqueue(scripts.second());
-    const res = await postJson(`${gw.url}/v1/messages`, agentBody);
-    assert.equal(res.status, 200);
-    const said = (await res.text()).split("\n").filter((l) => l.startsWith("data: "))
-      .map((l) => JSON.parse(l.slice(6))).filter((e) => e.delta?.type === "text_delta")
-      .map((e) => e.delta.text).join("");
-    assert.equal(said, "Hello, world!", "the continuation reached the client");
-    const sent = second!.calls[0]!.json;
-    assert.ok(isRecord(sent));
-    assert.deepEqual(sent.system, agentBody.system);
-    assert.deepEqual(sent.tools, agentBody.tools);
-    assert.deepEqual(sent.thinking, agentBody.thinking);
-    const messages = sent.messages as { role: string; content: Record<string, unknown>[] }[];
-    assert.deepEqual(messages[2]!.content[0]!.cache_control, EPHEMERAL);
-    assert.equal(scripts.lastTurn(second!.calls[0]!).text, "Hello, wor", "the prefill");
-    const { attempts } = await gw.row(res.headers.get("x-request-id")!);
-    assert.deepEqual(attempts.map((a) => a.outcome), ["error", "resumed"]);
-  }, {
+  await using v = await startVirtualGateway({
     upstreams: 2,
     env: RESUME_ENV,
     config: (urls) => ({
@@ -164,4 +145,24 @@ Deno.test("a resumed Anthropic hop still carries cache_control and thinking", as
       }],
     }),
   });
+  const [first, second] = v.ups;
+  first!.enqueue(scripts.first("reset"));
+  second!.enqueue(scripts.second());
+  const res = await v.send("/v1/messages", agentBody);
+  assert.equal(res.status, 200);
+  assert.equal(res.endedAt, 0, "resumed at once");
+  const said = res.text.split("\n").filter((l) => l.startsWith("data: "))
+    .map((l) => JSON.parse(l.slice(6))).filter((e) => e.delta?.type === "text_delta")
+    .map((e) => e.delta.text).join("");
+  assert.equal(said, "Hello, world!", "the continuation reached the client");
+  const sent = second!.calls[0]!.json;
+  assert.ok(isRecord(sent));
+  assert.deepEqual(sent.system, agentBody.system);
+  assert.deepEqual(sent.tools, agentBody.tools);
+  assert.deepEqual(sent.thinking, agentBody.thinking);
+  const messages = sent.messages as { role: string; content: Record<string, unknown>[] }[];
+  assert.deepEqual(messages[2]!.content[0]!.cache_control, EPHEMERAL);
+  assert.equal(scripts.lastTurn(second!.calls[0]!).text, "Hello, wor", "the prefill");
+  const { attempts } = await v.row(res.headers.get("x-request-id")!);
+  assert.deepEqual(attempts.map((a) => a.outcome), ["error", "resumed"]);
 });

@@ -3,18 +3,20 @@
  * upstream billed. Reported usage is recorded as is; when content flowed but the usage never came
  * (cut, stall, abort, client gone, hedge lost) the tokens are estimated and flagged. Chat streams
  * always ask their upstream for usage; a Chat client that did not ask gets no usage-only chunk.
+ * A whole gateway in virtual time (tests/virtual_gateway.ts) at the real defaults: a stall is
+ * given up on at 300 s exactly, an abort and a client leaving end the answer at the instant.
  */
 import assert from "node:assert/strict";
-import type { ConfigInput } from "../gateway/config/schema.ts";
-import { estimateTokens } from "../gateway/formats/token_estimate.ts";
-import { eventually, postJson, type TestGateway, withGateway } from "./harness.ts";
-import * as anthropic from "./fake_upstreams/anthropic_script.ts";
-import * as gemini from "./fake_upstreams/gemini_script.ts";
-import { bedrockStreamChunks } from "./fake_upstreams/bedrock_script.ts";
-import { chatStreamBlocks } from "./fake_upstreams/openai_chat_script.ts";
-import { responsesStreamChunks } from "./fake_upstreams/openai_responses_script.ts";
-import { RESUME_ENV, upstreamEntry } from "./fake_upstreams/resume_scripts.ts";
-import type { FakeUpstream, Script, Step } from "./fake_upstreams/server.ts";
+import type { ConfigInput } from "../../gateway/config/schema.ts";
+import { estimateTokens } from "../../gateway/formats/token_estimate.ts";
+import { startVirtualGateway, type VirtualGateway } from "../virtual_gateway.ts";
+import * as anthropic from "../fake_upstreams/anthropic_script.ts";
+import * as gemini from "../fake_upstreams/gemini_script.ts";
+import { bedrockStreamChunks } from "../fake_upstreams/bedrock_script.ts";
+import { chatStreamBlocks } from "../fake_upstreams/openai_chat_script.ts";
+import { responsesStreamChunks } from "../fake_upstreams/openai_responses_script.ts";
+import { RESUME_ENV, upstreamEntry } from "../fake_upstreams/resume_scripts.ts";
+import type { FakeUpstream, Script, Step } from "../fake_upstreams/server.ts";
 
 type Kind = "openai-chat" | "openai-responses" | "anthropic" | "gemini" | "bedrock";
 const KINDS: Kind[] = ["openai-chat", "openai-responses", "anthropic", "gemini", "bedrock"];
@@ -63,31 +65,32 @@ function script(kind: Kind, fault?: Step): Script {
   return { headers, body };
 }
 
-function config(kind: Kind, url: string, idleSecs: number): ConfigInput {
+/** The default idle timeout; a stopped answer is stopped at STOP_AT, long before it. */
+const IDLE_MS = 300_000;
+const STOP_AT = 10_000;
+
+/** A whole gateway in virtual time over `upstreams` in-process fakes; `run` runs in it. */
+async function withGateway(
+  run: (v: VirtualGateway, ups: FakeUpstream[]) => Promise<void>,
+  opts: {
+    upstreams?: number;
+    config: (urls: string[]) => ConfigInput;
+    env?: Record<string, string>;
+  },
+): Promise<void> {
+  await using v = await startVirtualGateway({ ...opts, cryptoHoldsTime: true });
+  await v.run(run(v, v.ups));
+}
+
+function config(kind: Kind, url: string): ConfigInput {
   return {
-    failover: { idle_timeout_secs: idleSecs },
     upstreams: [upstreamEntry(kind, { id: "up", url })],
     routes: [{ model: "smart", candidates: [{ upstream: "up", model: "m" }] }],
   };
 }
 
-/** Reads the client's stream until `text` has arrived; answers what was read. */
-async function readUntil(
-  reader: ReadableStreamDefaultReader<Uint8Array>,
-  text: string,
-): Promise<string> {
-  const decoder = new TextDecoder();
-  let got = "";
-  while (!got.includes(text)) {
-    const { done, value } = await reader.read();
-    if (done) throw new Error(`stream ended before ${JSON.stringify(text)}: ${got}`);
-    got += decoder.decode(value, { stream: true });
-  }
-  return got;
-}
-
 async function runPath(
-  gw: TestGateway,
+  v: VirtualGateway,
   opts: { up: FakeUpstream; kind: Kind; path: StopPath; id: string },
 ): Promise<void> {
   const { up, kind, path, id } = opts;
@@ -99,33 +102,34 @@ async function runPath(
     disconnect: { hang: true },
   };
   up.enqueue(script(kind, fault[path]));
-  const res = await postJson(`${gw.url}/v1/chat/completions`, {
-    model: "smart",
-    stream: true,
-    messages,
-  }, { "x-request-id": id });
-  assert.equal(res.status, 200);
-  const reader = res.body!.getReader();
-  // Chat chunks escape nothing in these words, so the delivered text shows in the bytes.
-  await readUntil(reader, JSON.stringify(CUT_AFTER).slice(1, -1));
+  const pending = v.exchange("/v1/chat/completions", { model: "smart", stream: true, messages }, {
+    headers: { "x-request-id": id },
+    leaveAfterMs: path === "disconnect" ? STOP_AT : undefined,
+  });
   if (path === "abort") {
-    const control = await fetch(`${gw.url}/request/${id}/abort`, {
+    await v.clock.sleep(STOP_AT);
+    const control = await v.fetch(`${v.url}/request/${id}/abort`, {
       method: "POST",
       headers: { authorization: `Bearer ${ADMIN}` },
     });
     assert.equal(control.status, 200);
   }
-  if (path === "disconnect") await reader.cancel();
-  else while (!(await reader.read()).done) { /* drain to the end */ }
+  const res = await pending;
+  assert.equal(res.status, 200);
+  // Chat chunks escape nothing in these words, so the delivered text shows in the bytes, at once.
+  const delivered = JSON.stringify(CUT_AFTER).slice(1, -1);
+  assert.equal(res.pieces.find((p) => p.text.includes(delivered))?.at, 0);
+  const endedAt = { finish: 0, cut: 0, stall: IDLE_MS, abort: STOP_AT, disconnect: STOP_AT };
+  assert.equal(res.endedAt, endedAt[path]);
 }
 
 for (const kind of KINDS) {
   for (const path of PATHS) {
     Deno.test(`usage ledger: ${kind} upstream, ${path}`, async () => {
-      await withGateway(async (gw, [up]) => {
+      await withGateway(async (v, [up]) => {
         const id = `ledger-${kind}-${path}`;
-        await runPath(gw, { up: up!, kind, path, id });
-        const { request, attempts } = await gw.row(id);
+        await runPath(v, { up: up!, kind, path, id });
+        const { request, attempts } = await v.rowIn(id);
         assert.equal(attempts.length, 1);
         const attempt = attempts[0]!;
         if (path === "finish") {
@@ -149,7 +153,7 @@ for (const kind of KINDS) {
         assert.equal(request.outputTokens, attempt.outputTokens);
         assert.equal(request.inputTokens, attempt.inputTokens);
       }, {
-        config: ([url]) => config(kind, url!, path === "stall" ? 30 : 300),
+        config: ([url]) => config(kind, url!),
         env: { ...RESUME_ENV, PULSEGATE_ADMIN_TOKEN: ADMIN },
       });
     });
@@ -170,15 +174,15 @@ for (const kind of ["openai-chat", "anthropic"] as const) {
   for (const asked of [false, true]) {
     const how = asked ? "asked for usage" : "did not ask for usage";
     Deno.test(`usage ledger: a Chat client that ${how}, ${kind} upstream`, async () => {
-      await withGateway(async (gw, [up]) => {
+      await withGateway(async (v, [up]) => {
         up!.enqueue(script(kind));
-        const res = await postJson(`${gw.url}/v1/chat/completions`, {
+        const res = await v.exchange("/v1/chat/completions", {
           model: "smart",
           stream: true,
           messages,
           ...(asked ? { stream_options: { include_usage: true } } : {}),
         });
-        const text = await res.text();
+        const text = res.text;
         if (kind === "openai-chat") {
           const sent = up!.calls[0]!.json as { stream_options?: { include_usage?: boolean } };
           assert.equal(sent.stream_options?.include_usage, true, "usage asked of the upstream");
@@ -187,18 +191,18 @@ for (const kind of ["openai-chat", "anthropic"] as const) {
           assert.equal(text, expected.join(""), "byte for byte, less the usage-only chunk");
         }
         assert.equal(chunksOf(text).filter(usageOnly).length, asked ? 1 : 0);
-        const { request, attempts } = await gw.row(res.headers.get("x-request-id")!);
+        const { request, attempts } = await v.rowIn(res.headers.get("x-request-id")!);
         assert.equal(attempts[0]!.outputTokens, USAGE.output);
         assert.equal(attempts[0]!.tokensEstimated, false);
         assert.equal(request.outputTokens, USAGE.output);
         assert.equal(request.inputTokens, USAGE.input);
-      }, { config: ([url]) => config(kind, url!, 300) });
+      }, { config: ([url]) => config(kind, url!) });
     });
   }
 }
 
 Deno.test("usage ledger: a hedge's loser keeps what it reported; the winner's usage is the request's", async () => {
-  await withGateway(async (gw, [a, b]) => {
+  await withGateway(async (v, [a, b]) => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     const aChunks = anthropic.streamChunks({ text: ["late"], usage: { input: 99, output: 5 } });
@@ -208,15 +212,16 @@ Deno.test("usage ledger: a hedge's loser keeps what it reported; the winner's us
       body: [{ send: aChunks[0]! }, { until: gate }, ...aChunks.slice(1).map((send) => ({ send }))],
     });
     b!.enqueue(script("anthropic"));
-    const res = await postJson(`${gw.url}/v1/chat/completions`, {
+    const res = await v.exchange("/v1/chat/completions", {
       model: "smart",
       stream: true,
       messages,
     });
-    const text = await res.text();
+    const text = res.text;
     release();
+    assert.equal(res.endedAt, 1_000, "B, the hedge at 1 s, answered at once");
     assert.match(text, /"content":"you\?"/);
-    const { request, attempts } = await gw.row(res.headers.get("x-request-id")!);
+    const { request, attempts } = await v.rowIn(res.headers.get("x-request-id")!);
     const loser = attempts.find((x) => x.upstream === "a")!;
     const winner = attempts.find((x) => x.upstream === "b")!;
     assert.equal(loser.outcome, "hedge_lost");
@@ -227,11 +232,11 @@ Deno.test("usage ledger: a hedge's loser keeps what it reported; the winner's us
     assert.equal(winner.tokensEstimated, false);
     assert.equal(request.outputTokens, USAGE.output);
     assert.equal(request.inputTokens, USAGE.input);
-    await eventually(() => a!.openConnections === 0, { what: "A closed", ms: 2000 });
+    assert.equal(await a!.calls[0]!.closed, "cancelled");
+    assert.equal(a!.openConnections, 0, "A closed");
   }, {
     upstreams: 2,
     config: ([ua, ub]) => ({
-      failover: { idle_timeout_secs: 300 },
       upstreams: [
         { id: "a", kind: "anthropic", base_url: ua! },
         { id: "b", kind: "anthropic", base_url: ub! },
@@ -246,7 +251,7 @@ Deno.test("usage ledger: a hedge's loser keeps what it reported; the winner's us
 });
 
 Deno.test("usage ledger: a whole answer's reported usage is kept; one without usage is estimated", async () => {
-  await withGateway(async (gw, [up]) => {
+  await withGateway(async (v, [up]) => {
     const text = TEXT.join("");
     const whole = (usage?: typeof USAGE) =>
       JSON.stringify({
@@ -271,10 +276,10 @@ Deno.test("usage ledger: a whole answer's reported usage is kept; one without us
       });
     for (const usage of [USAGE, undefined]) {
       up!.enqueue({ body: [{ send: whole(usage) }] });
-      const res = await postJson(`${gw.url}/v1/chat/completions`, { model: "smart", messages });
+      const res = await v.exchange("/v1/chat/completions", { model: "smart", messages });
       assert.equal(res.status, 200);
-      assert.equal((await res.json()).choices[0].message.content, text);
-      const { request, attempts } = await gw.row(res.headers.get("x-request-id")!);
+      assert.equal(JSON.parse(res.text).choices[0].message.content, text);
+      const { request, attempts } = await v.rowIn(res.headers.get("x-request-id")!);
       const expected = usage
         ? { input: USAGE.input, output: USAGE.output, estimated: false }
         : { input: attempts[0]!.inputTokens, output: estimateTokens(text), estimated: true };
@@ -287,11 +292,10 @@ Deno.test("usage ledger: a whole answer's reported usage is kept; one without us
     }
     // Whitespace is no content: a hop that sent only that billed nothing to estimate.
     up!.enqueue({ body: [{ send: "   \n\n  " }] });
-    const res = await postJson(`${gw.url}/v1/chat/completions`, { model: "smart", messages });
+    const res = await v.exchange("/v1/chat/completions", { model: "smart", messages });
     assert.notEqual(res.status, 200);
-    await res.body?.cancel();
-    const { attempts } = await gw.row(res.headers.get("x-request-id")!);
+    const { attempts } = await v.rowIn(res.headers.get("x-request-id")!);
     assert.equal(attempts[0]!.tokensEstimated, false);
     assert.equal(attempts[0]!.outputTokens, null);
-  }, { config: ([url]) => config("openai-chat", url!, 300) });
+  }, { config: ([url]) => config("openai-chat", url!) });
 });
