@@ -8,10 +8,10 @@
  * not in tests/virtual/, because docs/security.md names this file).
  */
 import assert from "node:assert/strict";
-import type { ConfigInput } from "../gateway/config/schema.ts";
-import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
-import { wholeBody } from "./fake_upstreams/anthropic_script.ts";
-import { startVirtualGateway } from "./virtual_gateway.ts";
+import type { ConfigInput } from "../../gateway/config/schema.ts";
+import { chatWhole } from "../fake_upstreams/openai_chat_script.ts";
+import { wholeBody } from "../fake_upstreams/anthropic_script.ts";
+import { startVirtualGateway } from "../virtual_gateway.ts";
 
 /** Parts in the long turn: past the stack's limit, under MAX_JSON_VALUES in every shape below. */
 const PARTS = 190_000;
