@@ -71,7 +71,7 @@ export const FILE_SECONDS: Readonly<Record<string, number>> = {
   "embeddings_limits_test.ts": 5,
   "multi_process_probe_test.ts": 5,
   "admin_api_test.ts": 4,
-  // Measured alone on the loaded 2-core machine (2026-12-07), not from the suite's reports.
+  // Measured alone on the 2-core machine (2026-12-07), not from the suite's reports.
   "mcp_fault_table_test.ts": 4,
   "mcp_test.ts": 3,
   "start_paths_test.ts": 4,
