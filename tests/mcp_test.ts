@@ -43,8 +43,12 @@ async function withMcp(
   run: (gw: TestGateway) => Promise<void>,
 ): Promise<void> {
   try {
+    // A 30 s idle timeout lasts 1.5 s: a healthy server's answer never comes near it, and a
+    // silent one costs little. The timings themselves are tested in virtual time
+    // (tests/virtual/mcp_liveness_test.ts).
     await using gw = await startTestGateway(config, {
       env: { ...KEYS, PULSEGATE_ADMIN_TOKEN: ADMIN },
+      scale: 0.05,
     });
     await run(gw);
   } finally {
@@ -301,7 +305,7 @@ Deno.test("mcp: a failing replica is paused, refused without a call while paused
   const config = mcpConfig([{
     id: "one",
     url: fake.url,
-    // 6 s real at the suites' scale: long enough that nothing here waits it out.
+    // The pause is 30 s real at this scale: nothing here waits it out.
     failover: {
       idle_timeout_secs: 30,
       failures_to_pause: 1,
@@ -345,6 +349,8 @@ Deno.test("mcp: a failing replica is paused, refused without a call while paused
     endPause();
     fake.mode = "gate";
     const probe = call();
+    // Held until read below; a failure is an assertion there, never an unhandled rejection.
+    probe.catch(() => {});
     await eventually(() => fake.calls.length === 3, { what: "the probe reached the server" });
     assert.equal((await rpcFailure(call())).code, -32012, "one probe at a time");
     assert.equal(fake.calls.length, 3);

@@ -72,6 +72,8 @@ export class Fences {
   #lastRead = -Infinity;
   /** Fences made here and not yet stored: kept through a full read, stored again at the next. */
   #unsaved = new Map<string, Fence>();
+  /** Ids of fences made or adopted while a full read runs; null when none runs. */
+  #madeDuringRead: Set<string> | null = null;
   #reading: Promise<void> | null = null;
 
   constructor(
@@ -146,12 +148,14 @@ export class Fences {
     };
     this.set.put(fence, now);
     this.#unsaved.set(fence.id, fence);
+    this.#madeDuringRead?.add(fence.id);
     return fence;
   }
 
   /** A fence a peer made and sent with its forwarded abort (checked by the caller), held at once. */
   adopt(fence: Fence): void {
     this.set.put(fence, this.deps.clock.now());
+    this.#madeDuringRead?.add(fence.id);
     // Kept through a full read until the database has it: stored by its maker, or by this
     // instance at its next read should the maker's write have failed.
     this.#unsaved.set(fence.id, fence);
@@ -253,8 +257,18 @@ export class Fences {
     const now = this.deps.clock.now();
     const stale = this.deps.clock.elapsed(this.#lastRead, now) > FENCE_RETAIN_MS / 2;
     if (this.#version === null || stale) {
-      const { fences, version } = await activeFences(this.deps.db, { now });
-      const kept = new Set([...fences.map((f) => f.id), ...this.#unsaved.keys()]);
+      // Fences made or adopted while the read ran may be stored after its snapshot (and so be
+      // neither in it nor unsaved any more): they are kept too.
+      const made = new Set<string>();
+      this.#madeDuringRead = made;
+      const { fences, version } = await activeFences(this.deps.db, { now }).finally(() => {
+        this.#madeDuringRead = null;
+      });
+      const kept = new Set([
+        ...fences.map((f) => f.id),
+        ...this.#unsaved.keys(),
+        ...made,
+      ]);
       for (const held of this.set.active(now)) if (!kept.has(held.id)) this.set.lift(held.id);
       for (const fence of fences) this.set.put(fence, now);
       this.#version = version;

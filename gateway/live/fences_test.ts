@@ -241,3 +241,31 @@ Deno.test("fences: a second abort of the same session renews its fence, stored t
     db.close();
   }
 });
+
+Deno.test("fences: one made and stored while a full reload reads is kept, not lifted by the read's older snapshot", async () => {
+  const db = await database();
+  try {
+    const clock = new VirtualClock();
+    let release = () => {};
+    let hold: Promise<void> | null = new Promise((resolve) => (release = resolve));
+    // The reload's read is answered as of when it ran, but handed over only once released.
+    const batch: Db["client"]["batch"] = async (...args) => {
+      const answer = await db.client.batch(...args);
+      const waiting = hold;
+      hold = null;
+      if (waiting) await waiting;
+      return answer;
+    };
+    const fences = fencesOn({ ...db, client: { ...db.client, batch } as Db["client"] }, { clock });
+    const reading = fences.reload();
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    const fence = fences.fenceSession("s1", { admin: false, keyId: "k" })!;
+    assert.equal(await fences.save(fence), true, "stored after the read's snapshot");
+    release();
+    await reading;
+    const ir = chat({ messages: TURN });
+    assert.equal(fences.refusal({ keyId: "k", sessionId: "s1", ir })?.code, "gw.session.fenced");
+  } finally {
+    db.close();
+  }
+});
