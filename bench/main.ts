@@ -17,6 +17,7 @@ import { latencyChart } from "./report/svg_chart.ts";
 import type { BenchResults } from "./results.ts";
 import { addedLatency } from "./scenarios/added_latency.ts";
 import { heldStreams } from "./scenarios/held_streams.ts";
+import { oneCaller } from "./scenarios/one_caller.ts";
 import { historyWrites } from "./scenarios/history_writes.ts";
 import { historyAtScale } from "./scenarios/history_at_scale.ts";
 import { cpuCost } from "./scenarios/cpu_cost.ts";
@@ -59,7 +60,8 @@ async function run(args: Args): Promise<BenchResults> {
   log(`${args.profile.name} run; work dir ${workDir}; tools in ${defaultToolsDir()}`);
   const tools = await ensureNodeTools({
     dir: defaultToolsDir(),
-    installPortkey: args.profile.installPortkey,
+    // `--no-peer` installs nothing either: it leaves Portkey out whether or not it is there.
+    installPortkey: args.profile.installPortkey && args.peer,
   });
   if (!tools.autocannon) throw new Error(`autocannon is needed: ${tools.problems.join("; ")}`);
   if (!args.peer && tools.portkey) {
@@ -83,6 +85,7 @@ async function run(args: Args): Promise<BenchResults> {
   try {
     scenarios = {
       addedLatency: await addedLatency(ctx),
+      oneCaller: await oneCaller(ctx),
       throughput: await throughput(ctx),
       streaming: await streaming(ctx),
       heldStreams: await heldStreams(ctx),

@@ -42,6 +42,40 @@ export interface AddedLatencyResult {
   skipped: Skipped[];
 }
 
+/** Scenario 8: one caller, one request at a time, whole and streamed. */
+export interface OneCallerRow {
+  target: TargetId;
+  label: string;
+  kind: "whole" | "streamed";
+  /** Request sent to answer read whole (to `[DONE]` when streamed). */
+  latencyMs: Summary;
+  /** Streamed only: to the body's first chunk. */
+  firstChunkMs: Summary | null;
+  /** This target's percentiles minus the floor's, same kind; null for the floor itself. */
+  addedMs: { p50: number; p90: number; p99: number; max: number } | null;
+  errors: number;
+  errorExamples: string[];
+}
+
+/** Whole answers at one connection count, each repetition's figure kept. */
+export interface Throughput64Row {
+  target: TargetId;
+  label: string;
+  rps: number[];
+  /** The proxy process's CPU (user + system, all threads) per request. */
+  cpuUsPerRequest: number[];
+  p99Ms: number[];
+  errors: number;
+}
+
+export interface OneCallerResult {
+  requestsPerTarget: number;
+  rounds: number;
+  rows: OneCallerRow[];
+  throughput64: { connections: number; seconds: number; reps: number; rows: Throughput64Row[] };
+  skipped: Skipped[];
+}
+
 export interface ThroughputLevel {
   concurrency: number;
   rps: number;
@@ -239,6 +273,8 @@ export interface BenchResults {
   };
   scenarios: {
     addedLatency: AddedLatencyResult;
+    /** Absent from runs before it existed. */
+    oneCaller?: OneCallerResult;
     throughput: ThroughputResult;
     streaming: StreamingResult;
     heldStreams: HeldResult;

@@ -15,6 +15,7 @@ export const MAIN_ROUTES: Record<string, FakeMode> = {
   zero: "zero",
   delay20: "delay20",
   stream64: "stream64",
+  stream8: "stream8",
 };
 
 export interface Stack {

@@ -145,6 +145,72 @@ function addedLatency(r: BenchResults): string {
   ].join("\n") + skippedNotes(s.skipped);
 }
 
+function oneCaller(r: BenchResults): string {
+  const s = r.scenarios.oneCaller;
+  if (!s) return "";
+  const t = s.throughput64;
+  const floor64 = t.rows.find((x) => x.target === "floor");
+  const median = (v: number[]) => spreadOf(v).median;
+  return [
+    "## 8. Added latency, one request at a time, whole and streamed",
+    "",
+    `The latency one caller feels, stated as published gateway comparisons state it: ` +
+    `${n(s.requestsPerTarget, 0)} requests per target and kind, one at a time over one ` +
+    `keep-alive connection each, in ${s.rounds} rounds whose order rotates over every target ` +
+    `and kind (one load job, so the floor and pulsegate alternate). *Whole*: the zero-delay ` +
+    `route (~200 bytes). *Streamed*: the \`stream8\` route, eight deltas at once then ` +
+    `\`[DONE]\`, timed to the last byte (first chunk apart). Added = the target's percentile ` +
+    `minus the floor's, same kind. Milliseconds.`,
+    "",
+    table(
+      [
+        "target",
+        "kind",
+        "p50",
+        "p90",
+        "p99",
+        "max",
+        "added p50",
+        "added p90",
+        "added p99",
+        "added max",
+        "first chunk p50 / p99",
+        "errors",
+      ],
+      s.rows.map((row) => [
+        row.label,
+        row.kind,
+        n(row.latencyMs.p50, 3),
+        n(row.latencyMs.p90, 3),
+        n(row.latencyMs.p99, 3),
+        n(row.latencyMs.max, 3),
+        n(row.addedMs?.p50, 3),
+        n(row.addedMs?.p90, 3),
+        n(row.addedMs?.p99, 3),
+        n(row.addedMs?.max, 3),
+        row.firstChunkMs ? pair(row.firstChunkMs.p50, row.firstChunkMs.p99) : "–",
+        row.errors ? `${row.errors}: ${row.errorExamples[0] ?? ""}` : "0",
+      ]),
+    ),
+    "",
+    `Whole answers at ${t.connections} connections (zero-delay route, autocannon, ` +
+    `${t.seconds} s per run, ${t.reps} repetitions whose order rotates): median (min–max).`,
+    "",
+    table(
+      ["target", "req/s", "× floor", "CPU µs per request", "× floor", "p99 ms", "errors"],
+      t.rows.map((row) => [
+        row.label,
+        `${n(median(row.rps), 0)} (${n(Math.min(...row.rps), 0)}–${n(Math.max(...row.rps), 0)})`,
+        floor64 ? n(median(row.rps) / median(floor64.rps)) : "–",
+        n(median(row.cpuUsPerRequest), 1),
+        floor64 ? n(median(row.cpuUsPerRequest) / median(floor64.cpuUsPerRequest)) : "–",
+        n(median(row.p99Ms), 0),
+        String(row.errors),
+      ]),
+    ),
+  ].join("\n") + skippedNotes(s.skipped);
+}
+
 function levelCell(row: ThroughputRow, c: number, boundMs: number): string {
   const l = row.levels.find((x) => x.concurrency === c);
   if (!l) return "–";
@@ -617,6 +683,7 @@ export function renderMarkdown(r: BenchResults): string {
     targets(r),
     beforeAfter(r),
     addedLatency(r),
+    oneCaller(r),
     throughput(r),
     streaming(r),
     held(r),
