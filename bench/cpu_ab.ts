@@ -8,7 +8,12 @@
  *     [--seconds 2] [--concurrency 16] [--history-off] [--no-floors]
  *
  * `--v8 FLAGS` starts this tree's gateways with `--v8-flags=FLAGS` (the base's without), to judge
- * a V8 setting the same way.
+ * a V8 setting the same way: `--base` naming this same checkout compares the setting with none.
+ *
+ * `--latency N` adds, to each repetition, scenario 8's measure (bench/scenarios/one_caller.ts):
+ * N requests one at a time per target, whole and streamed, every target alternating in rounds of
+ * `--per-round` (default 250) within one load job; it prints each target's p50 / p99 per
+ * repetition and their medians, so a change to the tail is judged in the same run as its floor.
  *
  * `--base` runs that checkout's gateway (its bench/gateway_entry.ts) as a second target, e.g.
  * `git archive main | tar -x -C /tmp/base`, for a before/after in the same conditions.
@@ -27,6 +32,7 @@ import { Service } from "./services.ts";
 import { MAIN_ROUTES, REPO_ROOT, startFake, startFloor } from "./stack.ts";
 import { gatewayConfig } from "./targets.ts";
 import { measureCpu, spreadOf } from "./scenarios/cpu_cost.ts";
+import { type LatencyTarget, oneCallerRound } from "./one_caller_round.ts";
 
 function option(name: string, fallback: string): string {
   const at = Deno.args.indexOf(`--${name}`);
@@ -43,10 +49,13 @@ const v8 = option("v8", "");
 const historyOff = Deno.args.includes("--history-off");
 const floors = !Deno.args.includes("--no-floors");
 const together = Deno.args.includes("--together");
+const latency = Number(option("latency", "0"));
+const perRound = Number(option("per-round", "250"));
 if (Deno.args.includes("--help")) {
   console.log(
     "deno run -A bench/cpu_ab.ts [--base DIR] [--reps N] [--streams N] [--rounds N] " +
-      "[--seconds S] [--concurrency N] [--history-off] [--no-floors] [--together]",
+      "[--seconds S] [--concurrency N] [--history-off] [--no-floors] [--together] " +
+      "[--v8 FLAGS] [--latency N] [--per-round N]",
   );
   Deno.exit(0);
 }
@@ -123,6 +132,9 @@ try {
   const rps: Record<string, number[]> = {};
   const rss: Record<string, number[]> = {};
   const mainUs: Record<string, number[]> = {};
+  /** Per target and kind ("floor:whole"), one p50 and one p99 per repetition. */
+  const p50: Record<string, number[]> = {};
+  const p99: Record<string, number[]> = {};
   const workerUs: Record<string, number[]> = {};
   for (let rep = 0; rep < reps; rep++) {
     // Rotate the order, so no target always runs after the same one.
@@ -155,6 +167,27 @@ try {
           `${m.errors} errors`,
       );
     });
+    if (latency > 0) {
+      const latencyTargets: LatencyTarget[] = order.map((name) => ({
+        name,
+        url: targets[name]!.url,
+        gateway: name !== "floor" && name !== "floor_js",
+      }));
+      const round = await oneCallerRound({ layout, fake: fake.url }, {
+        targets: latencyTargets,
+        requests: latency,
+        perRound,
+      });
+      for (const [unit, s] of Object.entries(round)) {
+        (p50[unit] ??= []).push(s.p50);
+        (p99[unit] ??= []).push(s.p99);
+        console.error(
+          `rep ${rep + 1} ${unit}: one at a time p50 ${s.p50.toFixed(3)} ms, p99 ` +
+            `${s.p99.toFixed(3)} ms, max ${s.max.toFixed(3)} ms (${s.count} requests, ` +
+            `${s.errors} errors)`,
+        );
+      }
+    }
   }
   console.log(
     `median (min–max) over ${reps} ${together ? "simultaneous" : "alternating"} repetitions`,
@@ -167,6 +200,42 @@ try {
       `${name.padEnd(14)} CPU µs/delta ${spread(perDelta[name]!)}  ` +
         `CPU µs/request ${spread(perRequest[name]!)}${threads}  req/s ${spread(rps[name]!)}  ` +
         `RSS MiB ${spread(rss[name]!)}`,
+    );
+  }
+  const spread3 = (values: number[]) => {
+    const { median, min, max } = spreadOf(values);
+    return `${median.toFixed(3)} (${min.toFixed(3)}–${max.toFixed(3)})`;
+  };
+  for (const unit of Object.keys(p50)) {
+    const [name, kind] = unit.split(":");
+    const floor = p50[`floor:${kind}`] ? `floor:${kind}` : null;
+    const added = floor && name !== "floor"
+      ? `  added over the floor: p50 ${
+        spread3(p50[unit]!.map((x, i) => x - (p50[floor]![i] ?? NaN)))
+      }, p99 ${spread3(p99[unit]!.map((x, i) => x - (p99[floor]![i] ?? NaN)))}`
+      : "";
+    console.log(
+      `${unit.padEnd(20)} one at a time ms: p50 ${spread3(p50[unit]!)}  p99 ` +
+        `${spread3(p99[unit]!)}${added}`,
+    );
+  }
+  // This tree against the base within each repetition: a setting or change wins only where
+  // every repetition's difference has the same sign.
+  for (const kind of ["whole", "streamed"]) {
+    const mine = `pulsegate:${kind}`;
+    const theirs = `base:${kind}`;
+    if (!p50[mine] || !p50[theirs]) continue;
+    const diff = (by: Record<string, number[]>) =>
+      by[mine]!.map((x, i) => x - (by[theirs]![i] ?? NaN));
+    console.log(
+      `pulsegate − base, ${kind}: p50 ${diff(p50).map((x) => x.toFixed(3)).join(", ")}; ` +
+        `p99 ${diff(p99).map((x) => x.toFixed(3)).join(", ")} ms (each repetition)`,
+    );
+  }
+  if (perRequest.pulsegate && perRequest.base) {
+    const d = perRequest.pulsegate.map((x, i) => x - (perRequest.base![i] ?? NaN));
+    console.log(
+      `pulsegate − base: CPU µs/request ${d.map((x) => x.toFixed(1)).join(", ")} (each repetition)`,
     );
   }
   // History's cost per gateway: the difference between its twins within each repetition (they
