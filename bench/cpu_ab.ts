@@ -14,6 +14,7 @@
  * N requests one at a time per target, whole and streamed, every target alternating in rounds of
  * `--per-round` (default 250) within one load job; it prints each target's p50 / p99 per
  * repetition and their medians, so a change to the tail is judged in the same run as its floor.
+ * `--json FILE` also writes every repetition's figures there (bench/v8_trials.ts reads them).
  *
  * `--base` runs that checkout's gateway (its bench/gateway_entry.ts) as a second target, e.g.
  * `git archive main | tar -x -C /tmp/base`, for a before/after in the same conditions.
@@ -33,6 +34,16 @@ import { MAIN_ROUTES, REPO_ROOT, startFake, startFloor } from "./stack.ts";
 import { gatewayConfig } from "./targets.ts";
 import { measureCpu, spreadOf } from "./scenarios/cpu_cost.ts";
 import { type LatencyTarget, oneCallerRound } from "./one_caller_round.ts";
+import type { AbRun } from "./v8_trials.ts";
+
+/** The 1-minute load average, for the figures' context on a shared machine. */
+async function loadAverage(): Promise<number> {
+  try {
+    return Number((await Deno.readTextFile("/proc/loadavg")).split(" ")[0]);
+  } catch {
+    return NaN;
+  }
+}
 
 function option(name: string, fallback: string): string {
   const at = Deno.args.indexOf(`--${name}`);
@@ -51,6 +62,7 @@ const floors = !Deno.args.includes("--no-floors");
 const together = Deno.args.includes("--together");
 const latency = Number(option("latency", "0"));
 const perRound = Number(option("per-round", "250"));
+const jsonOut = option("json", "");
 if (Deno.args.includes("--help")) {
   console.log(
     "deno run -A bench/cpu_ab.ts [--base DIR] [--reps N] [--streams N] [--rounds N] " +
@@ -60,6 +72,8 @@ if (Deno.args.includes("--help")) {
   Deno.exit(0);
 }
 
+const loadAtStart = await loadAverage();
+const startedAt = new Date().toISOString();
 const workDir = await Deno.makeTempDir({ prefix: "pulsegate-cpu-ab-" });
 const layout = await benchLayout({ cpus: navigator.hardwareConcurrency, logDir: workDir });
 
@@ -237,6 +251,24 @@ try {
     console.log(
       `pulsegate − base: CPU µs/request ${d.map((x) => x.toFixed(1)).join(", ")} (each repetition)`,
     );
+  }
+  if (jsonOut) {
+    const trial: AbRun = {
+      command: `deno run -A bench/cpu_ab.ts ${
+        Deno.args.filter((a, i, all) => a !== "--json" && all[i - 1] !== "--json").join(" ")
+      }`,
+      v8,
+      startedAt,
+      loadAverage: { start: loadAtStart, end: await loadAverage() },
+      reps,
+      usPerDelta: perDelta,
+      usPerRequest: perRequest,
+      rps,
+      rssMiB: rss,
+      p50Ms: p50,
+      p99Ms: p99,
+    };
+    await Deno.writeTextFile(jsonOut, JSON.stringify(trial, null, 2) + "\n");
   }
   // History's cost per gateway: the difference between its twins within each repetition (they
   // run back to back, so a neighbour's burst that lasts longer than one measurement weighs on

@@ -24,6 +24,7 @@ import { cpuCost } from "./scenarios/cpu_cost.ts";
 import { streaming } from "./scenarios/streaming.ts";
 import { throughput } from "./scenarios/throughput.ts";
 import { REPO_ROOT, startStack } from "./stack.ts";
+import { readTrials } from "./v8_trials.ts";
 
 interface Args {
   profile: Profile;
@@ -200,6 +201,7 @@ if (import.meta.main) {
   const render = Deno.args.includes("--render");
   const results = render ? await rerender(args.out) : await run(args);
   results.before = await judgeBefore(args.out);
+  results.v8Trials = await readTrials(`${args.out}bench/v8_trials`);
   await write(results, args.out);
   console.error(
     render

@@ -1,6 +1,7 @@
 /** The shape of bench/results.json: every figure the doc shows, and how it was taken. */
 import type { Summary } from "./stats.ts";
 import type { TargetId } from "./targets.ts";
+import type { AbRun } from "./v8_trials.ts";
 
 export interface Machine {
   cpus: number;
@@ -291,6 +292,8 @@ export interface BenchResults {
   /** The serving thread while scenario 4's largest count gets its content (held_profile.ts). */
   hotPathHeld?: HotPathProfile | null;
   targets: TargetCheck[];
+  /** V8 settings tried with bench/cpu_ab.ts (bench/v8_trials/), read when the doc is written. */
+  v8Trials?: AbRun[];
   /**
    * The same targets judged over an earlier run's figures (bench/results_before.json, when it is
    * there), for the doc's before → after table.

@@ -132,7 +132,8 @@ export async function startStack(
   } else {
     skipped.push({
       target: "portkey",
-      reason: opts.tools.problems.join("; ") || "not installed (quick runs do not install it)",
+      reason: opts.tools.problems.join("; ") ||
+        `not installed in ${opts.tools.dir} (only a full run without --no-peer installs it)`,
     });
   }
   for (const [id, service] of Object.entries(proxies)) {

@@ -14,6 +14,7 @@ import type {
 import type { Summary } from "../stats.ts";
 import { methodSection } from "./method.ts";
 import { spreadOf } from "../scenarios/cpu_cost.ts";
+import { judgeTrial } from "../v8_trials.ts";
 
 const n = (v: number | null | undefined, digits = 2): string =>
   v === null || v === undefined || !Number.isFinite(v)
@@ -209,6 +210,61 @@ function oneCaller(r: BenchResults): string {
       ]),
     ),
   ].join("\n") + skippedNotes(s.skipped);
+}
+
+/** Each repetition's difference, this tree with the flags minus without: negative is better. */
+const signed = (xs: number[], digits: number) =>
+  xs.map((x) => (x > 0 ? "+" : "") + n(x, digits)).join(", ");
+
+function v8Trials(r: BenchResults): string {
+  const trials = r.v8Trials ?? [];
+  if (!trials.length) return "";
+  return [
+    "## V8 settings tried (GC tuning)",
+    "",
+    "Each row is one `bench/cpu_ab.ts` run (bench/v8_trials.ts): this tree's gateway started " +
+    "with `--v8-flags=FLAGS` against the same tree without them, alternating in repetitions " +
+    "with the floors, on one pinned core. Cells are each repetition's difference, with the " +
+    "flags minus without (negative is better): CPU per whole answer and per streamed delta " +
+    "(scenario 6's measure) and the one-caller p50 / p99 (scenario 8's measure). A setting " +
+    "*wins* only when CPU per whole answer and both p99s are better in every repetition; only " +
+    "a winner ships (`SERVER_V8_FLAGS` in gateway/start/server_flags.ts, which launch.ts puts " +
+    "on the server's command line). Load: the machine's 1-minute load average before → after " +
+    "(2 cores, shared).",
+    "",
+    table(
+      [
+        "flags",
+        "run",
+        "load",
+        "CPU µs / whole answer",
+        "CPU µs / delta",
+        "p50 whole ms",
+        "p99 whole ms",
+        "p99 streamed ms",
+        "RSS MiB",
+        "verdict",
+      ],
+      trials.map((t) => {
+        const v = judgeTrial(t);
+        const base = t.usPerRequest.base ?? [];
+        return [
+          `\`${t.v8}\``,
+          `${t.startedAt.slice(0, 16).replace("T", " ")}, ${t.reps} reps`,
+          `${n(t.loadAverage.start, 1)} → ${n(t.loadAverage.end, 1)}`,
+          `${signed(v.cpuRequest, 1)} (base ${n(spreadOf(base).median, 0)})`,
+          signed(v.cpuDelta, 1),
+          signed(v.p50Whole, 3),
+          `${signed(v.p99Whole, 3)} (base ${n(spreadOf(t.p99Ms["base:whole"] ?? []).median, 2)})`,
+          signed(v.p99Streamed, 3),
+          signed(v.rss, 0),
+          v.wins ? "**wins**" : "lost",
+        ];
+      }),
+    ),
+    "",
+    "Commands, in order: " + trials.map((t) => `\`${t.command}\``).join("; ") + ".",
+  ].join("\n");
 }
 
 function levelCell(row: ThroughputRow, c: number, boundMs: number): string {
@@ -690,6 +746,7 @@ export function renderMarkdown(r: BenchResults): string {
     history(r),
     cpuCostSection(r),
     historyAtScaleSection(r),
+    v8Trials(r),
     hotPath(r),
     methodSection(r),
   ];
