@@ -4,7 +4,8 @@
  * with the flags against the same tree without them, alternating in repetitions with the floors.
  * A setting wins only when it is better in every repetition, on CPU per whole answer and on the
  * one-caller p99 of whole and of streamed answers (differences within a repetition, so a
- * neighbour's burst weighs on both); only a winner ships (launch.ts's `SERVER_V8_FLAGS`).
+ * neighbour's burst weighs on both); only a winner ships (on the server's command line in
+ * launch.ts).
  * docs/benchmarks.md lists every trial kept in bench/v8_trials/, winners and losers, with figures.
  */
 

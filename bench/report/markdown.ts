@@ -224,12 +224,12 @@ function v8Trials(r: BenchResults): string {
     "",
     "Each row is one `bench/cpu_ab.ts` run (bench/v8_trials.ts): this tree's gateway started " +
     "with `--v8-flags=FLAGS` against the same tree without them, alternating in repetitions " +
-    "with the floors, on one pinned core. Cells are each repetition's difference, with the " +
+    "(the floors too, unless `--no-floors`), on one pinned core. Cells are each repetition's difference, with the " +
     "flags minus without (negative is better): CPU per whole answer and per streamed delta " +
     "(scenario 6's measure) and the one-caller p50 / p99 (scenario 8's measure). A setting " +
     "*wins* only when CPU per whole answer and both p99s are better in every repetition; only " +
-    "a winner ships (`SERVER_V8_FLAGS` in gateway/start/server_flags.ts, which launch.ts puts " +
-    "on the server's command line). Load: the machine's 1-minute load average before → after " +
+    "a winner ships, on the server's command line (launch.ts starts the server as a child " +
+    "process; `deno task start` runs launch.ts). Load: the machine's 1-minute load average before → after " +
     "(2 cores, shared).",
     "",
     table(
