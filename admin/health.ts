@@ -1,5 +1,6 @@
 import type { AttemptSample } from "../db/admin_queries.ts";
 import type { Config } from "../gateway/config/schema.ts";
+import type { McpServer } from "../gateway/config/mcp_schema.ts";
 import { configMembers } from "../gateway/config/route_entries.ts";
 import { cooldownKey, type CooldownPhase, type CooldownState } from "../gateway/route/cooldown.ts";
 import type { PoolView } from "../gateway/route/pools.ts";
@@ -30,6 +31,25 @@ export interface HealthInputs {
   recent: Map<string, AttemptSample[]>;
   /** Why history is not being recorded right now; null when it is. */
   history?: string | null;
+  /** Each tool server replica's calls in progress and cooldown (docs/mcp.md). */
+  mcp?: {
+    inFlight: (replica: string) => number;
+    cooldown: (replica: string) => CooldownState;
+    phase: (replica: string) => CooldownPhase;
+  };
+}
+
+/**
+ * Each replica of each tool server (`<id>#<n>`, docs/mcp.md), in config order: the labels the
+ * health view lists and reads recent attempts for.
+ */
+export function mcpReplicas(config: Config | null): { label: string; server: McpServer }[] {
+  return (config?.mcp_servers ?? []).flatMap((server) =>
+    [server.url, ...(server.replicas ?? [])].map((_, i) => ({
+      label: `${server.id}#${i + 1}`,
+      server,
+    }))
+  );
 }
 
 /**
@@ -58,7 +78,27 @@ export function healthView(inputs: HealthInputs): HealthView {
       members,
     };
   });
-  return { at: inputs.now, demo: inputs.demo, upstreams, history: inputs.history ?? null };
+  // A tool server's replicas shown as upstreams are (kind "mcp"): the same slots, cooldown and
+  // recent attempts, no members.
+  const mcp = inputs.mcp;
+  const replicas = mcp
+    ? mcpReplicas(inputs.config).map(({ label, server }): UpstreamHealth => ({
+      id: label,
+      kind: "mcp",
+      enabled: server.enabled,
+      inFlight: mcp.inFlight(label),
+      maxInFlight: server.max_in_flight,
+      ...cooldownOf(label, { cooldown: mcp.cooldown, phase: mcp.phase, now: inputs.now }),
+      recent: summarise(inputs.recent.get(label) ?? []),
+      members: [],
+    }))
+    : [];
+  return {
+    at: inputs.now,
+    demo: inputs.demo,
+    upstreams: [...upstreams, ...replicas],
+    history: inputs.history ?? null,
+  };
 }
 
 /** One level's cooldown as the API shows it. */

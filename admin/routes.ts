@@ -27,12 +27,21 @@ import {
 } from "./config_admin.ts";
 import { configVersionsApi } from "./config_versions_api.ts";
 import { adminGuard, requireJson } from "./guard.ts";
-import { HEALTH_SAMPLE_LIMIT, HEALTH_WINDOW_MS, healthView } from "./health.ts";
+import {
+  HEALTH_SAMPLE_LIMIT,
+  HEALTH_WINDOW_MS,
+  type HealthInputs,
+  healthView,
+  mcpReplicas,
+} from "./health.ts";
+import type { McpState } from "../gateway/mcp/mcp_state.ts";
+import type { Config } from "../gateway/config/schema.ts";
 import { historyPage, type LiveRecord, parseHistoryQuery, requestDetail } from "./history_api.ts";
-import { liveEvents } from "./live_events.ts";
 import { databaseErrorHandler } from "./database_errors.ts";
 import { memoryHistoryPage, memoryRequestDetail, type MemoryRows } from "./memory_history.ts";
-import { liveSnapshot } from "./live_snapshot.ts";
+import { liveApi } from "./live_api.ts";
+import { LiveFleet } from "./live_fleet.ts";
+import type { Metrics } from "../gateway/runtime/metrics.ts";
 import { renderAdminPage } from "./page.tsx";
 import { trendsApi } from "./trends_api.ts";
 import { sessionsApi } from "./sessions_api.ts";
@@ -73,6 +82,14 @@ export interface AdminDeps extends AccessDeps {
   sessionLimits?: SessionLimits;
   /** The fences operators' aborts left (docs/admin.md "Fences"). */
   fences?: Fences;
+  /** The tool servers' replicas, shown in the health view like upstreams (docs/mcp.md). */
+  mcp?: McpState;
+  /** How the live list asks the other instances for their requests (docs/scaling.md). */
+  fetch?: typeof fetch;
+  metrics?: Metrics;
+  /** `PULSEGATE_PEER_SECRET` and `PULSEGATE_PUBLIC_URL`: without both the list is this process's. */
+  peerSecret?: string;
+  publicUrl?: string;
 }
 
 /** Config documents are small; anything near this is a mistake, not a config. */
@@ -130,7 +147,10 @@ export function adminRoutes(deps: AdminDeps): Hono {
   mountHistory(app, deps);
   app.get("/admin/api/health", async (c) => {
     const now = deps.clock.now();
-    const upstreams = deps.state.config?.upstreams.map((u) => u.id) ?? [];
+    const upstreams = [
+      ...deps.state.config?.upstreams.map((u) => u.id) ?? [],
+      ...(deps.mcp ? mcpReplicas(deps.state.config).map((r) => r.label) : []),
+    ];
     const recent = await recentAttempts(deps.reads ?? deps.db, {
       upstreams,
       since: now - HEALTH_WINDOW_MS,
@@ -146,6 +166,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
       pools: deps.pools && deps.state.config ? deps.pools.view(deps.state.config) : [],
       recent,
       history: deps.historyProblem?.() ?? null,
+      mcp: mcpHealth(deps.mcp, deps.state.config),
     }));
   });
   mountConfig(app, deps);
@@ -186,25 +207,29 @@ function sessionInfo(deps: AdminDeps): SessionInfo {
 }
 
 function mountLive(app: Hono, deps: AdminDeps): void {
-  const snapshot = () => liveSnapshot(deps.registry.all(), { now: deps.clock.now() });
-  app.get("/admin/api/live", (c) =>
-    new Response(
-      liveEvents({
-        clock: deps.clock,
-        snapshot,
-        stopping: () => deps.state.shuttingDown,
-        signal: c.req.raw.signal,
-      }),
-      {
-        headers: {
-          "content-type": "text/event-stream; charset=utf-8",
-          "cache-control": "no-cache, no-transform",
-          "x-accel-buffering": "no",
-        },
-      },
-    ));
-  // One snapshot as plain JSON, for scripts and curl.
-  app.get("/admin/api/live/snapshot", (c) => c.json(snapshot()));
+  const fleet = new LiveFleet({
+    db: deps.db,
+    instanceId: deps.instanceId,
+    clock: deps.clock,
+    fetch: deps.fetch ?? fetch,
+    log: deps.log,
+    metrics: deps.metrics,
+    peerSecret: deps.peerSecret,
+    publicUrl: deps.publicUrl,
+  });
+  app.route(
+    "/",
+    liveApi({
+      registry: deps.registry,
+      clock: deps.clock,
+      instanceId: deps.instanceId,
+      config: () => deps.state.config,
+      stopping: () => deps.state.shuttingDown,
+      fleet,
+      peerSecret: deps.peerSecret,
+      log: deps.log,
+    }),
+  );
 }
 
 function mountHistory(app: Hono, deps: AdminDeps): void {
@@ -298,4 +323,32 @@ function apiError(
   opts: { status: 400 | 404 | 413; code: string; message: string },
 ): Response {
   return c.json({ error: { code: opts.code, message: opts.message } }, opts.status);
+}
+
+/** The health view's reads of the tool servers' replicas: their server's cooldowns, by label. */
+function mcpHealth(mcp: McpState | undefined, config: Config | null): HealthInputs["mcp"] {
+  if (!mcp || !config) return undefined;
+  const serverOf = (label: string) => {
+    const id = label.slice(0, label.lastIndexOf("#"));
+    return config.mcp_servers.find((s) => s.id === id);
+  };
+  const cooldowns = (label: string) => {
+    const server = serverOf(label);
+    return server ? mcp.cooldowns(server) : undefined;
+  };
+  return {
+    inFlight: (label) => mcp.inFlight(label),
+    cooldown: (label) =>
+      cooldowns(label)?.get(label) ?? {
+        upstream: label,
+        model: null,
+        consecutiveFailures: 0,
+        pauseCount: 0,
+        pausedUntil: null,
+        reason: null,
+        probeUntil: null,
+        updatedAt: 0,
+      },
+    phase: (label) => cooldowns(label)?.phase(label) ?? "ok",
+  };
 }

@@ -10,7 +10,7 @@
  * `--v8 FLAGS` starts this tree's gateways with `--v8-flags=FLAGS` (the base's without), to judge
  * a V8 setting the same way: `--base` naming this same checkout compares the setting with none.
  *
- * `--latency N` adds, to each repetition, scenario 8's measure (bench/scenarios/one_caller.ts):
+ * `--latency N` adds, to each repetition, scenario 9's measure (bench/scenarios/one_caller.ts):
  * N requests one at a time per target, whole and streamed, every target alternating in rounds of
  * `--per-round` (default 250) within one load job; it prints each target's p50 / p99 per
  * repetition and their medians, so a change to the tail is judged in the same run as its floor.

@@ -20,6 +20,7 @@ import { heldStreams } from "./scenarios/held_streams.ts";
 import { oneCaller } from "./scenarios/one_caller.ts";
 import { historyWrites } from "./scenarios/history_writes.ts";
 import { historyAtScale } from "./scenarios/history_at_scale.ts";
+import { liveView } from "./scenarios/live_view.ts";
 import { cpuCost } from "./scenarios/cpu_cost.ts";
 import { streaming } from "./scenarios/streaming.ts";
 import { throughput } from "./scenarios/throughput.ts";
@@ -93,6 +94,7 @@ async function run(args: Args): Promise<BenchResults> {
       historyWrites: await historyWrites(ctx),
       cpuCost: await cpuCost(ctx),
       historyAtScale: await historyAtScale(ctx),
+      liveView: await liveView(ctx),
     };
     if (args.profile.name === "full") {
       hot = await profileHotPath({ ...ctx, fake: stack.fake.url });

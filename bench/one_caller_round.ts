@@ -1,5 +1,5 @@
 /**
- * Scenario 8's measure for bench/cpu_ab.ts: `requests` requests one at a time per target, whole
+ * Scenario 9's measure for bench/cpu_ab.ts: `requests` requests one at a time per target, whole
  * (zero-delay route) and streamed (`stream8`), every target and kind alternating in rounds within
  * one load job (bench/load/latency_rounds.ts) on the load cores. Answers each unit's summary,
  * keyed `name:whole` and `name:streamed`.

@@ -50,6 +50,9 @@ export const REQUEST_COLUMNS: Record<keyof RequestRow, string> = {
   cacheWrite1hTokens: "cache_write_1h_tokens",
   cacheWriteUsd: "cache_write_usd",
   movedFrom: "moved_from",
+  toolServer: "tool_server",
+  bytesIn: "bytes_in",
+  bytesOut: "bytes_out",
 };
 
 export const ATTEMPT_COLUMNS: Record<keyof AttemptRow, string> = {
@@ -120,6 +123,9 @@ export const writeRequestValues: ValueWriter<RequestRow> = (r, out) => {
     bindNumber(r.cacheWrite1hTokens),
     bindNumber(r.cacheWriteUsd),
     r.movedFrom ?? null,
+    r.toolServer ?? null,
+    bindNumber(r.bytesIn),
+    bindNumber(r.bytesOut),
   );
 };
 
@@ -171,6 +177,7 @@ const BOUNDED_COLUMNS = new Set([
   "model",
   "dropped_headers",
   "moved_from",
+  "tool_server",
 ]);
 
 function selectList(columns: Record<string, string>): string {
@@ -344,6 +351,9 @@ export function requestFromRow(row: Row): RequestRow {
     cacheWrite1hTokens: numOrNull(row, "cache_write_1h_tokens"),
     cacheWriteUsd: numOrNull(row, "cache_write_usd"),
     movedFrom: textOrNull(row, "moved_from"),
+    toolServer: textOrNull(row, "tool_server"),
+    bytesIn: numOrNull(row, "bytes_in"),
+    bytesOut: numOrNull(row, "bytes_out"),
   };
 }
 

@@ -340,4 +340,16 @@ export const MIGRATIONS: readonly Migration[] = [
     name: "session_summaries",
     sql: SESSION_SUMMARY_MIGRATION,
   },
+  {
+    // docs/mcp.md "History and metrics": a tool call through /mcp is a request row (client_format `mcp`,
+    // route the tool's name as clients see it, upstream the replica, upstream_model the tool's
+    // own name) with its server's id and the bytes of its message and answer.
+    version: 29,
+    name: "mcp_tool_calls",
+    sql: [
+      "ALTER TABLE requests ADD COLUMN tool_server TEXT",
+      "ALTER TABLE requests ADD COLUMN bytes_in INTEGER",
+      "ALTER TABLE requests ADD COLUMN bytes_out INTEGER",
+    ],
+  },
 ];

@@ -91,6 +91,13 @@ export interface RequestRow {
    * to another one (docs/observability.md "Cache-aware affinity"); null otherwise.
    */
   movedFrom: string | null;
+  /**
+   * A tool call's (client format `mcp`, docs/mcp.md "History and metrics"): its server's id, and the bytes
+   * of the client's message and of what the gateway sent back. Absent (null) on a model call.
+   */
+  toolServer: string | null;
+  bytesIn: number | null;
+  bytesOut: number | null;
 }
 
 /**

@@ -11,7 +11,7 @@
  * first or last start, that the new row does not hold reads them again from the session's own
  * rows (along `requests_session`), so they stay exact. A session whose rows all leave it (an
  * update that moves a row to another key or session) keeps a summary of no requests, which the
- * panel skips and retention removes: migrations delete nothing (tests/db_migrate_test.ts); a row added
+ * panel skips and retention removes: migrations delete nothing (db/migrate_test.ts); a row added
  * to it again starts its times anew. No DELETE trigger: retention
  * removes rows and keeps the summary until its last start leaves the window
  * (db/history_pruner.ts).

@@ -28,7 +28,7 @@ import { chatRoute, postJson, startTestGateway, type TestGateway, withGateway } 
 
 const SCREENSHOTS = Deno.env.get("PULSEGATE_SCREENSHOTS") === "1";
 const IMG = new URL("../docs/img/", import.meta.url);
-// Generous: a loaded 2-core machine (CI) renders slowly; a passing step never waits it out.
+// Generous: a passing step never waits it out.
 const WAIT = { timeout: 15_000 };
 
 // 36 s at the test scale: a hanging request stays live until the test aborts it.
@@ -318,8 +318,7 @@ browserTest(import.meta.url, {
               await gw.row(id);
             }
             // up1 is paused by now: this one runs on up2, a slow steady stream that stays live
-            // for the overview (30 s of content every 50 ms, 24x under the 1.2 s window: a
-            // loaded machine running Chromium stalls for far less than that).
+            // for the overview (30 s of content every 50 ms, 24x under the 1.2 s window).
             const ticks = Array.from({ length: 600 }, () => "tick ");
             b!.enqueue(chatStream({ text: ["partial ", ...ticks] }, { gap: 50 }));
             await streamingRequest(gw, {

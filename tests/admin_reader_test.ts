@@ -98,7 +98,7 @@ function workerFrom(source: string): Worker {
 
 /**
  * The reader's own thread, its driver loading slowly: the load yields to the worker's event loop
- * for `ms` first, as a cold module cache or a busy machine makes it do.
+ * for `ms` first, as a cold module cache makes it do.
  */
 function slowLoadingReader(ms: number): Worker {
   const load =

@@ -16,11 +16,11 @@ const ROWS = 300_000;
 const PIECE_MS = 50;
 const PIECES = 60;
 /**
- * The longest wait between two pieces the caller may see. On the serving thread the day's trends
- * alone hold it ~0.5 s (and a month's costs ~0.2 s each), so a stream there sees gaps of 450 ms
- * and more; off it, the gaps are the pace plus the machine's scheduling.
+ * The longest wait between two pieces the caller may see. On the serving thread one round of the
+ * page's reads holds it over a second (the day's trends ~0.5 s, a month's costs ~0.2 s each, in a
+ * row), so a stream there sees gaps of 1 s and more; off it, the pace and the scheduler's turns.
  */
-const MAX_GAP_MS = PIECE_MS + 150;
+const MAX_GAP_MS = 600;
 
 let generated: Promise<string> | null = null;
 
@@ -81,8 +81,8 @@ async function adminLoad(url: string, stop: AbortSignal): Promise<Map<number, nu
 }
 
 /**
- * Streams one answer; returns its text and the wait before each chunk after the first, in ms (a
- * loaded machine may hand two pieces over in one chunk).
+ * Streams one answer; returns its text and the wait before each chunk after the first, in ms (two
+ * pieces may come in one chunk).
  */
 async function pieceGaps(url: string): Promise<{ text: string; gaps: number[] }> {
   const res = await postJson(`${url}/v1/chat/completions`, {

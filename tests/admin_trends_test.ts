@@ -45,8 +45,7 @@ async function trends(gw: TestGateway, query: string): Promise<TrendsView> {
 function withHistory(run: (gw: TestGateway, from: number) => Promise<void>): Promise<void> {
   return withGateway(async (gw) => {
     // The window moves at each bucket boundary: start at least 5 s before the next one, so every
-    // read of a test sees the window the history was written for (a loaded machine once crossed
-    // a boundary between two reads).
+    // read of a test sees the window the history was written for.
     const toBoundary = BUCKET - Date.now() % BUCKET;
     if (toBoundary < 5_000) await new Promise((r) => setTimeout(r, toBoundary + 50));
     const first = await trends(gw, "window=15m");

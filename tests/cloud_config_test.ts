@@ -115,12 +115,12 @@ Deno.test("cloud config: a hop's span names Azure OpenAI and Vertex AI as the pr
     const checked = check(upstream);
     assert.ok(checked.ok);
     const attempt = { trace: { spanId: "00f067aa0ba902b7" } } as AttemptRecord;
-    traceUpstream({ url: "https://host.example/x", headers: new Headers() }, {
+    const span = traceUpstream({ url: "https://host.example/x", headers: new Headers() }, {
       req: { live: { record: {} as RequestRecord } },
       attempt: { record: attempt },
       upstream: checked.config.upstreams[0]!,
     });
-    return attempt.trace?.provider;
+    return span?.provider;
   };
   assert.equal(provider({ ...azure, azure: {} }), "azure.ai.openai");
   assert.equal(provider(azure), "openai");

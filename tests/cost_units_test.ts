@@ -68,8 +68,8 @@ Deno.test("a failed-over request costs the sum of every hop that billed", () => 
     metrics,
   });
   const billed: { tokens: number; costUsd: number | null }[] = [];
-  live.billing = billingFor(config(), { onBilled: (b) => billed.push(b) });
-  live.metricsRoute = "smart";
+  live.billWith(billingFor(config(), { onBilled: (b) => billed.push(b) }));
+  live.routed("smart");
   const first = live.startAttempt("a", "m-a");
   first.usage({ inputTokens: 1_000_000, cachedTokens: 1_000_000, outputTokens: 0 });
   first.end("idle_timeout", new GatewayError("slow", { code: "gw.upstream.idle_timeout" }));

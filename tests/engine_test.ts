@@ -489,7 +489,7 @@ Deno.test("engine: an abort ends the request at any step, starting nothing after
       e.deps.affinity.set("r", { sessionId: affinitySession(e.live.record), upstream: "a" });
       e.deps.slots.tryAcquire("a", 1);
     }
-    e.clock.after(step.abortAt, () => e.live.controller.abort(abortedByOperator()));
+    e.clock.after(step.abortAt, () => e.live.abort(abortedByOperator()));
     const error = await e.run();
     assert.equal(error?.code, "gw.request.aborted", step.name);
     assert.deepEqual(at(e.calls), step.hops, step.name);

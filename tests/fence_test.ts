@@ -25,7 +25,7 @@ const ENV = {
   PULSEGATE_KEY_A: "key-a",
   PULSEGATE_KEY_B: "key-b",
 };
-/** An hour, scaled to 36 s: no fence runs out while a test on a loaded machine looks at it. */
+/** An hour, scaled to 36 s: no fence runs out while a test looks at it. */
 const LONG = { session_fence_secs: 3600, turn_fence_secs: 3600 };
 
 const TURN = [
@@ -355,7 +355,7 @@ async function twoInstances(upstreamUrl: string, opts: { forwarding: boolean }) 
     ...(opts.forwarding ? { PULSEGATE_PEER_SECRET: "fence-peers" } : {}),
     PULSEGATE_PUBLIC_URL: `http://127.0.0.1:${port}`,
   });
-  // As multi_instance_test.ts: at 0.1 a loaded machine does not take a live peer for dead.
+  // As multi_instance_test.ts: at 0.1 a peer counts as gone after 3 s of silence, not 0.3 s.
   // The fence reload runs every 2 s, 200 ms at this scale.
   const scale = 0.1;
   const a = await startTestGateway(config(upstreamUrl), {

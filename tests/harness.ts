@@ -34,7 +34,7 @@ export async function startTestGateway(
     /**
      * Write history on a worker thread, as a served gateway does; by default the suites write on
      * their own thread (`historyThread` in gateway/start/start_gateway.ts) and the worker is
-     * tested on its own (tests/history_worker_test.ts) and in every spawned gateway.
+     * tested on its own (db/history_worker_test.ts) and in every spawned gateway.
      */
     historyWorker?: boolean;
     /** The pools' randomness (default Math.random): seed it for figures that hold on every run. */
@@ -67,7 +67,7 @@ export async function startTestGateway(
     stop: () => gw.shutdown(),
     [Symbol.asyncDispose]: () => gw.shutdown(),
     async row(id) {
-      // A deadline, not a count: on a loaded machine each round may take far longer than 20 ms.
+      // A deadline, not a count of rounds: a round's length is the scheduler's, not ours.
       const deadline = Date.now() + 10_000;
       for (;;) {
         await gw.writer.flush();
@@ -130,8 +130,8 @@ export function postJson(
 
 /**
  * Polls `check` every 5 ms until it answers true; throws, naming `what`, after `ms`. The
- * deadline is generous for a loaded 2-core machine: a passing check returns at once, so it costs
- * nothing. The one way the suites wait for something to happen.
+ * deadline is generous: a passing check returns at once, so it costs nothing. The one way the
+ * real-time suites wait for something to happen.
  */
 export async function eventually(
   check: () => boolean | Promise<boolean>,

@@ -60,12 +60,12 @@ function runRequest(sink: HistoryWriter, opts: { id: string; fail: boolean }): L
     metrics: new Metrics(),
     refusal: { held: true, claim: () => true, release: () => {} },
   });
-  live.billing = billingFor(prices());
-  live.metricsRoute = "smart";
+  live.billWith(billingFor(prices()));
+  live.routed("smart");
   // The session's cache was warm on "warm": this hop moved away from it.
   const first = live.startAttempt("a", "m-a", { movedFrom: "warm" });
+  first.sent({ droppedHeaders: "anthropic-beta: context-1m-2025-08-07", trace: null });
   first.headers(200);
-  first.record.droppedHeaders = "anthropic-beta: context-1m-2025-08-07";
   first.firstContent();
   first.usage({
     inputTokens: 1_000,
@@ -82,13 +82,14 @@ function runRequest(sink: HistoryWriter, opts: { id: string; fail: boolean }): L
       code: "gw.upstream.idle_timeout_mid_stream",
     }),
   );
-  const second = live.startAttempt("b", "m-b");
-  second.record.resumeOffset = 5;
+  const second = live.startAttempt("b", "m-b", { resumeOffset: 5 });
   second.headers(200);
   second.firstContent();
   second.usage({ inputTokens: 1_100, outputTokens: 40 });
-  second.estimated();
+  second.estimate({ answered: true });
   second.end("resumed");
+  // A tool call's fields (docs/mcp.md "History and metrics"), set here so every column carries a value.
+  live.tool({ server: "tools", bytesIn: 120, bytesOut: 4_096 });
   live.finish(
     opts.fail
       ? {
@@ -226,6 +227,8 @@ Deno.test("each row's values are written in its table's column order, bound as b
       cacheWriteTokens: 17,
       cacheWrite1hTokens: 18,
       cacheWriteUsd: 0.125,
+      bytesIn: 31,
+      bytesOut: 32,
     }, writeRequestValues],
     [ATTEMPT_COLUMNS, {
       hop: 2,

@@ -286,7 +286,7 @@ Deno.test("hostile bodies: each gets its 4xx or 499 row, no upstream call, every
     await Promise.all(CASES.map(run));
     // A key at its max_in_flight: two slow bodies hold both places, a third is refused. They
     // send twice the minimum rate (16 KiB/s, ten times that at this time scale) until the third
-    // is answered, so the deadline cannot free a place first on a slow machine; then they stop
+    // is answered, so the deadline cannot free a place first; then they stop
     // and get their 408. They start once the cases above are done: a case sending a MiB each
     // millisecond once starved their timers past the deadline, and the third got 200.
     const release = new AbortController();

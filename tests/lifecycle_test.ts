@@ -73,7 +73,7 @@ Deno.test("rows left open by a crash are closed as interrupted by the next start
   }).catch(() => null);
   await eventually(() => up.calls.length === 1);
   // Kill only once the open row is in the database (WAL lets this second reader in), rather
-  // than after a fixed 150 ms that a loaded machine may need just to write it.
+  // than after a fixed wait.
   const reader = await openDatabase(`file:${dir}/pulsegate.db`);
   try {
     await eventually(async () => (await getRequest(reader, "crashed"))?.state === "open");

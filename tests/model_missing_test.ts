@@ -39,7 +39,7 @@ Deno.test("every recorded 'model not there' answer is read as the member's, and 
   for (const [name, f] of MISSING) {
     const error = decoded(f);
     assert.equal(isModelMissing(error, f.model), f.missing, name);
-    const ending = statusEnding(f.status, error, { model: f.model });
+    const ending = statusEnding(error, { model: f.model });
     assert.equal(ending.how, f.missing ? "model_missing" : "rejected", name);
   }
 });
@@ -68,7 +68,7 @@ Deno.test("a missing model is the member's only when the answer names the model 
     }),
   });
   assert.equal(isModelMissing(tool, sent), false, "gpt-4 is not named by gpt-4o-image");
-  assert.equal(statusEnding(400, tool, { model: sent }).how, "rejected");
+  assert.equal(statusEnding(tool, { model: sent }).how, "rejected");
 });
 
 Deno.test("no context-length refusal, 5xx or 429 is a missing model", () => {
@@ -81,6 +81,6 @@ Deno.test("no context-length refusal, 5xx or 429 is a missing model", () => {
   for (const status of [429, 500, 503]) {
     const error = upstreamStatusError(status, { kind: "openai-chat", body });
     assert.equal(isModelMissing(error, "m"), false, String(status));
-    assert.notEqual(statusEnding(status, error, { model: "m" }).how, "model_missing");
+    assert.notEqual(statusEnding(error, { model: "m" }).how, "model_missing");
   }
 });

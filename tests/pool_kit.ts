@@ -175,7 +175,7 @@ export function fleet(
       sink: { writeRequest: () => {}, writeAttempt: (a) => attempts.set(a.hop, a) },
     });
     if (o.signal) {
-      o.signal.addEventListener("abort", () => live.controller.abort(o.signal!.reason), {
+      o.signal.addEventListener("abort", () => live.abort(o.signal!.reason), {
         once: true,
       });
     }

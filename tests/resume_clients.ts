@@ -26,24 +26,29 @@ const PROMPT = "Say hello to the world";
 
 export type ClientRun = (
   url: string,
-  opts: { requestId: string },
+  /**
+   * `fetch`: the SDK's own, in place of the network (a gateway in virtual time); `model`: the
+   * route asked for ("smart" unless said).
+   */
+  opts: { requestId: string; fetch?: typeof fetch; model?: string },
 ) => Promise<ClientRead>;
 
 function failed(read: ClientRead, err: unknown): ClientRead {
   return { ...read, error: err instanceof Error ? err.message : String(err) };
 }
 
-const anthropicClient: ClientRun = async (url, { requestId }) => {
+const anthropicClient: ClientRun = async (url, { requestId, fetch, model = "smart" }) => {
   const client = new Anthropic({
     apiKey: "unused",
     baseURL: url,
     maxRetries: 0,
     defaultHeaders: { "x-request-id": requestId },
+    fetch,
   });
   const read: ClientRead = { text: "", starts: 0, ends: 0, indexes: [], usage: {} };
   try {
     const stream = client.messages.stream({
-      model: "smart",
+      model,
       max_tokens: 100,
       messages: [{ role: "user", content: PROMPT }],
     });
@@ -61,20 +66,21 @@ const anthropicClient: ClientRun = async (url, { requestId }) => {
   }
 };
 
-function openai(url: string, requestId: string): OpenAI {
+function openai(url: string, opts: { requestId: string; fetch?: typeof fetch }): OpenAI {
   return new OpenAI({
     baseURL: `${url}/v1`,
     apiKey: "unused",
     maxRetries: 0,
-    defaultHeaders: { "x-request-id": requestId },
+    defaultHeaders: { "x-request-id": opts.requestId },
+    fetch: opts.fetch,
   });
 }
 
-const chatClient: ClientRun = async (url, { requestId }) => {
+const chatClient: ClientRun = async (url, opts) => {
   const read: ClientRead = { text: "", starts: 0, ends: 0, indexes: [], usage: {} };
   try {
-    const stream = openai(url, requestId).chat.completions.stream({
-      model: "smart",
+    const stream = openai(url, opts).chat.completions.stream({
+      model: opts.model ?? "smart",
       messages: [{ role: "user", content: PROMPT }],
       stream_options: { include_usage: true },
     });
@@ -95,10 +101,13 @@ const chatClient: ClientRun = async (url, { requestId }) => {
   }
 };
 
-const responsesClient: ClientRun = async (url, { requestId }) => {
+const responsesClient: ClientRun = async (url, opts) => {
   const read: ClientRead = { text: "", starts: 0, ends: 0, indexes: [], usage: {} };
   try {
-    const stream = openai(url, requestId).responses.stream({ model: "smart", input: PROMPT });
+    const stream = openai(url, opts).responses.stream({
+      model: opts.model ?? "smart",
+      input: PROMPT,
+    });
     for await (const event of stream) {
       if (event.type === "response.created") read.starts++;
       if (event.type === "response.completed") read.ends++;
@@ -115,14 +124,19 @@ const responsesClient: ClientRun = async (url, { requestId }) => {
   }
 };
 
-const geminiClient: ClientRun = async (url, { requestId }) => {
+const geminiClient: ClientRun = async (url, { requestId, fetch, model = "smart" }) => {
   const ai = new GoogleGenAI({
     apiKey: "unused",
-    httpOptions: { baseUrl: url, apiVersion: "v1beta", headers: { "x-request-id": requestId } },
+    httpOptions: {
+      baseUrl: url,
+      apiVersion: "v1beta",
+      headers: { "x-request-id": requestId },
+      fetch,
+    },
   });
   const read: ClientRead = { text: "", starts: 0, ends: 0, indexes: [], usage: {} };
   try {
-    const chunks = await ai.models.generateContentStream({ model: "smart", contents: PROMPT });
+    const chunks = await ai.models.generateContentStream({ model, contents: PROMPT });
     for await (const chunk of chunks) {
       const candidate = chunk.candidates?.[0];
       read.text += candidate?.content?.parts?.map((p) => p.text ?? "").join("") ?? "";

@@ -4,7 +4,7 @@
  * the gateway's modules, libSQL and the SDKs load once per shard instead of once per file (over a
  * second each), and one shard's waits overlap another's work. The files whose tests are mostly a
  * child process of their own (`CHILD_PROCESS_FILES`) start the last shard; the rest go by time
- * (tests/test_files.ts). `deno test -A tests/hedge_test.ts` still runs one file alone.
+ * (tests/test_files.ts). `deno test -A tests/virtual/hedge_test.ts` still runs one file alone.
  * docs/architecture.md "Tests".
  */
 import { CHILD_PROCESS_FILES, shardFiles, testFiles } from "./test_files.ts";

@@ -519,6 +519,9 @@ Deno.test("attempt outcomes map to span statuses: hedge lost is unset, every fai
     cacheWrite1hTokens: null,
     cacheWriteUsd: null,
     movedFrom: null,
+    toolServer: null,
+    bytesIn: null,
+    bytesOut: null,
     trace: {
       traceId: CLIENT_TRACE,
       spanId: "1111111111111111",
@@ -586,4 +589,32 @@ Deno.test("attempt outcomes map to span statuses: hedge lost is unset, every fai
     resourceSpans: Array<{ scopeSpans: Array<{ spans: unknown[] }> }>;
   };
   assert.equal(untraced.resourceSpans[0]!.scopeSpans[0]!.spans.length, 0);
+
+  // A tool call through /mcp is a GenAI tool span, its hops too; no model is named.
+  const toolBody = otlpTraces([{
+    request: {
+      ...request,
+      clientFormat: "mcp",
+      route: "search__lookup",
+      upstream: "search#1",
+      upstreamModel: "lookup",
+      toolServer: "search",
+    },
+    attempts: [{ ...hop(1, "success", 100), upstream: "search#1", model: "lookup" }],
+  }]) as { resourceSpans: Array<{ scopeSpans: Array<{ spans: Array<Record<string, unknown>> }> }> };
+  const toolSpans = toolBody.resourceSpans[0]!.scopeSpans[0]!.spans.map((s) => ({
+    ...s,
+    attrs: flatten(s.attributes as RawAttr[]),
+  })) as Span[];
+  assert.deepEqual(toolSpans.map((s) => s.name), [
+    "execute_tool search__lookup",
+    "execute_tool lookup",
+  ]);
+  assert.deepEqual(toolSpans.map((s) => s.attrs["gen_ai.operation.name"]), [
+    "execute_tool",
+    "execute_tool",
+  ]);
+  assert.deepEqual(toolSpans.map((s) => s.attrs["gen_ai.tool.name"]), ["search__lookup", "lookup"]);
+  assert.deepEqual(toolSpans.map((s) => s.attrs["gen_ai.request.model"]), [undefined, undefined]);
+  assert.equal(toolSpans[0]!.attrs["pulsegate.tool_server"], "search");
 });

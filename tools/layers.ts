@@ -16,6 +16,7 @@ export const LAYERS: readonly (readonly string[])[] = [
   ["gateway/forward/"],
   ["gateway/policy/"],
   ["gateway/accept/"],
+  ["gateway/mcp/"],
   ["gateway/endpoints/"],
   ["gateway/observability/"],
   ["gateway/demo/"],

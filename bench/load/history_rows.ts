@@ -87,6 +87,9 @@ function rowsFor(i: number, instanceId: string): [RequestRecord, AttemptRecord] 
     cacheWrite1hTokens: null,
     cacheWriteUsd: null,
     movedFrom: null,
+    toolServer: null,
+    bytesIn: null,
+    bytesOut: null,
   };
   const attempt: AttemptRecord = {
     requestId: id,

@@ -22,7 +22,7 @@ export function methodSection(r: BenchResults): string {
       : "No pinning was possible on this machine."),
     `- **Load generators.** ${s.loadGenerator}. Scenario 1 sends one request at a time over one ` +
     "keep-alive connection per target, targets alternated in rounds whose order rotates; " +
-    "scenario 8 does the same with whole and streamed answers as units of their own (every " +
+    "scenario 9 does the same with whole and streamed answers as units of their own (every " +
     "target and kind in one job, the floor's same kind the reference), then whole answers at " +
     "64 connections with the targets alternating over repetitions; " +
     "scenario 2 runs concurrency levels as the outer loop and, within each level, runs every " +
@@ -72,7 +72,7 @@ export function methodSection(r: BenchResults): string {
     "counts what one request allocates on the serving thread, objects and bytes and the sites " +
     "that allocate most, from V8's sampling heap profiler with collected objects included " +
     "(bench/alloc_profile.ts; run it in two checkouts for allocations before → after); " +
-    "`bench/cpu_ab.ts --latency N` adds scenario 8's one-at-a-time measure to each repetition, " +
+    "`bench/cpu_ab.ts --latency N` adds scenario 9's one-at-a-time measure to each repetition, " +
     "and `--v8 FLAGS --base <this checkout>` judges a V8 setting against none (the trials " +
     "above). A bench gateway " +
     "also writes a heap snapshot on `POST /heap/snapshot?path=FILE` at its control port.",

@@ -1,5 +1,5 @@
 /**
- * The targets of scenario 8 (the latency one caller feels): added p50 and p99 over the floor,
+ * The targets of scenario 9 (the latency one caller feels): added p50 and p99 over the floor,
  * one request at a time, for whole and for streamed answers, and whole answers' throughput at
  * 64 connections as a share of the floor's. Ratios and differences are taken within the one run,
  * where the floor and pulsegate alternated.

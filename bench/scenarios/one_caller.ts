@@ -1,5 +1,5 @@
 /**
- * Scenario 8: the latency one caller feels, as published gateway comparisons state it: one
+ * Scenario 9: the latency one caller feels, as published gateway comparisons state it: one
  * request at a time, whole answers (the zero-delay route) and streamed ones (the `stream8` route:
  * eight deltas at once), the floor and pulsegate (and Portkey when it is installed) alternating
  * in rounds within one load job, so every percentile is compared with the floor's taken in the

@@ -11,7 +11,7 @@ import { boundedMemo } from "../runtime/memo.ts";
  *   gateway answers without a credential on loopback; a page that rebinds its DNS name to
  *   127.0.0.1 would then be "same origin" with it. In that open mode only loopback host names
  *   (and the configured public URL's) are served.
- * - Change anything through the admin API or the abort endpoints from another origin, token or
+ * - Change anything through the admin API, the abort endpoints or /mcp from another origin, token or
  *   not: a state-changing request whose `Origin` is not this gateway, or that the browser marks
  *   as coming from another site (`Sec-Fetch-Site`), is refused. Scripts and SDKs send neither.
  */
@@ -24,7 +24,9 @@ export interface OriginCheckDeps {
   metricsOpen?: boolean;
 }
 
-const CHANGES_CHECKED = /^\/(?:admin\/api|request|sessions)\//;
+// `/mcp` too: the MCP spec asks a Streamable HTTP server to check every request's Origin
+// (docs/mcp.md "Supported").
+const CHANGES_CHECKED = /^\/(?:(?:admin\/api|request|sessions)\/|mcp$)/;
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 // A request the user typed or bookmarked is `none`; the page's own calls are `same-origin`.
 const OWN_FETCH_SITES = new Set(["same-origin", "none"]);

@@ -177,97 +177,124 @@ export async function handleProxy(
   });
   deps.registry.add(live);
   if (!(admitted instanceof GatewayError)) {
-    live.billing = meteredBilling(admitted.config, { keyId: admitted.keyId, meter: deps.keyMeter });
+    live.billWith(meteredBilling(admitted.config, { keyId: admitted.keyId, meter: deps.keyMeter }));
   }
   deps.metrics.inflight++;
-  const onClientGone = () => live.controller.abort(clientDisconnected());
-  // No `{ once: true }`: cleanup removes it, and the options object costs about a microsecond.
+  const onClientGone = () => live.abort(clientDisconnected());
+  // No `{ once: true }`: the `finally` removes it, and the options object costs about a microsecond.
   request.signal.addEventListener("abort", onClientGone);
-  let settle!: () => void;
-  const ended = new Promise<void>((resolve) => (settle = resolve));
-  deps.pending.add(ended);
-  let cleaned = false;
-  let releaseKey: (() => void) | null = null;
-  // An embeddings answer's share of the vector budget, until its body takes it over.
-  let releaseVectors: (() => void) | null = null;
-  const cleanup = () => {
-    if (cleaned) return;
-    cleaned = true;
-    releaseKey?.();
-    releaseVectors?.();
-    request.signal.removeEventListener("abort", onClientGone);
-    deps.registry.drop(live);
-    deps.metrics.inflight--;
-    if (live.record.errorCode === "gw.client.disconnected") deps.metrics.disconnects.inc();
-    if (live.record.errorCode === "gw.request.aborted") deps.metrics.aborts.inc();
-    deps.pending.delete(ended);
-    settle();
+  const places: Places = { key: null, vectors: null };
+  let answer!: (response: Response) => void;
+  const response = new Promise<Response>((resolve) => (answer = resolve));
+  let life: Promise<void> | null = null;
+  // The request's whole life, a stream's included, in one function: its one `finally` writes the
+  // row whatever ends it (an answer, an error, an abort, the client gone, a fault of ours).
+  life = (async () => {
+    try {
+      const served = await serve(request, { ...opts, live, admitted, places });
+      if (served instanceof Response) return answer(served);
+      // A stream: its response goes out as soon as it is decided, and it runs on to its end.
+      answer(await served.response);
+      await served.done;
+    } catch (err) {
+      const error = GatewayError.from(err);
+      live.end({ status: error.status, error });
+      answer(errorResponse(codec, error, { requestId: id }));
+    } finally {
+      live.finish();
+      places.key?.();
+      places.vectors?.();
+      request.signal.removeEventListener("abort", onClientGone);
+      deps.registry.drop(live);
+      deps.metrics.inflight--;
+      if (life) deps.pending.delete(life);
+    }
+  })();
+  // Settles when the request has ended; shutdown waits on it. One that ended already is not kept.
+  if (!live.finished) deps.pending.add(life);
+  return await response;
+}
+
+/** What the request holds until it ends: its key's place in progress, its vectors' budget share. */
+interface Places {
+  key: (() => void) | null;
+  /** An embeddings answer's share of the vector budget, until its body takes it over. */
+  vectors: (() => void) | null;
+}
+
+/**
+ * Everything between admission and the answer: its response, or a stream's (answered once its
+ * headers are decided, `done` at its end). Each way it ends settles the request
+ * (`LiveRequest.end`); the caller's `finally` writes the row.
+ */
+async function serve(
+  request: Request,
+  opts: {
+    codec: ClientCodec;
+    ctx: ClientRequestContext;
+    deps: ProxyDeps;
+    embed?: EmbedClient;
+    live: LiveRequest;
+    admitted: Admitted | GatewayError;
+    places: Places;
+  },
+): Promise<Response | { response: Promise<Response>; done: Promise<void> }> {
+  const { codec, deps, live, admitted, places } = opts;
+  // Every way a request ends short of an answer: its settlement, its error in the client's format.
+  const fail = (error: GatewayError): Response => {
+    live.end({ status: error.status, error });
+    return errorResponse(codec, error, { requestId: live.record.id });
   };
-  // Every way a request ends short of a stream: its row, its cleanup, its error in the client's format.
-  const endWith = (error: GatewayError): Response => {
-    live.finish({ status: error.status, error });
-    cleanup();
-    return errorResponse(codec, error, { requestId: id });
-  };
-  try {
-    if (admitted instanceof GatewayError) return endWith(admitted);
-    const held = await admitBeforeBody(request, { deps, admitted });
-    if (held instanceof GatewayError) return endWith(held);
-    releaseKey = held;
-    const started = await begin(request, {
-      codec,
-      embed: opts.embed,
-      ctx: opts.ctx,
-      deps,
-      live,
-      admitted,
+  if (admitted instanceof GatewayError) return fail(admitted);
+  const held = await admitBeforeBody(request, { deps, admitted });
+  if (held instanceof GatewayError) return fail(held);
+  places.key = held;
+  const started = await begin(request, {
+    codec,
+    embed: opts.embed,
+    ctx: opts.ctx,
+    deps,
+    live,
+    admitted,
+  });
+  if (started instanceof GatewayError) return fail(started);
+  const fdeps = forwardDeps(deps, started.config);
+  if (started.embed && opts.embed) {
+    const embedReq = { live, ir: started.ir, body: started.body, codec, ctx: opts.ctx };
+    const { response, error, release } = await forwardEmbeddings(
+      { ...embedReq, route: started.route, embed: started.embed },
+      { deps: fdeps, client: opts.embed },
+    );
+    places.vectors = release;
+    if (error || !response) return fail(error ?? GatewayError.from("no answer"));
+    live.end({ status: 200 });
+    // The vectors stay in memory until the client has read them: the key's place and their
+    // share of the vector budget with them.
+    const releasePlace = places.key;
+    places.key = null;
+    places.vectors = null;
+    return releasedWhenTaken(response, () => {
+      releasePlace?.();
+      release();
     });
-    if (started instanceof GatewayError) return endWith(started);
-    const fdeps = forwardDeps(deps, started.config);
-    if (started.embed && opts.embed) {
-      const embedReq = { live, ir: started.ir, body: started.body, codec, ctx: opts.ctx };
-      const { response, error, release } = await forwardEmbeddings(
-        { ...embedReq, route: started.route, embed: started.embed },
-        { deps: fdeps, client: opts.embed },
-      );
-      releaseVectors = release;
-      if (error || !response) return endWith(error ?? GatewayError.from("no answer"));
-      live.finish({ status: 200 });
-      // The vectors stay in memory until the client has read them: the key's place and their
-      // share of the vector budget with them.
-      const releasePlace = releaseKey;
-      releaseKey = null;
-      releaseVectors = null;
-      cleanup();
-      return releasedWhenTaken(response, () => {
-        releasePlace?.();
-        release();
-      });
-    }
-    const fwd = {
-      live,
-      ir: started.ir,
-      body: started.body,
-      codec,
-      // Answers name reshaped tools as the client declared them.
-      ctx: started.ir.clientTools ? { ...opts.ctx, clientTools: started.ir.clientTools } : opts.ctx,
-      route: started.route,
-      pin: started.pin,
-      clientHeaders: clientHeaders(codec.format, request),
-    };
-    if (started.ir.stream) {
-      const { response, done } = forwardStream(fwd, fdeps);
-      done.finally(cleanup);
-      return await response;
-    }
-    const { response, error } = await forwardWhole(fwd, fdeps);
-    if (error || !response) return endWith(error ?? GatewayError.from("no answer"));
-    live.finish({ status: 200 });
-    cleanup();
-    return response;
-  } catch (err) {
-    return endWith(GatewayError.from(err));
   }
+  const fwd = {
+    live,
+    ir: started.ir,
+    body: started.body,
+    codec,
+    // Answers name reshaped tools as the client declared them.
+    ctx: started.ir.clientTools ? { ...opts.ctx, clientTools: started.ir.clientTools } : opts.ctx,
+    route: started.route,
+    pin: started.pin,
+    clientHeaders: clientHeaders(codec.format, request),
+  };
+  // Returned, not awaited here: only the caller waits through a stream (a held one's heap).
+  if (started.ir.stream) return forwardStream(fwd, fdeps);
+  const { response, error } = await forwardWhole(fwd, fdeps);
+  if (error || !response) return fail(error ?? GatewayError.from("no answer"));
+  live.end({ status: 200 });
+  return response;
 }
 
 /** The forward stage's deps under one config, made once per config rather than per request. */
@@ -282,7 +309,7 @@ function forwardDeps(deps: ProxyDeps, config: Config): ForwardDeps {
 }
 
 /** Places in progress per key (`keys[].max_in_flight`), one count per proxy. */
-const keyInFlight = onePer((deps: ProxyDeps) => new KeyInFlight(deps.metrics));
+export const keyInFlight = onePer((deps: ProxyDeps) => new KeyInFlight(deps.metrics));
 
 /**
  * What is decided before a byte of the body is read (docs/security.md "Request bodies and
@@ -331,7 +358,7 @@ function admitSession(
   const key = configKey(opts.config, keyId);
   if (!SessionLimits.applies(key)) return null;
   if (key.session_budget && live.billing) {
-    live.billing = limits.billing(live.billing, { keyId, sessionId });
+    live.billWith(limits.billing(live.billing, { keyId, sessionId }));
   }
   return limits.admit(key, { sessionId, bodyDigest: () => bodyDigest(opts.bytes) });
 }
@@ -373,16 +400,14 @@ async function begin(
     }
     const embed = opts.embed?.parse(body, opts.ctx);
     const ir = embed ? embedIr(embed) : opts.codec.parseRequest(body, opts.ctx);
-    live.conversation = ir;
-    live.record.route = ir.model;
-    live.record.stream = ir.stream;
     // A client that names no session gets one from its prompt (docs/observability.md
     // "Cache-aware affinity").
-    live.record.sessionId ??= ir.sessionHint === undefined
-      ? promptSession(ir)
-      : boundedSession(ir.sessionHint);
+    live.parsed(ir, {
+      sessionId: live.record.sessionId ??
+        (ir.sessionHint === undefined ? promptSession(ir) : boundedSession(ir.sessionHint)),
+    });
     const route = routeFor(config, { model: ir.model, keyId: key });
-    live.metricsRoute = route.model;
+    live.routed(route.model);
     // An operator's fence refuses here: no slot taken, no upstream called, nothing billed.
     const fenced = deps.fences?.refusal({ keyId: key, sessionId: live.record.sessionId, ir });
     if (fenced) throw fenced;

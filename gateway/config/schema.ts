@@ -10,6 +10,7 @@ import { envNameField } from "./env_names.ts";
 import { MAX_URL_CHARS, withoutTrailingSlashes } from "./trailing_slashes.ts";
 import { AzureSchema, checkCloudFields, VertexSchema } from "./cloud_schema.ts";
 import { upstreamHeadersField } from "./upstream_headers_schema.ts";
+import { keyMcpFields, McpServerSchema, McpSessionsSchema } from "./mcp_schema.ts";
 
 import { UPSTREAM_KINDS, type UpstreamKind } from "../runtime/wire_kinds.ts";
 export { UPSTREAM_KINDS, type UpstreamKind };
@@ -342,6 +343,7 @@ export const KeySchema = z.object({
     error: "must name at least one route (omit it to allow every route)",
   }).optional().describe("Route models this key may use. Omit to allow every route."),
   ...keyLimitFields(),
+  ...keyMcpFields(),
   accepts_unseen_continuations: z.boolean().default(false).describe(
     "Let this key name a continuation id or token the gateway never handed out (a " +
       "`previous_response_id`, `conversation`, `item_reference` or Interactions " +
@@ -362,7 +364,13 @@ type CheckedEntry = CheckedCandidate | {
 type Checked = {
   upstreams: { id: string; kind: string }[];
   routes: { model: string; candidates: CheckedEntry[] }[];
-  keys: { id: string; key_env: string; routes?: string[] | undefined }[];
+  keys: {
+    id: string;
+    key_env: string;
+    routes?: string[] | undefined;
+    mcp_servers?: string[] | undefined;
+  }[];
+  mcp_servers: { id: string }[];
 };
 
 /** Every candidate of a route, a pool's members included, with its path in the config. */
@@ -460,6 +468,20 @@ function flagUnknownKeyRoutes(config: Checked, ctx: Issues) {
   );
 }
 
+function flagUnknownKeyMcpServers(config: Checked, ctx: Issues) {
+  const ids = new Set(config.mcp_servers.map((m) => m.id));
+  config.keys.forEach((key, k) =>
+    (key.mcp_servers ?? []).forEach((id, m) => {
+      if (ids.has(id)) return;
+      ctx.addIssue({
+        code: "custom",
+        path: ["keys", k, "mcp_servers", m],
+        message: `no mcp_servers entry has id "${id}"`,
+      });
+    })
+  );
+}
+
 /**
  * The Responses API has no prefill: an assistant turn last is taken as a past answer, not
  * continued. Nor does the Interactions API document one (a model_output step last).
@@ -490,6 +512,8 @@ function checkReferences(config: Checked, ctx: Issues) {
   flagDuplicates(config.keys.map((k) => k.key_env), ctx, { at: at("keys", "key_env") });
   flagUnknownUpstreams(config, ctx);
   flagUnknownKeyRoutes(config, ctx);
+  flagDuplicates(config.mcp_servers.map((m) => m.id), ctx, { at: at("mcp_servers", "id") });
+  flagUnknownKeyMcpServers(config, ctx);
   flagPrefillKinds(config, ctx);
   flagPoolProblems(config, ctx);
 }
@@ -529,6 +553,14 @@ export const ConfigSchema = z.object({
   ),
   history: HistorySchema.prefault({}).describe(
     'How long history is kept (docs/scaling.md "Retention"). Omit for all defaults.',
+  ),
+  mcp_servers: z.array(McpServerSchema).max(64, { error: "must list at most 64 servers" })
+    .default([]).describe(
+      "Tool servers (MCP, Streamable HTTP) clients reach through POST /mcp, their tools named " +
+        '"<server id>__<tool name>" (docs/mcp.md). Omit for none.',
+    ),
+  mcp_sessions: McpSessionsSchema.prefault({}).describe(
+    "Bounds of the MCP sessions of /mcp, in number and age. Omit for the defaults.",
   ),
 }).strict().superRefine(checkReferences);
 

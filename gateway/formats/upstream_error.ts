@@ -2,6 +2,7 @@ import type { UpstreamKind } from "./format.ts";
 import { GatewayError, type GatewayErrorInit } from "../runtime/gateway_error.ts";
 import { isRecord, parseJson } from "../runtime/json.ts";
 import { UPSTREAM_CAPS } from "./upstream_caps.ts";
+import { SORT_CODES, sortStatus } from "./upstream_status.ts";
 
 /** What a provider's error body says, as each format module reads it. */
 export interface UpstreamErrorBody {
@@ -50,12 +51,11 @@ function stringOf(value: unknown): string | undefined {
 }
 
 /**
- * Turns an upstream's error status into the gateway's error, deciding whose
- * fault it is: 401/403 is our credential, 429 and 5xx are the upstream's,
- * any other 4xx is the caller's and is passed on with its status. `kind`
- * names the vocabulary of the body's words; `headers`, given for an HTTP
- * error answer (not an error inside a stream), keeps that answer so a client
- * of the same format gets it unchanged.
+ * Turns an upstream's error status into the gateway's error, sorted once (upstream_status.ts):
+ * 401/403 is our credential, 408, 429 and 5xx are the upstream's, any other 4xx is the caller's
+ * and is passed on with its status. The error keeps its sort for the verdict table. `kind`
+ * names the vocabulary of the body's words; `headers`, given for an HTTP error answer (not an
+ * error inside a stream), keeps that answer so a client of the same format gets it unchanged.
  */
 export function upstreamStatusError(
   status: number,
@@ -63,25 +63,28 @@ export function upstreamStatusError(
 ): GatewayError {
   const parsed = opts.body === undefined ? undefined : readErrorBody(opts.body);
   const detail = parsed?.message ?? (opts.body?.trim().slice(0, 200) || `HTTP ${status}`);
+  const sort = sortStatus(status);
   const words: Partial<GatewayErrorInit> = {
     upstreamType: parsed?.type,
     upstreamCode: parsed?.code,
     upstreamKind: opts.kind,
+    statusSort: sort,
   };
-  if (status === 401 || status === 403) {
+  const code = SORT_CODES[sort];
+  if (sort === "credentials") {
     return new GatewayError(`upstream refused the gateway's credentials: ${detail}`, {
-      code: "gw.upstream.credentials",
+      code,
       ...words,
     });
   }
-  if (status === 429) {
+  if (sort === "rate_limit") {
     return new GatewayError(`upstream rate limit: ${detail}`, {
-      code: "gw.upstream.rate_limited",
+      code,
       retryAfterSecs: opts.retryAfterSecs,
       ...words,
     });
   }
-  if (status >= 400 && status < 500 && status !== 408) {
+  if (sort === "callers") {
     // A body cut at the cap is no longer the upstream's answer: the client gets ours instead.
     const answer = opts.headers && opts.body !== undefined && !cutAtCap(opts.body)
       ? {
@@ -90,17 +93,14 @@ export function upstreamStatusError(
       }
       : undefined;
     return new GatewayError(detail, {
-      code: "gw.upstream.rejected",
+      code,
       status,
       param: parsed?.param,
       upstreamAnswer: answer,
       ...words,
     });
   }
-  return new GatewayError(`upstream error ${status}: ${detail}`, {
-    code: "gw.upstream.error",
-    ...words,
-  });
+  return new GatewayError(`upstream error ${status}: ${detail}`, { code, ...words });
 }
 
 /** Whether an error body filled its cap (so was likely cut): a cut character re-encodes larger. */
@@ -114,12 +114,6 @@ export function badResponse(message: string): GatewayError {
   return new GatewayError(message, {
     code: "gw.upstream.bad_response",
   });
-}
-
-/** The statuses docs/design.md "Failover before content" retries on the same candidate before failing over. */
-export function isRetryableStatus(status: number): boolean {
-  // 529 is Anthropic's "overloaded".
-  return [429, 500, 502, 503, 504, 529].includes(status);
 }
 
 /** Retry-After in seconds, from either the delta or the HTTP-date form. */

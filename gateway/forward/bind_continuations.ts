@@ -24,13 +24,14 @@ export function bindContinuations(hop: Hop, handles: readonly string[] | undefin
   const owners = hop.opts.deps.owners;
   if (keyId === null || !owners || req.ir.answerContinues !== true) return;
   if (!passesBodyThrough(req, hop.upstream.kind)) return;
-  const { bound } = hop.continuations;
+  const continuations = hop.continuations ??= { bound: new Set(), capped: false };
+  const { bound } = continuations;
   const fresh: string[] = [];
   for (const handle of handles) {
     if (bound.has(handle)) continue;
     if (bound.size >= MAX_CONTINUATIONS_PER_ANSWER) {
-      if (!hop.continuations.capped) {
-        hop.continuations.capped = true;
+      if (!continuations.capped) {
+        continuations.capped = true;
         hop.opts.deps.log.event("continuation_owner.over_cap", {
           upstream: hop.upstream.id,
           cap: MAX_CONTINUATIONS_PER_ANSWER,

@@ -1,9 +1,9 @@
-import { type Clock, REAL_TIME } from "../runtime/clock.ts";
+import type { Clock } from "../runtime/clock.ts";
+import { realPause } from "../runtime/loop_turn.ts";
 import type { ClientCodec, ClientStreamEncoder, ClientStreamShape } from "../formats/format.ts";
 import { clientStatus, sameFormatAnswer } from "../formats/error_vocab.ts";
 import { ERROR_CODE_HEADER, type GatewayError } from "../runtime/gateway_error.ts";
 import { isFinal } from "../runtime/error_codes.ts";
-import { nextTurn } from "../runtime/loop_turn.ts";
 
 /** How far apart a final error's two forms are sent, and from what went before (Gemini SSE). */
 const FINAL_ERROR_APART_MS = 250;
@@ -188,8 +188,12 @@ export class StreamChannel {
     // server send it before the second is queued, or both would leave in one write. A final
     // error must not share a read with anything: Gemini CLI's SDK then sees a stream without a
     // finish reason, which Gemini CLI re-sends (docs/design.md "Abort and disconnect"), so it
-    // waits out a client's read on either side, in real time.
-    const apart = again && isFinal(err.code) ? () => this.#readTime() : nextTurn;
+    // waits out a client's read on either side, in real time. The loop turn is taken on the
+    // request's clock: a real turn when served, and no time at all when a test drives a virtual
+    // clock (a real wait there lets virtual time run on past the instants under test).
+    const apart = again && isFinal(err.code)
+      ? () => this.#readTime()
+      : () => this.opts.clock.sleep(0);
     if (again) await apart();
     await this.write(this.opts.encoder.error(err));
     if (again) {
@@ -204,7 +208,7 @@ export class StreamChannel {
    * client reads at its own pace whatever the clock's.
    */
   #readTime(): Promise<void> {
-    return REAL_TIME.sleep(FINAL_ERROR_APART_MS);
+    return realPause(FINAL_ERROR_APART_MS);
   }
 
   #close(): Promise<void> {

@@ -1,7 +1,6 @@
 import { baseHeaders } from "./client_channel.ts";
 import { runCandidates } from "./failover.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
-import { ERROR_CODES, type GatewayCode } from "../runtime/error_codes.ts";
 import type { ForwardDeps, ForwardRequest, Hop } from "./hop.ts";
 import { ANSWERED, type HopEnding } from "./hop_ending.ts";
 import { settleContent } from "./settle.ts";
@@ -20,7 +19,6 @@ import {
 } from "../formats/embeddings.ts";
 import { estimateTokens } from "../formats/token_estimate.ts";
 import { isTokenCount } from "../formats/token_counts.ts";
-import { markEstimated } from "../live/live_request.ts";
 import { badResponse } from "../formats/upstream_error.ts";
 
 /** An embeddings request on its way through the candidates. */
@@ -73,28 +71,10 @@ export async function forwardEmbeddings(
         return ANSWERED;
       },
     });
-    return { response, error: error && notTimedOut(error), release: () => hold.release() };
+    return { response, error, release: () => hold.release() };
   } finally {
     if (response === null) hold.release();
   }
-}
-
-/**
- * An answer that breaks the bounds (a vector of the wrong length, a value that is not finite, a
- * vector over the cap, bytes over the call's cap) is a fault of the upstream's that asking again
- * repeats. When the last candidate ends with one, the client gets its own status (502, in its
- * format), as docs/design.md "Failover before content" says of no candidate left, not
- * `timeout_status`: a client that retries timeouts would retry it for ever.
- */
-const ANSWER_FAULTS: ReadonlySet<GatewayCode> = new Set([
-  "gw.upstream.bad_response",
-  "gw.upstream.oversized",
-]);
-
-function notTimedOut(error: GatewayError): GatewayError {
-  return ANSWER_FAULTS.has(error.code)
-    ? error.with({ status: ERROR_CODES[error.code].status })
-    : error;
 }
 
 /**
@@ -189,10 +169,9 @@ async function embedHop(
     // The answer holds what it holds: the rest of what was set aside for it is free again.
     opts.hold.shrink(vectors.bytes);
     hop.attempt.usage({ inputTokens: tokens.total, outputTokens: 0 });
-    if (tokens.estimated) markEstimated(hop.attempt.record);
     settleContent(hop);
     hop.req.live.contentSent();
-    if (tokens.estimated) hop.attempt.estimated();
+    if (tokens.estimated) hop.attempt.estimate({ answered: true });
     answered = true;
     const body = opts.client.encode({
       vectors: vectors.vectors,
@@ -207,12 +186,10 @@ async function embedHop(
     if (!answered && tokens.total > 0) {
       // Calls that answered before one failed were billed: their tokens stay on this hop's row
       // (and its cost), not on the request's, which another hop may yet answer.
-      const record = hop.attempt.record;
-      record.inputTokens = tokens.total;
-      record.outputTokens = 0;
+      hop.attempt.holdUsage();
       if (tokens.rejected) hop.attempt.refused(["inputTokens"]);
-      if (tokens.estimated) markEstimated(record);
-      else record.usageSource ??= "upstream";
+      hop.attempt.usage({ inputTokens: tokens.total, outputTokens: 0 });
+      if (tokens.estimated) hop.attempt.estimate({ answered: false });
     }
   }
 }

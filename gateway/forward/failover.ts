@@ -8,13 +8,11 @@ import { stopReason } from "./stop_reasons.ts";
 import { HedgeRace } from "./hedge_race.ts";
 import type { Lane } from "./hedge_lane.ts";
 import { ContextOverflow } from "../route/context_overflow.ts";
-import { isContextOverflow } from "../formats/context_overflow.ts";
-import { isModelMissing } from "../formats/model_missing.ts";
 import { type Answered, type Failed, settle, type Settled } from "./settle.ts";
-import { retryWait } from "./verdict.ts";
+import { finalStatus, retryWait } from "./verdict.ts";
 import { notHome } from "../route/interaction_pin.ts";
-import type { ProbeTicket } from "../route/cooldown.ts";
 import { claimMemberProbes } from "../route/cooldown_levels.ts";
+import { ProbeHold } from "./probe_hold.ts";
 
 /**
  * One hop's work: send, read, and say how it ended (hop_ending.ts). It
@@ -76,26 +74,20 @@ async function tryInOrder(
   // Every error the loop ends with names the candidates tried and those passed over.
   const chain = { tried, skipped: describeSkipped(skipped) };
   const full: Candidate[] = [];
-  let failed: GatewayError | null = null;
-  const overflow = new ContextOverflow(req.route);
+  let failed: Failed<"next"> | null = null;
+  const overflow = new ContextOverflow();
   for (const [i, target] of plan.entries()) {
     if (overflow.skips(target)) continue;
     // Half-open (docs/design.md "Cooldown"): tried only with its one probe; else passed over.
-    let tickets: ProbeTicket[] = [];
-    if (target.probe) {
-      const probe = await claimProbe(target, { req, deps });
-      if (typeof probe === "object") tickets = probe;
-      if (stopReason(live.signal)) {
-        giveBack(tickets, deps);
-        return stopReason(live.signal)!;
-      }
-      if (probe === "taken") continue;
-    }
+    const claim = target.probe ? await claimProbe(target, { req, deps }) : null;
+    // Given back as the loop leaves this candidate, unless a hop took it (probe_hold.ts).
+    using probe = claim === "taken" ? null : claim;
+    if (target.probe && stopReason(live.signal)) return stopReason(live.signal)!;
+    if (claim === "taken") continue;
     // A hedge never waits for a slot while another candidate runs: it is tried later if full.
     const wait = isAffine(target, req, deps) && !race?.running;
     const release = await takeSlot(target, { req, deps, wait });
     if (!release) {
-      giveBack(tickets, deps);
       if (stopReason(live.signal)) return stopReason(live.signal)!;
       // The session's own upstream was already waited for, for as long as a wait may last;
       // a probe is not waited for either: the next request may claim it.
@@ -104,25 +96,27 @@ async function tryInOrder(
     }
     // A later full candidate may still be waited for, so this one is last only if none was full.
     const isLast = i === plan.length - 1 && !full.length;
-    const start = (lane: Lane | null = null) =>
-      tryCandidate(req, { ...opts, target, release, isLast, tried, lane, probe: tickets });
+    const start = (lane: Lane | null = null) => {
+      probe?.send();
+      return tryCandidate(req, { ...opts, target, release, isLast, tried, lane, probe });
+    };
     const more = i < plan.length - 1;
-    // A race already decided starts nothing more: the slot and the probe go back unused.
+    // A race already decided starts nothing more: the slot and the probe go back unused, now.
     const unused = () => {
       release();
-      giveBack(tickets, deps);
+      probe?.end("unsent");
     };
     const outcome = race ? await race.run(target, { start, release: unused, more }) : await start();
     // Still running, silent past its hedge delay: the next candidate starts beside it.
     if (!outcome) continue;
     if (outcome.step !== "next") return ended(outcome, { req, chain });
     if (stopReason(live.signal)) return stopReason(live.signal)!;
-    overflow.note(outcome.error, target);
-    failed = outcome.error;
+    if (outcome.onward === "larger_window") overflow.note(target);
+    failed = outcome;
   }
   const rest = await race?.drain();
   if (rest && rest.step !== "next") return ended(rest, { req, chain });
-  if (rest) failed = rest.error;
+  if (rest) failed = rest;
   const waitable = full.filter((target) => !overflow.skips(target));
   if (waitable.length) {
     const freed = await waitForAny(waitable, { req, deps });
@@ -130,7 +124,7 @@ async function tryInOrder(
     if (freed) {
       const outcome = await tryCandidate(req, { ...freed, isLast: true, tried, ...opts });
       if (outcome.step !== "next") return ended(outcome, { req, chain });
-      failed = outcome.error;
+      failed = outcome;
     }
   }
   return failed ? exhausted(failed, { chain, deps }) : slotsFull(deps);
@@ -157,7 +151,7 @@ function planFor(
   // Where the session's cache is warm as it arrives: a hop sent elsewhere records it
   // (docs/observability.md "Cache-aware affinity"). A resume's pass keeps the first answer.
   if (req.live.warmUpstream === undefined) {
-    req.live.warmUpstream = deps.affinity.get(req.route.model, sessionId) ?? null;
+    req.live.planned(deps.affinity.get(req.route.model, sessionId) ?? null);
   }
   const plan = planCandidates(req.route, {
     deps,
@@ -181,20 +175,25 @@ function planFor(
 
 /**
  * One candidate, retried while the verdict says `retry` and retries last
- * (`retryWait`). Each hop's end is settled here, the one place (settle.ts).
+ * (`retryWait`). Each hop's end is settled here, the one place (settle.ts), a crashed hop's
+ * too. It never throws: the candidate's work in a hedge race's lane is this, and a crash
+ * outside any hop (nothing to settle) ends the request as the loop's own failure.
  */
 async function tryCandidate(
   req: ForwardRequest,
-  opts: LoopOpts & {
-    target: Candidate;
-    release: () => void;
-    isLast: boolean;
-    tried: string[];
-    /** Its lane in a hedge race: a lost race stops its retries too. */
-    lane?: Lane | null;
-    /** The probes of its half-open levels this request holds (docs/design.md "Cooldown"). */
-    probe?: readonly ProbeTicket[];
-  },
+  opts: CandidateOpts,
+): Promise<Outcome> {
+  try {
+    return await candidateHops(req, opts);
+  } catch (err) {
+    opts.deps.log.event("gateway.internal_error", { error: String(err) });
+    return { step: "stop", error: GatewayError.from(err), resumable: false };
+  }
+}
+
+async function candidateHops(
+  req: ForwardRequest,
+  opts: CandidateOpts,
 ): Promise<Outcome> {
   const { target, deps, lane } = opts;
   const signal = lane?.signal ?? req.live.signal;
@@ -213,19 +212,12 @@ async function tryCandidate(
       release,
       signal,
       gate: lane ?? undefined,
-      probe: opts.probe?.length ? opts.probe : undefined,
+      probe: opts.probe ?? undefined,
     });
-    let ending: HopEnding;
-    try {
-      // A retry still to come could answer too: until then this hop is not the last word.
-      ending = await opts.runHop(hop, { isLast: opts.isLast && retry >= retries });
-    } catch (err) {
-      ending = hop.endingOf(err);
-    } finally {
-      hop.close();
-      release = null;
-    }
-    const settled = settle(hop, ending);
+    release = null;
+    // A retry still to come could answer too: until then this hop is not the last word.
+    const isLast = opts.isLast && retry >= retries;
+    const settled = settle(hop, await endHop(hop, () => opts.runHop(hop, { isLast })));
     opts.onSettled?.(hop, settled);
     if (settled.step !== "retry") return settled;
     const wait = retryWait(retry, { retries, retryAfterSecs: settled.error.retryAfterSecs });
@@ -238,28 +230,56 @@ async function tryCandidate(
   }
 }
 
+interface CandidateOpts extends LoopOpts {
+  target: Candidate;
+  release: () => void;
+  isLast: boolean;
+  tried: string[];
+  /** Its lane in a hedge race: a lost race stops its retries too. */
+  lane?: Lane | null;
+  /** The probes of its half-open levels this request holds (docs/design.md "Cooldown"). */
+  probe?: ProbeHold | null;
+}
+
+/**
+ * Runs a hop to its ending: what it throws is read as how it ended (hop_ending.ts), and a crash
+ * of the gateway's own as it closes is the gateway's fault (verdict `gateway_fault`), so even a
+ * crashed hop, in a hedge race's lane or not, goes to settle like any other.
+ */
+async function endHop(hop: Hop, run: () => Promise<HopEnding>): Promise<HopEnding> {
+  let ending: HopEnding;
+  try {
+    ending = await run();
+  } catch (err) {
+    ending = hop.endingOf(err);
+  }
+  try {
+    hop.close();
+  } catch (err) {
+    return { how: "gateway_fault", error: GatewayError.from(err) };
+  }
+  return ending;
+}
+
 /**
  * The probes of a half-open candidate (its member's, its upstream's, or both): held for as long
  * as its hop may wait for a slot and then go without content, so a probe whose process died frees
- * them by then.
+ * them by then. Null when neither level is half-open after all.
  */
-function claimProbe(
+async function claimProbe(
   target: Candidate,
   opts: { req: ForwardRequest; deps: ForwardDeps },
-): Promise<ProbeTicket[] | "taken"> {
+): Promise<ProbeHold | "taken" | null> {
   const { req, deps } = opts;
   const { failover } = deps.config;
   const silentSecs = target.candidate.first_content_timeout_secs ??
     req.route.first_content_timeout_secs ?? failover.idle_timeout_secs;
   const secs = silentSecs + failover.slot_wait_secs;
-  return claimMemberProbes(deps.cooldowns, memberOf(target), {
+  const tickets = await claimMemberProbes(deps.cooldowns, memberOf(target), {
     leaseMs: secs * 1000,
   });
-}
-
-/** Probes claimed but not sent: the next request may claim them. */
-function giveBack(tickets: readonly ProbeTicket[], deps: ForwardDeps): void {
-  for (const ticket of tickets) deps.cooldowns.probeEnded(ticket);
+  if (tickets === "taken") return "taken";
+  return tickets.length ? new ProbeHold(tickets, { upstream: target.upstream.id, deps }) : null;
 }
 
 function isAffine(target: Candidate, req: ForwardRequest, deps: ForwardDeps): boolean {
@@ -277,7 +297,7 @@ async function takeSlot(
   const key = req.live.record.keyId;
   const now = deps.slots.tryAcquire(target.upstream.id, max, { key });
   if (now || !opts.wait) return now;
-  req.live.state = "waiting_for_slot";
+  req.live.waitingForSlot();
   return await deps.slots.acquire(target.upstream.id, max, {
     waitMs: deps.config.failover.slot_wait_secs * 1000,
     signal: opts.signal ?? req.live.signal,
@@ -291,7 +311,7 @@ async function waitForAny(
   opts: { req: ForwardRequest; deps: ForwardDeps },
 ): Promise<{ target: Candidate; release: () => void } | null> {
   const { deps, req } = opts;
-  req.live.state = "waiting_for_slot";
+  req.live.waitingForSlot();
   const race = new AbortController();
   const stop = () => race.abort();
   req.live.signal.addEventListener("abort", stop, { once: true });
@@ -345,17 +365,16 @@ function slotsFull(deps: ForwardDeps): GatewayError {
 }
 
 /**
- * No candidate is left (docs/design.md "Failover before content"): `timeout_status` in the
- * client's format, except when the last asked us to slow down, which stays a
- * 429, and when the last refused the prompt as too long for it
- * (docs/liveness.md) or said its model is not there (docs/design.md "Cooldown"), which the
- * caller reads as the provider said it.
+ * No candidate is left (docs/design.md "Failover before content"): the last failure, with the
+ * status its verdict's `final` column gives the client (`finalStatus` in verdict.ts).
  */
-function exhausted(last: GatewayError, opts: { chain: Chain; deps: ForwardDeps }): GatewayError {
-  if (last.code === "gw.upstream.rate_limited" || isContextOverflow(last) || isModelMissing(last)) {
-    return last.with(opts.chain);
-  }
-  return last.with({ ...opts.chain, status: opts.deps.config.failover.timeout_status });
+function exhausted(
+  last: Failed<"next">,
+  opts: { chain: Chain; deps: ForwardDeps },
+): GatewayError {
+  const timeoutStatus = opts.deps.config.failover.timeout_status;
+  const status = finalStatus(last.final, last.error, { timeoutStatus });
+  return last.error.with({ ...opts.chain, status });
 }
 
 /** The candidates tried, in order, and the text naming those passed over. */

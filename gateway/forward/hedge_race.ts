@@ -49,12 +49,8 @@ export class HedgeRace implements LaneOwner {
       return await this.#next(null);
     }
     const lane = new Lane(this, target);
-    const ended = opts.start(lane).catch((err): Outcome => ({
-      step: "stop",
-      error: GatewayError.from(err),
-      resumable: false,
-    }));
-    this.#lanes.set(lane, ended.then((outcome) => ({ lane, outcome })));
+    // `start` never throws: a lane's crashed hop is settled like any other (failover.ts).
+    this.#lanes.set(lane, opts.start(lane).then((outcome) => ({ lane, outcome })));
     const secs = hedgeAfterSecs(this.req.route, target.candidate);
     const max = target.candidate.max_hedges ?? this.req.route.max_hedges ?? 1;
     const hedges = opts.more && secs !== undefined && this.#hedges < max;
@@ -115,11 +111,7 @@ export class HedgeRace implements LaneOwner {
   /** A lane's hop reached its first content: true for the first, which stops all the others. */
   claim(lane: Lane): boolean {
     if (this.#decided) return this.#winner === lane;
-    const { upstream, candidate } = lane.target;
-    this.#decide(lane, hedgeLost(upstream.id));
-    const record = this.req.live.record;
-    record.upstream = upstream.id;
-    record.upstreamModel = candidate.model;
+    this.#decide(lane, hedgeLost(lane.target.upstream.id));
     return true;
   }
 

@@ -23,7 +23,7 @@ import { UsageLedger } from "./usage_ledger.ts";
 import { passesBodyThrough } from "../route/passthrough.ts";
 import { CancelTimer } from "./cancel_timer.ts";
 import { traceUpstream } from "./upstream_trace.ts";
-import type { ProbeTicket } from "../route/cooldown.ts";
+import type { ProbeHold } from "./probe_hold.ts";
 
 /**
  * The reason a finished hop's connection is dropped. Shared and plain: the
@@ -72,8 +72,11 @@ export class Hop {
   readonly gate: FirstContentGate;
   /** The id the upstream gave its answer, where it names one (an Interactions interaction id). */
   answerId?: string;
-  /** The continuation handles this hop bound to the request's key (bind_continuations.ts). */
-  readonly continuations = { bound: new Set<string>(), capped: false };
+  /**
+   * The continuation handles this hop bound to the request's key (bind_continuations.ts); made
+   * at the first, as most answers name none (a held stream's heap).
+   */
+  continuations: { bound: Set<string>; capped: boolean } | null = null;
   #cancel: CancelTimer;
   #unlink: () => void;
   #stopFirstContent: () => void;
@@ -90,9 +93,9 @@ export class Hop {
       gate?: FirstContentGate;
       /**
        * It is the one probe of its half-open member, upstream or both (docs/design.md
-       * "Cooldown"): the tickets it holds, never empty.
+       * "Cooldown"): the tickets it holds, never empty, given back when it settles.
        */
-      probe?: readonly ProbeTicket[];
+      probe?: ProbeHold;
     },
   ) {
     const { live } = req;
@@ -107,10 +110,10 @@ export class Hop {
     const warm = live.warmUpstream;
     this.attempt = live.startAttempt(upstream.id, candidate.model, {
       movedFrom: warm && warm !== upstream.id ? warm : undefined,
+      resumeOffset: req.resumeAt,
+      // A replay's usage stays on its row until it has matched what the client has (docs/liveness.md).
+      holdsUsage: this.gate.holdsUsage || req.replay === true,
     });
-    this.attempt.record.resumeOffset = req.resumeAt ?? null;
-    // A replay's usage stays on its row until it has matched what the client has (docs/liveness.md).
-    if (this.gate.holdsUsage || req.replay) this.attempt.holdUsage();
     const stops = opts.signal ?? live.signal;
     const forward = () => this.controller.abort(stops.reason);
     if (stops.aborted) forward();
@@ -143,7 +146,6 @@ export class Hop {
     const { deps } = this.opts;
     const passthrough = passesBodyThrough(this.req, this.upstream.kind);
     const { forwarded, dropped } = clientHeadersFor(this.req.clientHeaders, passthrough);
-    this.attempt.record.droppedHeaders = dropped;
     const call = {
       ir: this.req.ir,
       passthrough: passthrough ? this.req.body : undefined,
@@ -162,7 +164,7 @@ export class Hop {
     } catch (err) {
       throw this.#buildFault(err);
     }
-    return await this.sendBuilt(built);
+    return await this.sendBuilt(built, { droppedHeaders: dropped });
   }
 
   /** Builds one call of this hop (an embeddings hop makes several), as `send` builds its one. */
@@ -193,11 +195,18 @@ export class Hop {
    * hop that needs several (gateway/forward/embed_forward.ts). The attempt's headers time is
    * its first answer's; its status the last one's.
    */
-  async sendBuilt(built: UpstreamPost | Request): Promise<Response> {
+  async sendBuilt(
+    built: UpstreamPost | Request,
+    opts: { droppedHeaders?: string | null } = {},
+  ): Promise<Response> {
     const { signal } = this.controller;
     const fetch = this.opts.deps.fetch;
     const request = built instanceof Request;
-    traceUpstream(request ? built : { url: built.url, headers: built.init.headers }, this);
+    const trace = traceUpstream(
+      request ? built : { url: built.url, headers: built.init.headers },
+      this,
+    );
+    this.attempt.sent({ droppedHeaders: opts.droppedHeaders, trace });
     let res: Response;
     try {
       res = request
@@ -207,9 +216,18 @@ export class Hop {
       this.#cancel.closed();
       throw err;
     }
-    if (this.attempt.record.headersMs === null) this.attempt.headers(res.status);
-    else this.attempt.record.status = res.status;
+    this.attempt.headers(res.status);
     return res;
+  }
+
+  /**
+   * This hop's first content: true when it may answer (its gate lets it: first_content_gate.ts),
+   * and the request's upstream is then this hop's; false when another hop claimed first.
+   */
+  claim(): boolean {
+    if (!this.gate.claim()) return false;
+    this.attempt.claimed();
+    return true;
   }
 
   /**
@@ -270,7 +288,7 @@ export class Hop {
     const retryAfter = retryAfterSecs(res.headers.get("retry-after"), this.opts.deps.clock.now());
     const decoded = this.adapter.decodeError(res.status, body, { headers: res.headers });
     const error = retryAfter === undefined ? decoded : decoded.with({ retryAfterSecs: retryAfter });
-    return statusEnding(res.status, error, { model: this.opts.target.candidate.model });
+    return statusEnding(error, { model: this.opts.target.candidate.model });
   }
 
   /** How a thrown error ended the hop: our stop reason, or what went wrong upstream. */

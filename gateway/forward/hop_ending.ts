@@ -1,8 +1,7 @@
 import { type GatewayCode, GatewayError } from "../runtime/gateway_error.ts";
 import { stopReason } from "./stop_reasons.ts";
-import { isRetryableStatus } from "../formats/upstream_error.ts";
 import { isModelMissing } from "../formats/model_missing.ts";
-import type { How } from "./verdict.ts";
+import { type How, STATUS_ENDINGS } from "./verdict.ts";
 
 /** How a hop ended (verdict.ts decides what follows); every ending but an answer has its error. */
 export type HopEnding = { how: "answered"; error?: undefined } | {
@@ -25,20 +24,17 @@ const STOPS: Partial<Record<GatewayCode, Exclude<How, "answered">>> = {
 };
 
 /**
- * An upstream's error status, as decoded into `error` (docs/architecture.md "Errors"); `model`
- * is the model the hop sent, which a refusal may say is not there (formats/model_missing.ts).
+ * An upstream's error status, as decoded into `error` (docs/architecture.md "Errors"): the hop
+ * ends as the verdict table says of the status's sort (`STATUS_ENDINGS`), which the error kept
+ * from the one place a status is sorted (formats/upstream_status.ts); an error a format made
+ * otherwise (Bedrock's model failure answered with a 4xx) is a failure of the upstream's. `model`
+ * is the model the hop sent, which the caller's 4xx may say is not there (formats/model_missing.ts).
  */
-export function statusEnding(
-  status: number,
-  error: GatewayError,
-  opts: { model?: string } = {},
-): HopEnding {
-  if (error.source === "client") {
-    const missing = opts.model !== undefined && isModelMissing(error, opts.model);
-    return { how: missing ? "model_missing" : "rejected", error };
-  }
-  if (status === 429) return { how: "rate_limited", error };
-  return { how: isRetryableStatus(status) ? "overloaded" : "refused", error };
+export function statusEnding(error: GatewayError, opts: { model?: string } = {}): HopEnding {
+  const how = STATUS_ENDINGS[error.statusSort ?? "failed"];
+  if (how !== "rejected") return { how, error };
+  const missing = opts.model !== undefined && isModelMissing(error, opts.model);
+  return { how: missing ? "model_missing" : "rejected", error };
 }
 
 /**

@@ -70,13 +70,12 @@ export class ResumePass {
 
   /**
    * Every settled hop, of the first pass and of each resume: noted, otherwise
-   * untouched. A break the verdict table calls resumable, with the request
-   * itself still going, is one to mend.
+   * untouched. A break is one to mend when its verdict says so (`resumable`, which the
+   * table gives no request that was itself stopped).
    */
   readonly watch: OnSettled = (hop, settled) => {
     this.#tried.add(hop.upstream.id);
-    this.#broken = settled.step === "stop" && settled.resumable &&
-      !stopReason(this.req.live.signal);
+    this.#broken = settled.resumable === true;
     if (this.#broken) this.#brokenRow = hop.attempt.record;
   };
 

@@ -4,24 +4,35 @@ import { affinitySession } from "../route/affinity.ts";
 import { firstContentSecs } from "./first_content_timer.ts";
 import type { Hop } from "./hop.ts";
 import type { HopEnding } from "./hop_ending.ts";
-import { type Step, type Verdict, verdictFor } from "./verdict.ts";
+import { type Final, probeEnd, type Step, type Verdict, verdictFor } from "./verdict.ts";
+import { stopReason } from "./stop_reasons.ts";
 import { answerIsStored } from "../route/interaction_pin.ts";
 import { memberOf } from "../route/candidates.ts";
 import { cooldownKey } from "../route/cooldown.ts";
-import { chargeFailure, chargeReaches, chargeSuccess } from "../route/cooldown_levels.ts";
+import {
+  type Charge,
+  chargeFailure,
+  chargeReaches,
+  chargeSuccess,
+} from "../route/cooldown_levels.ts";
 
 /** What the candidate loop does after a hop, with the hop's error. */
 export type Settled = Answered | Failed<Exclude<Step, "done">>;
 export interface Answered {
   step: "done";
   error?: undefined;
+  resumable?: undefined;
 }
 /** One member per step, so a check of `step` narrows. */
 export type Failed<S extends Step> = S extends Step ? {
     step: S;
     error: GatewayError;
-    /** A break after content that mid-stream resume may mend. */
+    /** A break after content that mid-stream resume mends: the verdict's, as it is. */
     resumable: boolean;
+    /** The status the client gets if this is the route's last word (verdict.ts `finalStatus`). */
+    final?: Final;
+    /** Which candidates the loop passes over from here on (verdict.ts). */
+    onward?: Verdict["onward"];
   }
   : never;
 
@@ -41,6 +52,7 @@ export function settle(hop: Hop, ending: HopEnding): Settled {
     resuming: resumeAt !== undefined,
     overflow: error !== undefined && movesOnOverflow(route, error),
     probing: probe !== undefined,
+    stopped: stopReason(hop.req.live.signal) !== undefined,
   });
   const { cooldowns, affinity, metrics, log } = hop.opts.deps;
   const upstream = hop.upstream.id;
@@ -64,16 +76,13 @@ export function settle(hop: Hop, ending: HopEnding): Settled {
   if (verdict.dropsAffinity) {
     affinity.drop(route.model, { sessionId: affinitySession(hop.req.live.record), upstream });
   }
-  if (probe) {
-    // Content or a charge settled a level already; any other end gives its probe back (a
-    // member's fault says nothing of its upstream, whose probe the next request may take).
-    const failed = charge !== undefined && probe.some((ticket) => chargeReaches(charge, ticket));
-    metrics.probes.inc({ upstream, result: content ? "ok" : failed ? "failed" : "released" });
-    for (const ticket of probe) cooldowns.probeEnded(ticket);
-  }
+  // A member's fault says nothing of its upstream, whose probe the next request may take.
+  const reaches = (c: Charge) => probe?.tickets.some((t) => chargeReaches(c, t)) === true;
+  probe?.end(probeEnd(verdict, { content, reaches }));
   measure(hop, verdict);
   if (verdict.step === "done" || !error) return { step: "done" };
-  return { step: verdict.step, error, resumable: verdict.resumable === true };
+  const { final, onward } = verdict;
+  return { step: verdict.step, error, resumable: verdict.resumable === true, final, onward };
 }
 
 /**

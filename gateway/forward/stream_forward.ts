@@ -15,7 +15,7 @@ export const KEEP_ALIVE_MS = 15_000;
 /**
  * Serves a streamed answer. Resolves with the response as soon as its
  * headers are decided; the stream itself runs on, and `done` settles when
- * the request has ended and its row is written.
+ * the request has ended and is settled.
  */
 export function forwardStream(
   req: ForwardRequest,
@@ -36,7 +36,7 @@ export function forwardStream(
     requestId: live.record.id,
     clock: deps.clock,
     keepAliveMs: KEEP_ALIVE_MS,
-    onCancel: () => live.controller.abort(clientDisconnected()),
+    onCancel: () => live.abort(clientDisconnected()),
   });
   // Gemini JSON arrays are never answered early: the array can't carry a comment.
   const holdsOpen = shape.keepAlive !== null || ctx.sse === true;
@@ -48,15 +48,15 @@ export function forwardStream(
     })
     : () => {};
   const resume = StreamResume.for(req, { client: codec.format });
-  const pass = new ResumePass(req, { deps, resume, channel });
+  // Only a route that resumes watches its hops: the others hold nothing for it.
+  const pass = resume.enabled ? new ResumePass(req, { deps, resume, channel }) : null;
   const done = (async () => {
     let error: GatewayError | null = null;
     try {
       const runHop: RunHop = (hop, opts) =>
         streamHop(hop, { ...opts, shape, channel, encoder, resume });
-      const onSettled = pass.enabled ? pass.watch : undefined;
-      error = await runCandidates(req, { deps, runHop, onSettled });
-      if (pass.enabled) error = await pass.after(error, runHop);
+      error = await runCandidates(req, { deps, runHop, onSettled: pass?.watch });
+      if (pass) error = await pass.after(error, runHop);
     } catch (err) {
       // A bug must still end the client's stream and the row, never an unhandled rejection.
       error = GatewayError.from(err);
@@ -64,7 +64,8 @@ export function forwardStream(
     } finally {
       cancelHold();
       if (error) await channel.fail(error);
-      live.finish({ status: error?.status ?? 200, error: error ?? undefined });
+      // Settled here; the request handler's `finally` writes the row (accept/proxy.ts).
+      live.end({ status: error?.status ?? 200, error: error ?? undefined });
     }
   })();
   return { response: channel.response, done };
@@ -74,6 +75,5 @@ export function forwardStream(
 async function streamHop(hop: Hop, opts: PumpOpts): Promise<HopEnding> {
   const res = await hop.send();
   if (!res.ok || !res.body) return await hop.failedStatus(res);
-  hop.req.live.state = "holding";
   return await new StreamPump(hop, opts).run(res.body);
 }

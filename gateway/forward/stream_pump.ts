@@ -126,14 +126,14 @@ export class StreamPump {
     hop.idle.touch();
     if (!hop.attempt.contentSeen) {
       // Hedged: another hop may have claimed the answer already; this one is then being stopped.
-      if (!hop.gate.claim()) throw hop.controller.signal.reason;
+      if (!hop.claim()) throw hop.controller.signal.reason;
       settleContent(hop);
       channel.stopKeepAlives();
       channel.sendHeaders();
       this.#release();
       live.contentSent();
     }
-    live.lastContentAt = hop.opts.deps.clock.now();
+    live.frame();
     this.#output(frame);
   }
 

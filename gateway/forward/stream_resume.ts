@@ -109,10 +109,8 @@ export class StreamResume {
     const { ir } = req;
     const native = (ir.builtinTools?.length ?? 0) + (ir.nativeOnly?.length ?? 0);
     const mode = req.route.resume_after_content;
-    return new StreamResume(mode !== null && native === 0, {
-      ...opts,
-      replays: mode !== "prefill",
-    });
+    if (mode === null || native > 0) return inert(opts.client);
+    return new StreamResume(true, { ...opts, replays: mode !== "prefill" });
   }
 
   /** Code units of what the client has that are held for a resume (RESUME_HELD_CHARS at most). */
@@ -264,6 +262,7 @@ export class StreamResume {
    * docs/observability.md "Token usage").
    */
   begin(broken?: Pick<AttemptRecord, "tokensEstimated" | "inputTokens" | "outputTokens"> | null) {
+    if (!this.enabled) throw new Error("an inert stream view never resumes (it is shared)");
     const billed = broken?.tokensEstimated
       ? {
         ...this.#hop,
@@ -313,6 +312,19 @@ export function withPrefill(ir: IrRequest, prefill: string): IrRequest {
     ? [...ir.messages.slice(0, -1), { ...last, content: [...last.content, part] }]
     : [...ir.messages, { role: "assistant" as const, content: [part] }];
   return { ...ir, messages };
+}
+
+/**
+ * The view of a stream whose route does not resume, one per client format: it keeps nothing
+ * (`pass` hands events on untouched), so streams share it rather than each holding an empty
+ * one (bench/held_heap.ts).
+ */
+const INERT = new Map<ClientFormat, StreamResume>();
+
+function inert(client: ClientFormat): StreamResume {
+  let view = INERT.get(client);
+  if (!view) INERT.set(client, view = new StreamResume(false, { client, replays: false }));
+  return view;
 }
 
 /** Sums usage field by field; a field no hop reported stays unknown. */

@@ -1,4 +1,4 @@
-import type { AttemptRecord, RequestRecord } from "../../db/records.ts";
+import type { AttemptRecord, AttemptTrace, RequestRecord } from "../../db/records.ts";
 import type { Upstream } from "../config/schema.ts";
 import type { UpstreamKind } from "../formats/format.ts";
 import { formatTraceparent } from "../live/trace_context.ts";
@@ -51,33 +51,40 @@ function serverOf(url: string): Server {
 
 /** The parts of a hop (gateway/forward/hop.ts) the hook reads. */
 export interface TracedHop {
-  req: { live: { record: RequestRecord } };
-  attempt: { record: AttemptRecord };
+  req: { live: { record: Readonly<RequestRecord> } };
+  attempt: { record: Readonly<AttemptRecord> };
   upstream: Upstream;
 }
 
 /**
  * The trace hook of one upstream call, run once its request is built: the
- * call carries the trace context, and the attempt notes where it went for its
- * span. A recorded trace names the attempt's span as the parent; otherwise the
- * client's own `traceparent` (if any) goes on unchanged, so an upstream that
- * traces never points at a span no one exported.
+ * call carries the trace context, and the answer is the attempt's span trace: its span id and
+ * where the call went (the hop appends it to its row: live_request.ts). A recorded trace names the
+ * attempt's span as the parent; otherwise the client's own `traceparent` (if any) goes on
+ * unchanged, so an upstream that traces never points at a span no one exported.
  */
-export function traceUpstream(request: Pick<Request, "url" | "headers">, hop: TracedHop): void {
+export function traceUpstream(
+  request: Pick<Request, "url" | "headers">,
+  hop: TracedHop,
+): AttemptTrace | null {
   const { trace } = hop.req.live.record;
   const attempt = hop.attempt.record;
-  if (!attempt.trace) return;
+  if (!attempt.trace) return null;
   const server = serverOf(request.url);
-  attempt.trace.provider = providerName(hop.upstream);
-  attempt.trace.serverAddress = server.address;
-  attempt.trace.serverPort = server.port;
-  if (!trace) return;
+  const span = {
+    spanId: attempt.trace.spanId,
+    provider: providerName(hop.upstream),
+    serverAddress: server.address,
+    serverPort: server.port,
+  };
+  if (!trace) return span;
   if (trace.recorded) {
     request.headers.set("traceparent", formatTraceparent(trace, attempt.trace.spanId));
   } else if (trace.parentSpanId) {
     request.headers.set("traceparent", formatTraceparent(trace, trace.parentSpanId));
   } else {
-    return;
+    return span;
   }
   if (trace.traceState) request.headers.set("tracestate", trace.traceState);
+  return span;
 }

@@ -1,6 +1,6 @@
 import type { UpstreamFrame } from "../formats/format.ts";
 import type { IrRequest, IrResponse, IrUsage } from "../formats/ir.ts";
-import { type Attempt, markEstimated } from "../live/live_request.ts";
+import type { Attempt } from "../live/live_request.ts";
 import { isTokenCount } from "../formats/token_counts.ts";
 import { estimateInputTokens, estimateTokens, partsChars } from "../formats/token_estimate.ts";
 
@@ -55,22 +55,13 @@ export class UsageLedger {
       // billed though it sent no content (docs/liveness.md, "Hedged start").
       if (opts.outcome !== "hedge_lost" || record.headersMs === null) return;
       if (record.inputTokens !== null) return;
-      record.inputTokens = estimateInputTokens(opts.ir);
-      markEstimated(record);
+      attempt.estimate({ input: estimateInputTokens(opts.ir), answered: false });
       return;
     }
-    let estimated = false;
-    if (this.#unreported > 0) {
-      record.outputTokens = Math.max(record.outputTokens ?? 0, estimateTokens(this.#chars));
-      estimated = true;
-    }
-    if (record.inputTokens === null) {
-      record.inputTokens = estimateInputTokens(opts.ir);
-      estimated = true;
-    }
-    if (!estimated) return;
-    markEstimated(record);
-    if (attempt.contentSeen) attempt.estimated();
+    const output = this.#unreported > 0 ? estimateTokens(this.#chars) : undefined;
+    const input = record.inputTokens === null ? estimateInputTokens(opts.ir) : undefined;
+    if (output === undefined && input === undefined) return;
+    attempt.estimate({ input, output, answered: attempt.contentSeen });
   }
 }
 

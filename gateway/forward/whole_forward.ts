@@ -99,9 +99,8 @@ export async function readUntilContent(
       else if (text.trim() !== "") {
         started = true;
         // Hedged: the first byte is the race point; a hop that lost it is being stopped.
-        if (!hop.gate.claim()) throw hop.controller.signal.reason;
+        if (!hop.claim()) throw hop.controller.signal.reason;
         hop.idle.touch();
-        hop.req.live.state = "streaming";
       }
       if (take) await take(text);
       else parts.push(text);

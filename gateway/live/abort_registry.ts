@@ -44,7 +44,7 @@ export class AbortRegistry {
     const stopped: string[] = [];
     for (const live of list) {
       if (live.signal.aborted || live.finished) continue;
-      live.controller.abort(reason());
+      live.abort(reason());
       stopped.push(live.record.id);
     }
     return stopped;

@@ -9,13 +9,19 @@ export interface Billed {
   costUsd: number | null;
 }
 
+/** A hop's price: its row's `costUsd` and `cacheWriteUsd` (null where the model has none). */
+export interface Priced {
+  costUsd: number | null;
+  cacheWriteUsd: number | null;
+}
+
 /**
  * Prices a request's hops from the config it was admitted under, and tells the key's
  * usage meter what each hop billed.
  */
 export interface Billing {
-  /** Sets the hop's `costUsd` and `cacheWriteUsd` from its tokens, and reports it as billed. */
-  bill(hop: AttemptRecord): void;
+  /** The hop's price from its tokens, reported as billed; the hop's row takes it (live_request.ts). */
+  bill(hop: Readonly<AttemptRecord>): Priced;
 }
 
 const PER_MILLION = 1_000_000;
@@ -136,10 +142,10 @@ export function billingFor(
         cacheWrite: hop.cacheWriteTokens,
         cacheWrite1h: hop.cacheWrite1hTokens,
       });
-      hop.costUsd = cost?.usd ?? null;
-      hop.cacheWriteUsd = cost?.cacheWriteUsd ?? null;
+      const costUsd = cost?.usd ?? null;
       const tokens = billableAmount(hop.inputTokens) + billableAmount(hop.outputTokens);
-      if (tokens > 0 || hop.costUsd) opts.onBilled?.({ tokens, costUsd: hop.costUsd });
+      if (tokens > 0 || costUsd) opts.onBilled?.({ tokens, costUsd });
+      return { costUsd, cacheWriteUsd: cost?.cacheWriteUsd ?? null };
     },
   };
 }

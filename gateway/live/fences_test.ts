@@ -60,7 +60,7 @@ function running(clock: VirtualClock, opts: { keyId: string; sessionId: string |
     keyId: opts.keyId,
     sessionId: opts.sessionId,
   }, { clock, sink: { writeRequest() {}, writeAttempt() {} }, metrics: new Metrics() });
-  live.conversation = chat({ stream: true, messages: TURN });
+  live.parsed(chat({ stream: true, messages: TURN }), { sessionId: opts.sessionId });
   return live;
 }
 

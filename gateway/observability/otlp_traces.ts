@@ -11,8 +11,14 @@ const STATUS_ERROR = 2;
 /** Span flags: bits 0-7 the W3C trace flags; bit 8 "we know whether the parent is remote", bit 9 "it is". */
 const HAS_IS_REMOTE = 0x100;
 const IS_REMOTE = 0x200;
-/** The GenAI conventions' operation for every proxied call. */
+/** The GenAI conventions' operation for every proxied model call. */
 const OPERATION = "chat";
+/**
+ * A tool call through /mcp (docs/mcp.md): the GenAI conventions' tool span, named
+ * `execute_tool {gen_ai.tool.name}`, the name as the client called it on the request's span and
+ * the server's own on each replica's.
+ */
+const TOOL_OPERATION = "execute_tool";
 const MESSAGE_MAX = 512;
 
 /** What a hop's outcome says about its span; anything else (error, idle_timeout, aborted...) is ERROR. */
@@ -48,6 +54,8 @@ function spansOf({ request: r, attempts }: FinishedRecord): unknown[] {
   const end = r.endedAt ?? r.startedAt + (r.durationMs ?? 0);
   const provider = attempts.findLast((a) => a.trace?.provider)?.trace?.provider;
   const failed = r.outcome !== "success";
+  const tool = r.clientFormat === "mcp";
+  const operation = tool ? TOOL_OPERATION : OPERATION;
   return [
     {
       traceId: trace.traceId,
@@ -55,16 +63,17 @@ function spansOf({ request: r, attempts }: FinishedRecord): unknown[] {
       parentSpanId: trace.parentSpanId ?? "",
       ...(trace.traceState ? { traceState: trace.traceState } : {}),
       flags: (trace.flags & 0xff) | HAS_IS_REMOTE | (trace.parentSpanId ? IS_REMOTE : 0),
-      name: r.route ? `${OPERATION} ${r.route}` : OPERATION,
+      name: r.route ? `${operation} ${r.route}` : operation,
       kind: KIND_SERVER,
       startTimeUnixNano: nanos(r.startedAt),
       endTimeUnixNano: nanos(end),
       attributes: [
         ...attributes({
-          "gen_ai.operation.name": OPERATION,
+          "gen_ai.operation.name": operation,
           "gen_ai.provider.name": provider,
-          "gen_ai.request.model": r.route,
-          "gen_ai.response.model": failed ? null : r.upstreamModel,
+          "gen_ai.request.model": tool ? null : r.route,
+          "gen_ai.response.model": failed || tool ? null : r.upstreamModel,
+          "gen_ai.tool.name": tool ? r.route : null,
           "gen_ai.conversation.id": r.sessionId,
           "gen_ai.usage.input_tokens": r.inputTokens,
           "gen_ai.usage.output_tokens": r.outputTokens,
@@ -81,7 +90,7 @@ function spansOf({ request: r, attempts }: FinishedRecord): unknown[] {
         ? { code: STATUS_ERROR, message: message(r.errorMessage ?? r.errorCode) }
         : { code: STATUS_OK },
     },
-    ...attempts.map((a) => attemptSpan(a, { trace, requestEnd: end })),
+    ...attempts.map((a) => attemptSpan(a, { trace, requestEnd: end, tool })),
   ];
 }
 
@@ -104,11 +113,18 @@ function requestFields(r: RequestRecord) {
     "pulsegate.usage.reasoning_tokens": r.reasoningTokens,
     "pulsegate.usage.cache_creation_1h.input_tokens": r.cacheWrite1hTokens,
     "pulsegate.moved_from": r.movedFrom,
+    "pulsegate.tool_server": r.toolServer,
+    "pulsegate.bytes_in": r.bytesIn,
+    "pulsegate.bytes_out": r.bytesOut,
   };
 }
 
-function attemptSpan(a: AttemptRecord, opts: { trace: RequestTrace; requestEnd: number }) {
-  const { trace } = opts;
+function attemptSpan(
+  a: AttemptRecord,
+  opts: { trace: RequestTrace; requestEnd: number; tool: boolean },
+) {
+  const { trace, tool } = opts;
+  const operation = tool ? TOOL_OPERATION : OPERATION;
   const status = a.outcome === null ? STATUS_UNSET : ATTEMPT_STATUS[a.outcome] ?? STATUS_ERROR;
   const failed = status === STATUS_ERROR;
   return {
@@ -117,16 +133,17 @@ function attemptSpan(a: AttemptRecord, opts: { trace: RequestTrace; requestEnd: 
     parentSpanId: trace.spanId,
     ...(trace.traceState ? { traceState: trace.traceState } : {}),
     flags: (trace.flags & 0xff) | HAS_IS_REMOTE,
-    name: `${OPERATION} ${a.model}`,
+    name: `${operation} ${a.model}`,
     kind: KIND_CLIENT,
     startTimeUnixNano: nanos(a.startedAt),
     endTimeUnixNano: nanos(a.durationMs === null ? opts.requestEnd : a.startedAt + a.durationMs),
     attributes: [
       ...attributes({
-        "gen_ai.operation.name": OPERATION,
+        "gen_ai.operation.name": operation,
         "gen_ai.provider.name": a.trace?.provider,
-        "gen_ai.request.model": a.model,
-        "gen_ai.response.model": status === STATUS_OK ? a.model : null,
+        "gen_ai.request.model": tool ? null : a.model,
+        "gen_ai.response.model": status === STATUS_OK && !tool ? a.model : null,
+        "gen_ai.tool.name": tool ? a.model : null,
         "gen_ai.usage.input_tokens": a.inputTokens,
         "gen_ai.usage.output_tokens": a.outputTokens,
         "gen_ai.usage.cache_read.input_tokens": a.cachedTokens,

@@ -8,26 +8,23 @@ interface Target {
 }
 
 /**
- * `on_context_overflow: "next"` for one request (docs/liveness.md). After an
- * upstream refuses the prompt as longer than its context window, only a
- * candidate with a known, larger `context_window` is worth sending it to; and
- * the same request (upstream and model) is never sent twice. Without the
- * option, or before any refusal, it passes every candidate.
+ * `on_context_overflow: "next"` for one request (docs/liveness.md), once the verdict table has
+ * said a refusal moves on to a larger window (`onward: "larger_window"` in
+ * gateway/forward/verdict.ts): only a candidate with a known, larger `context_window` is worth
+ * sending it to; and the same request (upstream and model) is never sent twice. Before any such
+ * refusal it passes every candidate.
  */
 export class ContextOverflow {
   /** The window of the last candidate that refused; null before any refusal. */
   #window: number | null = null;
   readonly #refused = new Set<string>();
 
-  constructor(readonly route: Pick<Route, "on_context_overflow">) {}
-
   /**
-   * Notes a candidate's failure: a context-length refusal the route moves on
-   * from is remembered, and a refusing candidate with no `context_window`
-   * counts as the smallest, so any candidate with a known window may follow.
+   * A candidate refused the prompt as too long, and the verdict moves on to a larger window: a
+   * refusing candidate with no `context_window` counts as the smallest, so any candidate with a
+   * known window may follow.
    */
-  note(error: GatewayError, target: Target): void {
-    if (!movesOnOverflow(this.route, error)) return;
+  note(target: Target): void {
     this.#window = target.candidate.context_window ?? 0;
     this.#refused.add(requestKey(target));
   }

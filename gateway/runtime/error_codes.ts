@@ -60,6 +60,17 @@ export const ERROR_CODES = {
   // A retry cannot help a spent session or a loop: answered with `x-should-retry: false`.
   "gw.session.budget_exhausted": { source: "client", status: 429, final: true },
   "gw.session.loop_detected": { source: "client", status: 429, final: true },
+  // Tool servers on /mcp (docs/mcp.md). A call that was sent and then lost, to a tool not
+  // annotated read-only or idempotent, is never sent again: the caller is told it may have run.
+  "gw.mcp.tool_may_have_run": { source: "upstream", status: 504 },
+  "gw.mcp.call_timeout": { source: "timeout", status: 504 },
+  "gw.mcp.unknown_tool": { source: "client", status: 404 },
+  "gw.mcp.unknown_session": { source: "client", status: 404 },
+  "gw.mcp.sessions_full": { source: "gateway", status: 503 },
+  "gw.mcp.cancelled": { source: "client", status: 499 },
+  "gw.mcp.oversized": { source: "upstream", status: 502 },
+  "gw.mcp.flood": { source: "upstream", status: 502 },
+  "gw.mcp.malformed": { source: "upstream", status: 502 },
   "gw.gateway.internal": { source: "gateway", status: 500 },
   "gw.gateway.interrupted": { source: "gateway", status: 500 },
   "gw.gateway.shutting_down": { source: "gateway", status: 503 },

@@ -4,6 +4,19 @@ import { ERROR_CODES, type GatewayCode } from "./error_codes.ts";
 
 export type { FailureSource, GatewayCode };
 
+/**
+ * What an upstream's error status says, sorted once by gateway/formats/upstream_status.ts and
+ * kept on the error it became, so the verdict table reads the sort and never the status
+ * (`STATUS_ENDINGS` in gateway/forward/verdict.ts).
+ */
+export type StatusSort =
+  | "credentials"
+  | "upstream_timeout"
+  | "rate_limit"
+  | "overloaded"
+  | "callers"
+  | "failed";
+
 /** Carries the gateway's code on every error response, next to `x-pulsegate-error` (docs/design.md "Client API"). */
 export const ERROR_CODE_HEADER = "x-pulsegate-error-code";
 
@@ -35,6 +48,8 @@ export interface GatewayErrorInit {
   upstreamCode?: string;
   upstreamKind?: UpstreamKind;
   upstreamAnswer?: UpstreamErrorAnswer;
+  /** How the upstream's error status was sorted, when the error was made from one. */
+  statusSort?: StatusSort;
   /**
    * What history records instead of the client's message, where the row must say more than the
    * caller may learn (docs/security.md "Routes a key may not use").
@@ -59,6 +74,7 @@ export class GatewayError extends Error {
   readonly upstreamCode?: string;
   readonly upstreamKind?: UpstreamKind;
   readonly upstreamAnswer?: UpstreamErrorAnswer;
+  readonly statusSort?: StatusSort;
   readonly recorded?: string;
 
   constructor(message: string, init: GatewayErrorInit) {
@@ -75,6 +91,7 @@ export class GatewayError extends Error {
     this.upstreamCode = init.upstreamCode;
     this.upstreamKind = init.upstreamKind;
     this.upstreamAnswer = init.upstreamAnswer;
+    this.statusSort = init.statusSort;
     this.recorded = init.recorded;
   }
 
@@ -114,6 +131,7 @@ export class GatewayError extends Error {
       upstreamCode: this.upstreamCode,
       upstreamKind: this.upstreamKind,
       upstreamAnswer: this.upstreamAnswer,
+      statusSort: this.statusSort,
       recorded: this.recorded,
       cause: this.cause,
     };

@@ -170,10 +170,32 @@ export class Metrics {
   );
   /** Bytes of the embedding vector budget held (gateway/forward/vector_budget.ts). */
   embeddingVectorBytes = 0;
+  livePeerAnswers = new Counter(
+    "pulsegate_live_peer_answers_total",
+    "Other instances' shares of a live-list page, by outcome (ok, silent, refused, bad).",
+  );
   keyInFlight = new Counter(
     "pulsegate_key_in_flight_requests",
     "Requests in progress per gateway key (keys[].max_in_flight), from admission to the row's close.",
   );
+
+  // Tool servers on /mcp (docs/mcp.md "History and metrics").
+  mcpToolCalls = new Counter(
+    "pulsegate_mcp_tool_calls_total",
+    "Tool calls through /mcp by server and outcome (success, error).",
+  );
+  mcpToolDuration = new Histogram(
+    "pulsegate_mcp_tool_call_duration_seconds",
+    "Tool call duration through /mcp, by server.",
+  );
+  mcpServerCut = new Counter(
+    "pulsegate_mcp_server_cut_total",
+    "Tool server answers cut by the gateway, by server and reason (flood, malformed, oversized).",
+  );
+  /** Filled in by the owner of the MCP sessions: how many this process holds. */
+  mcpSessions: () => number = () => 0;
+  /** Filled in by the owner of the tool servers' cooldowns: each replica charged so far. */
+  mcpReplicas: () => Array<{ replica: string; state: string }> = () => [];
 
   constructor() {
     // Unlabelled counters read 0 from the start, so a scrape can tell "none" from "missing".
@@ -259,6 +281,20 @@ export class Metrics {
         }} ${p.share}`
       ),
     ].join("\n");
+    const mcpSessions = [
+      "# HELP pulsegate_mcp_sessions MCP sessions this process holds (mcp_sessions.max caps them).",
+      "# TYPE pulsegate_mcp_sessions gauge",
+      `pulsegate_mcp_sessions ${this.mcpSessions()}`,
+      "# HELP pulsegate_mcp_replica_state 1 for a tool server replica's state: ok, paused, or probing.",
+      "# TYPE pulsegate_mcp_replica_state gauge",
+      ...this.mcpReplicas().flatMap((r) =>
+        ["ok", "paused", "probing"].map((state) =>
+          `pulsegate_mcp_replica_state{${labelKey({ replica: r.replica, state })}} ${
+            r.state === state ? 1 : 0
+          }`
+        )
+      ),
+    ].join("\n");
     return [
       this.requests.render(),
       this.attempts.render(),
@@ -267,6 +303,7 @@ export class Metrics {
       this.keyInFlight.render("gauge"),
       this.disconnects.render(),
       this.aborts.render(),
+      this.livePeerAnswers.render(),
       this.fenceRefusals.render(),
       fences,
       this.idleTimeouts.render(),
@@ -290,6 +327,10 @@ export class Metrics {
       this.guardrailUnchecked.render(),
       this.refusedUnrecorded.render(),
       this.keyRefusalsUnrecorded.render(),
+      this.mcpToolCalls.render(),
+      this.mcpToolDuration.render(),
+      this.mcpServerCut.render(),
+      mcpSessions,
     ].join("\n") + "\n";
   }
 }

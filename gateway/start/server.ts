@@ -11,6 +11,8 @@ import { badHostResponse } from "../accept/host_header.ts";
 import { handleProxy } from "../accept/proxy.ts";
 import { type InteractionAction, serveInteraction } from "../endpoints/interaction_paths.ts";
 import { EMBED_CLIENTS } from "../formats/embed_formats.ts";
+import { serveMcp } from "../mcp/mcp_endpoint.ts";
+import type { McpState } from "../mcp/mcp_state.ts";
 
 export interface ServerDeps extends ControlDeps {
   admin: AdminDeps;
@@ -23,6 +25,8 @@ export interface ServerDeps extends ControlDeps {
   ready: () => { ok: boolean; serving?: boolean; reason?: string };
   /** PULSEGATE_PUBLIC_URL, an origin besides the Host's own that the admin page may use. */
   publicUrl?: string;
+  /** The MCP sessions, tool server cooldowns and hints of /mcp (docs/mcp.md). */
+  mcp: McpState;
 }
 
 /**
@@ -84,6 +88,9 @@ export function createApp(deps: ServerDeps): Hono {
     refuseOtherMethods(app, { paths: [at, `${at}/:id/cancel`], allow: ["POST"] });
     refuseOtherMethods(app, { paths: [`${at}/:id`], allow: ["GET", "DELETE"] });
   }
+  // Tool servers (docs/mcp.md): one endpoint, Streamable HTTP.
+  app.on(["GET", "POST", "DELETE"], "/mcp", (c) => serveMcp(c.req.raw, deps));
+  refuseOtherMethods(app, { paths: ["/mcp"], allow: ["GET", "POST", "DELETE"] });
   app.get("/healthz", (c) => c.json({ ok: true }));
   app.get("/readyz", (c) => {
     const ready = deps.ready();

@@ -25,6 +25,7 @@ import type { ServerDeps } from "./server.ts";
 import type { Settings } from "./settings.ts";
 import { historyAtRisk, historyProblem } from "./history_health.ts";
 import type { History } from "./open_history.ts";
+import { McpState } from "../mcp/mcp_state.ts";
 
 export interface ServerParts {
   settings: Settings;
@@ -88,10 +89,20 @@ export function serverDeps(parts: ServerParts): ServerDeps {
     db,
     metricsOpen: parts.metricsOpen && state.loopback,
   };
+  const mcp = new McpState({
+    clock,
+    fetch: parts.fetch,
+    log: parts.log,
+    config: () => state.config,
+  });
+  parts.metrics.mcpSessions = () => mcp.sessions.size;
+  parts.metrics.mcpReplicas = () => mcp.replicaStates();
   return {
     ...control,
+    mcp,
     admin: {
       ...adminDeps(control, { demo: parts.demo, apis: parts.adminApis }),
+      mcp,
       reads: history.reads,
       historyNotice: () => history.readiness.describe(),
       historyProblem: () => historyProblem(history),
@@ -138,6 +149,10 @@ function adminDeps(
     apis: opts.apis,
     sessionLimits: deps.sessionLimits,
     fences: deps.fences,
+    fetch: deps.fetch,
+    metrics: deps.metrics,
+    peerSecret: deps.peerSecret,
+    publicUrl: deps.publicUrl,
   };
 }
 

@@ -13,6 +13,7 @@ import { Fences } from "../live/fences.ts";
 import { Exporter } from "../observability/exporter.ts";
 import { ObservabilityState } from "../observability/observability_state.ts";
 import type { AbortRegistry } from "../live/abort_registry.ts";
+import type { McpState } from "../mcp/mcp_state.ts";
 import { type Clock, systemClock } from "../runtime/clock.ts";
 import { formatProblems, validateConfig } from "../config/validate.ts";
 import { cooldownKey, type Cooldowns } from "../route/cooldown.ts";
@@ -91,6 +92,8 @@ export interface Gateway {
   pools: Pools;
   /** What operators' aborts fenced (docs/design.md "Abort and disconnect"). */
   fences: Fences;
+  /** The MCP sessions and tool server cooldowns of /mcp (docs/mcp.md). */
+  mcp: McpState;
   clock: Clock;
   state: RunState;
   instanceId: string;
@@ -310,6 +313,9 @@ async function start(
         deps.registry.abort(deps.registry.all(), shuttingDown);
         await Promise.all([...deps.pending]);
       }
+      // The MCP sessions end with the process: their timers stop, their server sessions get a
+      // DELETE (docs/mcp.md "Sessions").
+      deps.mcp.close();
       graceOver.abort();
       await closers.closeAll((name, error) =>
         log.event("gateway.close_failed", { part: name, error: String(error) })
@@ -328,6 +334,7 @@ async function start(
     slots: deps.slots,
     pools,
     fences,
+    mcp: deps.mcp,
     clock,
     state,
     instanceId,

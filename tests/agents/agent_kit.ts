@@ -67,7 +67,7 @@ export const ROUTE = "smart";
 export const GATEWAY_KEY = "pg-agent-test-key-0123456789";
 const KEY_ENV = "PULSEGATE_KEY_AGENT_TEST";
 
-/** An agent's whole run, start-up included; generous: a cold start on a loaded machine is slow. */
+/** An agent's whole run, start-up included; generous: an agent's cold start is slow. */
 const RUN_TIMEOUT_MS = 90_000;
 
 export interface LaunchContext {
@@ -328,7 +328,7 @@ function gatewayConfig(
   ];
   return {
     // 100 s at the test scale is 1 s of silence: the silent upstream is given up on quickly, and
-    // the good one's answer fits in it on a loaded machine (300 ms once did not).
+    // the good one's answer fits in it whole.
     failover: { idle_timeout_secs: 100 },
     upstreams: [...main, { id: "side", kind: at.kind, base_url: at.side.url, prices }],
     routes: [

@@ -11,8 +11,12 @@ const encoder = new TextEncoder();
 
 /** Fake upstreams on one clock, and the `fetch` that reaches them. */
 export interface InProcessUpstreams {
-  /** A new upstream at `http://<name>.upstream.test`. */
-  start(name?: string): FakeUpstream;
+  /**
+   * A new upstream at `http://<name>.upstream.test`; `fallback` answers the calls past the queue
+   * (as startFakeUpstream's). A handler that throws is a connection broken before any header:
+   * the gateway's fetch rejects with its error.
+   */
+  start(name?: string, opts?: { fallback?: Handler }): FakeUpstream;
   /** What the gateway calls in place of the network: only the upstreams started here answer. */
   fetch: typeof fetch;
 }
@@ -21,8 +25,9 @@ export function inProcessUpstreams(clock: Clock): InProcessUpstreams {
   const byOrigin = new Map<string, (req: Request) => Promise<Response>>();
   let count = 0;
   return {
-    start(name = `up${++count}`) {
+    start(name = `up${++count}`, opts = {}) {
       const upstream = fakeUpstream(`http://${name}.upstream.test`, clock);
+      if (opts.fallback) upstream.setHandler(opts.fallback);
       byOrigin.set(upstream.url, upstream.answer);
       return upstream;
     },
@@ -85,7 +90,13 @@ function fakeUpstream(
         closed,
       };
       calls.push(call);
-      const script = queue.shift() ?? (await handler(call));
+      let script: Script;
+      try {
+        script = queue.shift() ?? (await handler(call));
+      } catch (err) {
+        settle("ended");
+        throw err;
+      }
       const gone = AbortSignal.any([req.signal, closing.signal]);
       if (script.headerDelay !== undefined && script.headerDelay !== 0) {
         const ms = script.headerDelay === "never" ? Infinity : script.headerDelay;

@@ -20,7 +20,7 @@ export interface Behaviour {
   serve: "refused" | "reset_before_headers" | ((wire: Wire, text: string[]) => Script);
   /** How the faulty hop ends, in the gateway's words (gateway/forward/verdict.ts). */
   how: How;
-  /** What docs/design.md says follows; tests/verdict_test.ts holds the verdict table to it. */
+  /** What docs/design.md says follows; gateway/forward/verdict_test.ts holds the verdict table to it. */
   effect: Effect;
   /** Retried once on the same candidate before failing over. */
   retried?: boolean;
@@ -40,12 +40,6 @@ export interface Fault {
   whole?: Behaviour;
   /** Upstream kinds the fault applies to, when not all. */
   kinds?: UpstreamKind[];
-  /**
-   * The idle timeout its cells run under, when the matrix's own (30 s) is too short for the
-   * upstream to even send its answer on a loaded machine; only for a fault that is not about
-   * silence. Its cells then run on a gateway of their own, after the others.
-   */
-  idleSecs?: number;
 }
 
 /** The faulty upstream's answer text; the good upstream says something else. */
@@ -96,6 +90,8 @@ const broken = {
   code: "gw.upstream.unreachable",
 } as const;
 const bad = { effect: "fail_before", code: "gw.upstream.bad_response" } as const;
+/** A whole answer the gateway cannot read: the upstream's 502 when it is the last word, not a timeout. */
+const unreadable = { ...bad, how: "bad_response", status: 502 } as const;
 
 /** A Bedrock event-stream prelude announcing a message one byte over the event cap. */
 const OVERSIZED_PRELUDE = (() => {
@@ -155,10 +151,6 @@ export const FAULTS: Fault[] = [
   },
   {
     name: "headers_never",
-    // Not Bedrock: aborting a fetch of its signed Converse request before any header left the
-    // connection open (seen with a bare fetch, without the gateway, so below us, in the
-    // runtime's HTTP client) and kept the test process from exiting. docs/architecture.md.
-    kinds: ["openai-chat", "openai-responses", "anthropic", "gemini", "gemini-interactions"],
     stream: { serve: () => ({ headerDelay: "never" }), ...idle },
     whole: { serve: () => ({ headerDelay: "never" }), ...idle },
   },
@@ -177,7 +169,7 @@ export const FAULTS: Fault[] = [
   {
     name: "whitespace_only",
     stream: { serve: (wire) => sse(wire, [{ send: "  \n\n  \n" }]), how: "unfinished", ...bad },
-    whole: { serve: () => whole([{ send: "  \n\n  \n" }]), how: "bad_response", ...bad },
+    whole: { serve: () => whole([{ send: "  \n\n  \n" }]), ...unreadable },
   },
   {
     name: "content_then_silence",
@@ -243,8 +235,7 @@ export const FAULTS: Fault[] = [
     },
     whole: {
       serve: () => whole([{ send: "<html><b>oops</b></html>" }]),
-      how: "bad_response",
-      ...bad,
+      ...unreadable,
     },
   },
   {
@@ -261,8 +252,7 @@ export const FAULTS: Fault[] = [
     },
     whole: {
       serve: (wire, text) => whole([{ send: halfOf(wire.whole(text)) }]),
-      how: "bad_response",
-      ...bad,
+      ...unreadable,
     },
   },
   {
@@ -278,10 +268,6 @@ export const FAULTS: Fault[] = [
     name: "one_event_over_1mib",
     // The first piece alone is over 1 MiB: content is never held, so no hold limit applies.
     text: [FAULT_TEXT[0] + "x".repeat(1024 * 1024 + 100), ...FAULT_TEXT.slice(1)],
-    // Only content restarts the idle timer, and a piece still arriving is not content yet: the
-    // window must cover building, sending and parsing over 1 MiB in the one process the other
-    // cells share. Seen taking 1.7 s on a loaded 2-core machine, so 120 s (18 s scaled).
-    idleSecs: 120,
     stream: {
       serve: (wire, text) => sse(wire, steps(wire.stream(text))),
       how: "answered",
@@ -310,7 +296,7 @@ export const FAULTS: Fault[] = [
     name: "oversized_message",
     // Cheap where the size comes first: a Bedrock message's prelude announces its length, so
     // one over the cap is refused unread. SSE events over theirs (16 MiB, too big to send in
-    // every cell) are tested in tests/hostile_upstream_test.ts.
+    // every cell) are tested in tests/virtual/hostile_upstream_test.ts.
     kinds: ["bedrock"],
     stream: {
       serve: (wire) => sse(wire, [{ send: OVERSIZED_PRELUDE }, { hang: true }]),

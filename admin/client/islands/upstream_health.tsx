@@ -112,28 +112,40 @@ function HealthRow(
         <StateCell cooldown={u} now={props.now} />
         <RecentCells recent={u.recent} />
         <td data-label="Pool share" class="pools">—</td>
-        <td data-label="Controls" class="controls">
-          {(u.paused || u.members.some((m) => m.paused)) && (
-            <button
-              type="button"
-              aria-label={`Resume ${u.id}`}
-              onClick={() => props.onControl("resume")}
-            >
-              Resume
-            </button>
-          )}
-          <button
-            type="button"
-            class="quiet"
-            aria-label={`${u.enabled ? "Disable" : "Enable"} ${u.id}`}
-            onClick={() => props.onControl(u.enabled ? "disable" : "enable")}
-          >
-            {u.enabled ? "Disable" : "Enable"}
-          </button>
-        </td>
+        {u.kind === "mcp"
+          // A tool server's replica (docs/mcp.md): its server is switched in the config.
+          ? <td data-label="Controls" class="controls">—</td>
+          : <UpstreamControls row={u} onControl={props.onControl} />}
       </tr>
       {u.members.map((m) => <MemberRow key={m.model} upstream={u.id} member={m} now={props.now} />)}
     </>
+  );
+}
+
+function UpstreamControls(
+  props: { row: Row; onControl: (action: UpstreamAction) => void },
+) {
+  const u = props.row;
+  return (
+    <td data-label="Controls" class="controls">
+      {(u.paused || u.members.some((m) => m.paused)) && (
+        <button
+          type="button"
+          aria-label={`Resume ${u.id}`}
+          onClick={() => props.onControl("resume")}
+        >
+          Resume
+        </button>
+      )}
+      <button
+        type="button"
+        class="quiet"
+        aria-label={`${u.enabled ? "Disable" : "Enable"} ${u.id}`}
+        onClick={() => props.onControl(u.enabled ? "disable" : "enable")}
+      >
+        {u.enabled ? "Disable" : "Enable"}
+      </button>
+    </td>
   );
 }
 

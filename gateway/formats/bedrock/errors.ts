@@ -1,6 +1,7 @@
 import { GatewayError } from "../../runtime/gateway_error.ts";
 import { isRecord, parseJson } from "../../runtime/json.ts";
 import { upstreamStatusError } from "../upstream_error.ts";
+import { sortStatus } from "../upstream_status.ts";
 
 /** HTTP status of each Bedrock runtime exception, for the ones that arrive inside a stream. */
 const statusByException: Record<string, number> = {
@@ -35,10 +36,13 @@ export function decodeBedrockError(
   const type = exceptionName(opts.errorType) ?? exceptionName(stringField(fields, "__type"));
   if (status === 424 || (type !== undefined && modelFailures.has(type))) {
     const detail = message ?? (body.trim().slice(0, 200) || `HTTP ${status}`);
+    // Sorted as its status is, but never as the caller's (upstream_status.ts).
+    const sort = sortStatus(status);
     return new GatewayError(`upstream model error ${status}: ${detail}`, {
       code: "gw.upstream.error",
       upstreamType: type,
       upstreamKind: "bedrock",
+      statusSort: sort === "callers" ? "failed" : sort,
     });
   }
   if (message === undefined) return upstreamStatusError(status, { body, kind: "bedrock" });
