@@ -217,6 +217,7 @@ Deno.test({
           "## 5.",
           "## 6.",
           "## 8.",
+          "## 9.",
         ]
       ) {
         assert.ok(doc.includes(heading), `the doc lacks ${heading}`);
