@@ -8,7 +8,13 @@
  *     [--seconds 2] [--concurrency 16] [--history-off] [--no-floors]
  *
  * `--v8 FLAGS` starts this tree's gateways with `--v8-flags=FLAGS` (the base's without), to judge
- * a V8 setting the same way.
+ * a V8 setting the same way: `--base` naming this same checkout compares the setting with none.
+ *
+ * `--latency N` adds, to each repetition, scenario 9's measure (bench/scenarios/one_caller.ts):
+ * N requests one at a time per target, whole and streamed, every target alternating in rounds of
+ * `--per-round` (default 250) within one load job; it prints each target's p50 / p99 per
+ * repetition and their medians, so a change to the tail is judged in the same run as its floor.
+ * `--json FILE` also writes every repetition's figures there (bench/v8_trials.ts reads them).
  *
  * `--base` runs that checkout's gateway (its bench/gateway_entry.ts) as a second target, e.g.
  * `git archive main | tar -x -C /tmp/base`, for a before/after in the same conditions.
@@ -27,6 +33,17 @@ import { Service } from "./services.ts";
 import { MAIN_ROUTES, REPO_ROOT, startFake, startFloor } from "./stack.ts";
 import { gatewayConfig } from "./targets.ts";
 import { measureCpu, spreadOf } from "./scenarios/cpu_cost.ts";
+import { type LatencyTarget, oneCallerRound } from "./one_caller_round.ts";
+import type { AbRun } from "./v8_trials.ts";
+
+/** The 1-minute load average, for the figures' context on a shared machine. */
+async function loadAverage(): Promise<number> {
+  try {
+    return Number((await Deno.readTextFile("/proc/loadavg")).split(" ")[0]);
+  } catch {
+    return NaN;
+  }
+}
 
 function option(name: string, fallback: string): string {
   const at = Deno.args.indexOf(`--${name}`);
@@ -43,14 +60,20 @@ const v8 = option("v8", "");
 const historyOff = Deno.args.includes("--history-off");
 const floors = !Deno.args.includes("--no-floors");
 const together = Deno.args.includes("--together");
+const latency = Number(option("latency", "0"));
+const perRound = Number(option("per-round", "250"));
+const jsonOut = option("json", "");
 if (Deno.args.includes("--help")) {
   console.log(
     "deno run -A bench/cpu_ab.ts [--base DIR] [--reps N] [--streams N] [--rounds N] " +
-      "[--seconds S] [--concurrency N] [--history-off] [--no-floors] [--together]",
+      "[--seconds S] [--concurrency N] [--history-off] [--no-floors] [--together] " +
+      "[--v8 FLAGS] [--latency N] [--per-round N]",
   );
   Deno.exit(0);
 }
 
+const loadAtStart = await loadAverage();
+const startedAt = new Date().toISOString();
 const workDir = await Deno.makeTempDir({ prefix: "pulsegate-cpu-ab-" });
 const layout = await benchLayout({ cpus: navigator.hardwareConcurrency, logDir: workDir });
 
@@ -123,6 +146,9 @@ try {
   const rps: Record<string, number[]> = {};
   const rss: Record<string, number[]> = {};
   const mainUs: Record<string, number[]> = {};
+  /** Per target and kind ("floor:whole"), one p50 and one p99 per repetition. */
+  const p50: Record<string, number[]> = {};
+  const p99: Record<string, number[]> = {};
   const workerUs: Record<string, number[]> = {};
   for (let rep = 0; rep < reps; rep++) {
     // Rotate the order, so no target always runs after the same one.
@@ -155,6 +181,27 @@ try {
           `${m.errors} errors`,
       );
     });
+    if (latency > 0) {
+      const latencyTargets: LatencyTarget[] = order.map((name) => ({
+        name,
+        url: targets[name]!.url,
+        gateway: name !== "floor" && name !== "floor_js",
+      }));
+      const round = await oneCallerRound({ layout, fake: fake.url }, {
+        targets: latencyTargets,
+        requests: latency,
+        perRound,
+      });
+      for (const [unit, s] of Object.entries(round)) {
+        (p50[unit] ??= []).push(s.p50);
+        (p99[unit] ??= []).push(s.p99);
+        console.error(
+          `rep ${rep + 1} ${unit}: one at a time p50 ${s.p50.toFixed(3)} ms, p99 ` +
+            `${s.p99.toFixed(3)} ms, max ${s.max.toFixed(3)} ms (${s.count} requests, ` +
+            `${s.errors} errors)`,
+        );
+      }
+    }
   }
   console.log(
     `median (min–max) over ${reps} ${together ? "simultaneous" : "alternating"} repetitions`,
@@ -168,6 +215,60 @@ try {
         `CPU µs/request ${spread(perRequest[name]!)}${threads}  req/s ${spread(rps[name]!)}  ` +
         `RSS MiB ${spread(rss[name]!)}`,
     );
+  }
+  const spread3 = (values: number[]) => {
+    const { median, min, max } = spreadOf(values);
+    return `${median.toFixed(3)} (${min.toFixed(3)}–${max.toFixed(3)})`;
+  };
+  for (const unit of Object.keys(p50)) {
+    const [name, kind] = unit.split(":");
+    const floor = p50[`floor:${kind}`] ? `floor:${kind}` : null;
+    const added = floor && name !== "floor"
+      ? `  added over the floor: p50 ${
+        spread3(p50[unit]!.map((x, i) => x - (p50[floor]![i] ?? NaN)))
+      }, p99 ${spread3(p99[unit]!.map((x, i) => x - (p99[floor]![i] ?? NaN)))}`
+      : "";
+    console.log(
+      `${unit.padEnd(20)} one at a time ms: p50 ${spread3(p50[unit]!)}  p99 ` +
+        `${spread3(p99[unit]!)}${added}`,
+    );
+  }
+  // This tree against the base within each repetition: a setting or change wins only where
+  // every repetition's difference has the same sign.
+  for (const kind of ["whole", "streamed"]) {
+    const mine = `pulsegate:${kind}`;
+    const theirs = `base:${kind}`;
+    if (!p50[mine] || !p50[theirs]) continue;
+    const diff = (by: Record<string, number[]>) =>
+      by[mine]!.map((x, i) => x - (by[theirs]![i] ?? NaN));
+    console.log(
+      `pulsegate − base, ${kind}: p50 ${diff(p50).map((x) => x.toFixed(3)).join(", ")}; ` +
+        `p99 ${diff(p99).map((x) => x.toFixed(3)).join(", ")} ms (each repetition)`,
+    );
+  }
+  if (perRequest.pulsegate && perRequest.base) {
+    const d = perRequest.pulsegate.map((x, i) => x - (perRequest.base![i] ?? NaN));
+    console.log(
+      `pulsegate − base: CPU µs/request ${d.map((x) => x.toFixed(1)).join(", ")} (each repetition)`,
+    );
+  }
+  if (jsonOut) {
+    const trial: AbRun = {
+      command: `deno run -A bench/cpu_ab.ts ${
+        Deno.args.filter((a, i, all) => a !== "--json" && all[i - 1] !== "--json").join(" ")
+      }`,
+      v8,
+      startedAt,
+      loadAverage: { start: loadAtStart, end: await loadAverage() },
+      reps,
+      usPerDelta: perDelta,
+      usPerRequest: perRequest,
+      rps,
+      rssMiB: rss,
+      p50Ms: p50,
+      p99Ms: p99,
+    };
+    await Deno.writeTextFile(jsonOut, JSON.stringify(trial, null, 2) + "\n");
   }
   // History's cost per gateway: the difference between its twins within each repetition (they
   // run back to back, so a neighbour's burst that lasts longer than one measurement weighs on

@@ -6,6 +6,8 @@
  * - `/zero/v1/chat/completions`: a ~200-byte answer at once;
  * - `/delay20/v1/chat/completions`: the same answer after 20 ms;
  * - `/stream64/v1/chat/completions`: 64 content deltas 20 ms apart, then finish and `[DONE]`;
+ * - `/stream8/v1/chat/completions`: 8 content deltas at once, then finish and `[DONE]`: a
+ *   streamed answer as short as a whole one, for timing one streamed request after another;
  * - `/held-<maxSilenceMs>-<frames>-<intervalMs>/v1/chat/completions`: headers at once, then
  *   silence until `POST /_release` (or `maxSilenceMs`), then `frames` deltas `intervalMs` apart.
  *
@@ -32,6 +34,8 @@ export const WHOLE_ANSWER = encoder.encode(JSON.stringify({
 
 export const STREAM_DELTAS = 64;
 export const STREAM_GAP_MS = 20;
+/** Deltas of the `stream8` mode, sent back to back. */
+export const BURST_DELTAS = 8;
 const DELAY_MS = 20;
 
 const JSON_HEADERS = { "content-type": "application/json" };
@@ -69,7 +73,8 @@ function deltaStream(
       try {
         await opts.before?.(gone.signal);
         for (let i = 0; i < count && !gone.signal.aborted; i++) {
-          if (i > 0) await sleep(opts.gapMs);
+          // No timer at all between back-to-back deltas: even a 0 ms one waits for a loop turn.
+          if (i > 0 && opts.gapMs > 0) await sleep(opts.gapMs);
           if (gone.signal.aborted) return;
           controller.enqueue(stampedDelta(i === 0));
         }
@@ -140,6 +145,9 @@ export function fakeHandler(): (req: Request) => Promise<Response> {
       return new Response(deltaStream(STREAM_DELTAS, { gapMs: STREAM_GAP_MS }), {
         headers: SSE_HEADERS,
       });
+    }
+    if (mode === "stream8") {
+      return new Response(deltaStream(BURST_DELTAS, { gapMs: 0 }), { headers: SSE_HEADERS });
     }
     const heldMode = HELD_MODE.exec(mode);
     if (heldMode) {

@@ -12,6 +12,9 @@
  *   collected; it needs `--v8-flags=--expose-gc` (answers 409 without it);
  * - a CPU profile of the serving thread between `/profile/start?us=N` and `/profile/stop`
  *   (bench/self_profiler.ts), and a heap snapshot to a file at `/heap/snapshot?path=F`;
+ * - the serving thread's allocations between `/alloc/start?bytes=N` and `/alloc/stop?top=K`
+ *   (V8's sampling heap profiler, one sample per N bytes, collected objects included), answered
+ *   summed (bench/alloc_profile.ts): estimated objects and bytes, and the top K sites;
  * - `BENCH_HISTORY=off`: the writer's `writeRequest`/`writeAttempt` become no-ops on this
  *   instance, so every row is still built but none is queued or written. That is the cost of
  *   history the bench can isolate without a gateway option for it.
@@ -23,6 +26,7 @@ import { startGateway } from "../gateway/start/start_gateway.ts";
 import { LoopProbe } from "./loop_probe.ts";
 import { threadCpu } from "./thread_cpu.ts";
 import { SelfProfiler } from "./self_profiler.ts";
+import { summarizeAllocations } from "./alloc_profile.ts";
 
 const env = (name: string) => Deno.env.get(name);
 // metricsOpen: the bench reads `pulsegate_inflight_requests` from /metrics like a scraper would.
@@ -54,6 +58,7 @@ function memory() {
 const fullGc = (globalThis as { gc?: () => void }).gc;
 
 const profiler = new SelfProfiler();
+let allocInterval = 8;
 
 const control = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
   const path = new URL(req.url).pathname;
@@ -62,6 +67,16 @@ const control = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, as
     return Response.json({ ok: true });
   }
   if (path === "/profile/stop") return Response.json(await profiler.stop());
+  if (path === "/alloc/start") {
+    allocInterval = Number(new URL(req.url).searchParams.get("bytes") ?? "8");
+    await profiler.startAllocations(allocInterval);
+    return Response.json({ ok: true });
+  }
+  if (path === "/alloc/stop") {
+    const { profile } = await profiler.stopAllocations();
+    const top = Number(new URL(req.url).searchParams.get("top") ?? "40");
+    return Response.json(summarizeAllocations(profile, { interval: allocInterval, top }));
+  }
   if (path === "/heap/snapshot") {
     const file = new URL(req.url).searchParams.get("path");
     if (!file) return new Response("path?", { status: 400 });

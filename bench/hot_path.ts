@@ -5,6 +5,7 @@
  * profiler's overhead never touches the figures above. It profiles the serving thread only: the
  * history writer's worker thread (a local database's batches) is not in it.
  */
+import type { AllocationSummary } from "./alloc_profile.ts";
 import { autocannon, type LoadEnv } from "./autocannon.ts";
 import type { HotPathProfile, HotSpot } from "./results.ts";
 import { MAIN_ROUTES, REPO_ROOT, startPulsegate } from "./stack.ts";
@@ -147,6 +148,75 @@ export async function profileHotPath(
     return { ...opts, rps: round(run.rps, 1), ...summarizeProfile(stopped.profile.nodes, opts) };
   } catch (err) {
     env.log(`hot path profile failed: ${(err as Error).message}`);
+    return null;
+  } finally {
+    await gw.stop();
+  }
+}
+
+/** Allocations per request on the serving thread, estimated from V8's sampling heap profiler. */
+export interface AllocationsPerRequest {
+  route: string;
+  requests: number;
+  rps: number;
+  /** One sample per this many bytes allocated, on average. */
+  intervalBytes: number;
+  samples: number;
+  objectsPerRequest: number;
+  bytesPerRequest: number;
+  /** The sites that allocate most objects, per request. */
+  sites: Array<{ name: string; objects: number; bytes: number }>;
+}
+
+/**
+ * A fresh gateway, warmed up, then `opts.seconds` of load with V8's sampling heap profiler on
+ * (collected objects included): what one request allocates, and where. The sampling slows the
+ * gateway, so this runs apart from the CPU profile.
+ */
+export async function profileAllocations(
+  env: ProfileEnv,
+  opts: HotPathOptions & { intervalBytes: number },
+): Promise<AllocationsPerRequest | null> {
+  const gw = await startPulsegate(env.layout, {
+    name: "pulsegate_allocations",
+    dir: `${env.workDir}/alloc_${opts.route}_${opts.history ? "on" : "off"}`,
+    config: gatewayConfig({ fake: env.fake, routes: MAIN_ROUTES }),
+    history: opts.history,
+  });
+  const control = gw.ready.control;
+  try {
+    if (!control) throw new Error("the gateway gave no control port");
+    const request = requestFor("pulsegate", {
+      endpoints: { fake: env.fake, pulsegate: gw.url },
+      mode: opts.route,
+      stream: opts.stream,
+    });
+    const load = { request, connections: opts.concurrency, warmupSeconds: 0 };
+    await autocannon(env, { ...load, seconds: 2 });
+    const started = await fetch(`${control}/alloc/start?bytes=${opts.intervalBytes}`, {
+      method: "POST",
+    });
+    await started.body?.cancel();
+    const run = await autocannon(env, { ...load, seconds: opts.seconds });
+    const stopped = await fetch(`${control}/alloc/stop?top=${opts.top ?? 25}`, { method: "POST" });
+    const sum = await stopped.json() as AllocationSummary;
+    const per = (x: number) => x / Math.max(1, run.requests);
+    return {
+      route: opts.route,
+      requests: run.requests,
+      rps: round(run.rps, 1),
+      intervalBytes: sum.interval,
+      samples: sum.samples,
+      objectsPerRequest: round(per(sum.objects), 1),
+      bytesPerRequest: round(per(sum.bytes), 0),
+      sites: sum.sites.map((site) => ({
+        name: site.url ? site.name.replace(site.url, shortUrl(site.url)) : site.name,
+        objects: round(per(site.objects), 2),
+        bytes: round(per(site.bytes), 0),
+      })),
+    };
+  } catch (err) {
+    env.log(`allocation profile failed: ${(err as Error).message}`);
     return null;
   } finally {
     await gw.stop();

@@ -17,6 +17,7 @@ import { latencyChart } from "./report/svg_chart.ts";
 import type { BenchResults } from "./results.ts";
 import { addedLatency } from "./scenarios/added_latency.ts";
 import { heldStreams } from "./scenarios/held_streams.ts";
+import { oneCaller } from "./scenarios/one_caller.ts";
 import { historyWrites } from "./scenarios/history_writes.ts";
 import { historyAtScale } from "./scenarios/history_at_scale.ts";
 import { liveView } from "./scenarios/live_view.ts";
@@ -24,6 +25,7 @@ import { cpuCost } from "./scenarios/cpu_cost.ts";
 import { streaming } from "./scenarios/streaming.ts";
 import { throughput } from "./scenarios/throughput.ts";
 import { REPO_ROOT, startStack } from "./stack.ts";
+import { readTrials } from "./v8_trials.ts";
 
 interface Args {
   profile: Profile;
@@ -60,7 +62,8 @@ async function run(args: Args): Promise<BenchResults> {
   log(`${args.profile.name} run; work dir ${workDir}; tools in ${defaultToolsDir()}`);
   const tools = await ensureNodeTools({
     dir: defaultToolsDir(),
-    installPortkey: args.profile.installPortkey,
+    // `--no-peer` installs nothing either: it leaves Portkey out whether or not it is there.
+    installPortkey: args.profile.installPortkey && args.peer,
   });
   if (!tools.autocannon) throw new Error(`autocannon is needed: ${tools.problems.join("; ")}`);
   if (!args.peer && tools.portkey) {
@@ -84,6 +87,7 @@ async function run(args: Args): Promise<BenchResults> {
   try {
     scenarios = {
       addedLatency: await addedLatency(ctx),
+      oneCaller: await oneCaller(ctx),
       throughput: await throughput(ctx),
       streaming: await streaming(ctx),
       heldStreams: await heldStreams(ctx),
@@ -199,6 +203,7 @@ if (import.meta.main) {
   const render = Deno.args.includes("--render");
   const results = render ? await rerender(args.out) : await run(args);
   results.before = await judgeBefore(args.out);
+  results.v8Trials = await readTrials(`${args.out}bench/v8_trials`);
   await write(results, args.out);
   console.error(
     render

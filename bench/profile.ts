@@ -6,6 +6,20 @@
 export interface Profile {
   name: "full" | "quick";
   latency: { rounds: number; perRound: number; warmup: number; budgetMs: number };
+  /**
+   * Scenario 9: `rounds` × `perRound` requests per target and kind (whole, streamed), then
+   * `reps` alternating runs of whole answers at `connections`.
+   */
+  oneCaller: {
+    rounds: number;
+    perRound: number;
+    warmup: number;
+    budgetMs: number;
+    connections: number;
+    reps: number;
+    seconds: number;
+    warmupSeconds: number;
+  };
   throughput: {
     concurrency: number[];
     seconds: number;
@@ -52,6 +66,16 @@ export interface Profile {
 export const FULL: Profile = {
   name: "full",
   latency: { rounds: 20, perRound: 150, warmup: 300, budgetMs: 90_000 },
+  oneCaller: {
+    rounds: 40,
+    perRound: 500,
+    warmup: 500,
+    budgetMs: 360_000,
+    connections: 64,
+    reps: 3,
+    seconds: 3,
+    warmupSeconds: 1,
+  },
   throughput: {
     concurrency: [1, 2, 4, 8, 16, 32, 64, 128, 256],
     seconds: 3,
@@ -85,6 +109,16 @@ export const FULL: Profile = {
 export const QUICK: Profile = {
   name: "quick",
   latency: { rounds: 2, perRound: 50, warmup: 30, budgetMs: 10_000 },
+  oneCaller: {
+    rounds: 2,
+    perRound: 50,
+    warmup: 20,
+    budgetMs: 10_000,
+    connections: 64,
+    reps: 1,
+    seconds: 1,
+    warmupSeconds: 0,
+  },
   // One level: each level of each target starts a load process (seconds of CPU each).
   throughput: { concurrency: [16], seconds: 1, warmupSeconds: 0, zeroDelayConcurrency: [1] },
   streaming: { rounds: 1, concurrency: 2, budgetMs: 10_000 },

@@ -1,6 +1,7 @@
 /** The shape of bench/results.json: every figure the doc shows, and how it was taken. */
 import type { Summary } from "./stats.ts";
 import type { TargetId } from "./targets.ts";
+import type { AbRun } from "./v8_trials.ts";
 
 export interface Machine {
   cpus: number;
@@ -39,6 +40,40 @@ export interface AddedLatencyResult {
   requestsPerTarget: number;
   rounds: number;
   rows: LatencyRow[];
+  skipped: Skipped[];
+}
+
+/** Scenario 9: one caller, one request at a time, whole and streamed. */
+export interface OneCallerRow {
+  target: TargetId;
+  label: string;
+  kind: "whole" | "streamed";
+  /** Request sent to answer read whole (to `[DONE]` when streamed). */
+  latencyMs: Summary;
+  /** Streamed only: to the body's first chunk. */
+  firstChunkMs: Summary | null;
+  /** This target's percentiles minus the floor's, same kind; null for the floor itself. */
+  addedMs: { p50: number; p90: number; p99: number; max: number } | null;
+  errors: number;
+  errorExamples: string[];
+}
+
+/** Whole answers at one connection count, each repetition's figure kept. */
+export interface Throughput64Row {
+  target: TargetId;
+  label: string;
+  rps: number[];
+  /** The proxy process's CPU (user + system, all threads) per request. */
+  cpuUsPerRequest: number[];
+  p99Ms: number[];
+  errors: number;
+}
+
+export interface OneCallerResult {
+  requestsPerTarget: number;
+  rounds: number;
+  rows: OneCallerRow[];
+  throughput64: { connections: number; seconds: number; reps: number; rows: Throughput64Row[] };
   skipped: Skipped[];
 }
 
@@ -239,6 +274,8 @@ export interface BenchResults {
   };
   scenarios: {
     addedLatency: AddedLatencyResult;
+    /** Absent from runs before it existed. */
+    oneCaller?: OneCallerResult;
     throughput: ThroughputResult;
     streaming: StreamingResult;
     heldStreams: HeldResult;
@@ -257,6 +294,8 @@ export interface BenchResults {
   /** The serving thread while scenario 4's largest count gets its content (held_profile.ts). */
   hotPathHeld?: HotPathProfile | null;
   targets: TargetCheck[];
+  /** V8 settings tried with bench/cpu_ab.ts (bench/v8_trials/), read when the doc is written. */
+  v8Trials?: AbRun[];
   /**
    * The same targets judged over an earlier run's figures (bench/results_before.json, when it is
    * there), for the doc's before → after table.

@@ -8,6 +8,7 @@
  * gateway's servers); a script with nothing else pending exits in the middle of a call.
  */
 import inspector from "node:inspector";
+import type { SamplingHeapProfile } from "./alloc_profile.ts";
 
 export class SelfProfiler {
   #session: inspector.Session | null = null;
@@ -32,6 +33,26 @@ export class SelfProfiler {
     await this.#post("Profiler.enable");
     await this.#post("Profiler.setSamplingInterval", { interval: samplingUs });
     await this.#post("Profiler.start");
+  }
+
+  /**
+   * Starts V8's sampling heap profiler, one sample per `intervalBytes` allocated on average,
+   * counting objects that minor and major GCs collect later too: what is allocated, not what
+   * survives (bench/alloc_profile.ts).
+   */
+  async startAllocations(intervalBytes: number): Promise<void> {
+    await this.#post("HeapProfiler.enable");
+    await this.#post("HeapProfiler.startSampling", {
+      samplingInterval: intervalBytes,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    });
+  }
+
+  async stopAllocations(): Promise<{ profile: SamplingHeapProfile }> {
+    const result = await this.#post<{ profile: SamplingHeapProfile }>("HeapProfiler.stopSampling");
+    await this.#post("HeapProfiler.disable");
+    return result;
   }
 
   /** Writes a heap snapshot (the `.heapsnapshot` JSON DevTools reads) to `path`. */

@@ -15,6 +15,7 @@ export const MAIN_ROUTES: Record<string, FakeMode> = {
   zero: "zero",
   delay20: "delay20",
   stream64: "stream64",
+  stream8: "stream8",
 };
 
 export interface Stack {
@@ -134,7 +135,8 @@ export async function startStack(
   } else {
     skipped.push({
       target: "portkey",
-      reason: opts.tools.problems.join("; ") || "not installed (quick runs do not install it)",
+      reason: opts.tools.problems.join("; ") ||
+        `not installed in ${opts.tools.dir} (only a full run without --no-peer installs it)`,
     });
   }
   for (const [id, service] of Object.entries(proxies)) {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { BenchResults } from "../bench/results.ts";
+import type { BenchResults, OneCallerRow, Throughput64Row } from "../bench/results.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 
@@ -41,6 +41,41 @@ Deno.test({
         assert.equal(row.errors, 0, `${target}: ${row.errorExamples.join("; ")}`);
         assert.ok(row.latencyMs.count > 0 && row.latencyMs.p50 > 0, `${target} p50`);
         assert.ok(row.latencyMs.p99 >= row.latencyMs.p50);
+      }
+
+      // One caller: the floor and pulsegate, whole and streamed, each in the same job; added
+      // is over the floor's same kind, and every streamed answer ended with [DONE].
+      const one = r.scenarios.oneCaller;
+      assert.ok(one, "no one-caller scenario");
+      for (const kind of ["whole", "streamed"]) {
+        const floorRow: OneCallerRow | undefined = one.rows.find((x) =>
+          x.target === "floor" && x.kind === kind
+        );
+        const gwRow: OneCallerRow | undefined = one.rows.find((x) =>
+          x.target === "pulsegate" && x.kind === kind
+        );
+        assert.ok(floorRow && gwRow, `one caller has no ${kind} rows`);
+        for (const row of [floorRow, gwRow]) {
+          assert.equal(row.errors, 0, `${row.target} ${kind}: ${row.errorExamples.join("; ")}`);
+          assert.equal(row.latencyMs.count, one.requestsPerTarget, `${row.target} ${kind}`);
+          assert.equal(row.firstChunkMs === null, kind === "whole");
+        }
+        assert.equal(floorRow.addedMs, null);
+        // Both sides are rounded to 3 decimals apart, hence the 2 µs of slack.
+        const added = gwRow.latencyMs.p99 - floorRow.latencyMs.p99;
+        assert.ok(Math.abs(gwRow.addedMs!.p99 - added) <= 0.002, `${kind} added p99`);
+      }
+      assert.ok(one.skipped.some((x) => x.target === "portkey"), "Portkey's skip is not said");
+      for (const target of ["floor", "pulsegate"]) {
+        const row: Throughput64Row | undefined = one.throughput64.rows.find((x) =>
+          x.target === target
+        );
+        assert.ok(row && row.rps.length === one.throughput64.reps && row.rps[0]! > 0, target);
+        assert.ok(row.cpuUsPerRequest[0]! > 0, target);
+      }
+      for (const id of ["one_caller_whole", "one_caller_streamed", "throughput_64"]) {
+        const check = r.targets.find((t) => t.id === id);
+        assert.ok(check && check.met !== null, `target ${id} was not judged`);
       }
 
       const tp = r.scenarios.throughput;
@@ -134,6 +169,9 @@ Deno.test({
       // The targets, in docs/benchmarks.md's order: the tail and the gateway's own cost first,
       // then the standing ones.
       assert.deepEqual(r.targets.map((t) => t.id), [
+        "one_caller_whole",
+        "one_caller_streamed",
+        "throughput_64",
         "latency",
         "throughput_p99_20ms",
         "history_cost",
@@ -179,6 +217,7 @@ Deno.test({
           "## 5.",
           "## 6.",
           "## 8.",
+          "## 9.",
         ]
       ) {
         assert.ok(doc.includes(heading), `the doc lacks ${heading}`);

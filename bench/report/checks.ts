@@ -15,6 +15,7 @@ import type { TargetId } from "../targets.ts";
 import { capital, type Context, fmt, type Scenarios, unmeasured } from "./check_parts.ts";
 import { cpuDeltaCheck, cpuRequestCheck, rssCheck, streamGapCheck } from "./cost_checks.ts";
 import { heldChecks } from "./held_checks.ts";
+import { oneCallerChecks } from "./one_caller_checks.ts";
 import { cpuAdvice, historyShare } from "./profile_notes.ts";
 
 /** Added latency at one connection, over the floor: p50 and p99 limits in ms. */
@@ -348,6 +349,7 @@ export function checkTargets(
   };
   return [
     // The tail and the gateway's own cost, in the order docs/benchmarks.md states them.
+    ...oneCallerChecks(ctx),
     ...latencyChecks(s.addedLatency, ctx),
     tailBoundCheck(s.throughput),
     historyCheck(s.throughput, ctx),

@@ -183,10 +183,10 @@ export function cpuDeltaCheck(ctx: Context): TargetCheck {
 export function cpuRequestCheck(ctx: Context): TargetCheck {
   return cpuCheck(ctx, {
     id: "cpu_request",
-    target: "whole answers: CPU per request at most 2.5× the floor's",
+    target: "whole answers: CPU per request at most 2× the floor's",
     key: "usPerRequest",
     unit: "whole answer",
-    limit: 2.5,
+    limit: 2,
     against: "floor",
   });
 }

@@ -14,6 +14,7 @@ import type {
 import type { Summary } from "../stats.ts";
 import { methodSection } from "./method.ts";
 import { spreadOf } from "../scenarios/cpu_cost.ts";
+import { judgeTrial } from "../v8_trials.ts";
 
 const n = (v: number | null | undefined, digits = 2): string =>
   v === null || v === undefined || !Number.isFinite(v)
@@ -143,6 +144,127 @@ function addedLatency(r: BenchResults): string {
       ]),
     ),
   ].join("\n") + skippedNotes(s.skipped);
+}
+
+function oneCaller(r: BenchResults): string {
+  const s = r.scenarios.oneCaller;
+  if (!s) return "";
+  const t = s.throughput64;
+  const floor64 = t.rows.find((x) => x.target === "floor");
+  const median = (v: number[]) => spreadOf(v).median;
+  return [
+    "## 9. Added latency, one request at a time, whole and streamed",
+    "",
+    `The latency one caller feels, stated as published gateway comparisons state it: ` +
+    `${n(s.requestsPerTarget, 0)} requests per target and kind, one at a time over one ` +
+    `keep-alive connection each, in ${s.rounds} rounds whose order rotates over every target ` +
+    `and kind (one load job, so the floor and pulsegate alternate). *Whole*: the zero-delay ` +
+    `route (~200 bytes). *Streamed*: the \`stream8\` route, eight deltas at once then ` +
+    `\`[DONE]\`, timed to the last byte (first chunk apart). Added = the target's percentile ` +
+    `minus the floor's, same kind. Milliseconds.`,
+    "",
+    table(
+      [
+        "target",
+        "kind",
+        "p50",
+        "p90",
+        "p99",
+        "max",
+        "added p50",
+        "added p90",
+        "added p99",
+        "added max",
+        "first chunk p50 / p99",
+        "errors",
+      ],
+      s.rows.map((row) => [
+        row.label,
+        row.kind,
+        n(row.latencyMs.p50, 3),
+        n(row.latencyMs.p90, 3),
+        n(row.latencyMs.p99, 3),
+        n(row.latencyMs.max, 3),
+        n(row.addedMs?.p50, 3),
+        n(row.addedMs?.p90, 3),
+        n(row.addedMs?.p99, 3),
+        n(row.addedMs?.max, 3),
+        row.firstChunkMs ? pair(row.firstChunkMs.p50, row.firstChunkMs.p99) : "–",
+        row.errors ? `${row.errors}: ${row.errorExamples[0] ?? ""}` : "0",
+      ]),
+    ),
+    "",
+    `Whole answers at ${t.connections} connections (zero-delay route, autocannon, ` +
+    `${t.seconds} s per run, ${t.reps} repetitions whose order rotates): median (min–max).`,
+    "",
+    table(
+      ["target", "req/s", "× floor", "CPU µs per request", "× floor", "p99 ms", "errors"],
+      t.rows.map((row) => [
+        row.label,
+        `${n(median(row.rps), 0)} (${n(Math.min(...row.rps), 0)}–${n(Math.max(...row.rps), 0)})`,
+        floor64 ? n(median(row.rps) / median(floor64.rps)) : "–",
+        n(median(row.cpuUsPerRequest), 1),
+        floor64 ? n(median(row.cpuUsPerRequest) / median(floor64.cpuUsPerRequest)) : "–",
+        n(median(row.p99Ms), 0),
+        String(row.errors),
+      ]),
+    ),
+  ].join("\n") + skippedNotes(s.skipped);
+}
+
+/** Each repetition's difference, this tree with the flags minus without: negative is better. */
+const signed = (xs: number[], digits: number) =>
+  xs.map((x) => (x > 0 ? "+" : "") + n(x, digits)).join(", ");
+
+function v8Trials(r: BenchResults): string {
+  const trials = r.v8Trials ?? [];
+  if (!trials.length) return "";
+  return [
+    "## V8 settings tried (GC tuning)",
+    "",
+    "Each row is one `bench/cpu_ab.ts` run (bench/v8_trials.ts): this tree's gateway started " +
+    "with `--v8-flags=FLAGS` against the same tree without them, alternating in repetitions " +
+    "(the floors too, unless `--no-floors`), on one pinned core. Cells are each repetition's difference, with the " +
+    "flags minus without (negative is better): CPU per whole answer and per streamed delta " +
+    "(scenario 6's measure) and the one-caller p50 / p99 (scenario 9's measure). A setting " +
+    "*wins* only when CPU per whole answer and both p99s are better in every repetition; only " +
+    "a winner ships, on the server's command line (launch.ts starts the server as a child " +
+    "process; `deno task start` runs launch.ts). Load: the machine's 1-minute load average before → after " +
+    "(2 cores, shared).",
+    "",
+    table(
+      [
+        "flags",
+        "run",
+        "load",
+        "CPU µs / whole answer",
+        "CPU µs / delta",
+        "p50 whole ms",
+        "p99 whole ms",
+        "p99 streamed ms",
+        "RSS MiB",
+        "verdict",
+      ],
+      trials.map((t) => {
+        const v = judgeTrial(t);
+        const base = t.usPerRequest.base ?? [];
+        return [
+          `\`${t.v8}\``,
+          `${t.startedAt.slice(0, 16).replace("T", " ")}, ${t.reps} reps`,
+          `${n(t.loadAverage.start, 1)} → ${n(t.loadAverage.end, 1)}`,
+          `${signed(v.cpuRequest, 1)} (base ${n(spreadOf(base).median, 0)})`,
+          signed(v.cpuDelta, 1),
+          signed(v.p50Whole, 3),
+          `${signed(v.p99Whole, 3)} (base ${n(spreadOf(t.p99Ms["base:whole"] ?? []).median, 2)})`,
+          signed(v.p99Streamed, 3),
+          signed(v.rss, 0),
+          v.wins ? "**wins**" : "lost",
+        ];
+      }),
+    ),
+    "",
+    "Commands, in order: " + trials.map((t) => `\`${t.command}\``).join("; ") + ".",
+  ].join("\n");
 }
 
 function levelCell(row: ThroughputRow, c: number, boundMs: number): string {
@@ -662,6 +784,7 @@ export function renderMarkdown(r: BenchResults): string {
     targets(r),
     beforeAfter(r),
     addedLatency(r),
+    oneCaller(r),
     throughput(r),
     streaming(r),
     held(r),
@@ -669,6 +792,7 @@ export function renderMarkdown(r: BenchResults): string {
     cpuCostSection(r),
     historyAtScaleSection(r),
     liveViewSection(r),
+    v8Trials(r),
     hotPath(r),
     methodSection(r),
   ];

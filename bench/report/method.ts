@@ -22,6 +22,9 @@ export function methodSection(r: BenchResults): string {
       : "No pinning was possible on this machine."),
     `- **Load generators.** ${s.loadGenerator}. Scenario 1 sends one request at a time over one ` +
     "keep-alive connection per target, targets alternated in rounds whose order rotates; " +
+    "scenario 9 does the same with whole and streamed answers as units of their own (every " +
+    "target and kind in one job, the floor's same kind the reference), then whole answers at " +
+    "64 connections with the targets alternating over repetitions; " +
     "scenario 2 runs concurrency levels as the outer loop and, within each level, runs every " +
     "target once in an order that rotates from level to level, so no target gets a quiet or a " +
     "busy minute of the machine to itself. Its zero-delay sweep (requests/s at p99 under 20 ms, " +
@@ -64,8 +67,14 @@ export function methodSection(r: BenchResults): string {
     "holds `--count` streams through a fresh gateway and prints the JS heap one held stream " +
     "adds, by V8 node type and constructor (objects, closures and promises per stream), from " +
     "heap snapshots before and while they are held; " +
-    "`deno run -A bench/profile_gateway.ts --route stream64|zero|delay20` profiles one route in " +
-    "a minute (`PROF_DUMP=FILE` keeps the raw profile, for a call-tree view). A bench gateway " +
+    "`deno run -A bench/profile_gateway.ts --route stream64|zero|delay20|stream8` profiles one " +
+    "route in a minute (`PROF_DUMP=FILE` keeps the raw profile, for a call-tree view), then " +
+    "counts what one request allocates on the serving thread, objects and bytes and the sites " +
+    "that allocate most, from V8's sampling heap profiler with collected objects included " +
+    "(bench/alloc_profile.ts; run it in two checkouts for allocations before → after); " +
+    "`bench/cpu_ab.ts --latency N` adds scenario 9's one-at-a-time measure to each repetition, " +
+    "and `--v8 FLAGS --base <this checkout>` judges a V8 setting against none (the trials " +
+    "above). A bench gateway " +
     "also writes a heap snapshot on `POST /heap/snapshot?path=FILE` at its control port.",
     "- **Time scale.** Only scenario 4 scales time (`PULSEGATE_TIME_SCALE`), to make the 15 s " +
     "opening hold and keep-alive interval short enough to hold thousands of streams in seconds.",
