@@ -330,6 +330,9 @@ function gatewayConfig(
     // 100 s at the test scale is 1 s of silence: the silent upstream is given up on quickly, and
     // the good one's answer fits in it whole.
     failover: { idle_timeout_secs: 100 },
+    // An hour each (36 s at the test scale): a fence outlives the steps that replay, renew and
+    // lift it; its length is tested in virtual time (gateway/live/fences_test.ts).
+    abort: { session_fence_secs: 3600, turn_fence_secs: 3600 },
     upstreams: [...main, { id: "side", kind: at.kind, base_url: at.side.url, prices }],
     routes: [
       { model: ROUTE, candidates: main.map((u) => ({ upstream: u.id, model })) },
