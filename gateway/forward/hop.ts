@@ -8,7 +8,7 @@ import type { Clock } from "../runtime/clock.ts";
 import type { ClientRequestContext, UpstreamAdapter } from "../formats/format.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
 import { IdleTimer } from "./idle_timer.ts";
-import { type ChunkReader, reusingReader } from "./body_reader.ts";
+import { BodyReader } from "./body_reader.ts";
 import { startFirstContentTimer } from "./first_content_timer.ts";
 import type { Attempt, LiveRequest } from "../live/live_request.ts";
 import type { Logger } from "../runtime/logger.ts";
@@ -231,41 +231,22 @@ export class Hop {
   }
 
   /**
-   * Reads an upstream body until it ends or the hop is stopped. The stop
-   * cancels the read itself, not only the fetch: under load the runtime was
-   * seen to keep an aborted fetch's body open, and the request then waited on
-   * it for ever. A stopped read throws the stop's reason. `next` answers
-   * undefined at the end; `close` (always, in a `finally`) lets the body go.
-   * A plain loop, not an async generator: a generator costs promises per
-   * chunk on the hottest path there is (docs/benchmarks.md).
+   * Reads an upstream body until it ends or the hop is stopped (body_reader.ts). The stop
+   * cancels the read itself, not only the fetch: under load the runtime was seen to keep an
+   * aborted fetch's body open, and the request then waited on it for ever. A stopped read
+   * throws the stop's reason. `next` answers undefined at the end; `close` (always, in a
+   * `finally`) lets the body go. A plain loop, not an async generator: a generator costs
+   * promises per chunk on the hottest path there is (docs/benchmarks.md).
    */
   reader<T>(
     body: ReadableStream<T>,
     opts: { reuse?: boolean; firstBytes?: number } = {},
   ): HopReader<T> {
-    const { signal } = this.controller;
-    // `reuse`: each chunk is valid only until the next is asked for (see reusingReader).
-    const reader: ChunkReader<T> = opts.reuse ? reusingReader(body, opts) : body.getReader();
-    let closed = false;
-    const cancel = () => {
-      if (closed) return;
-      closed = true;
-      void reader.cancel(signal.reason).catch(() => {}).finally(() => this.#cancel.closed());
-    };
-    signal.addEventListener("abort", cancel, { once: true });
-    return {
-      async next() {
-        if (signal.aborted) throw signal.reason;
-        const { done, value } = await reader.read();
-        if (signal.aborted) throw signal.reason;
-        return done ? undefined : value;
-      },
-      close() {
-        signal.removeEventListener("abort", cancel);
-        cancel();
-        reader.release?.();
-      },
-    };
+    return new BodyReader(body, {
+      ...opts,
+      signal: this.controller.signal,
+      closes: this.#cancel,
+    });
   }
 
   /** `reader` as an async iterable, where a chunk's cost does not matter (an error body). */
