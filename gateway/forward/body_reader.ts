@@ -32,6 +32,14 @@ function spare(buffer: ArrayBuffer): void {
   if (list.length < SPARE_PER_SIZE) list.push(buffer);
 }
 
+/** What a body reader tells the hop it reads for (hop.ts). */
+export interface BodyOwner {
+  /** The body's connection is let go: after a cancel, or at once for a body read to its end. */
+  bodyClosed(): void;
+  /** The body was read to its end. */
+  bodyEnded(): void;
+}
+
 /**
  * An upstream body read until it ends or `signal` stops it (see `Hop.reader`): the stop cancels
  * the read itself, not only the fetch, and a stopped read throws the stop's reason. `next`
@@ -51,22 +59,23 @@ export class BodyReader<T> {
   readonly #signal: AbortSignal;
   readonly #byob: ReadableStreamBYOBReader | null = null;
   readonly #plain: ReadableStreamDefaultReader<T> | null = null;
-  /** Told when the cancel has let the connection go (cancel_timer.ts). */
-  readonly #closes: { closed(): void };
+  readonly #owner: BodyOwner;
   #buffer: ArrayBuffer | null = null;
   #closed = false;
+  /** Read to its end. */
+  #done = false;
 
   constructor(
     body: ReadableStream<T>,
     opts: {
       signal: AbortSignal;
-      closes: { closed(): void };
+      owner: BodyOwner;
       reuse?: boolean;
       firstBytes?: number;
     },
   ) {
     this.#signal = opts.signal;
-    this.#closes = opts.closes;
+    this.#owner = opts.owner;
     if (opts.reuse) {
       try {
         this.#byob = (body as unknown as ReadableStream<Uint8Array>).getReader({ mode: "byob" });
@@ -91,6 +100,7 @@ export class BodyReader<T> {
     if (!byob) {
       const { done, value } = await this.#plain!.read();
       if (signal.aborted) throw signal.reason;
+      if (done) this.#ended();
       return done ? undefined : value;
     }
     const { done, value } = await byob.read(new Uint8Array(this.#buffer!));
@@ -103,7 +113,15 @@ export class BodyReader<T> {
       }
       this.#buffer = buffer;
     }
+    if (done) this.#ended();
     return done ? undefined : value as T;
+  }
+
+  /** The body was read to its end: its connection has nothing left to cancel. */
+  #ended(): void {
+    if (this.#done) return;
+    this.#done = true;
+    this.#owner.bodyEnded();
   }
 
   close(): void {
@@ -117,8 +135,10 @@ export class BodyReader<T> {
   #cancel(): void {
     if (this.#closed) return;
     this.#closed = true;
+    const owner = this.#owner;
+    // A body read to its end is closed already: no cancel (and its promises) to wait for.
+    if (this.#done) return owner.bodyClosed();
     const reader = this.#byob ?? this.#plain!;
-    const closes = this.#closes;
-    void reader.cancel(this.#signal.reason).catch(() => {}).finally(() => closes.closed());
+    void reader.cancel(this.#signal.reason).catch(() => {}).finally(() => owner.bodyClosed());
   }
 }

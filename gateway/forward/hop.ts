@@ -80,6 +80,8 @@ export class Hop {
   #cancel: CancelTimer;
   #unlink: () => void;
   #stopFirstContent: () => void;
+  /** Answers received whose bodies were not read to their end: a finished hop aborts for them. */
+  #unread = 0;
 
   constructor(
     readonly req: ForwardRequest,
@@ -217,6 +219,7 @@ export class Hop {
       throw err;
     }
     this.attempt.headers(res.status);
+    if (res.body) this.#unread++;
     return res;
   }
 
@@ -245,8 +248,18 @@ export class Hop {
     return new BodyReader(body, {
       ...opts,
       signal: this.controller.signal,
-      closes: this.#cancel,
+      owner: this,
     });
+  }
+
+  /** A body of this hop's is let go (body_reader.ts): the cancel timer's end (cancel_timer.ts). */
+  bodyClosed(): void {
+    this.#cancel.closed();
+  }
+
+  /** A body of this hop's was read to its end (body_reader.ts). */
+  bodyEnded(): void {
+    this.#unread--;
   }
 
   /** `reader` as an async iterable, where a chunk's cost does not matter (an error body). */
@@ -293,6 +306,8 @@ export class Hop {
     this.#stopFirstContent();
     this.#unlink();
     this.opts.release();
-    if (!this.controller.signal.aborted) this.controller.abort(HOP_DONE);
+    // A hop whose every answer was read to its end holds no connection: an abort would only
+    // cost its event (docs/benchmarks.md "Held stream and per-read objects").
+    if (!this.controller.signal.aborted && this.#unread > 0) this.controller.abort(HOP_DONE);
   }
 }
