@@ -34,9 +34,11 @@ export interface SessionInfo {
   instanceId: string;
 }
 
-/** One live request of this process, as the live list shows it. */
+/** One live request of the fleet, as the live list shows it. */
 export interface LiveRow {
   id: string;
+  /** The instance that runs it (its id in the instances table; docs/scaling.md). */
+  instance: string;
   sessionId: string | null;
   /** The gateway key that made it (null: open proxy). A session id is per key. */
   keyId: string | null;
@@ -60,10 +62,69 @@ export interface LiveRow {
   aborting: boolean;
 }
 
-/** One `snapshot` event of GET /admin/api/live. Times are real milliseconds. */
+/** The live list's orders: by start, or by how long content has not moved. */
+export type LiveSort = "oldest" | "newest" | "idle";
+
+/** Requests per state; a state with none is left out. */
+export type LiveStateCounts = Partial<Record<LiveState, number>>;
+
+/** What the live list counts over the whole fleet, whatever the page shows. */
+export interface LiveTotals {
+  /** Requests running on the instances that answered. */
+  running: number;
+  /** Of those, the ones the filters and search let through. */
+  matching: number;
+  /** `running` by state. */
+  states: LiveStateCounts;
+}
+
+/** Where the page sits among the matching requests, in the asked order. */
+export interface LivePagePosition {
+  sort: LiveSort;
+  /** Matching requests before this page's first row. */
+  offset: number;
+  /** The page size asked for (at most LIVE_PAGE_MAX). */
+  limit: number;
+  /** The `after` cursor of the next page; null when this page is the last. */
+  next: string | null;
+}
+
+/** Which instances the list covers. */
+export interface LiveInstances {
+  /** Live instances, this one included. */
+  total: number;
+  /** Their ids, this one first, then the others by id: what the instance filter offers. */
+  ids: string[];
+  /** Instances that did not answer in time, or answered something unusable. */
+  silent: string[];
+}
+
+/**
+ * One `snapshot` event of GET /admin/api/live, and GET /admin/api/live/snapshot: one page of the
+ * running requests that match, the totals over the fleet, and the page's position. Times are
+ * real milliseconds.
+ */
 export interface LiveSnapshot {
   at: number;
   requests: LiveRow[];
+  totals: LiveTotals;
+  page: LivePagePosition;
+  instances: LiveInstances;
+  /** What the route and upstream filters offer: the configured ones. */
+  choices: { routes: string[]; upstreams: string[] };
+}
+
+/** One instance's share of a live page: what POST /admin/peer/live answers (docs/scaling.md). */
+export interface LivePart {
+  instance: string;
+  at: number;
+  /** At most the asked page size, in the asked order, after the cursor. */
+  rows: LiveRow[];
+  running: number;
+  matching: number;
+  /** Matching requests at or before the cursor. */
+  skipped: number;
+  states: LiveStateCounts;
 }
 
 /** A history row with its attempt chain in short, for the list. */

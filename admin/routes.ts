@@ -37,10 +37,11 @@ import {
 import type { McpState } from "../gateway/mcp/mcp_state.ts";
 import type { Config } from "../gateway/config/schema.ts";
 import { historyPage, type LiveRecord, parseHistoryQuery, requestDetail } from "./history_api.ts";
-import { liveEvents } from "./live_events.ts";
 import { databaseErrorHandler } from "./database_errors.ts";
 import { memoryHistoryPage, memoryRequestDetail, type MemoryRows } from "./memory_history.ts";
-import { liveSnapshot } from "./live_snapshot.ts";
+import { liveApi } from "./live_api.ts";
+import { LiveFleet } from "./live_fleet.ts";
+import type { Metrics } from "../gateway/runtime/metrics.ts";
 import { renderAdminPage } from "./page.tsx";
 import { trendsApi } from "./trends_api.ts";
 import { sessionsApi } from "./sessions_api.ts";
@@ -83,6 +84,12 @@ export interface AdminDeps extends AccessDeps {
   fences?: Fences;
   /** The tool servers' replicas, shown in the health view like upstreams (docs/mcp.md). */
   mcp?: McpState;
+  /** How the live list asks the other instances for their requests (docs/scaling.md). */
+  fetch?: typeof fetch;
+  metrics?: Metrics;
+  /** `PULSEGATE_PEER_SECRET` and `PULSEGATE_PUBLIC_URL`: without both the list is this process's. */
+  peerSecret?: string;
+  publicUrl?: string;
 }
 
 /** Config documents are small; anything near this is a mistake, not a config. */
@@ -200,25 +207,29 @@ function sessionInfo(deps: AdminDeps): SessionInfo {
 }
 
 function mountLive(app: Hono, deps: AdminDeps): void {
-  const snapshot = () => liveSnapshot(deps.registry.all(), { now: deps.clock.now() });
-  app.get("/admin/api/live", (c) =>
-    new Response(
-      liveEvents({
-        clock: deps.clock,
-        snapshot,
-        stopping: () => deps.state.shuttingDown,
-        signal: c.req.raw.signal,
-      }),
-      {
-        headers: {
-          "content-type": "text/event-stream; charset=utf-8",
-          "cache-control": "no-cache, no-transform",
-          "x-accel-buffering": "no",
-        },
-      },
-    ));
-  // One snapshot as plain JSON, for scripts and curl.
-  app.get("/admin/api/live/snapshot", (c) => c.json(snapshot()));
+  const fleet = new LiveFleet({
+    db: deps.db,
+    instanceId: deps.instanceId,
+    clock: deps.clock,
+    fetch: deps.fetch ?? fetch,
+    log: deps.log,
+    metrics: deps.metrics,
+    peerSecret: deps.peerSecret,
+    publicUrl: deps.publicUrl,
+  });
+  app.route(
+    "/",
+    liveApi({
+      registry: deps.registry,
+      clock: deps.clock,
+      instanceId: deps.instanceId,
+      config: () => deps.state.config,
+      stopping: () => deps.state.shuttingDown,
+      fleet,
+      peerSecret: deps.peerSecret,
+      log: deps.log,
+    }),
+  );
 }
 
 function mountHistory(app: Hono, deps: AdminDeps): void {

@@ -19,6 +19,7 @@ import { addedLatency } from "./scenarios/added_latency.ts";
 import { heldStreams } from "./scenarios/held_streams.ts";
 import { historyWrites } from "./scenarios/history_writes.ts";
 import { historyAtScale } from "./scenarios/history_at_scale.ts";
+import { liveView } from "./scenarios/live_view.ts";
 import { cpuCost } from "./scenarios/cpu_cost.ts";
 import { streaming } from "./scenarios/streaming.ts";
 import { throughput } from "./scenarios/throughput.ts";
@@ -89,6 +90,7 @@ async function run(args: Args): Promise<BenchResults> {
       historyWrites: await historyWrites(ctx),
       cpuCost: await cpuCost(ctx),
       historyAtScale: await historyAtScale(ctx),
+      liveView: await liveView(ctx),
     };
     if (args.profile.name === "full") {
       hot = await profileHotPath({ ...ctx, fake: stack.fake.url });

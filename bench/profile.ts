@@ -40,6 +40,11 @@ export interface Profile {
   historyAtScale: { requests: number; adminRepeats: number; proxied: number };
   /** Scenario 6: alternating repetitions of CPU per delta and per whole answer. */
   cpuCost: { reps: number; streams: number; rounds: number; concurrency: number; seconds: number };
+  /**
+   * Scenario 8: streams held (split over two processes in the fleet case), how fast they open,
+   * each measuring window, and whether the tabs are Chromium's (else raw feeds).
+   */
+  liveView: { streams: number; openPerSecond: number; windowSeconds: number; browser: boolean };
   /** Portkey is installed with npm on first use; quick runs use it only if already there. */
   installPortkey: boolean;
 }
@@ -73,6 +78,7 @@ export const FULL: Profile = {
   },
   cpuCost: { reps: 5, streams: 128, rounds: 2, concurrency: 16, seconds: 3 },
   historyAtScale: { requests: 10_000_000, adminRepeats: 3, proxied: 500 },
+  liveView: { streams: 10_000, openPerSecond: 2_000, windowSeconds: 10, browser: true },
   installPortkey: true,
 };
 
@@ -94,5 +100,7 @@ export const QUICK: Profile = {
   // One repetition: the rotation and the spread are the full run's; here the pipeline is the point.
   cpuCost: { reps: 1, streams: 4, rounds: 1, concurrency: 16, seconds: 1 },
   historyAtScale: { requests: 20_000, adminRepeats: 1, proxied: 30 },
+  // Raw feeds, no browser: the pipeline is the point, and Chromium would double the quick run.
+  liveView: { streams: 200, openPerSecond: 1_000, windowSeconds: 1, browser: false },
   installPortkey: false,
 };

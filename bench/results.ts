@@ -247,6 +247,8 @@ export interface BenchResults {
     cpuCost?: CpuCostResult;
     /** Absent from runs before it existed. */
     historyAtScale?: HistoryAtScaleResult;
+    /** Absent from runs before it existed. */
+    liveView?: LiveViewResult;
   };
   /** Where pulsegate's CPU goes under load (an in-process CPU profile), when it was taken. */
   hotPath: HotPathProfile | null;
@@ -293,4 +295,34 @@ export interface HistoryAtScaleResult {
   proxiedP99Ms: { alone: number; duringAdmin: number };
   proxiedP50Ms: { alone: number; duringAdmin: number };
   adminCallsDuring: number;
+}
+
+/** Scenario 8 (bench/scenarios/live_view.ts): the admin page's live view over held streams. */
+export interface LiveViewResult {
+  windowSeconds: number;
+  tabs: number;
+  /** The browser the tabs ran in; null when the tabs were raw feeds (no Chromium, or quick). */
+  browser: string | null;
+  cases: LiveViewCase[];
+}
+
+export interface LiveViewCase {
+  label: string;
+  instances: number;
+  streams: number;
+  /** The streams the gateways counted as running before the tabs opened. */
+  running: number;
+  /** One tab's feed over the window: bytes per tick (snapshot or heartbeat), mean and largest. */
+  bytesPerTick: { mean: number; max: number; ticks: number; heartbeats: number };
+  /** The gateways' CPU (all processes) per open tab, % of one core, three tabs against none. */
+  cpuPercentPerTab: number;
+  /** The same with no tab open, for scale: the held streams' own cost. */
+  cpuPercentNoTab: number;
+  healthzP99Ms: { none: number; threeTabs: number };
+  /** The largest share of a tab's main thread in long tasks over the window; null: no browser. */
+  longTaskShare: number | null;
+  /** Typing an id in Search to the abort's result on the page; null: no browser. */
+  findAndAbortMs: number | null;
+  errors: number;
+  errorExamples: string[];
 }

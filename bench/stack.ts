@@ -63,6 +63,8 @@ export async function startPulsegate(
     timeScale?: number;
     /** Extra `deno run` flags, e.g. V8 flags for an experiment. */
     denoFlags?: string[];
+    /** More environment, over the defaults below (a fixed port, a fleet's peer settings). */
+    env?: Record<string, string>;
   },
 ): Promise<Service> {
   await Deno.mkdir(opts.dir, { recursive: true });
@@ -83,6 +85,7 @@ export async function startPulsegate(
       PULSEGATE_TIME_SCALE: String(opts.timeScale ?? 1),
       BENCH_HISTORY: opts.history ? "on" : "off",
       BENCH_PROBE_MS: "5",
+      ...opts.env,
     },
   }, { layout, timeoutMs: 60_000 });
 }

@@ -1,12 +1,12 @@
 import {
+  advance,
   ALL_LIVE,
-  choices,
-  type LiveView,
+  pageRange,
   stateTotals,
   tokensPerSecond,
-  viewRows,
+  viewQuery,
 } from "../admin/client/live_view.ts";
-import type { LiveRow } from "../admin/api_types.ts";
+import type { LiveRow, LiveSnapshot } from "../admin/api_types.ts";
 import assert from "node:assert/strict";
 import { createSseParser, type SseEvent } from "../admin/client/sse_parser.ts";
 import { formatMs, formatTokens } from "../admin/client/format.ts";
@@ -127,9 +127,10 @@ Deno.test("admin guard: with no token beyond loopback the API is closed, whateve
   }
 });
 
-Deno.test("live view: filters by route, upstream, state and session; orders; totals per state", () => {
+Deno.test("live view: the gateway is asked the view and page; heartbeats move times on", () => {
   const row = (id: string, fields: Partial<LiveRow>): LiveRow => ({
     id,
+    instance: "a1",
     sessionId: null,
     keyId: null,
     clientFormat: "openai-chat",
@@ -147,22 +148,24 @@ Deno.test("live view: filters by route, upstream, state and session; orders; tot
     aborting: false,
     ...fields,
   });
-  const rows = [
-    row("a", { startedAt: 3_000, sessionId: "chat-1" }),
-    row("b", { startedAt: 1_000, upstream: "up2", idleMs: 900 }),
-    row("c", { startedAt: 2_000, state: "holding", idleMs: null, elapsedMs: 400 }),
-  ];
-  const ids = (view: Partial<LiveView>) =>
-    viewRows(rows, { ...ALL_LIVE, ...view }).map((r) => r.id);
-  assert.deepEqual(ids({}), ["b", "c", "a"]);
-  assert.deepEqual(ids({ sort: "newest" }), ["a", "c", "b"]);
-  assert.deepEqual(ids({ sort: "idle" }), ["b", "c", "a"]);
-  assert.deepEqual(ids({ upstream: "up1" }), ["c", "a"]);
-  assert.deepEqual(ids({ state: "holding" }), ["c"]);
-  assert.deepEqual(ids({ session: "chat" }), ["a"]);
-  assert.deepEqual(ids({ route: "other" }), []);
-  assert.deepEqual(stateTotals(rows), [["holding", 1], ["streaming", 2]]);
-  assert.deepEqual(choices(rows, (r) => r.upstream), ["up1", "up2"]);
+  assert.equal(viewQuery(ALL_LIVE, { after: null }), "");
+  assert.equal(
+    viewQuery({ ...ALL_LIVE, q: " stuck-1 ", sort: "idle", state: "holding" }, { after: "5.a1.x" }),
+    "q=stuck-1&state=holding&sort=idle&after=5.a1.x",
+  );
+  const snapshot: LiveSnapshot = {
+    at: 10_000,
+    requests: [row("a", {}), row("b", { idleMs: null, elapsedMs: 400 })],
+    totals: { running: 5_000, matching: 250, states: { streaming: 4_990, holding: 10 } },
+    page: { sort: "oldest", offset: 100, limit: 100, next: "x" },
+    instances: { total: 1, ids: ["a1"], silent: [] },
+    choices: { routes: [], upstreams: [] },
+  };
+  const later = advance(snapshot, 10_500);
+  assert.deepEqual(later.requests.map((r) => [r.elapsedMs, r.idleMs]), [[5_500, 600], [900, null]]);
+  assert.equal(later.at, 10_500);
+  assert.equal(pageRange(snapshot), "101–102 of 250");
+  assert.deepEqual(stateTotals(snapshot.totals.states), [["holding", 10], ["streaming", 4_990]]);
   assert.equal(tokensPerSecond(row("d", { outputTokens: 40 })), 10, "40 tokens over 4 s");
   assert.equal(tokensPerSecond(row("e", {})), null, "no tokens yet");
 });

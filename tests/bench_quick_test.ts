@@ -121,6 +121,16 @@ Deno.test({
       assert.ok(scale.admin.length >= 10 && scale.admin.every((a) => a.status === 200));
       assert.ok(scale.proxiedP99Ms.alone > 0 && scale.proxiedP99Ms.duringAdmin > 0);
 
+      // The live view: both cases ran, a tick is one page, and no stream failed to open.
+      const liveView = r.scenarios.liveView;
+      assert.deepEqual(liveView?.cases.map((c) => c.instances), [1, 2]);
+      for (const c of liveView!.cases) {
+        assert.equal(c.errors, 0, `${c.label}: ${c.errorExamples.join("; ")}`);
+        assert.equal(c.running, c.streams, `${c.label}: every stream was running`);
+        assert.ok(c.bytesPerTick.ticks > 0 && c.bytesPerTick.max <= 64 * 1024, c.label);
+        assert.ok(c.healthzP99Ms.none > 0 && c.healthzP99Ms.threeTabs > 0, c.label);
+      }
+
       // The targets, in docs/benchmarks.md's order: the tail and the gateway's own cost first,
       // then the standing ones.
       assert.deepEqual(r.targets.map((t) => t.id), [
@@ -159,7 +169,18 @@ Deno.test({
       assert.match(latency.target, /p50 at most 0\.25 ms and p99 at most 1 ms over the floor/);
       assert.match(r.targets.find((t) => t.id === "cpu_delta")!.measured, /JS relay floor's/);
       const doc = await Deno.readTextFile(`${out}/docs/benchmarks.md`);
-      for (const heading of ["## Targets", "## 1.", "## 2.", "## 3.", "## 4.", "## 5.", "## 6."]) {
+      for (
+        const heading of [
+          "## Targets",
+          "## 1.",
+          "## 2.",
+          "## 3.",
+          "## 4.",
+          "## 5.",
+          "## 6.",
+          "## 8.",
+        ]
+      ) {
         assert.ok(doc.includes(heading), `the doc lacks ${heading}`);
       }
       const svg = await Deno.readTextFile(`${out}/bench/latency_vs_load.svg`);

@@ -20,7 +20,8 @@ async function withGateway(run: (gw: TestGateway) => Promise<void>): Promise<num
   const gw = await startTestGateway({
     upstreams: [{ id: "up", kind: "openai-chat", base_url: up.url }],
     routes: [{ model: "smart", candidates: [{ upstream: "up", model: "m" }] }],
-  });
+    // Real time: a 12 MB body's deadline is its real 300 s cap, not 3 s of a scaled clock.
+  }, { scale: 1 });
   try {
     await run(gw);
   } finally {

@@ -1,3 +1,4 @@
+import type { InValue } from "@libsql/client";
 import { type Db, openDatabase } from "../db/client.ts";
 import { migrate } from "../db/migrate.ts";
 import type { AttemptRecord, RequestRecord } from "../db/records.ts";
@@ -108,4 +109,25 @@ export async function lockDatabase(url: string) {
       other.close();
     },
   };
+}
+
+/**
+ * Copies rows read from a current database into `to` as an older release stored them: only the
+ * columns `to`'s table has (later migrations add more).
+ */
+export async function insertAsStored(
+  to: Db,
+  opts: { table: "requests" | "attempts"; rows: readonly Record<string, unknown>[] },
+): Promise<void> {
+  const info = await to.client.execute(`PRAGMA table_info(${opts.table})`);
+  const had = info.rows.map((r) => String(r.name));
+  if (!opts.rows.length) return;
+  const columns = had.filter((c) => c in opts.rows[0]!);
+  const sql = `INSERT INTO ${opts.table} (${columns.join(", ")}) VALUES (${
+    columns.map(() => "?").join(", ")
+  })`;
+  await to.client.batch(
+    opts.rows.map((row) => ({ sql, args: columns.map((c) => (row[c] ?? null) as InValue) })),
+    "write",
+  );
 }

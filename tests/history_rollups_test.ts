@@ -1,17 +1,17 @@
 import assert from "node:assert/strict";
 import { openDatabase } from "../db/client.ts";
 import { costTotals } from "../db/cost_queries.ts";
-import {
-  attemptFromRow,
-  requestFromRow,
-  upsertAttempts,
-  upsertRequests,
-} from "../db/history_rows.ts";
 import { HistoryWriter } from "../db/history_writer.ts";
 import { migrate } from "../db/migrate.ts";
 import { MIGRATIONS } from "../db/migrations.ts";
 import { trendBuckets } from "../db/trend_queries.ts";
-import { attemptRecord, manualTimers, requestRecord, withTempDb } from "./db_helpers.ts";
+import {
+  attemptRecord,
+  insertAsStored,
+  manualTimers,
+  requestRecord,
+  withTempDb,
+} from "./db_helpers.ts";
 import {
   assertSameRollups,
   FlakyExecutor,
@@ -81,10 +81,8 @@ Deno.test("an upgraded database gets the rollups of the rows it had", async () =
       await migrate(old, { migrations: before });
       const requests = (await db.client.execute("SELECT * FROM requests")).rows;
       const attempts = (await db.client.execute("SELECT * FROM attempts")).rows;
-      await old.client.batch([
-        ...upsertRequests(requests.map(requestFromRow)),
-        ...upsertAttempts(attempts.map(attemptFromRow)),
-      ], "write");
+      await insertAsStored(old, { table: "requests", rows: requests });
+      await insertAsStored(old, { table: "attempts", rows: attempts });
       assert.deepEqual(
         (await migrate(old)).applied,
         MIGRATIONS.slice(before.length).map((m) => m.version),

@@ -1,12 +1,13 @@
 import assert from "node:assert/strict";
-import Anthropic from "@anthropic-ai/sdk";
-import { ApiError, GoogleGenAI } from "@google/genai";
-import OpenAI from "openai";
 import type { ConfigInput } from "../gateway/config/schema.ts";
 import { chatStream, chatWhole } from "./fake_upstreams/openai_chat_script.ts";
 import { eventually, postJson, type TestGateway, withGateway } from "./harness.ts";
 
-/** docs/config.md "Prices and key limits": rpm, tpm and budgets, end to end through the SDKs. */
+/**
+ * docs/config.md "Prices and key limits": a limited key's usage written by the history worker, a
+ * real worker thread beside a real gateway. The limits themselves are tested in virtual time
+ * (tests/virtual/key_limits_test.ts).
+ */
 
 const ENV = {
   PULSEGATE_KEY_OAI: "sk-oai",
@@ -57,105 +58,6 @@ function withLimits(
   });
 }
 
-async function rowsWith(gw: TestGateway, code: string) {
-  await gw.writer.flush();
-  const result = await gw.db.client.execute({
-    sql: "SELECT key_id, status, failure_source FROM requests WHERE error_code = ? ORDER BY key_id",
-    args: [code],
-  });
-  return result.rows.map((r) => ({ ...r }));
-}
-
-function retryAfterOk(value: string | null | undefined) {
-  const secs = Number(value);
-  assert.ok(Number.isInteger(secs) && secs >= 1 && secs <= 60, `Retry-After ${value}`);
-}
-
-Deno.test("rpm 2: the third request in the minute gets 429 with Retry-After in each SDK", async () => {
-  await withLimits(async (gw, calls) => {
-    const openai = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: "sk-oai", maxRetries: 0 });
-    const ask = () =>
-      openai.chat.completions.create({
-        model: "smart",
-        messages: [{ role: "user", content: "q" }],
-      });
-    await ask();
-    await ask();
-    const oaiErr = await ask().then(() => null, (err) => err);
-    assert.ok(oaiErr instanceof OpenAI.RateLimitError, String(oaiErr));
-    assert.equal(oaiErr.code, "gw.key.rate_limited");
-    retryAfterOk(oaiErr.headers?.get("retry-after"));
-    assert.equal(oaiErr.headers?.get("x-pulsegate-error-code"), "gw.key.rate_limited");
-
-    const anthropic = new Anthropic({ baseURL: gw.url, apiKey: "sk-ant", maxRetries: 0 });
-    const askAnt = () =>
-      anthropic.messages.create({
-        model: "smart",
-        max_tokens: 10,
-        messages: [{ role: "user", content: "q" }],
-      });
-    await askAnt();
-    await askAnt();
-    const antErr = await askAnt().then(() => null, (err) => err);
-    assert.ok(antErr instanceof Anthropic.RateLimitError, String(antErr));
-    retryAfterOk(antErr.headers?.get("retry-after"));
-    assert.match(antErr.message, /over its limit of 2 requests per minute/);
-
-    const genai = new GoogleGenAI({
-      apiKey: "sk-gem",
-      httpOptions: { baseUrl: gw.url, apiVersion: "v1beta", retryOptions: { attempts: 1 } },
-    });
-    const askGem = () => genai.models.generateContent({ model: "smart", contents: "q" });
-    await askGem();
-    await askGem();
-    const gemErr = await askGem().then(() => null, (err) => err);
-    assert.ok(gemErr instanceof ApiError, String(gemErr));
-    assert.equal(gemErr.status, 429);
-    assert.match(gemErr.message, /RESOURCE_EXHAUSTED/);
-    // The raw response: Retry-After on the Gemini endpoint too.
-    const raw = await postJson(`${gw.url}/v1beta/models/smart:generateContent`, {
-      contents: [{ parts: [{ text: "q" }] }],
-    }, { "x-goog-api-key": "sk-gem" });
-    assert.equal(raw.status, 429);
-    retryAfterOk(raw.headers.get("retry-after"));
-    await raw.body?.cancel();
-
-    assert.equal(calls(), 6, "two upstream calls per key, none for a refused request");
-    const rows = await rowsWith(gw, "gw.key.rate_limited");
-    assert.deepEqual(rows.map((r) => [r.key_id, r.status, r.failure_source]), [
-      ["ant", 429, "client"],
-      ["gem", 429, "client"],
-      ["gem", 429, "client"],
-      ["oai", 429, "client"],
-    ]);
-  });
-});
-
-Deno.test("rpm holds while the usage counters cannot be read but can be written", async () => {
-  await withLimits(async (gw, calls) => {
-    // Reads of the shared counters fail (docs/scaling.md "Shared through libSQL"); their writes still land.
-    const client = gw.db.client;
-    const batch = client.batch.bind(client);
-    client.batch = (statements, mode) =>
-      mode === "read" ? Promise.reject(new Error("reads down")) : batch(statements, mode);
-    try {
-      const statuses: number[] = [];
-      for (let i = 0; i < 5; i++) {
-        const res = await postJson(`${gw.url}/v1/chat/completions`, {
-          model: "smart",
-          messages: [{ role: "user", content: "q" }],
-        }, { authorization: "Bearer sk-oai" });
-        await res.body?.cancel();
-        statuses.push(res.status);
-      }
-      assert.deepEqual(statuses, [200, 200, 429, 429, 429], "this process's own count holds rpm 2");
-      assert.equal(calls(), 2);
-    } finally {
-      client.batch = batch;
-    }
-  });
-});
-
 Deno.test("a limited key's usage is written by the history worker, never on the serving thread", async () => {
   await withLimits(async (gw, calls) => {
     // With a local file, the serving thread's connection blocks that thread for as long as a
@@ -201,94 +103,4 @@ Deno.test("a limited key's usage is written by the history worker, never on the 
       client.execute = execute;
     }
   }, { historyWorker: true });
-});
-
-Deno.test("tpm counts billed tokens: 100 billed with tpm 50 refuses the next request", async () => {
-  await withLimits(async (gw, calls) => {
-    const openai = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: "sk-tpm", maxRetries: 0 });
-    const ask = () =>
-      openai.chat.completions.create({
-        model: "smart",
-        messages: [{ role: "user", content: "q" }],
-      });
-    const first = await ask();
-    assert.equal(first.usage?.total_tokens, 100);
-    const err = await ask().then(() => null, (e) => e);
-    assert.ok(err instanceof OpenAI.RateLimitError, String(err));
-    assert.match(err.message, /50 tokens per minute/);
-    retryAfterOk(err.headers?.get("retry-after"));
-    assert.equal(calls(), 1);
-    assert.deepEqual((await rowsWith(gw, "gw.key.rate_limited")).map((r) => r.key_id), ["tpm"]);
-  });
-});
-
-Deno.test("tpm and cost count a streamed answer's usage when its attempt ends", async () => {
-  await withLimits(async (gw, calls) => {
-    const openai = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: "sk-tpm", maxRetries: 0 });
-    const { data: stream, response } = await openai.chat.completions.create({
-      model: "smart",
-      stream: true,
-      messages: [{ role: "user", content: "q" }],
-    }).withResponse();
-    let text = "";
-    for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
-    assert.equal(text, "hi");
-    const { request, attempts } = await gw.row(response.headers.get("x-request-id")!);
-    assert.equal(request.outputTokens, 40);
-    assert.equal(attempts[0]?.costUsd, (60 * 10 + 40 * 20) / 1e6);
-    assert.equal(request.costUsd, attempts[0]?.costUsd);
-    const refused = await postJson(`${gw.url}/v1/chat/completions`, {
-      model: "smart",
-      stream: true,
-      messages: [{ role: "user", content: "q" }],
-    }, { authorization: "Bearer sk-tpm" });
-    assert.equal(refused.status, 429, "refused before any stream starts");
-    retryAfterOk(refused.headers.get("retry-after"));
-    assert.equal((await refused.json()).error.code, "gw.key.rate_limited");
-    assert.equal(calls(), 1);
-  });
-});
-
-Deno.test("budget: refused once the key's cost in the UTC day reaches it; cost recorded", async () => {
-  await withLimits(async (gw, calls) => {
-    const openai = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: "sk-budget", maxRetries: 0 });
-    const ask = (content: string) =>
-      openai.chat.completions.create({ model: "smart", messages: [{ role: "user", content }] });
-    const small = await ask("small").withResponse();
-    const { request, attempts } = await gw.row(small.response.headers.get("x-request-id")!);
-    assert.equal(attempts[0]?.costUsd, (60 * 10 + 40 * 20) / 1e6);
-    assert.equal(request.costUsd, attempts[0]?.costUsd);
-    await ask("big");
-    await ask("big"); // admitted: 2.0014 USD spent is under 3
-    const err = await ask("small").then(() => null, (e) => e);
-    assert.ok(err instanceof OpenAI.RateLimitError, String(err));
-    assert.equal(err.code, "gw.key.budget_exhausted");
-    const retry = Number(err.headers?.get("retry-after"));
-    assert.ok(retry >= 1 && retry <= 86_400, `Retry-After ${retry}`);
-    assert.equal(calls(), 3);
-    assert.deepEqual((await rowsWith(gw, "gw.key.budget_exhausted")).map((r) => r.key_id), [
-      "budget",
-    ]);
-    const metrics = await (await fetch(`${gw.url}/metrics`)).text();
-    const spent = 4 + (60 * 10 + 40 * 20) / 1e6;
-    const line = metrics.split("\n").find((l) =>
-      l.startsWith('pulsegate_cost_total{route="smart",upstream="up1"}')
-    );
-    assert.ok(line, metrics);
-    assert.ok(Math.abs(Number(line.split(" ")[1]) - spent) < 1e-9, line);
-
-    const admin = { authorization: `Bearer ${ADMIN_TOKEN}` };
-    const costs = await (await fetch(`${gw.url}/admin/api/costs?by=key`, { headers: admin }))
-      .json();
-    const budget = costs.totals.find((t: { group: string }) => t.group === "budget");
-    assert.equal(budget.requests, 4);
-    assert.equal(budget.inputTokens, 200_060);
-    assert.ok(Math.abs(budget.costUsd - spent) < 1e-9);
-    const keys = await (await fetch(`${gw.url}/admin/api/keys`, { headers: admin })).json();
-    const use = keys.keys.find((k: { id: string }) => k.id === "budget");
-    assert.deepEqual(use.budget, { usd: 3, period: "day" });
-    assert.ok(Math.abs(use.use.spentUsd - spent) < 1e-9);
-    assert.equal(use.use.requestsLastMinute, 3);
-    assert.equal(keys.keys.find((k: { id: string }) => k.id === "oai").use.requestsLastMinute, 0);
-  });
 });

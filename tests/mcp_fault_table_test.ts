@@ -33,7 +33,8 @@ for (const fault of MCP_FAULTS) {
           max_result_bytes: 4096,
           failover: { idle_timeout_secs: 30, failures_to_pause: 100 },
         }],
-      });
+        // 3 s of silence for the silent row: the healthy replica's answers never come near it.
+      }, { scale: 0.1 });
       for (const { tool, repeatable } of MCP_TOOLS) {
         const cell = `${fault.name} × ${tool}`;
         const expected = expectedFor(fault, repeatable);

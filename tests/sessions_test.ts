@@ -137,7 +137,7 @@ Deno.test("sessions: each client's own header or field names the recorded sessio
     );
 
     // Gemini CLI sends no session. A lone question gets none; a conversation gets one from its
-    // prompt (tests/cache_affinity_test.ts).
+    // prompt (tests/virtual/cache_affinity_test.ts).
     assert.equal(await ask("/v1beta/models/smart:generateContent", gemini), null);
     assert.equal(
       await ask("/v1beta/models/smart:generateContent", gemini, { "x-session-id": "g-1" }),

@@ -11,7 +11,7 @@ import type { ConfigInput } from "../gateway/config/schema.ts";
 import { readSettings } from "../gateway/start/settings.ts";
 import { type Gateway, startGateway } from "../gateway/start/start_gateway.ts";
 import type { FakeUpstream } from "./fake_upstreams/server.ts";
-import { inProcessUpstreams } from "./fake_upstreams/in_process.ts";
+import { type InProcessUpstreams, inProcessUpstreams } from "./fake_upstreams/in_process.ts";
 import { freshDatabase } from "./fresh_database.ts";
 import { chatRoute } from "./harness.ts";
 import { VirtualClock } from "./virtual_clock.ts";
@@ -40,6 +40,10 @@ export interface VirtualGateway extends AsyncDisposable {
   gw: Gateway;
   clock: VirtualClock;
   ups: FakeUpstream[];
+  /** The in-process upstreams behind its `fetch` (`start` adds one). */
+  fakes: InProcessUpstreams;
+  /** The folder of its database. */
+  dir: string;
   /**
    * A `fetch` that reaches the gateway's handler without a socket, for an SDK's `fetch` option
    * (its calls must run inside `run`, where virtual time passes).
@@ -60,6 +64,11 @@ export interface VirtualGateway extends AsyncDisposable {
    * side, a request and an abort of it): its instants are virtual all the same.
    */
   exchange(path: string, body: unknown, opts?: SendOptions): Promise<Received>;
+  /**
+   * Inside a `run`: resolves once `check` holds, looking again at each real turn of the event
+   * loop (virtual time passes only as `run` moves it); throws, naming `what`, after 10 000 turns.
+   */
+  until(check: () => boolean | Promise<boolean>, what?: string): Promise<void>;
   /** The request's history row and hops, once written. */
   row(id: string): Promise<{ request: RequestRecord; attempts: AttemptRecord[] }>;
   /** `row` without driving the clock, for work already inside `run`. */
@@ -67,6 +76,8 @@ export interface VirtualGateway extends AsyncDisposable {
   /** Runs `work` in virtual time (timers fire as it waits). */
   run<T>(work: Promise<T>, opts?: { limitMs?: number }): Promise<T>;
   stop(): Promise<void>;
+  /** Its stop leaves the database and upstreams to an instance that `share`s them. */
+  keepDir(): void;
 }
 
 export interface SendOptions {
@@ -76,6 +87,12 @@ export interface SendOptions {
   leaveAfterMs?: number;
   /** Ends the read at this many virtual ms though the answer goes on (a client that stops). */
   limitMs?: number;
+  /** The client leaves (its connection closes) when this aborts. */
+  signal?: AbortSignal;
+  /** The request's body as a stream the test feeds (in place of `body`), e.g. in virtual time. */
+  bodyStream?: ReadableStream<Uint8Array>;
+  /** A slow reader: after each piece it reads, the client waits this many virtual ms. */
+  readGapMs?: number;
 }
 
 /**
@@ -95,17 +112,28 @@ export async function startVirtualGateway(
      * next timer, and an instant after it is late by as much.
      */
     cryptoHoldsTime?: boolean;
+    /**
+     * A second instance beside `share`, or the same one restarted: its clock, its upstreams and
+     * its database (which `share`'s stop leaves in place; this one's stop removes it).
+     */
+    share?: VirtualGateway;
+    /** The pools' randomness (default Math.random): seed it for figures that hold on every run. */
+    random?: () => number;
+    /** Whether /metrics answers without the admin token (default true). */
+    metricsOpen?: boolean;
   } = {},
 ): Promise<VirtualGateway> {
-  const clock = opts.clock ?? new VirtualClock();
+  const { share } = opts;
+  const clock = share?.clock ?? opts.clock ?? new VirtualClock();
   const cryptoHold = opts.cryptoHoldsTime ? holdForCrypto() : null;
   if (cryptoHold) clock.holdWhile(cryptoHold.busy);
-  const fakes = inProcessUpstreams(clock);
-  const ups = Array.from({ length: opts.upstreams ?? 1 }, () => fakes.start());
+  const fakes = share?.fakes ?? inProcessUpstreams(clock);
+  const ups = share?.ups ?? Array.from({ length: opts.upstreams ?? 1 }, () => fakes.start());
   const urls = ups.map((u) => u.url);
   const config = opts.config ? opts.config(urls) : chatRoute(urls, { failover: opts.failover });
-  const dir = await Deno.makeTempDir({ prefix: "pulsegate-virtual-" });
-  await freshDatabase(`${dir}/pulsegate.db`);
+  const dir = share?.dir ?? await Deno.makeTempDir({ prefix: "pulsegate-virtual-" });
+  if (share) share.keepDir();
+  else await freshDatabase(`${dir}/pulsegate.db`);
   const env = (name: string) => opts.env?.[name];
   const gw = await clock.run(startGateway({
     settings: {
@@ -117,17 +145,20 @@ export async function startVirtualGateway(
     env,
     configFile: config,
     quiet: true,
-    metricsOpen: true,
+    metricsOpen: opts.metricsOpen ?? true,
     historyThread: "this",
     listen: false,
     clock,
     fetch: fakes.fetch,
+    random: opts.random,
   }));
   let stopped: Promise<void> | null = null;
+  let keep = false;
   const stop = () =>
     stopped ??= (async () => {
       await clock.run(gw.shutdown());
       cryptoHold?.release();
+      if (keep) return;
       for (const up of ups) await up.close();
       await Deno.remove(dir, { recursive: true }).catch(() => {});
     })();
@@ -146,12 +177,21 @@ export async function startVirtualGateway(
     gw,
     clock,
     ups,
+    fakes,
+    dir,
+    keepDir: () => (keep = true),
     url: "http://127.0.0.1",
     run: (work, o) => clock.run(work, o),
     fetch: async (input, init) => await gw.handler(new Request(input, init), INFO),
     client: () => hangingUpClient(gw),
     send: (path, body, o = {}) => clock.run(exchange(gw, { path, body, clock, ...o })),
     exchange: (path, body, o = {}) => exchange(gw, { path, body, clock, ...o }),
+    async until(check, what = "condition") {
+      for (let turn = 0; !(await check()); turn++) {
+        if (turn > 10_000) throw new Error(`not met: ${what}`);
+        await new Promise((resolve) => setTimeout(resolve, 0));
+      }
+    },
     row: (id) => clock.run(rowIn(id)),
     rowIn,
     stop,
@@ -236,13 +276,15 @@ async function exchange(
   const { clock } = opts;
   const sentAt = clock.now();
   const leave = new AbortController();
+  opts.signal?.addEventListener("abort", () => leave.abort(), { once: true });
   if (opts.leaveAfterMs !== undefined) clock.after(opts.leaveAfterMs, () => leave.abort());
   const request = new Request(`http://127.0.0.1${opts.path}`, {
     method: opts.method ?? "POST",
     headers: { "content-type": "application/json", ...opts.headers },
-    body: opts.method === "GET" ? undefined : JSON.stringify(opts.body),
+    body: opts.bodyStream ?? (opts.method === "GET" ? undefined : JSON.stringify(opts.body)),
     signal: leave.signal,
-  });
+    ...(opts.bodyStream ? { duplex: "half" } : {}),
+  } as RequestInit);
   const response = await gw.handler(request, INFO);
   const headersAt = clock.now() - sentAt;
   const pieces: Piece[] = [];
@@ -258,6 +300,7 @@ async function exchange(
         const { value, done } = await reader.read();
         if (done) break;
         pieces.push({ at: clock.now() - sentAt, text: decoder.decode(value, { stream: true }) });
+        if (opts.readGapMs) await clock.sleep(opts.readGapMs);
       }
     } catch {
       broken = true;
@@ -272,4 +315,62 @@ async function exchange(
     endedAt: clock.now() - sentAt,
     broken,
   };
+}
+
+/** One piece of a request body a test feeds: its bytes, this many virtual ms after sending. */
+export interface BodyPiece {
+  at: number;
+  bytes: Uint8Array;
+}
+
+/**
+ * A request body as a client sends it in virtual time (SendOptions.bodyStream): each piece at
+ * its instant after the first read; then the body ends at `endAt`, or never (a client that
+ * stalls) when it is undefined. Every wait is `clock` time.
+ */
+export function bodyOnClock(
+  clock: VirtualClock,
+  pieces: BodyPiece[],
+  opts: { endAt?: number } = {},
+): ReadableStream<Uint8Array> {
+  let started: number | null = null;
+  let next = 0;
+  const stop = new AbortController();
+  return new ReadableStream({
+    async pull(controller) {
+      started ??= clock.now();
+      const piece = pieces[next];
+      const waitTo = piece?.at ?? opts.endAt;
+      if (waitTo === undefined) {
+        // Stalls: nothing more until the reader gives up.
+        await new Promise<void>((resolve) =>
+          stop.signal.addEventListener("abort", () => resolve(), { once: true })
+        );
+        return;
+      }
+      const wait = started + waitTo - clock.now();
+      if (wait > 0) await clock.sleep(wait, stop.signal).catch(() => {});
+      if (stop.signal.aborted) return;
+      if (!piece) return controller.close();
+      next++;
+      controller.enqueue(piece.bytes);
+    },
+    cancel() {
+      stop.abort();
+    },
+  });
+}
+
+/**
+ * Routes the global `fetch` to `v`'s handler for http://127.0.0.1 (other addresses keep the
+ * real one) until disposed: for an SDK with no `fetch` option (Google's). Its calls must run
+ * inside `v.run`.
+ */
+export function useGlobalFetch(v: VirtualGateway): Disposable {
+  const real = globalThis.fetch;
+  globalThis.fetch = (input, init) => {
+    const url = input instanceof Request ? input.url : String(input);
+    return url.startsWith("http://127.0.0.1/") ? v.fetch(input, init) : real(input, init);
+  };
+  return { [Symbol.dispose]: () => (globalThis.fetch = real) };
 }

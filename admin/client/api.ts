@@ -45,7 +45,8 @@ export interface HistoryFilters {
 
 export interface AdminApi {
   session(token: string | null): Promise<SessionInfo>;
-  live(signal: AbortSignal): Promise<Response>;
+  /** The live feed for a view and page: `query` is its URL parameters (live_view.ts). */
+  live(query: string, signal: AbortSignal): Promise<Response>;
   history(filters: HistoryFilters, opts: { before?: HistoryCursor }): Promise<HistoryPage>;
   request(id: string): Promise<RequestDetail>;
   health(): Promise<HealthView>;
@@ -114,7 +115,7 @@ export function createAdminApi(io: ApiIo): AdminApi {
     call<T>(path, { method: opts.method, body: opts.body === undefined ? {} : opts.body });
   return {
     session: (token) => call<SessionInfo>("/admin/api/session", { token }),
-    live: (signal) => send("/admin/api/live", { signal }),
+    live: (query, signal) => send(`/admin/api/live${query ? `?${query}` : ""}`, { signal }),
     history: (filters, opts) =>
       call<HistoryPage>(`/admin/api/requests?${historyQuery(filters, opts)}`),
     request: (id) => call<RequestDetail>(`/admin/api/requests/${encodeURIComponent(id)}`),

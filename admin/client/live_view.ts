@@ -1,59 +1,83 @@
-import type { LiveRow, LiveState } from "../api_types.ts";
+import type { LiveRow, LiveSnapshot, LiveSort, LiveState, LiveStateCounts } from "../api_types.ts";
 
-/** How the operator narrows and orders the live list; empty strings mean "any". */
+/**
+ * How the operator narrows and orders the live list; empty strings mean "any". The gateway
+ * applies it (docs/admin.md "Live requests"): the tab receives one page, never the whole list.
+ */
 export interface LiveView {
+  /** Part of a request id, session id or key id. */
+  q: string;
   route: string;
   upstream: string;
   state: LiveState | "";
   session: string;
-  sort: "oldest" | "newest" | "idle";
+  instance: string;
+  sort: LiveSort;
 }
 
 export const ALL_LIVE: LiveView = {
+  q: "",
   route: "",
   upstream: "",
   state: "",
   session: "",
+  instance: "",
   sort: "oldest",
 };
 
-const ORDER: Record<LiveView["sort"], (a: LiveRow, b: LiveRow) => number> = {
-  oldest: (a, b) => a.startedAt - b.startedAt,
-  newest: (a, b) => b.startedAt - a.startedAt,
-  // Longest without content first; those with none yet count from their start.
-  idle: (a, b) => (b.idleMs ?? b.elapsedMs) - (a.idleMs ?? a.elapsedMs),
-};
-
-/** The rows the view lets through, in its order. */
-export function viewRows(rows: readonly LiveRow[], view: LiveView): LiveRow[] {
-  const session = view.session.trim();
-  return rows
-    .filter((r) =>
-      (!view.route || r.route === view.route) &&
-      (!view.upstream || r.upstream === view.upstream) &&
-      (!view.state || r.state === view.state) &&
-      (!session || (r.sessionId ?? "").includes(session))
-    )
-    .sort((a, b) => ORDER[view.sort](a, b) || (a.id < b.id ? -1 : 1));
+/** The feed's URL parameters for a view, from the page after `after` (first page: null). */
+export function viewQuery(view: LiveView, opts: { after: string | null }): string {
+  const params = new URLSearchParams();
+  for (const [name, value] of Object.entries(view)) {
+    const text = String(value).trim();
+    if (text !== "" && !(name === "sort" && text === "oldest")) params.set(name, text);
+  }
+  if (opts.after) params.set("after", opts.after);
+  return params.toString();
 }
 
-/** How many rows are in each state, in the order a request passes through them. */
-export function stateTotals(rows: readonly LiveRow[]): [LiveState, number][] {
-  const states: LiveState[] = [
-    "waiting_for_slot",
-    "waiting_for_headers",
-    "holding",
-    "streaming",
-    "finishing",
-  ];
-  return states
-    .map((s): [LiveState, number] => [s, rows.filter((r) => r.state === s).length])
+const STATES: LiveState[] = [
+  "waiting_for_slot",
+  "waiting_for_headers",
+  "holding",
+  "streaming",
+  "finishing",
+];
+
+/** How many requests are in each state, in the order a request passes through them. */
+export function stateTotals(states: LiveStateCounts): [LiveState, number][] {
+  return STATES
+    .map((s): [LiveState, number] => [s, states[s] ?? 0])
     .filter(([, n]) => n > 0);
 }
 
-/** The distinct non-null values of one column, sorted: what a filter can pick from. */
-export function choices(rows: readonly LiveRow[], pick: (r: LiveRow) => string | null): string[] {
-  return [...new Set(rows.map(pick).filter((v): v is string => v !== null))].sort();
+export const ALL_STATES: readonly LiveState[] = STATES;
+
+/**
+ * A page moved on by a heartbeat: nothing on it changed but the clock, so each row's elapsed
+ * and idle times grow by the time since the page was measured.
+ */
+export function advance(snapshot: LiveSnapshot, at: number): LiveSnapshot {
+  const by = Math.max(0, at - snapshot.at);
+  if (by === 0) return snapshot;
+  return {
+    ...snapshot,
+    at,
+    requests: snapshot.requests.map((r) => ({
+      ...r,
+      elapsedMs: r.elapsedMs + by,
+      idleMs: r.idleMs === null ? null : r.idleMs + by,
+    })),
+  };
+}
+
+/** "101–200 of 5,000": where the page sits among the matching requests. */
+export function pageRange(snapshot: LiveSnapshot): string {
+  const { offset } = snapshot.page;
+  const shown = snapshot.requests.length;
+  const of = snapshot.totals.matching.toLocaleString("en");
+  if (shown === 0) return `0 of ${of}`;
+  return `${(offset + 1).toLocaleString("en")}–${(offset + shown).toLocaleString("en")} of ${of}`;
 }
 
 /** Output tokens per second since the first content, when both are known. */

@@ -50,7 +50,7 @@ const api = createAdminApi({
   token: () => auth.token.peek(),
   refused: (message) => auth.signOut(`The gateway refused the admin token: ${message}.`),
 });
-const feed = createLiveFeed({ open: (signal) => api.live(signal), wait });
+const feed = createLiveFeed({ open: (query, signal) => api.live(query, signal), wait });
 const fences = createFences(api, { now });
 const aborts = createAborts(api, { fences });
 const history = createHistory(api);
@@ -116,11 +116,15 @@ effect(() => {
   });
 });
 
-// A request that leaves the live list has just been recorded: show it on the newest page.
+// A request that leaves the live list has just been recorded: show it on the newest page. One
+// that leaves because the operator asked another view or page has not.
 let liveIds = new Set<string>();
+let livePage = "";
 effect(() => {
   const ids = new Set((feed.snapshot.value?.requests ?? []).map((r) => r.id));
-  const ended = [...liveIds].some((id) => !ids.has(id));
+  const samePage = feed.shown.value === livePage;
+  livePage = feed.shown.value;
+  const ended = samePage && [...liveIds].some((id) => !ids.has(id));
   liveIds = ids;
   if (ended) {
     untracked(() => history.trail.value.length === 1 && void history.refresh());

@@ -565,6 +565,51 @@ function historyAtScaleSection(r: BenchResults): string {
   ].join("\n");
 }
 
+function liveViewSection(r: BenchResults): string {
+  const s = r.scenarios.liveView;
+  if (!s) return "";
+  const tabs = s.browser ? `${s.tabs} tabs of ${s.browser}` : `${s.tabs} raw feeds (no browser)`;
+  return [
+    "## 8. The live view at scale",
+    "",
+    `Long healthy streams (one piece every 10 s) held on one pulsegate process, then split over ` +
+    `two processes on one database (public URL and peer secret set), and the admin page's live ` +
+    `list watched by ${tabs}, each figure over ${s.windowSeconds} s (docs/scaling.md "The live ` +
+    `list of a fleet"). Bytes per tick: one tab's feed, a page (100 rows at most) or a ` +
+    `heartbeat (target ≤ 64 KiB). CPU per tab: the gateways' CPU with the tabs open minus ` +
+    `without, per tab, in % of one core (target ≤ 2 %). Long tasks: the busiest tab's share of ` +
+    `its main thread in tasks over 50 ms (target ≤ 10 %). Find and abort: typing the id of a ` +
+    `stream (on the other process, in the fleet) in Search to the abort's result (target ≤ 2 s).`,
+    "",
+    table(
+      [
+        "case",
+        "streams running",
+        "bytes per tick, mean / max",
+        "heartbeats / ticks",
+        "CPU % per tab",
+        "CPU %, no tab",
+        "/healthz p99 ms, no tab → 3 tabs",
+        "long tasks",
+        "find and abort, ms",
+        "errors",
+      ],
+      s.cases.map((c) => [
+        c.label,
+        n(c.running, 0),
+        `${n(c.bytesPerTick.mean, 0)} / ${n(c.bytesPerTick.max, 0)}`,
+        `${c.bytesPerTick.heartbeats} / ${c.bytesPerTick.ticks}`,
+        n(c.cpuPercentPerTab, 2),
+        n(c.cpuPercentNoTab, 1),
+        `${n(c.healthzP99Ms.none, 1)} → ${n(c.healthzP99Ms.threeTabs, 1)}`,
+        c.longTaskShare === null ? "—" : `${n(c.longTaskShare * 100, 1)} %`,
+        c.findAndAbortMs === null ? "—" : n(c.findAndAbortMs, 0),
+        String(c.errors),
+      ]),
+    ),
+  ].join("\n");
+}
+
 function cpuCostSection(r: BenchResults): string {
   const s = r.scenarios.cpuCost;
   if (!s) return "";
@@ -623,6 +668,7 @@ export function renderMarkdown(r: BenchResults): string {
     history(r),
     cpuCostSection(r),
     historyAtScaleSection(r),
+    liveViewSection(r),
     hotPath(r),
     methodSection(r),
   ];

@@ -1,4 +1,5 @@
-import { type Clock, REAL_TIME } from "../runtime/clock.ts";
+import type { Clock } from "../runtime/clock.ts";
+import { realPause } from "../runtime/loop_turn.ts";
 import type { ClientCodec, ClientStreamEncoder, ClientStreamShape } from "../formats/format.ts";
 import { clientStatus, sameFormatAnswer } from "../formats/error_vocab.ts";
 import { ERROR_CODE_HEADER, type GatewayError } from "../runtime/gateway_error.ts";
@@ -207,7 +208,7 @@ export class StreamChannel {
    * client reads at its own pace whatever the clock's.
    */
   #readTime(): Promise<void> {
-    return REAL_TIME.sleep(FINAL_ERROR_APART_MS);
+    return realPause(FINAL_ERROR_APART_MS);
   }
 
   #close(): Promise<void> {

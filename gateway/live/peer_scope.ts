@@ -33,6 +33,8 @@ export interface ForwardedCall {
   scope: AbortScope;
   /** The session fence its sender made (docs/scaling.md "Fences"), unchecked; absent if none. */
   fence?: unknown;
+  /** The whole signed body, for calls that carry more (a live page's query), unchecked. */
+  body?: Record<string, unknown>;
 }
 
 /**
@@ -60,7 +62,7 @@ export async function peerScope(
   if (!isRecord(parsed) || parsed.to !== opts.self) return null;
   if (!opts.seen.fresh(request.headers.get(PEER_SIGNATURE_HEADER) ?? "", opts.now)) return null;
   const scope = scopeFromJson(parsed.scope);
-  return scope && { scope, fence: parsed.fence ?? undefined };
+  return scope && { scope, fence: parsed.fence ?? undefined, body: parsed };
 }
 
 /** The body as text, or null past the bound: read no further than that, whatever it claims. */

@@ -4,7 +4,7 @@ import type { Db } from "../../db/client.ts";
 import { sessionTotals } from "../../db/session_queries.ts";
 import { billableAmount, type Billing } from "../live/billing.ts";
 import { affinitySession } from "../route/affinity.ts";
-import type { Clock } from "../runtime/clock.ts";
+import { type Clock, REAL_TIME } from "../runtime/clock.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
 import type { Logger } from "../runtime/logger.ts";
 
@@ -135,11 +135,13 @@ export class SessionLimits {
 
   /** Adds what history holds of the session, within READ_TIMEOUT_MS. */
   async #seed(tracked: Tracked, opts: { keyId: string; sessionId: string }): Promise<void> {
-    const { db, clock, log } = this.deps;
+    const { db, log } = this.deps;
     if (!db) return;
     let timer: (() => void) | undefined;
+    // A bound on a database read, the process's own work: real time, which a scaled or virtual
+    // clock must not shorten (gateway/runtime/clock.ts REAL_TIME).
     const late = new Promise<null>((resolve) =>
-      timer = clock.after(READ_TIMEOUT_MS, () => resolve(null))
+      timer = REAL_TIME.after(READ_TIMEOUT_MS, () => resolve(null))
     );
     try {
       const totals = await Promise.race([sessionTotals(db, opts), late]);

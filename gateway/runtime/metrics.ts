@@ -170,6 +170,10 @@ export class Metrics {
   );
   /** Bytes of the embedding vector budget held (gateway/forward/vector_budget.ts). */
   embeddingVectorBytes = 0;
+  livePeerAnswers = new Counter(
+    "pulsegate_live_peer_answers_total",
+    "Other instances' shares of a live-list page, by outcome (ok, silent, refused, bad).",
+  );
   keyInFlight = new Counter(
     "pulsegate_key_in_flight_requests",
     "Requests in progress per gateway key (keys[].max_in_flight), from admission to the row's close.",
@@ -299,6 +303,7 @@ export class Metrics {
       this.keyInFlight.render("gauge"),
       this.disconnects.render(),
       this.aborts.render(),
+      this.livePeerAnswers.render(),
       this.fenceRefusals.render(),
       fences,
       this.idleTimeouts.render(),

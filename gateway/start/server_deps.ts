@@ -149,6 +149,10 @@ function adminDeps(
     apis: opts.apis,
     sessionLimits: deps.sessionLimits,
     fences: deps.fences,
+    fetch: deps.fetch,
+    metrics: deps.metrics,
+    peerSecret: deps.peerSecret,
+    publicUrl: deps.publicUrl,
   };
 }
 

@@ -158,10 +158,10 @@ export function contentThenSilence(text: string): Script {
 export const whitespaceOnly: Script = { body: [{ send: "   \n\n  " }] };
 
 /**
- * A first token no sooner than `ms` (real) after the call, with keep-alives every 50 ms meanwhile
- * (SSE comments after a role-only chunk; whitespace in a whole body). Past `ms` the token is held
- * until the caller hangs up, so a timer that a loaded machine runs late cannot let it win by
- * accident: a test sees what the gateway decided, not a race.
+ * A first token no sooner than `ms` after the call, with keep-alives every 50 ms meanwhile (SSE
+ * comments after a role-only chunk; whitespace in a whole body). Past `ms` the token is held until
+ * the caller hangs up, so no late timer can let it win by accident: a test sees what the gateway
+ * decided, not a race.
  */
 export function slowFirstToken(
   call: { closed: Promise<unknown> },

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { validateConfig } from "../gateway/config/validate.ts";
-import { routeMembers } from "../gateway/config/route_entries.ts";
+import { validateConfig } from "./validate.ts";
+import { routeMembers } from "./route_entries.ts";
 
 /** The liveness options of docs/liveness.md: off unless set, ranges enforced with clear messages. */
 const base = (route: Record<string, unknown>, candidate: Record<string, unknown> = {}) => ({

@@ -1,19 +1,19 @@
 /**
  * docs/config.md "Session limits": `session_budget` and `loop_breaker` per key, end to end
  * through the three official SDKs, which must raise the 429s as rate-limit errors and, told
- * `x-should-retry: false`, not retry them.
+ * `x-should-retry: false`, not retry them. A whole gateway in virtual time: the loop breaker's
+ * 600 s window is asserted at its edge.
  */
 import assert from "node:assert/strict";
 import Anthropic from "@anthropic-ai/sdk";
 import { ApiError, GoogleGenAI } from "@google/genai";
 import OpenAI from "openai";
-import type { ConfigInput } from "../gateway/config/schema.ts";
-import { SessionLimits } from "../gateway/policy/session_limits.ts";
-import { systemClock } from "../gateway/runtime/clock.ts";
-import { GatewayError } from "../gateway/runtime/gateway_error.ts";
-import { chatWhole } from "./fake_upstreams/openai_chat_script.ts";
-import { startFakeUpstream } from "./fake_upstreams/server.ts";
-import { startTestGateway, type TestGateway } from "./harness.ts";
+import type { ConfigInput } from "../../gateway/config/schema.ts";
+import { SessionLimits } from "../../gateway/policy/session_limits.ts";
+import { systemClock } from "../../gateway/runtime/clock.ts";
+import { GatewayError } from "../../gateway/runtime/gateway_error.ts";
+import { chatWhole } from "../fake_upstreams/openai_chat_script.ts";
+import { startVirtualGateway, useGlobalFetch, type VirtualGateway } from "../virtual_gateway.ts";
 
 const ENV = { PULSEGATE_KEY_BUDGET: "sk-budget", PULSEGATE_KEY_LOOP: "sk-loop" };
 
@@ -33,65 +33,73 @@ function config(url: string): ConfigInput {
   };
 }
 
-async function rowsWith(gw: TestGateway, code: string) {
-  await gw.writer.flush();
-  const result = await gw.db.client.execute({
-    sql: "SELECT key_id, session_id, status FROM requests WHERE error_code = ? ORDER BY started_at",
+async function rowsWith(v: VirtualGateway, code: string) {
+  await v.run(v.gw.writer.flush());
+  const result = await v.gw.db.client.execute({
+    sql: "SELECT key_id, session_id, status FROM requests WHERE error_code = ? ORDER BY session_id",
     args: [code],
   });
   return result.rows.map((r) => [r.key_id, r.session_id, r.status]);
 }
 
-/** The three SDKs on one key and one session; default retries, so a retry would show. */
-function clients(gw: TestGateway, opts: { apiKey: string; session: string }) {
+/**
+ * The three SDKs on one key and one session; default retries, so a retry would show. Each call
+ * runs in virtual time (Google's SDK reaches the gateway through the global fetch).
+ */
+function clients(v: VirtualGateway, opts: { apiKey: string; session: string }) {
   const headers = { "x-session-id": opts.session };
+  const base = "http://127.0.0.1";
   const openai = new OpenAI({
-    baseURL: `${gw.url}/v1`,
+    baseURL: `${base}/v1`,
     apiKey: opts.apiKey,
     defaultHeaders: headers,
+    fetch: v.fetch,
   });
   const anthropic = new Anthropic({
-    baseURL: gw.url,
+    baseURL: base,
     apiKey: opts.apiKey,
     defaultHeaders: headers,
+    fetch: v.fetch,
   });
   const genai = new GoogleGenAI({
     apiKey: opts.apiKey,
-    httpOptions: { baseUrl: gw.url, apiVersion: "v1beta", headers, retryOptions: { attempts: 1 } },
+    httpOptions: { baseUrl: base, apiVersion: "v1beta", headers, retryOptions: { attempts: 1 } },
   });
   return {
+    // Each SDK's own promise awaited in a plain one: `run` chains on what it is given.
     openai: (content = "q") =>
-      openai.chat.completions.create({ model: "smart", messages: [{ role: "user", content }] }),
+      v.run((async () =>
+        await openai.chat.completions.create({
+          model: "smart",
+          messages: [{ role: "user", content }],
+        }))()),
     anthropic: (content = "q") =>
-      anthropic.messages.create({
-        model: "smart",
-        max_tokens: 10,
-        messages: [{ role: "user", content }],
-      }),
-    gemini: (text = "q") => genai.models.generateContent({ model: "smart", contents: text }),
+      v.run((async () =>
+        await anthropic.messages.create({
+          model: "smart",
+          max_tokens: 10,
+          messages: [{ role: "user", content }],
+        }))()),
+    gemini: async (text = "q") => {
+      using _fetch = useGlobalFetch(v);
+      return await v.run(
+        (async () => await genai.models.generateContent({ model: "smart", contents: text }))(),
+      );
+    },
   };
 }
 
-async function withSessionLimits(
-  run: (gw: TestGateway, calls: () => number) => Promise<void>,
-  opts: { dir?: string } = {},
-) {
-  const up = startFakeUpstream({
-    fallback: () => chatWhole({ text: ["hi"], usage: { input: 60, output: 40 } }),
-  });
-  try {
-    await using gw = await startTestGateway(config(up.url), { env: ENV, dir: opts.dir });
-    await run(gw, () => up.calls.length);
-  } finally {
-    await up.close();
-  }
+async function withSessionLimits(run: (v: VirtualGateway, calls: () => number) => Promise<void>) {
+  await using v = await startVirtualGateway({ config: ([url]) => config(url!), env: ENV });
+  v.ups[0]!.setHandler(() => chatWhole({ text: ["hi"], usage: { input: 60, output: 40 } }));
+  await run(v, () => v.ups[0]!.calls.length);
 }
 
 const fail = (p: Promise<unknown>) => p.then(() => null, (err: unknown) => err);
 
 Deno.test("session_budget: each SDK raises the third request of a session as a rate-limit error", async () => {
-  await withSessionLimits(async (gw, calls) => {
-    const oai = clients(gw, { apiKey: "sk-budget", session: "s-oai" });
+  await withSessionLimits(async (v, calls) => {
+    const oai = clients(v, { apiKey: "sk-budget", session: "s-oai" });
     await oai.openai();
     await oai.openai();
     const oaiErr = await fail(oai.openai());
@@ -103,14 +111,14 @@ Deno.test("session_budget: each SDK raises the third request of a session as a r
       /session 's-oai' of key 'budget' has used its budget of 2 requests/,
     );
 
-    const ant = clients(gw, { apiKey: "sk-budget", session: "s-ant" });
+    const ant = clients(v, { apiKey: "sk-budget", session: "s-ant" });
     await ant.anthropic();
     await ant.anthropic();
     const antErr = await fail(ant.anthropic());
     assert.ok(antErr instanceof Anthropic.RateLimitError, String(antErr));
     assert.equal(antErr.headers?.get("x-pulsegate-error-code"), "gw.session.budget_exhausted");
 
-    const gem = clients(gw, { apiKey: "sk-budget", session: "s-gem" });
+    const gem = clients(v, { apiKey: "sk-budget", session: "s-gem" });
     await gem.gemini();
     await gem.gemini();
     const gemErr = await fail(gem.gemini());
@@ -119,19 +127,20 @@ Deno.test("session_budget: each SDK raises the third request of a session as a r
     assert.match(gemErr.message, /RESOURCE_EXHAUSTED/);
 
     // Another session of the same key starts from zero.
-    await clients(gw, { apiKey: "sk-budget", session: "s-new" }).openai();
+    await clients(v, { apiKey: "sk-budget", session: "s-new" }).openai();
     assert.equal(calls(), 7, "two calls per session, none for a refusal");
-    assert.deepEqual(await rowsWith(gw, "gw.session.budget_exhausted"), [
-      ["budget", "s-oai", 429],
+    assert.deepEqual(await rowsWith(v, "gw.session.budget_exhausted"), [
+      // In the order of their sessions' names.
       ["budget", "s-ant", 429],
       ["budget", "s-gem", 429],
+      ["budget", "s-oai", 429],
     ], "each refusal recorded once: the SDKs did not retry");
   });
 });
 
 Deno.test("loop_breaker: the third identical body in a session is refused; a new body passes", async () => {
-  await withSessionLimits(async (gw, calls) => {
-    const oai = clients(gw, { apiKey: "sk-loop", session: "l-oai" });
+  await withSessionLimits(async (v, calls) => {
+    const oai = clients(v, { apiKey: "sk-loop", session: "l-oai" });
     await oai.openai("same");
     await oai.openai("same");
     const oaiErr = await fail(oai.openai("same"));
@@ -141,14 +150,14 @@ Deno.test("loop_breaker: the third identical body in a session is refused; a new
     assert.ok(retry >= 1 && retry <= 600, `Retry-After ${retry}`);
     await oai.openai("progress");
 
-    const ant = clients(gw, { apiKey: "sk-loop", session: "l-ant" });
+    const ant = clients(v, { apiKey: "sk-loop", session: "l-ant" });
     await ant.anthropic("same");
     await ant.anthropic("same");
     const antErr = await fail(ant.anthropic("same"));
     assert.ok(antErr instanceof Anthropic.RateLimitError, String(antErr));
     assert.match(antErr.message, /sent 3 times in 600 s in this session/);
 
-    const gem = clients(gw, { apiKey: "sk-loop", session: "l-gem" });
+    const gem = clients(v, { apiKey: "sk-loop", session: "l-gem" });
     await gem.gemini("same");
     await gem.gemini("same");
     const gemErr = await fail(gem.gemini("same"));
@@ -156,37 +165,54 @@ Deno.test("loop_breaker: the third identical body in a session is refused; a new
     assert.equal(gemErr.status, 429);
 
     // The same body in another session is that session's first.
-    await clients(gw, { apiKey: "sk-loop", session: "l-other" }).openai("same");
+    await clients(v, { apiKey: "sk-loop", session: "l-other" }).openai("same");
     assert.equal(calls(), 8);
-    assert.deepEqual((await rowsWith(gw, "gw.session.loop_detected")).map((r) => r[1]), [
-      "l-oai",
+    assert.deepEqual((await rowsWith(v, "gw.session.loop_detected")).map((r) => r[1]), [
       "l-ant",
       "l-gem",
+      "l-oai",
     ]);
   });
 });
 
 Deno.test("session_budget in USD holds across a restart: history seeds the session's spend", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "pulsegate-session-" });
   const big = () => chatWhole({ text: ["hi"], usage: { input: 60_000, output: 30_000 } }); // 0.6 + 0.6 USD
-  const up = startFakeUpstream({ fallback: big });
-  try {
-    const cfg: ConfigInput = {
-      ...config(up.url),
-      keys: [{ id: "budget", key_env: "PULSEGATE_KEY_BUDGET", session_budget: { usd: 1 } }],
-    };
-    {
-      await using gw = await startTestGateway(cfg, { env: ENV, dir });
-      await clients(gw, { apiKey: "sk-budget", session: "long" }).openai();
-    }
-    await using gw = await startTestGateway(cfg, { env: ENV, dir });
-    const err = await fail(clients(gw, { apiKey: "sk-budget", session: "long" }).openai());
+  const cfg = ([url]: string[]): ConfigInput => ({
+    ...config(url!),
+    keys: [{ id: "budget", key_env: "PULSEGATE_KEY_BUDGET", session_budget: { usd: 1 } }],
+  });
+  const first = await startVirtualGateway({ config: cfg, env: ENV });
+  first.ups[0]!.setHandler(big);
+  await clients(first, { apiKey: "sk-budget", session: "long" }).openai();
+  first.keepDir();
+  await first.stop();
+  await using v = await startVirtualGateway({ share: first, config: cfg, env: ENV });
+  const err = await fail(clients(v, { apiKey: "sk-budget", session: "long" }).openai());
+  assert.ok(err instanceof OpenAI.RateLimitError, String(err));
+  assert.match(err.message, /budget of 1 USD/);
+  assert.equal(v.ups[0]!.calls.length, 1);
+});
+
+Deno.test("loop_breaker's window (600 s) end to end: the third copy is refused at 599.999 s after the first, admitted at 600 s", async () => {
+  await withSessionLimits(async (v, calls) => {
+    const oai = clients(v, { apiKey: "sk-loop", session: "window" });
+    // The first copy is counted when admitted, after the session's history was read (real I/O,
+    // during which virtual time may pass): the instant its upstream call goes out.
+    let firstAt = 0;
+    v.ups[0]!.setHandler(() => {
+      firstAt ||= v.clock.now();
+      return chatWhole({ text: ["hi"], usage: { input: 60, output: 40 } });
+    });
+    await oai.openai("same");
+    await oai.openai("same");
+    v.clock.advance(firstAt + 599_999 - v.clock.now());
+    const err = await fail(oai.openai("same"));
     assert.ok(err instanceof OpenAI.RateLimitError, String(err));
-    assert.match(err.message, /budget of 1 USD/);
-    assert.equal(up.calls.length, 1);
-  } finally {
-    await up.close();
-  }
+    assert.equal(err.code, "gw.session.loop_detected");
+    v.clock.advance(1);
+    await oai.openai("same");
+    assert.equal(calls(), 3, "the first copy left the window at 600 s exactly");
+  });
 });
 
 Deno.test("the loop breaker's window: a copy older than window_secs no longer counts", async () => {
