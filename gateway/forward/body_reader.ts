@@ -13,14 +13,6 @@ export const READ_BUFFER_BYTES = 16 * 1024;
  */
 export const FIRST_READ_BYTES = 1024;
 
-/** What `Hop.reader` needs of a reader. */
-export interface ChunkReader<T> {
-  read(): Promise<ReadableStreamReadResult<T>>;
-  cancel(reason?: unknown): Promise<void>;
-  /** The caller holds no chunk any more: the buffer may serve another body. */
-  release?(): void;
-}
-
 /**
  * Buffers of finished reads, by size, for the next body: a new buffer per request was a share
  * of a whole answer's CPU of its own (allocated, zeroed, tracked by the collector).
@@ -40,39 +32,113 @@ function spare(buffer: ArrayBuffer): void {
   if (list.length < SPARE_PER_SIZE) list.push(buffer);
 }
 
+/** What a body reader tells the hop it reads for (hop.ts). */
+export interface BodyOwner {
+  /** The body's connection is let go: after a cancel, or at once for a body read to its end. */
+  bodyClosed(): void;
+  /** The body was read to its end. */
+  bodyEnded(): void;
+}
+
 /**
- * Reads a byte body into one small buffer, reused from read to read, so each
- * chunk is valid only until the next read: for a caller that is done with a
- * chunk before it asks for the next (the SSE frame decoders, a whole answer's
- * text decoder). A body that is not a byte stream is read as it comes.
- * `release` once the caller is done with the last chunk.
+ * An upstream body read until it ends or `signal` stops it (see `Hop.reader`): the stop cancels
+ * the read itself, not only the fetch, and a stopped read throws the stop's reason. `next`
+ * answers undefined at the end; `close` (always, in a `finally`) lets the body go.
+ *
+ * With `reuse`, a byte body is read into one small buffer, reused from read to read, so each
+ * chunk is valid only until the next read: for a caller that is done with a chunk before it asks
+ * for the next (the SSE frame decoders, a whole answer's text decoder). A body that is not a byte
+ * stream is read as it comes.
+ *
+ * One object, one async frame per read, its own abort listener (`handleEvent`): a held stream
+ * keeps a pending read suspended for as long as it is quiet, and each layer of it (an async
+ * function awaiting another, a closure per listener) was heap per held stream and a promise per
+ * chunk (docs/benchmarks.md "Held stream and per-read objects").
  */
-export function reusingReader<T>(
-  body: ReadableStream<T>,
-  opts: { firstBytes?: number } = {},
-): ChunkReader<T> {
-  let byob: ReadableStreamBYOBReader;
-  try {
-    byob = (body as unknown as ReadableStream<Uint8Array>).getReader({ mode: "byob" });
-  } catch {
-    // Not a byte stream (a test's fetch): read it with a default reader.
-    return body.getReader();
-  }
-  let buffer = bufferOf(opts.firstBytes ?? READ_BUFFER_BYTES);
-  return {
-    async read() {
-      const result = await byob.read(new Uint8Array(buffer));
-      const value = result.value;
-      if (value) {
-        buffer = value.buffer as ArrayBuffer;
-        // The previous chunk is the caller's until its next read, so a grown buffer is a new one.
-        if (value.byteLength === buffer.byteLength && buffer.byteLength < READ_BUFFER_BYTES) {
-          buffer = bufferOf(buffer.byteLength * 2);
-        }
-      }
-      return result as ReadableStreamReadResult<T>;
+export class BodyReader<T> {
+  readonly #signal: AbortSignal;
+  readonly #byob: ReadableStreamBYOBReader | null = null;
+  readonly #plain: ReadableStreamDefaultReader<T> | null = null;
+  readonly #owner: BodyOwner;
+  #buffer: ArrayBuffer | null = null;
+  #closed = false;
+  /** Read to its end. */
+  #done = false;
+
+  constructor(
+    body: ReadableStream<T>,
+    opts: {
+      signal: AbortSignal;
+      owner: BodyOwner;
+      reuse?: boolean;
+      firstBytes?: number;
     },
-    cancel: (reason) => byob.cancel(reason),
-    release: () => spare(buffer),
-  };
+  ) {
+    this.#signal = opts.signal;
+    this.#owner = opts.owner;
+    if (opts.reuse) {
+      try {
+        this.#byob = (body as unknown as ReadableStream<Uint8Array>).getReader({ mode: "byob" });
+        this.#buffer = bufferOf(opts.firstBytes ?? READ_BUFFER_BYTES);
+      } catch {
+        // Not a byte stream (a test's fetch): read it with a default reader.
+      }
+    }
+    if (!this.#byob) this.#plain = body.getReader();
+    opts.signal.addEventListener("abort", this, { once: true });
+  }
+
+  /** The stop: cancels the pending read (an EventListener object, so no closure per body). */
+  handleEvent(): void {
+    this.#cancel();
+  }
+
+  async next(): Promise<T | undefined> {
+    const signal = this.#signal;
+    if (signal.aborted) throw signal.reason;
+    const byob = this.#byob;
+    if (!byob) {
+      const { done, value } = await this.#plain!.read();
+      if (signal.aborted) throw signal.reason;
+      if (done) this.#ended();
+      return done ? undefined : value;
+    }
+    const { done, value } = await byob.read(new Uint8Array(this.#buffer!));
+    if (signal.aborted) throw signal.reason;
+    if (value) {
+      let buffer = value.buffer as ArrayBuffer;
+      // The previous chunk is the caller's until its next read, so a grown buffer is a new one.
+      if (value.byteLength === buffer.byteLength && buffer.byteLength < READ_BUFFER_BYTES) {
+        buffer = bufferOf(buffer.byteLength * 2);
+      }
+      this.#buffer = buffer;
+    }
+    if (done) this.#ended();
+    return done ? undefined : value as T;
+  }
+
+  /** The body was read to its end: its connection has nothing left to cancel. */
+  #ended(): void {
+    if (this.#done) return;
+    this.#done = true;
+    this.#owner.bodyEnded();
+  }
+
+  close(): void {
+    this.#signal.removeEventListener("abort", this);
+    this.#cancel();
+    // The caller holds no chunk any more: the buffer may serve another body.
+    if (this.#buffer) spare(this.#buffer);
+    this.#buffer = null;
+  }
+
+  #cancel(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    const owner = this.#owner;
+    // A body read to its end is closed already: no cancel (and its promises) to wait for.
+    if (this.#done) return owner.bodyClosed();
+    const reader = this.#byob ?? this.#plain!;
+    void reader.cancel(this.#signal.reason).catch(() => {}).finally(() => owner.bodyClosed());
+  }
 }

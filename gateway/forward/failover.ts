@@ -52,6 +52,9 @@ export async function runCandidates(
 ): Promise<GatewayError | null> {
   const { plan, skipped } = planFor(req, opts.deps);
   const race = HedgeRace.for(req, { deps: opts.deps, plan });
+  // Returned, not awaited, when there is no race to settle: this frame then does not stay
+  // suspended for a stream's whole life (a held stream's heap, docs/benchmarks.md).
+  if (!race) return tryInOrder(req, { ...opts, plan, skipped, race });
   try {
     return await tryInOrder(req, { ...opts, plan, skipped, race });
   } finally {
@@ -177,56 +180,59 @@ function planFor(
  * One candidate, retried while the verdict says `retry` and retries last
  * (`retryWait`). Each hop's end is settled here, the one place (settle.ts), a crashed hop's
  * too. It never throws: the candidate's work in a hedge race's lane is this, and a crash
- * outside any hop (nothing to settle) ends the request as the loop's own failure.
+ * outside any hop (nothing to settle) ends the request as the loop's own failure. One function,
+ * not three nested: a held stream keeps each suspended frame for its whole life.
  */
 async function tryCandidate(
   req: ForwardRequest,
   opts: CandidateOpts,
 ): Promise<Outcome> {
   try {
-    return await candidateHops(req, opts);
+    const { target, deps, lane } = opts;
+    const signal = lane?.signal ?? req.live.signal;
+    const stopped = () => stopReason(req.live.signal) ?? stopReason(signal);
+    const retries = deps.config.failover.retries_per_candidate;
+    let release: (() => void) | null = opts.release;
+    for (let retry = 0;; retry++) {
+      if (!release) {
+        release = await takeSlot(target, { req, deps, wait: true, signal });
+        if (!release) {
+          return { step: "stop", error: stopped() ?? slotsFull(deps), resumable: false };
+        }
+      }
+      if (opts.tried.at(-1) !== target.upstream.id) opts.tried.push(target.upstream.id);
+      const hop = new Hop(req, {
+        target,
+        deps,
+        release,
+        signal,
+        gate: lane ?? undefined,
+        probe: opts.probe ?? undefined,
+      });
+      release = null;
+      // A retry still to come could answer too: until then this hop is not the last word.
+      const isLast = opts.isLast && retry >= retries;
+      // What the hop throws is read as how it ended (hop_ending.ts).
+      let ending: HopEnding;
+      try {
+        ending = await opts.runHop(hop, { isLast });
+      } catch (err) {
+        ending = hop.endingOf(err);
+      }
+      const settled = settle(hop, closeHop(hop, ending));
+      opts.onSettled?.(hop, settled);
+      if (settled.step !== "retry") return settled;
+      const wait = retryWait(retry, { retries, retryAfterSecs: settled.error.retryAfterSecs });
+      if (wait === null) return { ...settled, step: "next" };
+      try {
+        await deps.clock.sleep(wait * 1000, signal);
+      } catch {
+        return { step: "stop", error: stopped() ?? settled.error, resumable: false };
+      }
+    }
   } catch (err) {
     opts.deps.log.event("gateway.internal_error", { error: String(err) });
     return { step: "stop", error: GatewayError.from(err), resumable: false };
-  }
-}
-
-async function candidateHops(
-  req: ForwardRequest,
-  opts: CandidateOpts,
-): Promise<Outcome> {
-  const { target, deps, lane } = opts;
-  const signal = lane?.signal ?? req.live.signal;
-  const stopped = () => stopReason(req.live.signal) ?? stopReason(signal);
-  const retries = deps.config.failover.retries_per_candidate;
-  let release: (() => void) | null = opts.release;
-  for (let retry = 0;; retry++) {
-    if (!release) {
-      release = await takeSlot(target, { req, deps, wait: true, signal });
-      if (!release) return { step: "stop", error: stopped() ?? slotsFull(deps), resumable: false };
-    }
-    if (opts.tried.at(-1) !== target.upstream.id) opts.tried.push(target.upstream.id);
-    const hop = new Hop(req, {
-      target,
-      deps,
-      release,
-      signal,
-      gate: lane ?? undefined,
-      probe: opts.probe ?? undefined,
-    });
-    release = null;
-    // A retry still to come could answer too: until then this hop is not the last word.
-    const isLast = opts.isLast && retry >= retries;
-    const settled = settle(hop, await endHop(hop, () => opts.runHop(hop, { isLast })));
-    opts.onSettled?.(hop, settled);
-    if (settled.step !== "retry") return settled;
-    const wait = retryWait(retry, { retries, retryAfterSecs: settled.error.retryAfterSecs });
-    if (wait === null) return { ...settled, step: "next" };
-    try {
-      await deps.clock.sleep(wait * 1000, signal);
-    } catch {
-      return { step: "stop", error: stopped() ?? settled.error, resumable: false };
-    }
   }
 }
 
@@ -242,17 +248,11 @@ interface CandidateOpts extends LoopOpts {
 }
 
 /**
- * Runs a hop to its ending: what it throws is read as how it ended (hop_ending.ts), and a crash
- * of the gateway's own as it closes is the gateway's fault (verdict `gateway_fault`), so even a
- * crashed hop, in a hedge race's lane or not, goes to settle like any other.
+ * Closes a hop that has ended: a crash of the gateway's own as it closes is the gateway's fault
+ * (verdict `gateway_fault`), so even a crashed hop, in a hedge race's lane or not, goes to
+ * settle like any other.
  */
-async function endHop(hop: Hop, run: () => Promise<HopEnding>): Promise<HopEnding> {
-  let ending: HopEnding;
-  try {
-    ending = await run();
-  } catch (err) {
-    ending = hop.endingOf(err);
-  }
+function closeHop(hop: Hop, ending: HopEnding): HopEnding {
   try {
     hop.close();
   } catch (err) {

@@ -8,7 +8,7 @@ import type { Clock } from "../runtime/clock.ts";
 import type { ClientRequestContext, UpstreamAdapter } from "../formats/format.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
 import { IdleTimer } from "./idle_timer.ts";
-import { type ChunkReader, reusingReader } from "./body_reader.ts";
+import { BodyReader } from "./body_reader.ts";
 import { startFirstContentTimer } from "./first_content_timer.ts";
 import type { Attempt, LiveRequest } from "../live/live_request.ts";
 import type { Logger } from "../runtime/logger.ts";
@@ -80,6 +80,8 @@ export class Hop {
   #cancel: CancelTimer;
   #unlink: () => void;
   #stopFirstContent: () => void;
+  /** Answers received whose bodies were not read to their end: a finished hop aborts for them. */
+  #unread = 0;
 
   constructor(
     readonly req: ForwardRequest,
@@ -217,6 +219,7 @@ export class Hop {
       throw err;
     }
     this.attempt.headers(res.status);
+    if (res.body) this.#unread++;
     return res;
   }
 
@@ -231,41 +234,32 @@ export class Hop {
   }
 
   /**
-   * Reads an upstream body until it ends or the hop is stopped. The stop
-   * cancels the read itself, not only the fetch: under load the runtime was
-   * seen to keep an aborted fetch's body open, and the request then waited on
-   * it for ever. A stopped read throws the stop's reason. `next` answers
-   * undefined at the end; `close` (always, in a `finally`) lets the body go.
-   * A plain loop, not an async generator: a generator costs promises per
-   * chunk on the hottest path there is (docs/benchmarks.md).
+   * Reads an upstream body until it ends or the hop is stopped (body_reader.ts). The stop
+   * cancels the read itself, not only the fetch: under load the runtime was seen to keep an
+   * aborted fetch's body open, and the request then waited on it for ever. A stopped read
+   * throws the stop's reason. `next` answers undefined at the end; `close` (always, in a
+   * `finally`) lets the body go. A plain loop, not an async generator: a generator costs
+   * promises per chunk on the hottest path there is (docs/benchmarks.md).
    */
   reader<T>(
     body: ReadableStream<T>,
     opts: { reuse?: boolean; firstBytes?: number } = {},
   ): HopReader<T> {
-    const { signal } = this.controller;
-    // `reuse`: each chunk is valid only until the next is asked for (see reusingReader).
-    const reader: ChunkReader<T> = opts.reuse ? reusingReader(body, opts) : body.getReader();
-    let closed = false;
-    const cancel = () => {
-      if (closed) return;
-      closed = true;
-      void reader.cancel(signal.reason).catch(() => {}).finally(() => this.#cancel.closed());
-    };
-    signal.addEventListener("abort", cancel, { once: true });
-    return {
-      async next() {
-        if (signal.aborted) throw signal.reason;
-        const { done, value } = await reader.read();
-        if (signal.aborted) throw signal.reason;
-        return done ? undefined : value;
-      },
-      close() {
-        signal.removeEventListener("abort", cancel);
-        cancel();
-        reader.release?.();
-      },
-    };
+    return new BodyReader(body, {
+      ...opts,
+      signal: this.controller.signal,
+      owner: this,
+    });
+  }
+
+  /** A body of this hop's is let go (body_reader.ts): the cancel timer's end (cancel_timer.ts). */
+  bodyClosed(): void {
+    this.#cancel.closed();
+  }
+
+  /** A body of this hop's was read to its end (body_reader.ts). */
+  bodyEnded(): void {
+    this.#unread--;
   }
 
   /** `reader` as an async iterable, where a chunk's cost does not matter (an error body). */
@@ -312,6 +306,8 @@ export class Hop {
     this.#stopFirstContent();
     this.#unlink();
     this.opts.release();
-    if (!this.controller.signal.aborted) this.controller.abort(HOP_DONE);
+    // A hop whose every answer was read to its end holds no connection: an abort would only
+    // cost its event (docs/benchmarks.md "Held stream and per-read objects").
+    if (!this.controller.signal.aborted && this.#unread > 0) this.controller.abort(HOP_DONE);
   }
 }

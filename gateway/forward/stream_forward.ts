@@ -71,9 +71,13 @@ export function forwardStream(
   return { response: channel.response, done };
 }
 
-/** One hop of a streamed answer: its status, or its stream through a pump (stream_pump.ts). */
+/**
+ * One hop of a streamed answer: its status, or its stream through a pump (stream_pump.ts). The
+ * pump's promise is returned, not awaited: this frame then does not stay suspended for the
+ * stream's whole life (a held stream's heap, docs/benchmarks.md).
+ */
 async function streamHop(hop: Hop, opts: PumpOpts): Promise<HopEnding> {
   const res = await hop.send();
   if (!res.ok || !res.body) return await hop.failedStatus(res);
-  return await new StreamPump(hop, opts).run(res.body);
+  return new StreamPump(hop, opts).run(res.body);
 }

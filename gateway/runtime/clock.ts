@@ -1,3 +1,5 @@
+import { type TimerHost, TimerQueue } from "./timer_queue.ts";
+
 /**
  * The one place the gateway waits and reads the time (docs/architecture.md "Time"). Every
  * component is handed a `Clock`: the system clock when served, a virtual clock in tests
@@ -25,6 +27,13 @@ export interface Clock {
   elapsed(since: number, until?: number): number;
 }
 
+/** The runtime's timers, behind the system clocks' queues; monotonic time for their deadlines. */
+const RUNTIME_TIMERS: TimerHost<ReturnType<typeof setTimeout>> = {
+  now: () => performance.now(),
+  arm: (ms, fire) => setTimeout(fire, ms),
+  disarm: (handle) => clearTimeout(handle),
+};
+
 /**
  * The system clock. `scale` is `PULSEGATE_TIME_SCALE`, kept for black-box suites and operators
  * who run a whole process faster (SPEC §2): each clock millisecond lasts `scale` real ones. It is
@@ -33,24 +42,31 @@ export interface Clock {
 export function systemClock(scale = 1): Clock {
   if (!(scale > 0)) throw new RangeError(`time scale must be positive, got ${scale}`);
   const real = (ms: number) => Math.max(0, ms * scale);
+  // One runtime timer for all of this clock's (timer_queue.ts).
+  const timers = new TimerQueue(RUNTIME_TIMERS);
   return {
     now: () => Date.now(),
     after(ms, fn, opts) {
-      const id = setTimeout(fn, real(ms));
-      if (opts?.unref) Deno.unrefTimer(id);
-      return () => clearTimeout(id);
+      if (opts?.unref) {
+        // Rare (a log line's quiet period): its own runtime timer, which alone can be unref'd.
+        const id = setTimeout(fn, real(ms));
+        Deno.unrefTimer(id);
+        return () => clearTimeout(id);
+      }
+      const entry = timers.add(real(ms), fn);
+      return () => timers.remove(entry);
     },
     sleep(ms, signal) {
       return new Promise((resolve, reject) => {
         if (signal?.aborted) return reject(signal.reason);
         const onAbort = () => {
-          clearTimeout(id);
+          timers.remove(entry);
           reject(signal?.reason);
         };
-        const id = setTimeout(() => {
+        const entry = timers.add(real(ms), () => {
           signal?.removeEventListener("abort", onAbort);
           resolve();
-        }, real(ms));
+        });
         signal?.addEventListener("abort", onAbort, { once: true });
       });
     },

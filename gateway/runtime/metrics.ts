@@ -4,19 +4,42 @@ type Labels = Record<string, string>;
 
 const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
-const labelKeys = new Map<string, string>();
+/** One step of the rendered label sets' cache: after a label's name and value, the next label's. */
+interface LabelNode {
+  key: string | undefined;
+  next: Map<string, Map<string, LabelNode>> | undefined;
+}
 
-/** Rendered label sets, cached: the same few sets are counted on every request. */
+const LABEL_ROOT: LabelNode = { key: undefined, next: undefined };
+/** Bounds the cache: a label with unbounded values (a key id) must not grow it for ever. */
+const MAX_LABEL_NODES = 40_000;
+let labelNodes = 0;
+
+/**
+ * Rendered label sets, cached: the same few sets are counted on every request. Looked up by
+ * each name and value in turn, so a lookup builds no string (a joined id per call was about
+ * 1 KiB of garbage per request: docs/benchmarks.md "Held stream and per-read objects").
+ */
 function labelKey(labels: Labels): string {
-  // One pass, no arrays: this runs several times per request.
-  let id = "";
-  for (const name in labels) id += `${name}\u0000${labels[name]}\u0001`;
-  let key = labelKeys.get(id);
-  if (key === undefined) {
-    key = renderLabels(labels);
-    if (labelKeys.size < 10_000) labelKeys.set(id, key);
+  let node = LABEL_ROOT;
+  for (const name in labels) {
+    const value = labels[name]!;
+    const byName = node.next ??= new Map();
+    let byValue = byName.get(name);
+    if (byValue === undefined) {
+      if (labelNodes >= MAX_LABEL_NODES) return renderLabels(labels);
+      byName.set(name, byValue = new Map());
+      labelNodes++;
+    }
+    let child = byValue.get(value);
+    if (child === undefined) {
+      if (labelNodes >= MAX_LABEL_NODES) return renderLabels(labels);
+      byValue.set(value, child = { key: undefined, next: undefined });
+      labelNodes++;
+    }
+    node = child;
   }
-  return key;
+  return node.key ??= renderLabels(labels);
 }
 
 function renderLabels(labels: Labels): string {

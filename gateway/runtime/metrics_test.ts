@@ -60,3 +60,21 @@ Deno.test("counters: label values are escaped, and sets that differ by name or v
     0,
   );
 });
+
+Deno.test("label sets are told apart by each name and value, whatever characters a value holds", () => {
+  const m = new Metrics();
+  // A value that spells another set's names and values: its own series all the same.
+  m.tokens.inc({ upstream: "x", direction: "input" }, 1);
+  m.tokens.inc({ upstream: "x\u0001direction\u0000input" }, 5);
+  assert.equal(m.tokens.get({ upstream: "x", direction: "input" }), 1);
+  assert.equal(m.tokens.get({ upstream: "x\u0001direction\u0000input" }), 5);
+});
+
+Deno.test("label sets past the cache's bound are still counted apart and rendered", () => {
+  const m = new Metrics();
+  for (let i = 0; i < 50_000; i++) m.keyInFlight.inc({ key: `k${i}` }, 1);
+  m.keyInFlight.inc({ key: "k49999" }, 1);
+  assert.equal(m.keyInFlight.get({ key: "k49999" }), 2);
+  assert.equal(m.keyInFlight.get({ key: "k0" }), 1);
+  assert.match(m.render(), /key="k49999"\} 2/);
+});
