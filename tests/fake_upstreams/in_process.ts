@@ -5,7 +5,14 @@
  * scripts 300 000 ms of silence and runs in microseconds (tests/virtual_gateway.ts).
  */
 import type { Clock } from "../../gateway/runtime/clock.ts";
-import type { Call, FakeUpstream, Handler, Script, Step } from "./server.ts";
+import {
+  type Call,
+  type FakeUpstream,
+  type Handler,
+  openCall,
+  type Script,
+  type Step,
+} from "./server.ts";
 
 const encoder = new TextEncoder();
 
@@ -48,7 +55,7 @@ function fakeUpstream(
   const calls: Call[] = [];
   const queue: Script[] = [];
   const closing = new AbortController();
-  let open = 0;
+  const count = { open: 0 };
   let handler: Handler = () => ({ status: 500, body: [{ send: "no script" }] });
   const close = () => {
     closing.abort();
@@ -60,35 +67,12 @@ function fakeUpstream(
     enqueue: (...scripts) => queue.push(...scripts),
     setHandler: (h) => (handler = h),
     get openConnections() {
-      return open;
+      return count.open;
     },
     close,
     [Symbol.asyncDispose]: close,
     async answer(req) {
-      const text = await req.text();
-      let json: unknown = undefined;
-      try {
-        json = JSON.parse(text);
-      } catch { /* not JSON: kept as text */ }
-      let resolve!: (how: "cancelled" | "ended") => void;
-      const closed = new Promise<"cancelled" | "ended">((r) => (resolve = r));
-      open++;
-      let settled = false;
-      const settle = (how: "cancelled" | "ended") => {
-        if (settled) return;
-        settled = true;
-        open--;
-        resolve(how);
-      };
-      const target = new URL(req.url);
-      const call: Call = {
-        path: target.pathname + target.search,
-        method: req.method,
-        headers: req.headers,
-        body: text,
-        json,
-        closed,
-      };
+      const { call, settle } = await openCall(req, count);
       calls.push(call);
       let script: Script;
       try {

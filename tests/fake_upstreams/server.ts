@@ -50,32 +50,10 @@ export function startFakeUpstream(opts: { fallback?: Handler } = {}): FakeUpstre
   const calls: Call[] = [];
   const queue: Script[] = [];
   const closing = new AbortController();
-  let open = 0;
+  const count = { open: 0 };
   let handler: Handler = opts.fallback ?? (() => ({ status: 500, body: [{ send: "no script" }] }));
   const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async (req) => {
-    const text = await req.text();
-    let json: unknown = undefined;
-    try {
-      json = JSON.parse(text);
-    } catch { /* not JSON: kept as text */ }
-    let resolve!: (how: "cancelled" | "ended") => void;
-    const closed = new Promise<"cancelled" | "ended">((r) => (resolve = r));
-    open++;
-    let settled = false;
-    const settle = (how: "cancelled" | "ended") => {
-      if (settled) return;
-      settled = true;
-      open--;
-      resolve(how);
-    };
-    const call: Call = {
-      path: new URL(req.url).pathname + new URL(req.url).search,
-      method: req.method,
-      headers: req.headers,
-      body: text,
-      json,
-      closed,
-    };
+    const { call, settle } = await openCall(req, count);
     calls.push(call);
     const script = queue.shift() ?? (await handler(call));
     if (script.headerDelay === "never") {
@@ -105,7 +83,7 @@ export function startFakeUpstream(opts: { fallback?: Handler } = {}): FakeUpstre
     enqueue: (...scripts) => queue.push(...scripts),
     setHandler: (h) => (handler = h),
     get openConnections() {
-      return open;
+      return count.open;
     },
     close,
     [Symbol.asyncDispose]: close,
@@ -177,4 +155,40 @@ export function sseSteps(blocks: string[], opts: { gap?: number } = {}): Step[] 
     b,
     i,
   ) => (i && opts.gap ? [{ wait: opts.gap }, { send: b }] : [{ send: b }]));
+}
+
+/**
+ * A call as a fake upstream sees it, counted in `count.open` until `settle` ends it (the body
+ * ended, or the caller went away); `call.closed` says which. Shared by the socket fakes here and
+ * the in-process ones (in_process.ts).
+ */
+export async function openCall(
+  req: Request,
+  count: { open: number },
+): Promise<{ call: Call; settle: (how: "cancelled" | "ended") => void }> {
+  const text = await req.text();
+  let json: unknown = undefined;
+  try {
+    json = JSON.parse(text);
+  } catch { /* not JSON: kept as text */ }
+  let resolve!: (how: "cancelled" | "ended") => void;
+  const closed = new Promise<"cancelled" | "ended">((r) => (resolve = r));
+  count.open++;
+  let settled = false;
+  const settle = (how: "cancelled" | "ended") => {
+    if (settled) return;
+    settled = true;
+    count.open--;
+    resolve(how);
+  };
+  const target = new URL(req.url);
+  const call: Call = {
+    path: target.pathname + target.search,
+    method: req.method,
+    headers: req.headers,
+    body: text,
+    json,
+    closed,
+  };
+  return { call, settle };
 }
