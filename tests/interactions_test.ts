@@ -530,7 +530,7 @@ function steppingClock(): Clock {
     now: () => t++,
     after: () => () => {},
     sleep: () => Promise.resolve(),
-    deadline: (ms) => t + ms,
+    deadline: (ms, from = t) => from + ms,
     elapsed: (since, until = t) => until - since,
   };
 }

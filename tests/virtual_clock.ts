@@ -50,7 +50,7 @@ export class VirtualClock implements Clock {
       signal?.addEventListener("abort", onAbort, { once: true });
     });
 
-  deadline = (ms: number): number => this.#now + ms;
+  deadline = (ms: number, from = this.#now): number => from + ms;
 
   elapsed = (since: number, until = this.#now): number => until - since;
 

@@ -143,7 +143,7 @@ export class Fences {
       ...init,
       instanceId: this.deps.instanceId,
       createdAt: now,
-      expiresAt: this.deps.clock.deadline(secs * 1000),
+      expiresAt: this.deps.clock.deadline(secs * 1000, now),
       liftedAt: null,
     };
     this.set.put(fence, now);
@@ -194,11 +194,17 @@ export class Fences {
     }
   }
 
+  /** The span of `now()` values `ms` of clock time covers. */
+  #span(ms: number): number {
+    const now = this.deps.clock.now();
+    return this.deps.clock.deadline(ms, now) - now;
+  }
+
   #bounds(): FenceBounds {
     return {
       perKey: this.deps.bounds?.perKey ?? MAX_FENCES_PER_KEY,
       total: this.deps.bounds?.total ?? MAX_FENCES,
-      retainMs: this.deps.clock.deadline(FENCE_RETAIN_MS) - this.deps.clock.now(),
+      retainMs: this.#span(FENCE_RETAIN_MS),
     };
   }
 

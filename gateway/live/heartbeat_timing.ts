@@ -10,5 +10,6 @@ const STALE_AFTER_BEATS = 3;
  * covers (what the instances table's timestamps are compared with).
  */
 export function staleAfterMs(clock: Clock): number {
-  return clock.deadline(HEARTBEAT_MS * STALE_AFTER_BEATS) - clock.now();
+  const now = clock.now();
+  return clock.deadline(HEARTBEAT_MS * STALE_AFTER_BEATS, now) - now;
 }

@@ -19,7 +19,7 @@ Deno.test("heartbeat: the stale span is asked of the clock, not computed in ms b
     now: () => 1_000,
     after: () => () => {},
     sleep: () => Promise.resolve(),
-    deadline: (ms) => 1_000 + ms / 2,
+    deadline: (ms, from = 1_000) => from + ms / 2,
     elapsed: (since, until = 1_000) => (until - since) * 2,
   };
   assert.equal(staleAfterMs(twice), 15_000);

@@ -24,7 +24,7 @@ function movableClock(at: { now: number }): Clock {
     now: () => at.now,
     after: () => () => {},
     sleep: () => Promise.resolve(),
-    deadline: (ms) => at.now + ms,
+    deadline: (ms, from = at.now) => from + ms,
     elapsed: (since, until = at.now) => until - since,
   };
 }

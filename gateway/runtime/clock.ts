@@ -21,8 +21,8 @@ export interface Clock {
   after(ms: number, fn: () => void, opts?: { unref?: boolean }): () => void;
   /** Resolves after `ms` of clock time; rejects with the signal's reason when aborted. */
   sleep(ms: number, signal?: AbortSignal): Promise<void>;
-  /** The `now()` value at which `ms` of clock time will have passed. */
-  deadline(ms: number): number;
+  /** The `now()` value at which `ms` of clock time will have passed since `from` (default now). */
+  deadline(ms: number, from?: number): number;
   /** Clock milliseconds between two `now()` values (`until` defaults to now). */
   elapsed(since: number, until?: number): number;
 }
@@ -70,7 +70,7 @@ export function systemClock(scale = 1): Clock {
         signal?.addEventListener("abort", onAbort, { once: true });
       });
     },
-    deadline: (ms) => Date.now() + ms * scale,
+    deadline: (ms, from = Date.now()) => from + ms * scale,
     elapsed: (since, until = Date.now()) => (until - since) / scale,
   };
 }
