@@ -17,7 +17,7 @@ import { contentThenSilence } from "./fake_upstreams/openai_chat_script.ts";
 import { startFakeUpstream } from "./fake_upstreams/server.ts";
 import { browserTest, launchChromium } from "./browser_child.ts";
 import { freePort, postJson } from "./harness.ts";
-import { type SpawnedGateway, spawnGateway } from "./spawn_gateway.ts";
+import { type SpawnedGateway, spawnGateway, startHungPeer } from "./spawn_gateway.ts";
 
 const WAIT = { timeout: 15_000 };
 const TOKEN = "fleet-admin";
@@ -103,13 +103,7 @@ browserTest(import.meta.url, {
   sanitizeResources: false,
   async fn(t) {
     const up = startFakeUpstream({ fallback: () => contentThenSilence("partial") });
-    const hung = Deno.serve(
-      { hostname: "127.0.0.1", port: 0, onListen() {} },
-      (req) =>
-        new Promise<Response>((resolve) => {
-          req.signal.addEventListener("abort", () => resolve(new Response(null, { status: 499 })));
-        }),
-    );
+    const hung = startHungPeer();
     const dir = await Deno.makeTempDir({ prefix: "pulsegate-fleet-browser-" });
     const config = `${dir}/config.json`;
     await Deno.writeTextFile(

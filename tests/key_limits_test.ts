@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { ConfigInput } from "../gateway/config/schema.ts";
+import { ADMIN_TOKEN, config, ENV } from "./fixtures/key_limits_config.ts";
 import { chatStream, chatWhole } from "./fake_upstreams/openai_chat_script.ts";
 import { eventually, postJson, type TestGateway, withGateway } from "./harness.ts";
 
@@ -8,35 +8,6 @@ import { eventually, postJson, type TestGateway, withGateway } from "./harness.t
  * real worker thread beside a real gateway. The limits themselves are tested in virtual time
  * (tests/virtual/key_limits_test.ts).
  */
-
-const ENV = {
-  PULSEGATE_KEY_OAI: "sk-oai",
-  PULSEGATE_KEY_ANT: "sk-ant",
-  PULSEGATE_KEY_GEM: "sk-gem",
-  PULSEGATE_KEY_TPM: "sk-tpm",
-  PULSEGATE_KEY_BUDGET: "sk-budget",
-};
-const ADMIN_TOKEN = "cost-admin";
-
-function config(url: string): ConfigInput {
-  return {
-    upstreams: [{
-      id: "up1",
-      kind: "openai-chat",
-      base_url: url,
-      // 10 USD per million input tokens, 20 per million output.
-      prices: { "model-1": { input: 10, output: 20, cached_input: 1 } },
-    }],
-    routes: [{ model: "smart", candidates: [{ upstream: "up1", model: "model-1" }] }],
-    keys: [
-      { id: "oai", key_env: "PULSEGATE_KEY_OAI", rpm: 2 },
-      { id: "ant", key_env: "PULSEGATE_KEY_ANT", rpm: 2 },
-      { id: "gem", key_env: "PULSEGATE_KEY_GEM", rpm: 2 },
-      { id: "tpm", key_env: "PULSEGATE_KEY_TPM", tpm: 50 },
-      { id: "budget", key_env: "PULSEGATE_KEY_BUDGET", budget: { usd: 3, period: "day" } },
-    ],
-  };
-}
 
 function withLimits(
   run: (gw: TestGateway, calls: () => number) => Promise<void>,

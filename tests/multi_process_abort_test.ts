@@ -9,7 +9,7 @@ import {
 import { freePort, postJson } from "./harness.ts";
 import { chatStream, headersNever } from "./fake_upstreams/openai_chat_script.ts";
 import { type Call, startFakeUpstream } from "./fake_upstreams/server.ts";
-import { spawnGateway } from "./spawn_gateway.ts";
+import { spawnGateway, startHungPeer } from "./spawn_gateway.ts";
 
 /**
  * docs/design.md "Abort and disconnect"/§11 as an operator meets it: two gateway processes on one database file, at the real
@@ -88,13 +88,7 @@ Deno.test("two gateway processes: an abort at either stops a request from its fi
       return json.messages[0]?.content === "silent" ? headersNever : SLOW;
     },
   });
-  const hung = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, onListen() {} },
-    (req) =>
-      new Promise<Response>((resolve) => {
-        req.signal.addEventListener("abort", () => resolve(new Response(null, { status: 499 })));
-      }),
-  );
+  const hung = startHungPeer();
   const dir = await Deno.makeTempDir({ prefix: "pulsegate-multi-proc-" });
   const config = `${dir}/config.json`;
   await Deno.writeTextFile(

@@ -62,3 +62,18 @@ export async function untilListening(
     }
   }
 }
+
+/**
+ * A peer that never answers (an instance hung, or a host gone quiet): each call is held until
+ * its caller gives up. Registered in the instances table, it shows what a bounded wait on a peer
+ * does.
+ */
+export function startHungPeer(): Deno.HttpServer<Deno.NetAddr> {
+  return Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    (req) =>
+      new Promise<Response>((resolve) => {
+        req.signal.addEventListener("abort", () => resolve(new Response(null, { status: 499 })));
+      }),
+  );
+}

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import Anthropic from "@anthropic-ai/sdk";
 import { ApiError, GoogleGenAI } from "@google/genai";
 import OpenAI from "openai";
-import type { ConfigInput } from "../../gateway/config/schema.ts";
+import { ADMIN_TOKEN, config, ENV } from "../fixtures/key_limits_config.ts";
 import { chatStream, chatWhole } from "../fake_upstreams/openai_chat_script.ts";
 import { startVirtualGateway, useGlobalFetch, type VirtualGateway } from "../virtual_gateway.ts";
 
@@ -12,35 +12,6 @@ import { startVirtualGateway, useGlobalFetch, type VirtualGateway } from "../vir
  */
 
 const BASE = "http://127.0.0.1";
-
-const ENV = {
-  PULSEGATE_KEY_OAI: "sk-oai",
-  PULSEGATE_KEY_ANT: "sk-ant",
-  PULSEGATE_KEY_GEM: "sk-gem",
-  PULSEGATE_KEY_TPM: "sk-tpm",
-  PULSEGATE_KEY_BUDGET: "sk-budget",
-};
-const ADMIN_TOKEN = "cost-admin";
-
-function config(url: string): ConfigInput {
-  return {
-    upstreams: [{
-      id: "up1",
-      kind: "openai-chat",
-      base_url: url,
-      // 10 USD per million input tokens, 20 per million output.
-      prices: { "model-1": { input: 10, output: 20, cached_input: 1 } },
-    }],
-    routes: [{ model: "smart", candidates: [{ upstream: "up1", model: "model-1" }] }],
-    keys: [
-      { id: "oai", key_env: "PULSEGATE_KEY_OAI", rpm: 2 },
-      { id: "ant", key_env: "PULSEGATE_KEY_ANT", rpm: 2 },
-      { id: "gem", key_env: "PULSEGATE_KEY_GEM", rpm: 2 },
-      { id: "tpm", key_env: "PULSEGATE_KEY_TPM", tpm: 50 },
-      { id: "budget", key_env: "PULSEGATE_KEY_BUDGET", budget: { usd: 3, period: "day" } },
-    ],
-  };
-}
 
 async function withLimits(run: (v: VirtualGateway, calls: () => number) => Promise<void>) {
   await using v = await startVirtualGateway({
