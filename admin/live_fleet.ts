@@ -16,8 +16,7 @@ export const LIVE_PEER_PATH = "/admin/peer/live";
 /**
  * How long a tick waits for the other instances. Real milliseconds, like abort forwarding's bound:
  * a network round trip does not shrink under a time scale. A live peer answers a page in a few
- * milliseconds, and within this even on a host so loaded it is not scheduled for a while; one that
- * has not answered by then is shown as not answering, and the page goes out without it
+ * milliseconds; one that has not answered by then is shown as not answering, and the page goes out without it
  * (docs/admin.md "Live requests").
  */
 export const LIVE_PEER_ANSWER_MS = 1_000;

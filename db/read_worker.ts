@@ -108,7 +108,7 @@ export function readWorkerMain(
   // none is dropped (Deno, as browsers, enables the worker's port once its script has run, not
   // once its promises settle), and the serving thread posts `open` the moment the worker is
   // made. Loading the driver can take several turns of this thread's event loop (a cold module
-  // cache, a busy machine): the messages wait for it here, each answered once it is in, in the
+  // cache): the messages wait for it here, each answered once it is in, in the
   // order they came.
   const driver = load();
   port.onmessage = (event) => {

@@ -42,7 +42,7 @@ async function testFilesIn(dir: URL): Promise<string[]> {
  */
 export const FILE_SECONDS: Readonly<Record<string, number>> = {
   "bench_quick_test.ts": 67,
-  // In virtual time, all cells of a group side by side (2026-12-07, the machine under load 7).
+  // In virtual time, all cells of a group side by side (2026-12-07).
   "virtual/fault_matrix_test.ts": 28,
   "admin_browser_test.ts": 38,
   "type_check_test.ts": 37,

@@ -191,7 +191,7 @@ function sum(values: number[]): number {
 
 /**
  * Waits until the gateways count every stream as running, or nine in ten of them with no new one
- * for 5 s (a stream the loaded machine failed to open is counted in the load job's errors);
+ * for 5 s (a stream that failed to open is counted in the load job's errors);
  * answers the count then.
  */
 async function allRunning(
