@@ -9,7 +9,7 @@ import {
 import type { AbortConfig } from "../config/schema.ts";
 import type { IrRequest } from "../formats/ir.ts";
 import { turnFingerprint } from "../formats/turn_fingerprint.ts";
-import type { Clock } from "../runtime/clock.ts";
+import { type Clock, nowSpan } from "../runtime/clock.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
 import { isRecord } from "../runtime/json.ts";
 import type { Logger } from "../runtime/logger.ts";
@@ -194,17 +194,11 @@ export class Fences {
     }
   }
 
-  /** The span of `now()` values `ms` of clock time covers. */
-  #span(ms: number): number {
-    const now = this.deps.clock.now();
-    return this.deps.clock.deadline(ms, now) - now;
-  }
-
   #bounds(): FenceBounds {
     return {
       perKey: this.deps.bounds?.perKey ?? MAX_FENCES_PER_KEY,
       total: this.deps.bounds?.total ?? MAX_FENCES,
-      retainMs: this.#span(FENCE_RETAIN_MS),
+      retainMs: nowSpan(this.deps.clock, FENCE_RETAIN_MS),
     };
   }
 

@@ -1,4 +1,4 @@
-import type { Clock } from "../runtime/clock.ts";
+import { type Clock, nowSpan } from "../runtime/clock.ts";
 
 /** How often each instance marks itself alive (gateway/start/instance_heartbeat.ts). */
 export const HEARTBEAT_MS = 10_000;
@@ -10,6 +10,5 @@ const STALE_AFTER_BEATS = 3;
  * covers (what the instances table's timestamps are compared with).
  */
 export function staleAfterMs(clock: Clock): number {
-  const now = clock.now();
-  return clock.deadline(HEARTBEAT_MS * STALE_AFTER_BEATS, now) - now;
+  return nowSpan(clock, HEARTBEAT_MS * STALE_AFTER_BEATS);
 }

@@ -76,6 +76,15 @@ export function systemClock(scale = 1): Clock {
 }
 
 /**
+ * The span of `now()` values that `ms` of clock time covers: what a window of clock time is
+ * compared with where timestamps are stored (the instances table, fences kept after they end).
+ */
+export function nowSpan(clock: Clock, ms: number): number {
+  const now = clock.now();
+  return clock.deadline(ms, now) - now;
+}
+
+/**
  * Real time, unscaled, for bounds on the process's own work (a SQLite read, a worker's start, a
  * socket write): a scaled or virtual clock must not shorten those, since the work does not.
  */
