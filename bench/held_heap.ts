@@ -17,6 +17,7 @@ import { benchLayout } from "./machine.ts";
 import { Service } from "./services.ts";
 import { REPO_ROOT, startFake } from "./stack.ts";
 import { gatewayConfig } from "./targets.ts";
+import { heapTally as tally } from "./heap_tally.ts";
 
 function option(name: string, fallback: string): string {
   const at = Deno.args.indexOf(`--${name}`);
@@ -34,34 +35,6 @@ const HELD_MODE = "held-60000-1-10";
 const workDir = await Deno.makeTempDir({ prefix: "pulsegate-held-heap-" });
 const layout = await benchLayout({ cpus: navigator.hardwareConcurrency, logDir: workDir });
 const fake = await startFake(layout);
-
-interface Tally {
-  bytes: number;
-  count: number;
-}
-
-/** Self sizes and counts by "type name" from a V8 heap snapshot file. */
-async function tally(file: string): Promise<Map<string, Tally>> {
-  const snap = JSON.parse(await Deno.readTextFile(file));
-  const fields: string[] = snap.snapshot.meta.node_fields;
-  const types: string[] = snap.snapshot.meta.node_types[0];
-  const width = fields.length;
-  const [typeAt, nameAt, sizeAt] = ["type", "name", "self_size"].map((f) => fields.indexOf(f));
-  const out = new Map<string, Tally>();
-  const nodes: number[] = snap.nodes;
-  for (let i = 0; i < nodes.length; i += width) {
-    const type = types[nodes[i + typeAt!]!]!;
-    const name = type === "object" || type === "closure"
-      ? String(snap.strings[nodes[i + nameAt!]!]).slice(0, 60)
-      : "";
-    const key = `${type} ${name}`.trim();
-    const t = out.get(key) ?? { bytes: 0, count: 0 };
-    t.bytes += nodes[i + sizeAt!]!;
-    t.count++;
-    out.set(key, t);
-  }
-  return out;
-}
 
 async function gateway(name: string, root: string): Promise<Service> {
   const dir = `${workDir}/${name}`;
