@@ -779,7 +779,9 @@ export function renderMarkdown(r: BenchResults): string {
       r.profile === "quick" ? " --quick (a short run: figures are indicative only)" : ""
     } ` +
     `on ${r.startedAt.slice(0, 10)} in ${r.seconds} s; the raw figures are in ` +
-    `[bench/results.json](../bench/results.json). Do not edit by hand: rerun the bench.`,
+    `[bench/results.json](../bench/results.json). Do not edit by hand: rerun the bench. ` +
+    "What each round of work changed, with its same-run A/B figures, is in " +
+    "[performance_log.md](performance_log.md), written by hand.",
     machine(r),
     targets(r),
     beforeAfter(r),

@@ -53,7 +53,7 @@ export interface BodyOwner {
  * One object, one async frame per read, its own abort listener (`handleEvent`): a held stream
  * keeps a pending read suspended for as long as it is quiet, and each layer of it (an async
  * function awaiting another, a closure per listener) was heap per held stream and a promise per
- * chunk (docs/benchmarks.md "Held stream and per-read objects").
+ * chunk (docs/performance_log.md "Held stream and per-read objects").
  */
 export class BodyReader<T> {
   readonly #signal: AbortSignal;

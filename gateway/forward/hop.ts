@@ -307,7 +307,7 @@ export class Hop {
     this.#unlink();
     this.opts.release();
     // A hop whose every answer was read to its end holds no connection: an abort would only
-    // cost its event (docs/benchmarks.md "Held stream and per-read objects").
+    // cost its event (docs/performance_log.md "Held stream and per-read objects").
     if (!this.controller.signal.aborted && this.#unread > 0) this.controller.abort(HOP_DONE);
   }
 }

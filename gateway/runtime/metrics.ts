@@ -18,7 +18,7 @@ let labelNodes = 0;
 /**
  * Rendered label sets, cached: the same few sets are counted on every request. Looked up by
  * each name and value in turn, so a lookup builds no string (a joined id per call was about
- * 1 KiB of garbage per request: docs/benchmarks.md "Held stream and per-read objects").
+ * 1 KiB of garbage per request: docs/performance_log.md "Held stream and per-read objects").
  */
 function labelKey(labels: Labels): string {
   let node = LABEL_ROOT;
