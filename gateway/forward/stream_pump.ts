@@ -62,7 +62,13 @@ export class StreamPump {
     if (decoder) {
       const reader = hop.reader(body, { reuse: true, firstBytes: FIRST_READ_BYTES });
       try {
-        for (let chunk = await reader.next(); chunk; chunk = await reader.next()) {
+        // The body's read awaited here, not through `next`: one async frame fewer per held
+        // stream, and one promise fewer per chunk (body_reader.ts).
+        for (
+          let chunk = reader.took(await reader.read());
+          chunk;
+          chunk = reader.took(await reader.read())
+        ) {
           const ending = this.#take(decoder.push(chunk));
           const waiting = this.#flush();
           if (waiting) await waiting;
