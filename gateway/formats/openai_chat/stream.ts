@@ -3,7 +3,7 @@ import type { GatewayError } from "../../runtime/gateway_error.ts";
 import type { IrEvent } from "../ir.ts";
 import { formatSse } from "../sse_stream.ts";
 import { isRecord, parseJson } from "../../runtime/json.ts";
-import { sseFrameDecoder, type SseReading } from "../sse_frames.ts";
+import { sseFrameDecoder, type SseRead, type SseReading } from "../sse_frames.ts";
 import { type FrameDecoder, frameStream } from "../frame_decoder.ts";
 import { upstreamStatusError } from "../upstream_error.ts";
 import { openAiError } from "./errors.ts";
@@ -16,8 +16,11 @@ export function decodeChatStream(): ReadableWritablePair<UpstreamFrame, Uint8Arr
 }
 
 export function chatFrameDecoder(): FrameDecoder {
-  return sseFrameDecoder((event, json) => readChatEvent(event.data, json), { quick: quickChat });
+  return sseFrameDecoder(readChat, { quick: quickChat });
 }
+
+/** One reader for every stream, not a closure per stream. */
+const readChat: SseRead = (event, json) => readChatEvent(event.data, json);
 
 /**
  * A plain text delta, told from its text: a delta that is only its content (a
