@@ -9,9 +9,12 @@ export const READ_BUFFER_BYTES = 16 * 1024;
 /**
  * Where a streamed body's buffer starts: a held stream (an upstream quiet before its first event)
  * keeps its pending read's buffer for as long as it is held, and thousands may be held at once.
- * A read that fills the buffer doubles it, up to READ_BUFFER_BYTES.
+ * A read that fills the buffer doubles it, up to READ_BUFFER_BYTES. 256 bytes hold a Chat
+ * Completions delta or a keep-alive in one read; a larger first event (an Anthropic
+ * `message_start`) costs a read or two more, once per stream, as the buffer grows
+ * (docs/performance_log.md "One object per held stream").
  */
-export const FIRST_READ_BYTES = 1024;
+export const FIRST_READ_BYTES = 256;
 
 /**
  * Buffers of finished reads, by size, for the next body: a new buffer per request was a share

@@ -78,9 +78,10 @@ async function tryInOrder(
   const chain = { tried, skipped: describeSkipped(skipped) };
   const full: Candidate[] = [];
   let failed: Failed<"next"> | null = null;
-  const overflow = new ContextOverflow();
+  // Made at the first refusal for a larger window: most requests never see one.
+  let overflow: ContextOverflow | null = null;
   for (const [i, target] of plan.entries()) {
-    if (overflow.skips(target)) continue;
+    if (overflow?.skips(target)) continue;
     // Half-open (docs/design.md "Cooldown"): tried only with its one probe; else passed over.
     const claim = target.probe ? await claimProbe(target, { req, deps }) : null;
     // Given back as the loop leaves this candidate, unless a hop took it (probe_hold.ts).
@@ -109,18 +110,23 @@ async function tryInOrder(
       release();
       probe?.end("unsent");
     };
+    // The last candidate, with no race: only the loop's end follows its outcome, so that end is
+    // a reaction on its promise and this frame is not kept suspended for the stream's whole life
+    // (docs/performance_log.md "One object per held stream"). Its probe was sent by `start`,
+    // so leaving the `using` scope now gives nothing back.
+    if (isLast && !race) return start().then((last) => lastEnded(last, { req, chain, deps }));
     const outcome = race ? await race.run(target, { start, release: unused, more }) : await start();
     // Still running, silent past its hedge delay: the next candidate starts beside it.
     if (!outcome) continue;
     if (outcome.step !== "next") return ended(outcome, { req, chain });
     if (stopReason(live.signal)) return stopReason(live.signal)!;
-    if (outcome.onward === "larger_window") overflow.note(target);
+    if (outcome.onward === "larger_window") (overflow ??= new ContextOverflow()).note(target);
     failed = outcome;
   }
   const rest = await race?.drain();
   if (rest && rest.step !== "next") return ended(rest, { req, chain });
   if (rest) failed = rest;
-  const waitable = full.filter((target) => !overflow.skips(target));
+  const waitable = full.filter((target) => !overflow?.skips(target));
   if (waitable.length) {
     const freed = await waitForAny(waitable, { req, deps });
     if (stopReason(live.signal)) return stopReason(live.signal)!;
@@ -131,6 +137,18 @@ async function tryInOrder(
     }
   }
   return failed ? exhausted(failed, { chain, deps }) : slotsFull(deps);
+}
+
+/**
+ * The loop's end after its last candidate (no race, none full): what the loop below would come
+ * to with that outcome as its last.
+ */
+function lastEnded(
+  outcome: Outcome,
+  opts: { req: ForwardRequest; chain: Chain; deps: ForwardDeps },
+): GatewayError | null {
+  if (outcome.step !== "next") return ended(outcome, opts);
+  return stopReason(opts.req.live.signal) ?? exhausted(outcome, opts);
 }
 
 /**
@@ -180,60 +198,103 @@ function planFor(
  * One candidate, retried while the verdict says `retry` and retries last
  * (`retryWait`). Each hop's end is settled here, the one place (settle.ts), a crashed hop's
  * too. It never throws: the candidate's work in a hedge race's lane is this, and a crash
- * outside any hop (nothing to settle) ends the request as the loop's own failure. One function,
- * not three nested: a held stream keeps each suspended frame for its whole life.
+ * outside any hop (nothing to settle) ends the request as the loop's own failure.
  */
-async function tryCandidate(
-  req: ForwardRequest,
-  opts: CandidateOpts,
-): Promise<Outcome> {
+function tryCandidate(req: ForwardRequest, opts: CandidateOpts): Promise<Outcome> {
+  const tries = new CandidateTries(req, opts);
+  let run: Promise<Outcome>;
   try {
-    const { target, deps, lane } = opts;
-    const signal = lane?.signal ?? req.live.signal;
-    const stopped = () => stopReason(req.live.signal) ?? stopReason(signal);
-    const retries = deps.config.failover.retries_per_candidate;
-    let release: (() => void) | null = opts.release;
-    for (let retry = 0;; retry++) {
-      if (!release) {
-        release = await takeSlot(target, { req, deps, wait: true, signal });
-        if (!release) {
-          return { step: "stop", error: stopped() ?? slotsFull(deps), resumable: false };
-        }
-      }
-      if (opts.tried.at(-1) !== target.upstream.id) opts.tried.push(target.upstream.id);
-      const hop = new Hop(req, {
-        target,
-        deps,
-        release,
-        signal,
-        gate: lane ?? undefined,
-        probe: opts.probe ?? undefined,
-      });
-      release = null;
-      // A retry still to come could answer too: until then this hop is not the last word.
-      const isLast = opts.isLast && retry >= retries;
-      // What the hop throws is read as how it ended (hop_ending.ts).
-      let ending: HopEnding;
-      try {
-        ending = await opts.runHop(hop, { isLast });
-      } catch (err) {
-        ending = hop.endingOf(err);
-      }
-      const settled = settle(hop, closeHop(hop, ending));
-      opts.onSettled?.(hop, settled);
-      if (settled.step !== "retry") return settled;
-      const wait = retryWait(retry, { retries, retryAfterSecs: settled.error.retryAfterSecs });
-      if (wait === null) return { ...settled, step: "next" };
-      try {
-        await deps.clock.sleep(wait * 1000, signal);
-      } catch {
-        return { step: "stop", error: stopped() ?? settled.error, resumable: false };
-      }
-    }
+    run = tries.hop(opts.release);
   } catch (err) {
-    opts.deps.log.event("gateway.internal_error", { error: String(err) });
-    return { step: "stop", error: GatewayError.from(err), resumable: false };
+    run = Promise.reject(err);
   }
+  return run.catch(tries.crashed);
+}
+
+/**
+ * A candidate's hops, one after another. Not an async function awaiting each hop: a held
+ * stream would keep that frame suspended for its whole life (its registers alone were ~400 B);
+ * a hop's end is taken by a reaction on the hop's promise instead, and only the wait between
+ * two hops (the backoff, a slot) is an async frame (docs/performance_log.md "One object per
+ * held stream").
+ */
+class CandidateTries {
+  #retry = 0;
+  readonly #signal: AbortSignal;
+  readonly #retries: number;
+
+  constructor(readonly req: ForwardRequest, readonly opts: CandidateOpts) {
+    this.#signal = opts.lane?.signal ?? req.live.signal;
+    this.#retries = opts.deps.config.failover.retries_per_candidate;
+  }
+
+  /** One hop holding `release`'s slot, and what its end comes to. */
+  hop(release: () => void): Promise<Outcome> {
+    const { req, opts } = this;
+    const { target } = opts;
+    if (opts.tried.at(-1) !== target.upstream.id) opts.tried.push(target.upstream.id);
+    const hop = new Hop(req, {
+      target,
+      deps: opts.deps,
+      release,
+      signal: this.#signal,
+      gate: opts.lane ?? undefined,
+      probe: opts.probe ?? undefined,
+    });
+    // A retry still to come could answer too: until then this hop is not the last word.
+    const isLast = opts.isLast && this.#retry >= this.#retries;
+    let running: Promise<HopEnding>;
+    try {
+      running = opts.runHop(hop, { isLast });
+    } catch (err) {
+      running = Promise.reject(err);
+    }
+    // What the hop throws is read as how it ended (hop_ending.ts).
+    return running.then(
+      (ending) => this.#settle(hop, ending),
+      (err) => this.#settle(hop, hop.endingOf(err)),
+    );
+  }
+
+  #settle(hop: Hop, ending: HopEnding): Outcome | Promise<Outcome> {
+    const settled = settle(hop, closeHop(hop, ending));
+    this.opts.onSettled?.(hop, settled);
+    if (settled.step !== "retry") return settled;
+    const wait = retryWait(this.#retry, {
+      retries: this.#retries,
+      retryAfterSecs: settled.error.retryAfterSecs,
+    });
+    if (wait === null) return { ...settled, step: "next" };
+    return this.#again(wait, settled.error);
+  }
+
+  /** The backoff, then a slot, then the next hop (whose promise is returned, not awaited). */
+  async #again(waitSecs: number, error: GatewayError): Promise<Outcome> {
+    const { req, opts } = this;
+    const { deps, target } = opts;
+    const signal = this.#signal;
+    try {
+      await deps.clock.sleep(waitSecs * 1000, signal);
+    } catch {
+      return { step: "stop", error: this.#stopped() ?? error, resumable: false };
+    }
+    this.#retry++;
+    const release = await takeSlot(target, { req, deps, wait: true, signal });
+    if (!release) {
+      return { step: "stop", error: this.#stopped() ?? slotsFull(deps), resumable: false };
+    }
+    return this.hop(release);
+  }
+
+  #stopped(): GatewayError | undefined {
+    return stopReason(this.req.live.signal) ?? stopReason(this.#signal);
+  }
+
+  /** A crash outside any hop: the loop's own failure, logged. */
+  readonly crashed = (err: unknown): Outcome => {
+    this.opts.deps.log.event("gateway.internal_error", { error: String(err) });
+    return { step: "stop", error: GatewayError.from(err), resumable: false };
+  };
 }
 
 interface CandidateOpts extends LoopOpts {

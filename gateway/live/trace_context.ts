@@ -28,30 +28,40 @@ export function parseTraceparent(value: string | null): ParsedTraceparent | null
   return { traceId: traceId!, parentSpanId: parentSpanId!, flags: parseInt(flags!, 16) };
 }
 
-/** Two hex digits per byte value, so an id is built without a `toString` per byte. */
-const HEX = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, "0"));
+/** The character codes of the hex digits. */
+const DIGITS = Array.from("0123456789abcdef", (c) => c.charCodeAt(0));
 /**
  * Random bytes drawn 4 KiB at a time: one `getRandomValues` serves about 170 requests (a
  * trace id and a span id each, and a span per attempt) instead of one call per id.
  */
 const POOL = new Uint8Array(4096);
 let poolAt = POOL.length;
+/** The digits of an id being made, by its byte count: reused, one per size. */
+const CODES = new Map<number, number[]>();
 
+/**
+ * An id of `bytes` random bytes as one flat string, made in one call: appending two digits at a
+ * time made a chain of string pieces (each over 12 characters is a pointer pair, ten for a
+ * trace id) that every live request kept (docs/performance_log.md "One object per held stream").
+ */
 function randomHex(bytes: number): string {
   if (poolAt + bytes > POOL.length) {
     crypto.getRandomValues(POOL);
     poolAt = 0;
   }
-  let hex = "";
+  let codes = CODES.get(bytes);
+  if (!codes) CODES.set(bytes, codes = new Array<number>(bytes * 2).fill(0));
   let zeros = true;
-  for (let i = poolAt; i < poolAt + bytes; i++) {
-    const b = POOL[i]!;
+  for (let i = 0; i < bytes; i++) {
+    const b = POOL[poolAt + i]!;
     if (b !== 0) zeros = false;
-    hex += HEX[b];
+    codes[2 * i] = DIGITS[b >> 4]!;
+    codes[2 * i + 1] = DIGITS[b & 15]!;
   }
   poolAt += bytes;
   // All zeros is the one invalid id; at 2^-64 odds, flip a bit rather than draw again.
-  return zeros ? `${hex.slice(0, -1)}1` : hex;
+  if (zeros) codes[bytes * 2 - 1] = DIGITS[1]!;
+  return String.fromCharCode.apply(null, codes);
 }
 
 export function newSpanId(): string {
