@@ -89,28 +89,39 @@ class StreamRun implements ChannelOwner {
       resume: this.#resume,
     });
 
-  async #run(): Promise<void> {
+  /**
+   * The candidate loop, then the stream's end. Its end is a reaction on the loop's promise, not
+   * an async frame awaiting it, which a held stream would keep suspended for its whole life.
+   */
+  #run(): Promise<void> {
     const { req, deps, channel } = this;
     const runHop = this.#runHop;
     // Only a route that resumes watches its hops: the others hold nothing for it.
     const pass = this.#resume.enabled
       ? new ResumePass(req, { deps, resume: this.#resume, channel })
       : null;
-    let error: GatewayError | null = null;
+    let loop: Promise<GatewayError | null>;
     try {
-      error = await runCandidates(req, { deps, runHop, onSettled: pass?.watch });
-      if (pass) error = await pass.after(error, runHop);
+      loop = runCandidates(req, { deps, runHop, onSettled: pass?.watch });
     } catch (err) {
-      // A bug must still end the client's stream and the row, never an unhandled rejection.
-      error = GatewayError.from(err);
-      deps.log.event("gateway.internal_error", { error: String(err) });
-    } finally {
-      this.#cancelHold?.();
-      this.#cancelHold = null;
-      if (error) await channel.fail(error);
-      // Settled here; the request handler's `finally` writes the row (accept/proxy.ts).
-      req.live.end({ status: error?.status ?? 200, error: error ?? undefined });
+      loop = Promise.reject(err);
     }
+    if (pass) loop = loop.then((error) => pass.after(error, runHop));
+    return loop.then((error) => this.#end(error), (err) => this.#crashed(err));
+  }
+
+  /** A bug must still end the client's stream and the row, never an unhandled rejection. */
+  #crashed(err: unknown): Promise<void> {
+    this.deps.log.event("gateway.internal_error", { error: String(err) });
+    return this.#end(GatewayError.from(err));
+  }
+
+  async #end(error: GatewayError | null): Promise<void> {
+    this.#cancelHold?.();
+    this.#cancelHold = null;
+    if (error) await this.channel.fail(error);
+    // Settled here; the request handler's `finally` writes the row (accept/proxy.ts).
+    this.req.live.end({ status: error?.status ?? 200, error: error ?? undefined });
   }
 }
 
