@@ -46,19 +46,28 @@ interface LoopOpts {
  * on to the next one while it keeps running, and the first to send content
  * wins. Every hop the race started has ended before this returns.
  */
-export async function runCandidates(
+export function runCandidates(
   req: ForwardRequest,
   opts: LoopOpts,
 ): Promise<GatewayError | null> {
   const { plan, skipped } = planFor(req, opts.deps);
   const race = HedgeRace.for(req, { deps: opts.deps, plan });
-  // Returned, not awaited, when there is no race to settle: this frame then does not stay
-  // suspended for a stream's whole life (a held stream's heap, docs/benchmarks.md).
+  // Returned as it is when there is no race to settle: no frame of this function's, nor a
+  // promise of its own, stays for a stream's whole life (a held stream's heap,
+  // docs/performance_log.md "One object per held stream").
   if (!race) return tryInOrder(req, { ...opts, plan, skipped, race });
+  return raced(req, { ...opts, plan, skipped, race });
+}
+
+/** The loop through a hedge race: every hop the race started has ended before it returns. */
+async function raced(
+  req: ForwardRequest,
+  opts: LoopOpts & { plan: Candidate[]; skipped: Map<string, string[]>; race: HedgeRace },
+): Promise<GatewayError | null> {
   try {
-    return await tryInOrder(req, { ...opts, plan, skipped, race });
+    return await tryInOrder(req, opts);
   } finally {
-    await race?.settle();
+    await opts.race.settle();
   }
 }
 
@@ -202,13 +211,11 @@ function planFor(
  */
 function tryCandidate(req: ForwardRequest, opts: CandidateOpts): Promise<Outcome> {
   const tries = new CandidateTries(req, opts);
-  let run: Promise<Outcome>;
   try {
-    run = tries.hop(opts.release);
+    return tries.hop(opts.release);
   } catch (err) {
-    run = Promise.reject(err);
+    return Promise.resolve(tries.crashed(err));
   }
-  return run.catch(tries.crashed);
 }
 
 /**
@@ -216,7 +223,7 @@ function tryCandidate(req: ForwardRequest, opts: CandidateOpts): Promise<Outcome
  * stream would keep that frame suspended for its whole life (its registers alone were ~400 B);
  * a hop's end is taken by a reaction on the hop's promise instead, and only the wait between
  * two hops (the backoff, a slot) is an async frame (docs/performance_log.md "One object per
- * held stream").
+ * held stream"). Nothing here throws: a crash becomes the loop's own failure (`crashed`).
  */
 class CandidateTries {
   #retry = 0;
@@ -249,23 +256,27 @@ class CandidateTries {
     } catch (err) {
       running = Promise.reject(err);
     }
-    // What the hop throws is read as how it ended (hop_ending.ts).
     return running.then(
-      (ending) => this.#settle(hop, ending),
-      (err) => this.#settle(hop, hop.endingOf(err)),
+      (ending) => this.#settle(hop, ending, null),
+      (err: unknown) => this.#settle(hop, null, err),
     );
   }
 
-  #settle(hop: Hop, ending: HopEnding): Outcome | Promise<Outcome> {
-    const settled = settle(hop, closeHop(hop, ending));
-    this.opts.onSettled?.(hop, settled);
-    if (settled.step !== "retry") return settled;
-    const wait = retryWait(this.#retry, {
-      retries: this.#retries,
-      retryAfterSecs: settled.error.retryAfterSecs,
-    });
-    if (wait === null) return { ...settled, step: "next" };
-    return this.#again(wait, settled.error);
+  /** A hop's end, `ending` or what it threw (read as how it ended: hop_ending.ts), settled. */
+  #settle(hop: Hop, ending: HopEnding | null, thrown: unknown): Outcome | Promise<Outcome> {
+    try {
+      const settled = settle(hop, closeHop(hop, ending ?? hop.endingOf(thrown)));
+      this.opts.onSettled?.(hop, settled);
+      if (settled.step !== "retry") return settled;
+      const wait = retryWait(this.#retry, {
+        retries: this.#retries,
+        retryAfterSecs: settled.error.retryAfterSecs,
+      });
+      if (wait === null) return { ...settled, step: "next" };
+      return this.#again(wait, settled.error);
+    } catch (err) {
+      return this.crashed(err);
+    }
   }
 
   /** The backoff, then a slot, then the next hop (whose promise is returned, not awaited). */
@@ -274,16 +285,20 @@ class CandidateTries {
     const { deps, target } = opts;
     const signal = this.#signal;
     try {
-      await deps.clock.sleep(waitSecs * 1000, signal);
-    } catch {
-      return { step: "stop", error: this.#stopped() ?? error, resumable: false };
+      try {
+        await deps.clock.sleep(waitSecs * 1000, signal);
+      } catch {
+        return { step: "stop", error: this.#stopped() ?? error, resumable: false };
+      }
+      this.#retry++;
+      const release = await takeSlot(target, { req, deps, wait: true, signal });
+      if (!release) {
+        return { step: "stop", error: this.#stopped() ?? slotsFull(deps), resumable: false };
+      }
+      return this.hop(release);
+    } catch (err) {
+      return this.crashed(err);
     }
-    this.#retry++;
-    const release = await takeSlot(target, { req, deps, wait: true, signal });
-    if (!release) {
-      return { step: "stop", error: this.#stopped() ?? slotsFull(deps), resumable: false };
-    }
-    return this.hop(release);
   }
 
   #stopped(): GatewayError | undefined {
@@ -291,10 +306,10 @@ class CandidateTries {
   }
 
   /** A crash outside any hop: the loop's own failure, logged. */
-  readonly crashed = (err: unknown): Outcome => {
+  crashed(err: unknown): Outcome {
     this.opts.deps.log.event("gateway.internal_error", { error: String(err) });
     return { step: "stop", error: GatewayError.from(err), resumable: false };
-  };
+  }
 }
 
 interface CandidateOpts extends LoopOpts {
