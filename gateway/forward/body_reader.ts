@@ -9,12 +9,15 @@ export const READ_BUFFER_BYTES = 16 * 1024;
 /**
  * Where a streamed body's buffer starts: a held stream (an upstream quiet before its first event)
  * keeps its pending read's buffer for as long as it is held, and thousands may be held at once.
- * A read that fills the buffer doubles it, up to READ_BUFFER_BYTES. 256 bytes hold a Chat
- * Completions delta or a keep-alive in one read; a larger first event (an Anthropic
- * `message_start`) costs a read or two more, once per stream, as the buffer grows
+ * 256 bytes hold a Chat Completions delta or a keep-alive in one read. A read that fills the
+ * buffer makes it READ_GROWTH times larger, up to READ_BUFFER_BYTES: a burst at the start (a
+ * whole short answer at once) then takes as many reads as it did from 1 KiB doubling
  * (docs/performance_log.md "One object per held stream").
  */
 export const FIRST_READ_BYTES = 256;
+
+/** How much larger a read buffer grows when a read fills it (see FIRST_READ_BYTES). */
+const READ_GROWTH = 8;
 
 /**
  * Buffers of finished reads, by size, for the next body: a new buffer per request was a share
@@ -123,7 +126,7 @@ export class BodyReader<T> {
       let buffer = view.buffer as ArrayBuffer;
       // The previous chunk is the caller's until its next read, so a grown buffer is a new one.
       if (view.byteLength === buffer.byteLength && buffer.byteLength < READ_BUFFER_BYTES) {
-        buffer = bufferOf(buffer.byteLength * 2);
+        buffer = bufferOf(Math.min(buffer.byteLength * READ_GROWTH, READ_BUFFER_BYTES));
       }
       this.#buffer = buffer;
     }
