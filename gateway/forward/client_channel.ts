@@ -5,6 +5,8 @@ import { clientStatus, sameFormatAnswer } from "../formats/error_vocab.ts";
 import { ERROR_CODE_HEADER, type GatewayError } from "../runtime/gateway_error.ts";
 import { isFinal } from "../runtime/error_codes.ts";
 
+function noop(): void {}
+
 /** How far apart a final error's two forms are sent, and from what went before (Gemini SSE). */
 const FINAL_ERROR_APART_MS = 250;
 
@@ -108,7 +110,10 @@ export class StreamChannel implements UnderlyingDefaultSource<Uint8Array> {
   sendHeaders(): void {
     if (this.headersSent) return;
     this.headersSent = true;
-    this.#resolve(
+    const resolve = this.#resolve;
+    // Resolved once: its resolving functions (and their scope) need not stay for the stream.
+    this.#resolve = noop;
+    resolve(
       new Response(this.#readable, {
         status: 200,
         headers: baseHeaders(this.opts.requestId, {
@@ -198,7 +203,9 @@ export class StreamChannel implements UnderlyingDefaultSource<Uint8Array> {
     if (!this.headersSent) {
       this.headersSent = true;
       this.#closed = true;
-      this.#resolve(errorResponse(this.opts.codec, err, { requestId: this.opts.requestId }));
+      const resolve = this.#resolve;
+      this.#resolve = noop;
+      resolve(errorResponse(this.opts.codec, err, { requestId: this.opts.requestId }));
       this.#wakeWriters();
       return;
     }

@@ -127,11 +127,19 @@ class StreamRun implements ChannelOwner {
 
 /**
  * One hop of a streamed answer: its status, or its stream through a pump (stream_pump.ts). The
- * pump's promise is returned, not awaited: this frame then does not stay suspended for the
- * stream's whole life (a held stream's heap, docs/benchmarks.md).
+ * pump settles this hop's one promise itself: neither an async frame nor a promise adopting the
+ * pump's stays for the stream's whole life (docs/performance_log.md "One object per held
+ * stream").
  */
-async function streamHop(hop: Hop, opts: PumpOpts): Promise<HopEnding> {
-  const res = await hop.send();
-  if (!res.ok || !res.body) return await hop.failedStatus(res);
-  return new StreamPump(hop, opts).run(res.body);
+function streamHop(hop: Hop, opts: PumpOpts): Promise<HopEnding> {
+  return new Promise<HopEnding>((resolve, reject) => {
+    hop.send().then((res) => {
+      try {
+        if (!res.ok || !res.body) return resolve(hop.failedStatus(res));
+        new StreamPump(hop, opts).run(res.body, { resolve, reject });
+      } catch (err) {
+        reject(err);
+      }
+    }, reject);
+  });
 }

@@ -59,23 +59,22 @@ export class StreamPump {
   }
 
   /**
-   * Reads `body` to its end, or to the first frame that ends the hop. A body with a frame
-   * decoder (every SSE format) is read by reactions on each read (`#read`), not by an async
-   * loop: a held stream then keeps no suspended frame of the pump's, and a chunk costs no
-   * await (docs/performance_log.md "One object per held stream").
+   * Reads `body` to its end, or to the first frame that ends the hop, and settles `done` with
+   * how the hop ended (or what it threw). A body with a frame decoder (every SSE format) is read
+   * by reactions on each read (`#read`), not by an async loop, and `done` is the hop's own
+   * promise's: a held stream then keeps no suspended frame of the pump's, nor a promise of its
+   * own, and a chunk costs no await (docs/performance_log.md "One object per held stream").
    */
-  run(body: ReadableStream<Uint8Array>): Promise<HopEnding> {
+  run(body: ReadableStream<Uint8Array>, done: Settle): void {
     const { hop } = this;
     const decoder = hop.adapter.frameDecoder?.();
-    if (!decoder) return this.#runStream(body);
+    if (!decoder) {
+      this.#runStream(body).then(done.resolve, done.reject);
+      return;
+    }
     const reader = hop.reader(body, { reuse: true, firstBytes: FIRST_READ_BYTES });
-    const reading = new Reading(reader, decoder);
-    this.#reading = reading;
-    return new Promise<HopEnding>((resolve, reject) => {
-      reading.resolve = resolve;
-      reading.reject = reject;
-      this.#read();
-    });
+    this.#reading = new Reading(reader, decoder, done);
+    this.#read();
   }
 
   /** Asks for the next chunk: its answer comes to `#onRead` (or `#onFailed`). */
@@ -295,14 +294,25 @@ export class StreamPump {
   }
 }
 
-/** A body read by reactions: its reader, its decoder, and the pump's promise to settle. */
-class Reading {
-  resolve: (ending: HopEnding) => void = noop;
-  reject: (err: unknown) => void = noop;
-  constructor(readonly reader: HopReader<Uint8Array>, readonly decoder: FrameDecoder) {}
+/** How the hop's promise is settled: the pump's end, or what it threw. */
+export interface Settle {
+  resolve(ending: HopEnding): void;
+  reject(err: unknown): void;
 }
 
-function noop(): void {}
+/** A body read by reactions: its reader, its decoder, and the hop's promise to settle. */
+class Reading {
+  readonly resolve: (ending: HopEnding) => void;
+  readonly reject: (err: unknown) => void;
+  constructor(
+    readonly reader: HopReader<Uint8Array>,
+    readonly decoder: FrameDecoder,
+    done: Settle,
+  ) {
+    this.resolve = done.resolve;
+    this.reject = done.reject;
+  }
+}
 
 function finishes(frame: UpstreamFrame): boolean {
   return frame.finishes ?? frame.events.some((e) => e.type === "finish");
