@@ -39,6 +39,8 @@ interface Queue {
  */
 export class Exporter {
   #queues = new Map<string, Queue>();
+  /** Whether an enabled traces destination is among them: asked by every request as it arrives. */
+  #tracing = false;
   #cancel: (() => void) | null = null;
 
   constructor(
@@ -67,14 +69,12 @@ export class Exporter {
       );
     }
     this.#queues = next;
+    this.#tracing = list.some((d) => d.enabled && d.kind === "otlp-traces");
   }
 
   /** Whether some traces destination is on: requests starting now record their spans. */
   tracing(): boolean {
-    for (const q of this.#queues.values()) {
-      if (q.destination.enabled && q.destination.kind === "otlp-traces") return true;
-    }
-    return false;
+    return this.#tracing;
   }
 
   push(record: FinishedRecord): void {
