@@ -7,6 +7,10 @@
  * and promoted by the second, so it is what makes minor GC pauses long at one connection.
  *
  *   deno run -A bench/retained.ts [--count 2000] [--wait 0] [--top 25] [--base /other/checkout]
+ *     [--during]
+ *
+ * `--during` takes the second snapshot while answers keep coming, one at a time, and prints the
+ * whole difference: what the last moments' answers still hold, which a scavenge copies.
  */
 import { benchLayout } from "./machine.ts";
 import { Service } from "./services.ts";
@@ -23,6 +27,8 @@ const count = Number(option("count", "2000"));
 const waitMs = Number(option("wait", "0"));
 const top = Number(option("top", "25"));
 const base = option("base", "");
+/** Snapshot while requests go on (`--during`), rather than after they have ended. */
+const during = Deno.args.includes("--during");
 
 const workDir = await Deno.makeTempDir({ prefix: "pulsegate-retained-" });
 const layout = await benchLayout({ cpus: navigator.hardwareConcurrency, logDir: workDir });
@@ -70,20 +76,40 @@ async function measure(name: string, root: string): Promise<void> {
   await new Promise((r) => setTimeout(r, 500));
   const before = `${workDir}/${name}-before.heapsnapshot`;
   await snapshot(control, before);
-  for (let i = 0; i < count; i++) await one();
-  if (waitMs > 0) await new Promise((r) => setTimeout(r, waitMs));
   const after = `${workDir}/${name}-after.heapsnapshot`;
-  await snapshot(control, after);
+  if (during) {
+    // Requests keep coming while the snapshot is taken: what the last second's answers still
+    // hold is in it, as it is at a scavenge.
+    let going = true;
+    let sent = 0;
+    const loop = (async () => {
+      while (going) await one().then(() => sent++);
+    })();
+    await new Promise((r) => setTimeout(r, 2_000));
+    const at = sent;
+    await snapshot(control, after);
+    going = false;
+    await loop;
+    console.log(`${name}: snapshot after ${at} answers in 2 s, taken while they went on`);
+  } else {
+    for (let i = 0; i < count; i++) await one();
+    if (waitMs > 0) await new Promise((r) => setTimeout(r, waitMs));
+    await snapshot(control, after);
+  }
   const [a, b] = [await heapTally(before), await heapTally(after)];
   const rows = [...b].map(([key, t]) => {
     const was = a.get(key) ?? { bytes: 0, count: 0 };
-    return { key, bytes: (t.bytes - was.bytes) / count, objects: (t.count - was.count) / count };
+    const per = during ? 1 : count;
+    return { key, bytes: (t.bytes - was.bytes) / per, objects: (t.count - was.count) / per };
   }).sort((x, y) => y.bytes - x.bytes);
   const total = rows.reduce((s, r) => s + r.bytes, 0);
   const objects = rows.reduce((s, r) => s + r.objects, 0);
   console.log(
-    `${name}: ${total.toFixed(0)} B and ${objects.toFixed(1)} objects reachable per finished ` +
-      `request, ${waitMs} ms after ${count} whole answers`,
+    during
+      ? `${name}: ${total.toFixed(0)} B and ${objects.toFixed(1)} objects more reachable while ` +
+        "answers go on than before them"
+      : `${name}: ${total.toFixed(0)} B and ${objects.toFixed(1)} objects reachable per ` +
+        `finished request, ${waitMs} ms after ${count} whole answers`,
   );
   for (const r of rows.slice(0, top)) {
     console.log(

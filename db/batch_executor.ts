@@ -49,6 +49,8 @@ interface Reply {
   /** Rows each statement of a batch changed. */
   changes?: number[];
   error?: { message: string; code?: string };
+  /** Something the worker could not do that costs no write (its thread's priority). */
+  warning?: string;
 }
 
 /** An error from the worker, with the SQLite code the writer classifies by. */
@@ -77,6 +79,13 @@ export function workerExecutor(
     after?: (ms: number, fn: () => void) => () => void;
     /** Makes the thread; default one running db/history_worker.ts (tests hand a stand-in). */
     worker?: () => Worker;
+    /**
+     * The worker thread's nice value (docs/scaling.md "The writer's thread priority"); 0 leaves
+     * it at the serving thread's.
+     */
+    nice?: number;
+    /** Told what the worker could not do without failing (its priority refused). */
+    onWarning?: (warning: string) => void;
   } = {},
 ): BatchExecutor {
   const boundMs = opts.startBoundMs ?? WORKER_START_BOUND_MS;
@@ -102,7 +111,8 @@ export function workerExecutor(
     if (up && opts.fallback) opts.onFallback?.(err);
   };
   worker.onmessage = (event: MessageEvent<Reply>) => {
-    const { id, error, changes } = event.data;
+    const { id, error, changes, warning } = event.data;
+    if (warning !== undefined) opts.onWarning?.(warning);
     const pending = waiting.get(id);
     waiting.delete(id);
     if (error) pending?.reject(new WorkerWriteError(error.message, error.code));
@@ -131,7 +141,10 @@ export function workerExecutor(
   const path = localFilePath(url);
   const opened = path === null
     ? Promise.reject(new Error(`the history worker writes local files only, not ${url}`))
-    : bounded({ open: { path, timeoutMs: DEFAULT_BUSY_TIMEOUT_MS } }, "open the database");
+    : bounded(
+      { open: { path, timeoutMs: DEFAULT_BUSY_TIMEOUT_MS, nice: opts.nice ?? 0 } },
+      "open the database",
+    );
   const started = opened.then(() => (up = true), (err) => {
     if (!opts.fallback) return false;
     opts.onFallback?.(err);

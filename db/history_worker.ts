@@ -21,7 +21,7 @@ export function historyWorkerMain(
   type Statement = { sql?: string; ref?: number; args?: unknown[] };
   type Message = {
     id: number;
-    open?: { path: string; timeoutMs: number };
+    open?: { path: string; timeoutMs: number; nice?: number };
     statements?: Statement[];
     close?: true;
   };
@@ -35,6 +35,8 @@ export function historyWorkerMain(
   type Connection = ReturnType<InstanceType<Pool>["acquireSync"]>;
   type Prepared = ReturnType<Connection["prepare"]>;
   let target: { path: string; timeoutMs: number } | null = null;
+  // node:os's setPriority, which on Linux sets the calling thread's nice value alone.
+  let setPriority: ((pid: number, priority: number) => void) | null = null;
   let pool: InstanceType<Pool> | null = null;
   let db: Connection | null = null;
   const texts: string[] = [];
@@ -112,25 +114,39 @@ export function historyWorkerMain(
       throw err;
     }
   };
-  const handle = (message: Message): number[] => {
+  /**
+   * This thread only gives way to the serving thread (docs/scaling.md "The writer's thread
+   * priority"): told to the writer, which logs it, when the system refuses.
+   */
+  const lower = (nice: number): string | undefined => {
+    try {
+      if (!setPriority) throw new Error("node:os setPriority is not available");
+      setPriority(0, nice);
+      return undefined;
+    } catch (err) {
+      return err instanceof Error ? err.message : String(err);
+    }
+  };
+  const handle = (message: Message): { changes: number[]; warning?: string } => {
     if (message.open) {
-      target = message.open;
+      const { nice, ...open } = message.open;
+      target = open;
       disconnect();
       connect();
-      return [];
+      return { changes: [], warning: nice ? lower(nice) : undefined };
     }
     if (message.close) {
       disconnect();
       target = null;
-      return [];
+      return { changes: [] };
     }
-    return write(message.statements ?? []);
+    return { changes: write(message.statements ?? []) };
   };
   const answer = (message: Message) => {
     const { id } = message;
     try {
-      const changes = handle(message);
-      port.postMessage({ id, changes });
+      const { changes, warning } = handle(message);
+      port.postMessage(warning === undefined ? { id, changes } : { id, changes, warning });
     } catch (err) {
       const code = err instanceof Error && "code" in err ? String(err.code) : undefined;
       const text = err instanceof Error ? err.message : String(err);
@@ -141,9 +157,12 @@ export function historyWorkerMain(
   // none is dropped, and the writer posts `open` the moment the worker is made (the admin
   // reader's thread does the same, db/read_worker.ts). Messages that come while the driver
   // loads wait for it, and are answered in order.
-  const driver = load().then((loaded) => {
-    ConnectionPool = loaded.ConnectionPool;
-  });
+  const driver = Promise.all([load(), import("node:os").catch(() => null)]).then(
+    ([loaded, os]) => {
+      ConnectionPool = loaded.ConnectionPool;
+      setPriority = os?.setPriority ?? null;
+    },
+  );
   port.onmessage = (event) => {
     const message = event.data;
     driver.then(() => answer(message), (err) => {

@@ -227,3 +227,51 @@ Deno.test("a history worker that dies refuses its batches at once, and later one
     }
   });
 });
+
+/** The nice value of each of this process's threads (Linux: /proc/self/task/N/stat field 19). */
+function threadNices(): number[] {
+  const nices: number[] = [];
+  for (const task of Deno.readDirSync("/proc/self/task")) {
+    const stat = Deno.readTextFileSync(`/proc/self/task/${task.name}/stat`);
+    nices.push(Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]));
+  }
+  return nices;
+}
+
+Deno.test("the writer's thread runs at the nice value it is given, and the serving thread keeps its own", async () => {
+  await withTempDb(async ({ url }) => {
+    const before = threadNices().filter((n) => n === 13).length;
+    const warnings: string[] = [];
+    const executor = workerExecutor(url, { nice: 13, onWarning: (w) => warnings.push(w) });
+    try {
+      await executor.run([
+        { sql: "INSERT INTO instances (id, started_at, heartbeat_at) VALUES ('n1', 1, 1)" },
+      ]);
+      assert.deepEqual(warnings, []);
+      assert.equal(threadNices().filter((n) => n === 13).length, before + 1);
+      // This thread (the serving one in a gateway) is not lowered with it.
+      const self = Deno.readTextFileSync("/proc/thread-self/stat");
+      assert.equal(Number(self.slice(self.lastIndexOf(")") + 2).split(" ")[16]), 0);
+    } finally {
+      await executor.close();
+    }
+  });
+});
+
+Deno.test("a priority the system refuses is told as a warning and the writer still writes", async () => {
+  await withTempDb(async ({ db, url }) => {
+    const warnings: string[] = [];
+    // Beyond 19: node:os refuses it, as a system without the call would.
+    const executor = workerExecutor(url, { nice: 40, onWarning: (w) => warnings.push(w) });
+    try {
+      await executor.run([
+        { sql: "INSERT INTO instances (id, started_at, heartbeat_at) VALUES ('n2', 1, 1)" },
+      ]);
+      assert.equal(warnings.length, 1);
+      const rows = await db.client.execute("SELECT id FROM instances WHERE id = 'n2'");
+      assert.equal(rows.rows.length, 1);
+    } finally {
+      await executor.close();
+    }
+  });
+});

@@ -8,7 +8,7 @@ import { closeRowsOfDeadInstances } from "./instance_heartbeat.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
 import { isPathError, SettingPathError } from "./setting_paths.ts";
-import type { Settings } from "./settings.ts";
+import { HISTORY_WRITER_NICE, type Settings } from "./settings.ts";
 import type { Closers } from "./closers.ts";
 import { DatabaseReadiness } from "./database_readiness.ts";
 import { unavailableDatabase } from "../../db/unavailable_client.ts";
@@ -80,6 +80,8 @@ export async function openHistory(
     readiness,
     db.client.protocol === "file" && opts.thread !== "this"
       ? workerExecutor(settings.dbUrl, {
+        nice: settings.historyWriterNice ?? HISTORY_WRITER_NICE,
+        onWarning: (warning) => log.event("history.worker_priority_unchanged", { warning }),
         fallback: inProcessExecutor(db),
         onFallback: (err) => log.event("history.worker_unavailable", { error: String(err) }),
       })

@@ -28,7 +28,19 @@ export interface Settings {
    * ADMIN_QUERY_BOUND_MS.
    */
   adminQueryTimeoutMs?: number;
+  /**
+   * The history writer's thread's nice value, 0–19 (docs/scaling.md "The writer's thread
+   * priority"); 0 runs it at the serving thread's priority. Default HISTORY_WRITER_NICE.
+   */
+  historyWriterNice?: number;
 }
+
+/**
+ * History is written on spare CPU: a thread at nice 10 has about a tenth of the serving thread's
+ * share of a busy core, so a batch being written no longer delays a caller's answer on a core
+ * both share (docs/scaling.md "The writer's thread priority").
+ */
+export const HISTORY_WRITER_NICE = 10;
 
 /** docs/deploy.md "Connection limits": how many client connections, and how long each may wait. */
 export interface ConnectionLimits {
@@ -88,7 +100,22 @@ export function readSettings(env: (name: string) => string | undefined): Setting
       "PULSEGATE_ADMIN_QUERY_TIMEOUT_MS",
       ADMIN_QUERY_BOUND_MS,
     ),
+    historyWriterNice: niceValue(env, "PULSEGATE_HISTORY_WRITER_NICE", HISTORY_WRITER_NICE),
   };
+}
+
+function niceValue(
+  env: (name: string) => string | undefined,
+  name: string,
+  fallback: number,
+): number {
+  const raw = env(name);
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0 || value > 19) {
+    throw new Error(`${name} must be a whole number from 0 to 19, got "${raw}"`);
+  }
+  return value;
 }
 
 function positiveInteger(
