@@ -35,8 +35,8 @@ export function originCheck(deps: OriginCheckDeps): MiddlewareHandler {
   return async (c, next) => {
     // The path the router matched (percent-decoded), so what is checked is what is served.
     const path = c.req.path;
-    const refusal = hostRefusal(c.req.raw, { path, deps }) ??
-      crossSiteRefusal(c.req.raw, { path, deps });
+    const at = { path, deps };
+    const refusal = hostRefusal(c.req.raw, at) ?? crossSiteRefusal(c.req.raw, at);
     if (refusal) return errorFor(c.req.raw, refusal);
     await next();
   };
