@@ -80,7 +80,7 @@ export function workerExecutor(
     /** Makes the thread; default one running db/history_worker.ts (tests hand a stand-in). */
     worker?: () => Worker;
     /**
-     * The worker thread's nice value (docs/scaling.md "The writer's thread priority"); 0 leaves
+     * The worker thread's nice value (docs/scaling.md "The database threads' priority"); 0 leaves
      * it at the serving thread's.
      */
     nice?: number;

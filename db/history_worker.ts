@@ -115,7 +115,7 @@ export function historyWorkerMain(
     }
   };
   /**
-   * This thread only gives way to the serving thread (docs/scaling.md "The writer's thread
+   * This thread only gives way to the serving thread (docs/scaling.md "The database threads'
    * priority"): told to the writer, which logs it, when the system refuses.
    */
   const lower = (nice: number): string | undefined => {

@@ -22,7 +22,7 @@ export function readWorkerMain(
 ): void {
   type Job = { id: number; statements: { sql: string; args?: unknown[] }[] };
   type Message = Job & {
-    open?: { path: string; timeoutMs: number; boundMs: number };
+    open?: { path: string; timeoutMs: number; boundMs: number; nice?: number };
     close?: true;
   };
   type Port = {
@@ -92,10 +92,11 @@ export function readWorkerMain(
   };
   const handle = async (Database: Driver, message: Message): Promise<Record<string, unknown>> => {
     if (message.open) {
-      target = message.open;
+      const { nice: _, ...opened } = message.open;
+      target = opened;
       // One connection at once, so a file that cannot be read fails the start of the reader.
       idle.push(await open(Database));
-      return {};
+      return warning === undefined ? {} : { warning };
     }
     if (message.close) {
       for (const conn of idle.splice(0)) discard(conn);
@@ -110,9 +111,21 @@ export function readWorkerMain(
   // made. Loading the driver can take several turns of this thread's event loop (a cold module
   // cache): the messages wait for it here, each answered once it is in, in the
   // order they came.
-  const driver = load();
+  // The thread gives way to the serving thread (docs/scaling.md "The database threads'
+  // priority") before the driver loads: the threads the driver starts take this one's nice value.
+  let warning: string | undefined;
+  const lower = async (nice: number | undefined): Promise<void> => {
+    if (!nice) return;
+    try {
+      (await import("node:os")).setPriority(0, nice);
+    } catch (err) {
+      warning = err instanceof Error ? err.message : String(err);
+    }
+  };
+  let driver: ReturnType<typeof load> | null = null;
   port.onmessage = (event) => {
     const message = event.data;
+    driver ??= lower(message.open?.nice).then(load);
     driver
       .then(({ default: Database }) => handle(Database, message))
       .then((body) => reply(message.id, body), (err) => failed(message.id, err));

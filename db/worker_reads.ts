@@ -78,6 +78,13 @@ export interface WorkerReadsOptions {
   startBoundMs?: number;
   /** Makes the reader's thread; default one running db/read_worker.ts (tests hand a stand-in). */
   worker?: () => Worker;
+  /**
+   * The reader thread's nice value (docs/scaling.md "The database threads' priority"); 0 leaves
+   * it at the serving thread's.
+   */
+  nice?: number;
+  /** Told what the worker could not do without failing (its priority refused). */
+  onWarning?: (warning: string) => void;
 }
 
 interface Job {
@@ -95,6 +102,8 @@ interface Reply {
   id: number;
   results?: ReadRow[][];
   error?: { message: string; code?: string; stopped?: boolean };
+  /** Something the worker could not do that costs no read (its thread's priority). */
+  warning?: string;
 }
 
 /** A message the worker has not answered yet. */
@@ -156,6 +165,7 @@ export function workerReads(url: string, opts: WorkerReadsOptions = {}): WorkerR
     });
     const spawned: Thread = { worker, started: opening, running };
     worker.onmessage = (event: MessageEvent<Reply>) => {
+      if (event.data.warning !== undefined) opts.onWarning?.(event.data.warning);
       const entry = running.get(event.data.id);
       running.delete(event.data.id);
       entry?.settle(event.data);
@@ -172,7 +182,8 @@ export function workerReads(url: string, opts: WorkerReadsOptions = {}): WorkerR
       running.get(id)?.settle({ id, error: { message: `not a local file: ${url}` } });
       running.delete(id);
     } else {
-      worker.postMessage({ id, open: { path, timeoutMs: DEFAULT_BUSY_TIMEOUT_MS, boundMs } });
+      const open = { path, timeoutMs: DEFAULT_BUSY_TIMEOUT_MS, boundMs, nice: opts.nice ?? 0 };
+      worker.postMessage({ id, open });
     }
     return spawned;
   };

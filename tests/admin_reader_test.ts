@@ -208,3 +208,50 @@ Deno.test("a reader thread that dies refuses the reads it ran, and the next read
     }
   });
 });
+
+/** The nice value of each of this process's threads (Linux: /proc/self/task/N/stat field 19). */
+function threadNices(): number[] {
+  const nices: number[] = [];
+  for (const task of Deno.readDirSync("/proc/self/task")) {
+    try {
+      const stat = Deno.readTextFileSync(`/proc/self/task/${task.name}/stat`);
+      nices.push(Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]));
+    } catch {
+      // A thread that ended while the folder was read.
+    }
+  }
+  return nices;
+}
+
+Deno.test("the reader's thread takes the nice value given; the serving thread keeps its own", async () => {
+  await withTempDb(async ({ url }) => {
+    const before = threadNices().filter((n) => n === 14).length;
+    const warnings: string[] = [];
+    const reads = workerReads(url, { nice: 14, onWarning: (w) => warnings.push(w) });
+    try {
+      assert.deepEqual((await reads.execute("SELECT 1 AS one")).rows, [{ one: 1 }]);
+      assert.deepEqual(warnings, []);
+      assert.ok(
+        threadNices().filter((n) => n === 14).length >= before + 1,
+        `threads at nice 14: ${threadNices().filter((n) => n === 14).length}, ${before} before`,
+      );
+      const self = Deno.readTextFileSync("/proc/thread-self/stat");
+      assert.equal(Number(self.slice(self.lastIndexOf(")") + 2).split(" ")[16]), 0);
+    } finally {
+      await reads.close();
+    }
+  });
+});
+
+Deno.test("a reader priority the system refuses is told as a warning and the reads still run", async () => {
+  await withTempDb(async ({ url }) => {
+    const warnings: string[] = [];
+    const reads = workerReads(url, { nice: 40, onWarning: (w) => warnings.push(w) });
+    try {
+      assert.deepEqual((await reads.execute("SELECT 2 AS two")).rows, [{ two: 2 }]);
+      assert.equal(warnings.length, 1);
+    } finally {
+      await reads.close();
+    }
+  });
+});

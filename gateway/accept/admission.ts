@@ -3,6 +3,7 @@ import { findKey, presentedKey } from "../policy/auth.ts";
 import type { Config, Route } from "../config/schema.ts";
 import { clientError, GatewayError } from "../runtime/gateway_error.ts";
 import type { RunState } from "../policy/run_state.ts";
+import { requestPlan } from "../route/request_plan.ts";
 
 /**
  * The checks every routed call passes before its body means anything: the
@@ -53,7 +54,8 @@ export function authorize(
  * it is not given (docs/security.md "Routes a key may not use"); only the history row says why.
  */
 export function routeFor(config: Config, opts: { model: string; keyId: string | null }): Route {
-  const route = config.routes.find((r) => r.model === opts.model && r.enabled);
+  // The first enabled route of the name, from a table made once per config.
+  const route = requestPlan(config).routes.get(opts.model);
   const keyRoutes = configKey(config, opts.keyId)?.routes;
   const refused = route && keyRoutes && !keyRoutes.includes(route.model);
   if (route && !refused) return route;

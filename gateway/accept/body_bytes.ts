@@ -74,7 +74,7 @@ async function wholeBody(
   let stop!: (why: GatewayError) => void;
   const stopped = new Promise<never>((_, reject) => (stop = reject));
   // Its length is known and small: its deadline counts it as received from the start.
-  const dispose = watch({ ...opts, received: () => opts.declared, stop });
+  const watch = new BodyWatch({ signal, clock: opts.clock, received: () => opts.declared, stop });
   try {
     return new Uint8Array(await Promise.race([read, stopped]));
   } catch (err) {
@@ -83,7 +83,7 @@ async function wholeBody(
     if (err instanceof GatewayError) throw err;
     throw signal.aborted ? signal.reason : clientDisconnected();
   } finally {
-    dispose();
+    watch.dispose();
   }
 }
 
@@ -102,7 +102,7 @@ async function countedBody(
     stopped ??= why;
     reader.cancel(why).catch(() => {});
   };
-  const dispose = watch({ signal, clock: opts.clock, received: () => bytes.size, stop });
+  const watch = new BodyWatch({ signal, clock: opts.clock, received: () => bytes.size, stop });
   try {
     for (;;) {
       const { done, value } = await reader.read();
@@ -119,31 +119,9 @@ async function countedBody(
     }
     throw signal.aborted ? signal.reason : clientDisconnected();
   } finally {
-    dispose();
+    watch.dispose();
   }
   return bytes.view();
-}
-
-/** Calls `stop` when the request is stopped or the body's deadline passes; answers the undo. */
-function watch(
-  opts: {
-    signal: AbortSignal;
-    clock: Clock;
-    received: () => number;
-    stop: (why: GatewayError) => void;
-  },
-): () => void {
-  const { signal, stop } = opts;
-  const onAbort = () => stop(GatewayError.from(signal.reason));
-  signal.addEventListener("abort", onAbort);
-  const deadline = new BodyDeadline(opts.clock, {
-    received: opts.received,
-    expired: (elapsedMs) => stop(bodyTimeout(opts.received(), elapsedMs)),
-  });
-  return () => {
-    deadline.cancel();
-    signal.removeEventListener("abort", onAbort);
-  };
 }
 
 /** Chunks copied into one buffer that doubles as needed: at most twice the bytes received. */
@@ -171,35 +149,49 @@ class Collected {
   }
 }
 
+/** A timer's cancel before any is set. */
+const NOTHING = () => {};
+
 /**
- * One timer for a body's deadline, which moves as bytes arrive: when it fires it looks again
- * at what arrived, and only a body still behind is cut. So a timer is set once per deadline
- * passed, not once per chunk.
+ * Calls `stop` when the request is stopped or the body's deadline passes, until `dispose`. One
+ * object per body, its own abort listener (`handleEvent`), where a closure per role cost five.
+ * One timer for the deadline, which moves as bytes arrive: when it fires it looks again at what
+ * arrived, and only a body still behind is cut. So a timer is set once per deadline passed, not
+ * once per chunk.
  */
-class BodyDeadline {
-  #started: number;
-  #cancel: () => void = () => {};
+class BodyWatch {
+  readonly #started: number;
+  #cancel: () => void = NOTHING;
 
   constructor(
-    private clock: Clock,
-    private on: { received: () => number; expired: (elapsedMs: number) => void },
+    private on: {
+      signal: AbortSignal;
+      clock: Clock;
+      received: () => number;
+      stop: (why: GatewayError) => void;
+    },
   ) {
-    this.#started = clock.now();
+    on.signal.addEventListener("abort", this);
+    this.#started = on.clock.now();
     this.#arm();
   }
 
-  cancel(): void {
+  /** The request was stopped. */
+  handleEvent(): void {
+    this.on.stop(GatewayError.from(this.on.signal.reason));
+  }
+
+  dispose(): void {
     this.#cancel();
+    this.on.signal.removeEventListener("abort", this);
   }
 
   #arm(): void {
-    const elapsed = this.clock.elapsed(this.#started);
-    const due = Math.min(
-      BODY_MAX_MS,
-      BODY_GRACE_MS + (this.on.received() / BODY_MIN_BYTES_PER_SEC) * 1000,
-    );
-    if (elapsed >= due) return this.on.expired(elapsed);
-    this.#cancel = this.clock.after(due - elapsed, () => this.#arm());
+    const { clock, received } = this.on;
+    const elapsed = clock.elapsed(this.#started);
+    const due = Math.min(BODY_MAX_MS, BODY_GRACE_MS + (received() / BODY_MIN_BYTES_PER_SEC) * 1000);
+    if (elapsed >= due) return this.on.stop(bodyTimeout(received(), elapsed));
+    this.#cancel = clock.after(due - elapsed, () => this.#arm());
   }
 }
 

@@ -34,12 +34,18 @@ const OWN_FETCH_SITES = new Set(["same-origin", "none"]);
 export function originCheck(deps: OriginCheckDeps): MiddlewareHandler {
   return async (c, next) => {
     // The path the router matched (percent-decoded), so what is checked is what is served.
-    const path = c.req.path;
-    const refusal = hostRefusal(c.req.raw, { path, deps }) ??
-      crossSiteRefusal(c.req.raw, { path, deps });
+    const refusal = originRefusal(c.req.raw, { path: c.req.path, deps });
     if (refusal) return errorFor(c.req.raw, refusal);
     await next();
   };
+}
+
+/** Both checks for a request to `path`: its refusal, or null. */
+export function originRefusal(
+  request: Request,
+  at: { path: string; deps: OriginCheckDeps },
+): GatewayError | null {
+  return hostRefusal(request, at) ?? crossSiteRefusal(request, at);
 }
 
 /** Open mode: something answers without a credential, which is allowed on loopback only. */

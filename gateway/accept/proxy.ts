@@ -240,14 +240,9 @@ async function serve(
   },
 ): Promise<Response | { response: Promise<Response>; done: Promise<void> }> {
   const { codec, deps, live, admitted, places } = opts;
-  // Every way a request ends short of an answer: its settlement, its error in the client's format.
-  const fail = (error: GatewayError): Response => {
-    live.end({ status: error.status, error });
-    return errorResponse(codec, error, { requestId: live.record.id });
-  };
-  if (admitted instanceof GatewayError) return fail(admitted);
+  if (admitted instanceof GatewayError) return failed(admitted, { live, codec });
   const held = await admitBeforeBody(request, { deps, admitted });
-  if (held instanceof GatewayError) return fail(held);
+  if (held instanceof GatewayError) return failed(held, { live, codec });
   places.key = held;
   const started = await begin(request, {
     codec,
@@ -257,7 +252,7 @@ async function serve(
     live,
     admitted,
   });
-  if (started instanceof GatewayError) return fail(started);
+  if (started instanceof GatewayError) return failed(started, { live, codec });
   const fdeps = forwardDeps(deps, started.config);
   if (started.embed && opts.embed) {
     const embedReq = { live, ir: started.ir, body: started.body, codec, ctx: opts.ctx };
@@ -266,7 +261,7 @@ async function serve(
       { deps: fdeps, client: opts.embed },
     );
     places.vectors = release;
-    if (error || !response) return fail(error ?? GatewayError.from("no answer"));
+    if (error || !response) return failed(error ?? GatewayError.from("no answer"), { live, codec });
     live.end({ status: 200 });
     // The vectors stay in memory until the client has read them: the key's place and their
     // share of the vector budget with them.
@@ -292,9 +287,18 @@ async function serve(
   // Returned, not awaited here: only the caller waits through a stream (a held one's heap).
   if (started.ir.stream) return forwardStream(fwd, fdeps);
   const { response, error } = await forwardWhole(fwd, fdeps);
-  if (error || !response) return fail(error ?? GatewayError.from("no answer"));
+  if (error || !response) return failed(error ?? GatewayError.from("no answer"), { live, codec });
   live.end({ status: 200 });
   return response;
+}
+
+/**
+ * Every way a request ends short of an answer: its settlement, its error in the client's format.
+ * A function, not a closure per request: most requests never fail.
+ */
+function failed(error: GatewayError, opts: { live: LiveRequest; codec: ClientCodec }): Response {
+  opts.live.end({ status: error.status, error });
+  return errorResponse(opts.codec, error, { requestId: opts.live.record.id });
 }
 
 /** The forward stage's deps under one config, made once per config rather than per request. */

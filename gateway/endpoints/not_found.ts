@@ -29,6 +29,17 @@ export function refuseOtherMethods(app: Hono, opts: { paths: string[]; allow: st
   for (const path of opts.paths) app.all(path, (c) => methodNotAllowed(c.req.raw, opts.allow));
 }
 
+/** What escaped a route's handler: its answer in the caller's format, and a log line for a 5xx. */
+export function unhandledError(request: Request, opts: { err: unknown; log: Logger }): Response {
+  const error = GatewayError.from(opts.err);
+  if (error.status >= 500) {
+    const { pathname } = new URL(request.url);
+    const message = opts.err instanceof Error ? opts.err.message : String(opts.err);
+    opts.log.event("http.unhandled_error", { path: pathname, error: message });
+  }
+  return errorFor(request, error);
+}
+
 /**
  * Hono's fallbacks in the caller's format: no plain-text 404 or 500 on any
  * path. A thrown error is logged (message only: bodies and keys stay out of
@@ -37,14 +48,7 @@ export function refuseOtherMethods(app: Hono, opts: { paths: string[]; allow: st
  */
 export function installFallbacks(app: Hono, opts: { log: Logger }): void {
   app.notFound((c) => notFound(c.req.raw));
-  app.onError((err, c) => {
-    const error = GatewayError.from(err);
-    if (error.status >= 500) {
-      const { pathname } = new URL(c.req.url);
-      opts.log.event("http.unhandled_error", { path: pathname, error: err.message });
-    }
-    return errorFor(c.req.raw, error);
-  });
+  app.onError((err, c) => unhandledError(c.req.raw, { err, log: opts.log }));
   // Hono hands only Error instances to onError; anything else thrown would reach the
   // runtime's own text 500, so it is turned into an Error on the way out.
   app.use(async (_c, next) => {

@@ -25,8 +25,11 @@ const SESSION_HEADERS: Record<ClientFormat, readonly string[]> = {
  * itself, a body field may only approximate one.
  */
 export function headerSession(format: ClientFormat, headers: Headers): string | null {
-  for (const name of SESSION_HEADERS[format]) {
-    const value = headers.get(name)?.trim();
+  const names = SESSION_HEADERS[format];
+  // Indexed, not for-of: until the function is optimized a for-of makes an object per step
+  // (docs/performance_log.md "A request plan").
+  for (let i = 0; i < names.length; i++) {
+    const value = headers.get(names[i]!)?.trim();
     if (value) return boundedSession(value);
   }
   return null;

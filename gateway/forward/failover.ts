@@ -62,7 +62,7 @@ export function runCandidates(
 /** The loop through a hedge race: every hop the race started has ended before it returns. */
 async function raced(
   req: ForwardRequest,
-  opts: LoopOpts & { plan: Candidate[]; skipped: Map<string, string[]>; race: HedgeRace },
+  opts: LoopOpts & { plan: Candidate[]; skipped: ReadonlyMap<string, string[]>; race: HedgeRace },
 ): Promise<GatewayError | null> {
   try {
     return await tryInOrder(req, opts);
@@ -75,7 +75,7 @@ async function tryInOrder(
   req: ForwardRequest,
   opts: LoopOpts & {
     plan: Candidate[];
-    skipped: Map<string, string[]>;
+    skipped: ReadonlyMap<string, string[]>;
     race: HedgeRace | null;
   },
 ): Promise<GatewayError | null> {
@@ -87,9 +87,10 @@ async function tryInOrder(
   const chain = { tried, skipped: describeSkipped(skipped) };
   const full: Candidate[] = [];
   let failed: Failed<"next"> | null = null;
-  // Made at the first refusal for a larger window: most requests never see one.
+  // Made at the first context-length refusal that moves on: most requests never see one.
   let overflow: ContextOverflow | null = null;
-  for (const [i, target] of plan.entries()) {
+  for (let i = 0; i < plan.length; i++) {
+    const target = plan[i]!;
     if (overflow?.skips(target)) continue;
     // Half-open (docs/design.md "Cooldown"): tried only with its one probe; else passed over.
     const claim = target.probe ? await claimProbe(target, { req, deps }) : null;
@@ -113,18 +114,24 @@ async function tryInOrder(
       probe?.send();
       return tryCandidate(req, { ...opts, target, release, isLast, tried, lane, probe });
     };
-    const more = i < plan.length - 1;
-    // A race already decided starts nothing more: the slot and the probe go back unused, now.
-    const unused = () => {
-      release();
-      probe?.end("unsent");
-    };
     // The last candidate, with no race: only the loop's end follows its outcome, so that end is
     // a reaction on its promise and this frame is not kept suspended for the stream's whole life
     // (docs/performance_log.md "One object per held stream"). Its probe was sent by `start`,
     // so leaving the `using` scope now gives nothing back.
     if (isLast && !race) return start().then((last) => lastEnded(last, { req, chain, deps }));
-    const outcome = race ? await race.run(target, { start, release: unused, more }) : await start();
+    // Without a hedge race (most routes: request_plan.ts) the candidate simply runs; the race's
+    // closures are made only for a race.
+    const outcome = race
+      ? await race.run(target, {
+        start,
+        // A race already decided starts nothing more: the slot and the probe go back unused, now.
+        release: () => {
+          release();
+          probe?.end("unsent");
+        },
+        more: i < plan.length - 1,
+      })
+      : await start();
     // Still running, silent past its hedge delay: the next candidate starts beside it.
     if (!outcome) continue;
     if (outcome.step !== "next") return ended(outcome, { req, chain });
@@ -132,10 +139,10 @@ async function tryInOrder(
     if (outcome.onward === "larger_window") (overflow ??= new ContextOverflow()).note(target);
     failed = outcome;
   }
-  const rest = await race?.drain();
+  const rest = race ? await race.drain() : null;
   if (rest && rest.step !== "next") return ended(rest, { req, chain });
   if (rest) failed = rest;
-  const waitable = full.filter((target) => !overflow?.skips(target));
+  const waitable = overflow ? full.filter((target) => !overflow!.skips(target)) : full;
   if (waitable.length) {
     const freed = await waitForAny(waitable, { req, deps });
     if (stopReason(live.signal)) return stopReason(live.signal)!;
@@ -174,9 +181,10 @@ function ended(outcome: Outcome, opts: { req: ForwardRequest; chain: Chain }): G
 function planFor(
   req: ForwardRequest,
   deps: ForwardDeps,
-): { plan: Candidate[]; skipped: Map<string, string[]> } {
-  // By upstream id, in plan order: the error names each candidate passed over.
-  const skipped = new Map<string, string[]>();
+): { plan: Candidate[]; skipped: ReadonlyMap<string, string[]> } {
+  // By upstream id, in plan order: the error names each candidate passed over. Made at the first
+  // one passed over: most requests pass over none.
+  let skipped: Map<string, string[]> | null = null;
   const sessionId = affinitySession(req.live.record);
   // Where the session's cache is warm as it arrives: a hop sent elsewhere records it
   // (docs/observability.md "Cache-aware affinity"). A resume's pass keeps the first answer.
@@ -192,16 +200,18 @@ function planFor(
     accept: (target) => {
       const { upstream } = target;
       if (req.pin !== undefined && upstream.id !== req.pin) {
-        skipped.set(upstream.id, [notHome(req)]);
+        (skipped ??= new Map()).set(upstream.id, [notHome(req)]);
         return false;
       }
       const missing = inexpressible(req, { kind: upstream.kind, deps, target });
-      if (missing.length) skipped.set(upstream.id, missing);
+      if (missing.length) (skipped ??= new Map()).set(upstream.id, missing);
       return missing.length === 0;
     },
   });
-  return { plan, skipped };
+  return { plan, skipped: skipped ?? NONE_SKIPPED };
 }
+
+const NONE_SKIPPED: ReadonlyMap<string, string[]> = new Map();
 
 /**
  * One candidate, retried while the verdict says `retry` and retries last
@@ -415,7 +425,7 @@ async function waitForAny(
  */
 function cannotExpress(
   req: ForwardRequest,
-  opts: { skipped: Map<string, string[]>; deps: ForwardDeps },
+  opts: { skipped: ReadonlyMap<string, string[]>; deps: ForwardDeps },
 ): GatewayError {
   const kinds = Object.keys(opts.deps.adapters) as UpstreamKind[];
   const able = kinds.filter((kind) => !inexpressible(req, { kind, deps: opts.deps }).length);

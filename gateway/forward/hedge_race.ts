@@ -2,6 +2,7 @@ import type { Route, RouteCandidate } from "../config/schema.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
 import type { Candidate, ForwardDeps, ForwardRequest } from "./hop.ts";
 import { hedgeLost, Lane, type LaneOwner } from "./hedge_lane.ts";
+import { planOf } from "../route/request_plan.ts";
 import type { Outcome } from "./failover.ts";
 
 /**
@@ -28,6 +29,8 @@ export class HedgeRace implements LaneOwner {
     req: ForwardRequest,
     opts: { deps: ForwardDeps; plan: Candidate[] },
   ): HedgeRace | null {
+    // A route none of whose candidates hedges (most) looks at none of them per request.
+    if (!planOf(opts.deps.config, req.route).hedges) return null;
     const hedges = opts.plan.some((c) => hedgeAfterSecs(req.route, c.candidate) !== undefined);
     return hedges ? new HedgeRace(req, opts.deps) : null;
   }

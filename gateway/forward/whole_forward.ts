@@ -115,10 +115,13 @@ export async function readUntilContent(
   return "";
 }
 
+/** The cancel of a deadline never set: one for every hop of a config without one. */
+const NO_DEADLINE = () => {};
+
 /** `whole_answer_deadline` for one hop, if the config sets it; answers its cancel. */
 export function startDeadline(hop: Hop, deps: ForwardDeps): () => void {
   const deadline = deps.config.failover.whole_answer_deadline;
-  if (!deadline) return () => {};
+  if (!deadline) return NO_DEADLINE;
   const maxTokens = hop.req.ir.maxTokens;
   const secs = maxTokens === undefined ? deadline.max_secs : Math.min(
     deadline.max_secs,

@@ -28,40 +28,41 @@ export function parseTraceparent(value: string | null): ParsedTraceparent | null
   return { traceId: traceId!, parentSpanId: parentSpanId!, flags: parseInt(flags!, 16) };
 }
 
-/** The character codes of the hex digits. */
+/** The ASCII codes of the 16 hex digits. */
 const DIGITS = Array.from("0123456789abcdef", (c) => c.charCodeAt(0));
+/** Random bytes drawn 4 KiB at a time, written out as 8 KiB of hex digits. */
+const POOL_BYTES = 4096;
+const RANDOM = new Uint8Array(POOL_BYTES);
+const HEX_CODES = new Uint8Array(POOL_BYTES * 2);
+const ASCII = new TextDecoder();
 /**
- * Random bytes drawn 4 KiB at a time: one `getRandomValues` serves about 170 requests (a
- * trace id and a span id each, and a span per attempt) instead of one call per id.
+ * One string of random hex digits, made once per about 170 requests (a trace id and a span id
+ * each, and a span per attempt): each id is a slice of it, one string, where building an id
+ * digit pair by digit pair made a new string per byte (two dozen per request).
  */
-const POOL = new Uint8Array(4096);
-let poolAt = POOL.length;
-/** The digits of an id being made, by its byte count: reused, one per size. */
-const CODES = new Map<number, number[]>();
+let pool = "";
+let poolAt = 0;
 
-/**
- * An id of `bytes` random bytes as one flat string, made in one call: appending two digits at a
- * time made a chain of string pieces (each over 12 characters is a pointer pair, ten for a
- * trace id) that every live request kept (docs/performance_log.md "One object per held stream").
- */
-function randomHex(bytes: number): string {
-  if (poolAt + bytes > POOL.length) {
-    crypto.getRandomValues(POOL);
-    poolAt = 0;
+function refill(): void {
+  crypto.getRandomValues(RANDOM);
+  for (let i = 0; i < POOL_BYTES; i++) {
+    const b = RANDOM[i]!;
+    HEX_CODES[2 * i] = DIGITS[b >> 4]!;
+    HEX_CODES[2 * i + 1] = DIGITS[b & 15]!;
   }
-  let codes = CODES.get(bytes);
-  if (!codes) CODES.set(bytes, codes = new Array<number>(bytes * 2).fill(0));
-  let zeros = true;
-  for (let i = 0; i < bytes; i++) {
-    const b = POOL[poolAt + i]!;
-    if (b !== 0) zeros = false;
-    codes[2 * i] = DIGITS[b >> 4]!;
-    codes[2 * i + 1] = DIGITS[b & 15]!;
-  }
-  poolAt += bytes;
+  pool = ASCII.decode(HEX_CODES);
+  poolAt = 0;
+}
+
+const ZEROS: Record<number, string> = { 16: "0".repeat(16), 32: "0".repeat(32) };
+
+function randomHex(bytes: 8 | 16): string {
+  const digits = bytes * 2;
+  if (poolAt + digits > pool.length) refill();
+  const hex = pool.slice(poolAt, poolAt + digits);
+  poolAt += digits;
   // All zeros is the one invalid id; at 2^-64 odds, flip a bit rather than draw again.
-  if (zeros) codes[bytes * 2 - 1] = DIGITS[1]!;
-  return String.fromCharCode.apply(null, codes);
+  return hex === ZEROS[digits] ? `${hex.slice(0, -1)}1` : hex;
 }
 
 export function newSpanId(): string {

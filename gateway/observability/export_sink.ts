@@ -18,6 +18,11 @@ export function exportingSink(inner: HistorySink, exporter: Exporter): HistorySi
     writeRequest(r: RequestRecord, opts?: { expendable?: boolean }) {
       inner.writeRequest(r, opts);
       if (r.state === "open") return;
+      // Nothing enabled to send it to (most gateways): no record is built only to be dropped.
+      if (!exporter.receiving()) {
+        hops.delete(r.id);
+        return;
+      }
       const attempts = [...(hops.get(r.id)?.values() ?? [])].sort((x, y) => x.hop - y.hop);
       hops.delete(r.id);
       exporter.push({ request: r, attempts });

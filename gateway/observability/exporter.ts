@@ -39,6 +39,10 @@ interface Queue {
  */
 export class Exporter {
   #queues = new Map<string, Queue>();
+  /** Whether an enabled traces destination is among them: asked by every request as it arrives. */
+  #tracing = false;
+  /** Whether any destination is enabled: asked by every request as it ends. */
+  #receiving = false;
   #cancel: (() => void) | null = null;
 
   constructor(
@@ -67,14 +71,18 @@ export class Exporter {
       );
     }
     this.#queues = next;
+    this.#tracing = list.some((d) => d.enabled && d.kind === "otlp-traces");
+    this.#receiving = list.some((d) => d.enabled);
   }
 
   /** Whether some traces destination is on: requests starting now record their spans. */
   tracing(): boolean {
-    for (const q of this.#queues.values()) {
-      if (q.destination.enabled && q.destination.kind === "otlp-traces") return true;
-    }
-    return false;
+    return this.#tracing;
+  }
+
+  /** Whether a record pushed now goes anywhere: with no destination enabled, none is made. */
+  receiving(): boolean {
+    return this.#receiving;
   }
 
   push(record: FinishedRecord): void {

@@ -5,6 +5,7 @@ import type { Config, Route, RouteCandidate, Upstream } from "../config/schema.t
 import { isPool } from "../config/route_entries.ts";
 import type { UpstreamKind } from "../formats/format.ts";
 import { onePer } from "../runtime/memo.ts";
+import { planOf } from "./request_plan.ts";
 import { embedUnsupported } from "../formats/embed_formats.ts";
 import type { Cooldowns } from "./cooldown.ts";
 import {
@@ -79,22 +80,29 @@ export function planCandidates(
   },
 ): Candidate[] {
   const { deps } = opts;
-  const byId = upstreamsById(deps.config);
   const all: Candidate[] = [];
   const add = (target: Candidate) => {
     if (!target.candidate.enabled || !target.upstream.enabled) return;
     if (opts.only && !opts.only(target.candidate)) return;
     if (opts.accept?.(target) ?? true) all.push(target);
   };
-  route.candidates.forEach((entry, index) => {
-    if (!isPool(entry)) {
-      const upstream = byId.get(entry.upstream);
-      if (upstream) add({ upstream, candidate: entry });
-      return;
-    }
-    const { config, slots } = deps;
-    for (const member of deps.pools.order(route, { index, entry, config, slots })) add(member);
-  });
+  // A route without a pool has the same candidates for every request: made once per config.
+  const { fixed } = planOf(deps.config, route);
+  if (fixed) {
+    // Indexed, not for-of: until the function is optimized a for-of makes an object per step.
+    for (let i = 0; i < fixed.length; i++) add(fixed[i]!);
+  } else {
+    const byId = upstreamsById(deps.config);
+    route.candidates.forEach((entry, index) => {
+      if (!isPool(entry)) {
+        const upstream = byId.get(entry.upstream);
+        if (upstream) add({ upstream, candidate: entry });
+        return;
+      }
+      const { config, slots } = deps;
+      for (const member of deps.pools.order(route, { index, entry, config, slots })) add(member);
+    });
+  }
   if (all.length <= 1) return all;
   const { cooldowns } = deps;
   const affine = deps.affinity.get(route.model, opts.sessionId);
@@ -130,12 +138,15 @@ function gateProbes(healthy: Candidate[], cooldowns: Cooldowns): Candidate[] {
   const cleanProbe = new Set(
     healthy.filter((_, i) => levels[i]!.join() === "upstream").map((c) => c.upstream.id),
   );
-  return healthy.filter((c, i) => {
+  const gated: Candidate[] = [];
+  healthy.forEach((c, i) => {
     const recovering = levels[i]!;
-    if (recovering.length === 0) return true;
-    c.probe = true;
-    return !(recovering.length === 2 && cleanProbe.has(c.upstream.id));
+    if (recovering.length === 0) return gated.push(c);
+    if (recovering.length === 2 && cleanProbe.has(c.upstream.id)) return;
+    // A copy: a route's candidates are shared by every request (request_plan.ts).
+    gated.push({ ...c, probe: true });
   });
+  return gated;
 }
 
 /** A config's upstreams by id, made once per config. */

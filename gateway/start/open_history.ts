@@ -8,7 +8,7 @@ import { closeRowsOfDeadInstances } from "./instance_heartbeat.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { Logger } from "../runtime/logger.ts";
 import { isPathError, SettingPathError } from "./setting_paths.ts";
-import { HISTORY_WRITER_NICE, type Settings } from "./settings.ts";
+import { DB_THREAD_NICE, type Settings } from "./settings.ts";
 import type { Closers } from "./closers.ts";
 import { DatabaseReadiness } from "./database_readiness.ts";
 import { unavailableDatabase } from "../../db/unavailable_client.ts";
@@ -80,7 +80,7 @@ export async function openHistory(
     readiness,
     db.client.protocol === "file" && opts.thread !== "this"
       ? workerExecutor(settings.dbUrl, {
-        nice: settings.historyWriterNice ?? HISTORY_WRITER_NICE,
+        nice: settings.dbThreadNice ?? DB_THREAD_NICE,
         onWarning: (warning) => log.event("history.worker_priority_unchanged", { warning }),
         fallback: inProcessExecutor(db),
         onFallback: (err) => log.event("history.worker_unavailable", { error: String(err) }),
@@ -124,6 +124,8 @@ function adminReads(
   if (db.client.protocol !== "file" || opts.thread === "this") return db.client;
   return workerReads(opts.settings.dbUrl, {
     boundMs: opts.settings.adminQueryTimeoutMs,
+    nice: opts.settings.dbThreadNice ?? DB_THREAD_NICE,
+    onWarning: (warning) => opts.log.event("admin.reader_priority_unchanged", { warning }),
     fallback: db.client,
     onFallback: (err) => opts.log.event("admin.reader_unavailable", { error: String(err) }),
     onReplaced: () => opts.log.event("admin.reader_replaced", {}),

@@ -1,16 +1,13 @@
 import { type Context, Hono } from "hono";
 import { type AdminDeps, adminRoutes } from "../../admin/routes.ts";
 import { type ControlDeps, controlRoutes } from "../endpoints/control.ts";
-import { handleCountTokens } from "../endpoints/count_tokens.ts";
-import { CLIENT_CODECS } from "../formats/formats.ts";
 import { listModels } from "../endpoints/model_list.ts";
 import { serveModelPath } from "../endpoints/model_paths.ts";
 import { installFallbacks, refuseOtherMethods } from "../endpoints/not_found.ts";
 import { originCheck } from "../accept/origin_check.ts";
 import { badHostResponse } from "../accept/host_header.ts";
-import { handleProxy } from "../accept/proxy.ts";
 import { type InteractionAction, serveInteraction } from "../endpoints/interaction_paths.ts";
-import { EMBED_CLIENTS } from "../formats/embed_formats.ts";
+import { directProxy, PROXY_ROUTES } from "./proxy_routes.ts";
 import { serveMcp } from "../mcp/mcp_endpoint.ts";
 import type { McpState } from "../mcp/mcp_state.ts";
 
@@ -35,7 +32,8 @@ export interface ServerDeps extends ControlDeps {
  */
 export function createHandler(deps: ServerDeps): Deno.ServeHandler {
   const app = createApp(deps);
-  return (request, info) => badHostResponse(request) ?? app.fetch(request, info);
+  const direct = directProxy(deps);
+  return (request, info) => badHostResponse(request) ?? direct(request) ?? app.fetch(request, info);
 }
 
 /** All routes of the one process: proxy, control, metrics, admin, health. */
@@ -43,23 +41,9 @@ export function createApp(deps: ServerDeps): Hono {
   const app = new Hono();
   installFallbacks(app, { log: deps.log });
   app.use(originCheck(deps));
-  const proxy = (codec: keyof typeof CLIENT_CODECS) => (c: Context) =>
-    handleProxy(c.req.raw, { codec: CLIENT_CODECS[codec], ctx: {}, deps });
-  app.post("/v1/chat/completions", proxy("chat"));
-  app.post("/v1/responses", proxy("responses"));
-  app.post("/v1/messages", proxy("anthropic"));
-  // Embeddings (docs/providers.md "Embeddings"); Gemini's are model paths (model_paths.ts).
-  app.post("/v1/embeddings", (c) =>
-    handleProxy(c.req.raw, {
-      codec: CLIENT_CODECS.chat,
-      ctx: {},
-      deps,
-      embed: EMBED_CLIENTS.openai,
-    }));
-  app.post(
-    "/v1/messages/count_tokens",
-    (c) => handleCountTokens(c.req.raw, { codec: CLIENT_CODECS.anthropic, ctx: {}, deps }),
-  );
+  // Served by `directProxy` before the router; here for what reaches the router all the same
+  // (createApp alone, in tests).
+  for (const [path, route] of PROXY_ROUTES) app.post(path, (c) => route(c.req.raw, deps));
   refuseOtherMethods(app, {
     paths: [
       "/v1/chat/completions",
@@ -79,7 +63,6 @@ export function createApp(deps: ServerDeps): Hono {
   // Google's Interactions API (docs/interactions.md), under both versions as the models are.
   for (const version of ["/v1beta", "/v1"]) {
     const at = `${version}/interactions`;
-    app.post(at, proxy("interactions"));
     const act = (action: InteractionAction) => (c: Context) =>
       serveInteraction(c.req.raw, { id: c.req.param("id") ?? "", action, deps });
     app.get(`${at}/:id`, act("get"));

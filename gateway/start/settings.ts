@@ -29,18 +29,20 @@ export interface Settings {
    */
   adminQueryTimeoutMs?: number;
   /**
-   * The history writer's thread's nice value, 0–19 (docs/scaling.md "The writer's thread
-   * priority"); 0 runs it at the serving thread's priority. Default HISTORY_WRITER_NICE.
+   * The nice value, 0–19, of the threads that write history to a local file and read it for the
+   * admin page (docs/scaling.md "The database threads' priority"); 0 runs them at the serving
+   * thread's priority. Default DB_THREAD_NICE.
    */
-  historyWriterNice?: number;
+  dbThreadNice?: number;
 }
 
 /**
- * History is written on spare CPU: a thread at nice 10 has about a tenth of the serving thread's
- * share of a busy core, so a batch being written no longer delays a caller's answer on a core
- * both share (docs/scaling.md "The writer's thread priority").
+ * History is written and read for the admin page on spare CPU: a thread at nice 10 has about a
+ * tenth of the serving thread's share of a busy core, so a batch being written or a month's cost
+ * report being read no longer delays a caller's answer on a core they share (docs/scaling.md
+ * "The database threads' priority").
  */
-export const HISTORY_WRITER_NICE = 10;
+export const DB_THREAD_NICE = 10;
 
 /** docs/deploy.md "Connection limits": how many client connections, and how long each may wait. */
 export interface ConnectionLimits {
@@ -100,7 +102,7 @@ export function readSettings(env: (name: string) => string | undefined): Setting
       "PULSEGATE_ADMIN_QUERY_TIMEOUT_MS",
       ADMIN_QUERY_BOUND_MS,
     ),
-    historyWriterNice: niceValue(env, "PULSEGATE_HISTORY_WRITER_NICE", HISTORY_WRITER_NICE),
+    dbThreadNice: niceValue(env, "PULSEGATE_DB_THREAD_NICE", DB_THREAD_NICE),
   };
 }
 
