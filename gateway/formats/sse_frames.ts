@@ -34,44 +34,65 @@ const encoder = new TextEncoder();
  *   (`gw.upstream.oversized`), whatever the format.
  */
 export function sseFrameDecoder(read: SseRead, opts: { quick?: QuickRead } = {}): FrameDecoder {
-  const parser = new SseParser();
-  const frame = (event: SseEvent): UpstreamFrame => {
+  return new SseFrameDecoder(read, opts.quick);
+}
+
+/**
+ * `sseFrameDecoder`'s one object: methods rather than closures, and its parser made at the
+ * first chunk, since a held stream may receive nothing for minutes and thousands may be held
+ * at once (docs/performance_log.md "One object per held stream").
+ */
+class SseFrameDecoder implements FrameDecoder {
+  readonly #read: SseRead;
+  readonly #quick: QuickRead | undefined;
+  #parser: SseParser | null = null;
+  #reported = false;
+
+  constructor(read: SseRead, quick: QuickRead | undefined) {
+    this.#read = read;
+    this.#quick = quick;
+  }
+
+  push(chunk: Uint8Array): UpstreamFrame[] {
+    const parser = this.#parser ??= new SseParser();
+    const events = parser.push(chunk);
+    const frames: UpstreamFrame[] = [];
+    for (const event of events) frames.push(this.#frame(event));
+    // Reported once; the parser takes nothing more, and the hop drops the connection.
+    if (parser.oversized && !this.#reported) {
+      this.#reported = true;
+      const error = oversized("an event", UPSTREAM_CAPS.eventBytes);
+      frames.push({ raw: new Uint8Array(0), content: true, events: [], error });
+    }
+    return frames;
+  }
+
+  end(): UpstreamFrame[] {
+    const parser = this.#parser ??= new SseParser();
+    return parser.end().map((tail) => {
+      const whole = tail.comment || tail.data === undefined || tail.data.trim() === "[DONE]" ||
+        parseJson(tail.data) !== undefined;
+      return whole
+        ? this.#frame({ ...tail, raw: `${tail.raw}\n\n`, bytes: undefined })
+        : malformed(new Uint8Array(0), "the upstream's stream ended inside an event");
+    });
+  }
+
+  #frame(event: SseEvent): UpstreamFrame {
     const raw = event.bytes ?? encoder.encode(event.raw);
     if (event.comment) return { raw, content: false, events: [] };
     // Google's API tells a failure after the 200 as a bare JSON object, with no `data:` field.
     const data = event.data ?? bareJson(event.raw);
     // The SSE standard dispatches no event for any other block without data (a stray line).
     if (data === undefined) return { raw, content: false, events: [] };
-    const quick = event.data === undefined ? null : opts.quick?.(data, raw);
+    const quick = event.data === undefined ? null : this.#quick?.(data, raw);
     if (quick) return quick;
     const json = parseJson(data);
     if (json === undefined && data.trim() !== "[DONE]") {
       return malformed(raw, "the upstream sent an event whose data is not JSON");
     }
-    return { raw, ...read(event.data === undefined ? { ...event, data } : event, json) };
-  };
-  let reported = false;
-  return {
-    push(chunk) {
-      const frames = parser.push(chunk).map(frame);
-      // Reported once; the parser takes nothing more, and the hop drops the connection.
-      if (parser.oversized && !reported) {
-        reported = true;
-        const error = oversized("an event", UPSTREAM_CAPS.eventBytes);
-        frames.push({ raw: new Uint8Array(0), content: true, events: [], error });
-      }
-      return frames;
-    },
-    end() {
-      return parser.end().map((tail) => {
-        const whole = tail.comment || tail.data === undefined || tail.data.trim() === "[DONE]" ||
-          parseJson(tail.data) !== undefined;
-        return whole
-          ? frame({ ...tail, raw: `${tail.raw}\n\n`, bytes: undefined })
-          : malformed(new Uint8Array(0), "the upstream's stream ended inside an event");
-      });
-    },
-  };
+    return { raw, ...this.#read(event.data === undefined ? { ...event, data } : event, json) };
+  }
 }
 
 /** A block that is one JSON object without SSE fields, as its text. */

@@ -9,9 +9,15 @@ export const READ_BUFFER_BYTES = 16 * 1024;
 /**
  * Where a streamed body's buffer starts: a held stream (an upstream quiet before its first event)
  * keeps its pending read's buffer for as long as it is held, and thousands may be held at once.
- * A read that fills the buffer doubles it, up to READ_BUFFER_BYTES.
+ * 256 bytes hold a Chat Completions delta or a keep-alive in one read. A read that fills the
+ * buffer makes it READ_GROWTH times larger, up to READ_BUFFER_BYTES: a burst at the start (a
+ * whole short answer at once) then takes as many reads as it did from 1 KiB doubling
+ * (docs/performance_log.md "One object per held stream").
  */
-export const FIRST_READ_BYTES = 1024;
+export const FIRST_READ_BYTES = 256;
+
+/** How much larger a read buffer grows when a read fills it (see FIRST_READ_BYTES). */
+const READ_GROWTH = 8;
 
 /**
  * Buffers of finished reads, by size, for the next body: a new buffer per request was a share
@@ -94,27 +100,38 @@ export class BodyReader<T> {
   }
 
   async next(): Promise<T | undefined> {
+    return this.took(await this.read());
+  }
+
+  /**
+   * The next read as the runtime answers it, for `took`: `next` in two halves, so a caller's
+   * own async loop awaits the body's read itself, with no async frame of the reader's between
+   * (a held stream keeps each one suspended; a busy one pays a promise per chunk for it).
+   */
+  read(): Promise<ReadableStreamReadResult<T>> {
     const signal = this.#signal;
     if (signal.aborted) throw signal.reason;
     const byob = this.#byob;
-    if (!byob) {
-      const { done, value } = await this.#plain!.read();
-      if (signal.aborted) throw signal.reason;
-      if (done) this.#ended();
-      return done ? undefined : value;
-    }
-    const { done, value } = await byob.read(new Uint8Array(this.#buffer!));
+    if (!byob) return this.#plain!.read();
+    return byob.read(new Uint8Array(this.#buffer!)) as Promise<ReadableStreamReadResult<T>>;
+  }
+
+  /** What a `read` came to: its chunk, or undefined at the end; a stop meanwhile throws. */
+  took(result: ReadableStreamReadResult<T>): T | undefined {
+    const signal = this.#signal;
     if (signal.aborted) throw signal.reason;
-    if (value) {
-      let buffer = value.buffer as ArrayBuffer;
+    const { done, value } = result;
+    if (this.#byob && value) {
+      const view = value as unknown as Uint8Array;
+      let buffer = view.buffer as ArrayBuffer;
       // The previous chunk is the caller's until its next read, so a grown buffer is a new one.
-      if (value.byteLength === buffer.byteLength && buffer.byteLength < READ_BUFFER_BYTES) {
-        buffer = bufferOf(buffer.byteLength * 2);
+      if (view.byteLength === buffer.byteLength && buffer.byteLength < READ_BUFFER_BYTES) {
+        buffer = bufferOf(Math.min(buffer.byteLength * READ_GROWTH, READ_BUFFER_BYTES));
       }
       this.#buffer = buffer;
     }
     if (done) this.#ended();
-    return done ? undefined : value as T;
+    return done ? undefined : value;
   }
 
   /** The body was read to its end: its connection has nothing left to cancel. */

@@ -10,6 +10,7 @@ import { stopReason } from "./stop_reasons.ts";
  * stop with no connection open (between retries) are not timed.
  */
 export class CancelTimer {
+  readonly #signal: AbortSignal;
   #stoppedAt: number | null = null;
   #reason = "";
   #timed = false;
@@ -18,13 +19,18 @@ export class CancelTimer {
     signal: AbortSignal,
     private opts: { clock: Clock; metrics: Metrics; upstream: string },
   ) {
+    this.#signal = signal;
     // Registered before any reader's abort listener, so the stop is stamped before the cancel.
-    signal.addEventListener("abort", () => {
-      const reason = stopReason(signal);
-      if (!reason) return;
-      this.#stoppedAt = opts.clock.now();
-      this.#reason = reason.code;
-    }, { once: true });
+    // The timer is its own listener (`handleEvent`): no closure per hop.
+    signal.addEventListener("abort", this, { once: true });
+  }
+
+  /** The stop: stamped when it is one of ours. */
+  handleEvent(): void {
+    const reason = stopReason(this.#signal);
+    if (!reason) return;
+    this.#stoppedAt = this.opts.clock.now();
+    this.#reason = reason.code;
   }
 
   /** The connection is closed; observed once, and only after a stop. */

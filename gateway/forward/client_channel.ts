@@ -5,6 +5,8 @@ import { clientStatus, sameFormatAnswer } from "../formats/error_vocab.ts";
 import { ERROR_CODE_HEADER, type GatewayError } from "../runtime/gateway_error.ts";
 import { isFinal } from "../runtime/error_codes.ts";
 
+function noop(): void {}
+
 /** How far apart a final error's two forms are sent, and from what went before (Gemini SSE). */
 const FINAL_ERROR_APART_MS = 250;
 
@@ -40,18 +42,27 @@ export function errorResponse(
   return new Response(body, { status: clientStatus(err, codec.format), headers });
 }
 
+/** Who is told when the client cancels the stream (stream_forward.ts): a method, no closure. */
+export interface ChannelOwner {
+  clientGone(): void;
+}
+
 /**
  * The client's side of one streamed answer. Headers go out once; keep-alive
  * comments flow only while nothing else does; a cancelled body reports to
- * `onCancel` so cleanup never depends on the next write.
+ * its owner (`clientGone`) so cleanup never depends on the next write.
+ *
+ * The channel is its body stream's underlying source (`start`, `pull`, `cancel`), and its
+ * keep-alive tick is one function made once: a held stream keeps all of it for as long as it
+ * is quiet (docs/performance_log.md "One object per held stream").
  */
-export class StreamChannel {
+export class StreamChannel implements UnderlyingDefaultSource<Uint8Array> {
   readonly response: Promise<Response>;
   #resolve!: (r: Response) => void;
   #controller!: ReadableStreamDefaultController<Uint8Array>;
   #readable: ReadableStream<Uint8Array>;
-  /** Writers waiting for the client to take what is queued. */
-  #waiting: Array<() => void> = [];
+  /** Writers waiting for the client to take what is queued; made for the first. */
+  #waiting: Array<() => void> | null = null;
   #cancelled = false;
   #keepAlive: (() => void) | null = null;
   #closed = false;
@@ -65,23 +76,30 @@ export class StreamChannel {
       requestId: string;
       clock: Clock;
       keepAliveMs: number;
-      onCancel: () => void;
+      owner: ChannelOwner;
     },
   ) {
     this.response = new Promise((resolve) => (this.#resolve = resolve));
     // One stream stage, not a TransformStream pair: writes enqueue directly and
     // wait (backpressure) only while the client has not taken the last chunk.
-    this.#readable = new ReadableStream<Uint8Array>({
-      start: (controller) => {
-        this.#controller = controller;
-      },
-      pull: () => this.#wakeWriters(),
-      cancel: () => {
-        this.#cancelled = true;
-        this.#wakeWriters();
-        if (!this.#closed) opts.onCancel();
-      },
-    }, { highWaterMark: 1 });
+    this.#readable = new ReadableStream<Uint8Array>(this, { highWaterMark: 1 });
+  }
+
+  /** The body stream's start (as its underlying source): its controller is the channel's. */
+  start(controller: ReadableStreamDefaultController<Uint8Array>): void {
+    this.#controller = controller;
+  }
+
+  /** The client took what was queued (as the body stream's underlying source). */
+  pull(): void {
+    this.#wakeWriters();
+  }
+
+  /** The client cancelled the body (as its underlying source): it has gone. */
+  cancel(): void {
+    this.#cancelled = true;
+    this.#wakeWriters();
+    if (!this.#closed) this.opts.owner.clientGone();
   }
 
   get closed(): boolean {
@@ -92,7 +110,10 @@ export class StreamChannel {
   sendHeaders(): void {
     if (this.headersSent) return;
     this.headersSent = true;
-    this.#resolve(
+    const resolve = this.#resolve;
+    // Resolved once: its resolving functions (and their scope) need not stay for the stream.
+    this.#resolve = noop;
+    resolve(
       new Response(this.#readable, {
         status: 200,
         headers: baseHeaders(this.opts.requestId, {
@@ -113,14 +134,16 @@ export class StreamChannel {
     const block = this.opts.shape.keepAlive;
     if (!block || this.#keepAlive) return;
     void this.write(block);
-    const tick = () => {
-      this.#keepAlive = this.opts.clock.after(this.opts.keepAliveMs, () => {
-        void this.write(block);
-        tick();
-      });
-    };
-    tick();
+    this.#keepAlive = this.opts.clock.after(this.opts.keepAliveMs, this.#tick);
   }
+
+  /** One keep-alive, and the next armed: made once, not a closure per tick. */
+  readonly #tick = (): void => {
+    const block = this.opts.shape.keepAlive;
+    if (!block) return;
+    void this.write(block);
+    this.#keepAlive = this.opts.clock.after(this.opts.keepAliveMs, this.#tick);
+  };
 
   stopKeepAlives(): void {
     this.#keepAlive?.();
@@ -146,7 +169,7 @@ export class StreamChannel {
 
   /** Resolves once the client has taken what is queued, or has gone. */
   async drained(): Promise<void> {
-    while (this.#full()) await new Promise<void>((wake) => this.#waiting.push(wake));
+    while (this.#full()) await new Promise<void>((wake) => (this.#waiting ??= []).push(wake));
   }
 
   #full(): boolean {
@@ -157,7 +180,8 @@ export class StreamChannel {
 
   #wakeWriters(): void {
     const waiting = this.#waiting;
-    this.#waiting = [];
+    if (!waiting) return;
+    this.#waiting = null;
     for (const wake of waiting) wake();
   }
 
@@ -179,7 +203,9 @@ export class StreamChannel {
     if (!this.headersSent) {
       this.headersSent = true;
       this.#closed = true;
-      this.#resolve(errorResponse(this.opts.codec, err, { requestId: this.opts.requestId }));
+      const resolve = this.#resolve;
+      this.#resolve = noop;
+      resolve(errorResponse(this.opts.codec, err, { requestId: this.opts.requestId }));
       this.#wakeWriters();
       return;
     }

@@ -46,19 +46,28 @@ interface LoopOpts {
  * on to the next one while it keeps running, and the first to send content
  * wins. Every hop the race started has ended before this returns.
  */
-export async function runCandidates(
+export function runCandidates(
   req: ForwardRequest,
   opts: LoopOpts,
 ): Promise<GatewayError | null> {
   const { plan, skipped } = planFor(req, opts.deps);
   const race = HedgeRace.for(req, { deps: opts.deps, plan });
-  // Returned, not awaited, when there is no race to settle: this frame then does not stay
-  // suspended for a stream's whole life (a held stream's heap, docs/benchmarks.md).
+  // Returned as it is when there is no race to settle: no frame of this function's, nor a
+  // promise of its own, stays for a stream's whole life (a held stream's heap,
+  // docs/performance_log.md "One object per held stream").
   if (!race) return tryInOrder(req, { ...opts, plan, skipped, race });
+  return raced(req, { ...opts, plan, skipped, race });
+}
+
+/** The loop through a hedge race: every hop the race started has ended before it returns. */
+async function raced(
+  req: ForwardRequest,
+  opts: LoopOpts & { plan: Candidate[]; skipped: ReadonlyMap<string, string[]>; race: HedgeRace },
+): Promise<GatewayError | null> {
   try {
-    return await tryInOrder(req, { ...opts, plan, skipped, race });
+    return await tryInOrder(req, opts);
   } finally {
-    await race?.settle();
+    await opts.race.settle();
   }
 }
 
@@ -105,6 +114,11 @@ async function tryInOrder(
       probe?.send();
       return tryCandidate(req, { ...opts, target, release, isLast, tried, lane, probe });
     };
+    // The last candidate, with no race: only the loop's end follows its outcome, so that end is
+    // a reaction on its promise and this frame is not kept suspended for the stream's whole life
+    // (docs/performance_log.md "One object per held stream"). Its probe was sent by `start`,
+    // so leaving the `using` scope now gives nothing back.
+    if (isLast && !race) return start().then((last) => lastEnded(last, { req, chain, deps }));
     // Without a hedge race (most routes: request_plan.ts) the candidate simply runs; the race's
     // closures are made only for a race.
     const outcome = race
@@ -139,6 +153,18 @@ async function tryInOrder(
     }
   }
   return failed ? exhausted(failed, { chain, deps }) : slotsFull(deps);
+}
+
+/**
+ * The loop's end after its last candidate (no race, none full): what the loop below would come
+ * to with that outcome as its last.
+ */
+function lastEnded(
+  outcome: Outcome,
+  opts: { req: ForwardRequest; chain: Chain; deps: ForwardDeps },
+): GatewayError | null {
+  if (outcome.step !== "next") return ended(outcome, opts);
+  return stopReason(opts.req.live.signal) ?? exhausted(outcome, opts);
 }
 
 /**
@@ -191,58 +217,107 @@ const NONE_SKIPPED: ReadonlyMap<string, string[]> = new Map();
  * One candidate, retried while the verdict says `retry` and retries last
  * (`retryWait`). Each hop's end is settled here, the one place (settle.ts), a crashed hop's
  * too. It never throws: the candidate's work in a hedge race's lane is this, and a crash
- * outside any hop (nothing to settle) ends the request as the loop's own failure. One function,
- * not three nested: a held stream keeps each suspended frame for its whole life.
+ * outside any hop (nothing to settle) ends the request as the loop's own failure.
  */
-async function tryCandidate(
-  req: ForwardRequest,
-  opts: CandidateOpts,
-): Promise<Outcome> {
+function tryCandidate(req: ForwardRequest, opts: CandidateOpts): Promise<Outcome> {
+  const tries = new CandidateTries(req, opts);
   try {
-    const { target, deps, lane } = opts;
-    const signal = lane?.signal ?? req.live.signal;
-    const stopped = () => stopReason(req.live.signal) ?? stopReason(signal);
-    const retries = deps.config.failover.retries_per_candidate;
-    let release: (() => void) | null = opts.release;
-    for (let retry = 0;; retry++) {
-      if (!release) {
-        release = await takeSlot(target, { req, deps, wait: true, signal });
-        if (!release) {
-          return { step: "stop", error: stopped() ?? slotsFull(deps), resumable: false };
-        }
-      }
-      if (opts.tried.at(-1) !== target.upstream.id) opts.tried.push(target.upstream.id);
-      const hop = new Hop(req, {
-        target,
-        deps,
-        release,
-        signal,
-        gate: lane ?? undefined,
-        probe: opts.probe ?? undefined,
-      });
-      release = null;
-      // A retry still to come could answer too: until then this hop is not the last word.
-      const isLast = opts.isLast && retry >= retries;
-      // What the hop throws is read as how it ended (hop_ending.ts).
-      let ending: HopEnding;
-      try {
-        ending = await opts.runHop(hop, { isLast });
-      } catch (err) {
-        ending = hop.endingOf(err);
-      }
-      const settled = settle(hop, closeHop(hop, ending));
-      opts.onSettled?.(hop, settled);
-      if (settled.step !== "retry") return settled;
-      const wait = retryWait(retry, { retries, retryAfterSecs: settled.error.retryAfterSecs });
-      if (wait === null) return { ...settled, step: "next" };
-      try {
-        await deps.clock.sleep(wait * 1000, signal);
-      } catch {
-        return { step: "stop", error: stopped() ?? settled.error, resumable: false };
-      }
-    }
+    return tries.hop(opts.release);
   } catch (err) {
-    opts.deps.log.event("gateway.internal_error", { error: String(err) });
+    return Promise.resolve(tries.crashed(err));
+  }
+}
+
+/**
+ * A candidate's hops, one after another. Not an async function awaiting each hop: a held
+ * stream would keep that frame suspended for its whole life (its registers alone were ~400 B);
+ * a hop's end is taken by a reaction on the hop's promise instead, and only the wait between
+ * two hops (the backoff, a slot) is an async frame (docs/performance_log.md "One object per
+ * held stream"). Nothing here throws: a crash becomes the loop's own failure (`crashed`).
+ */
+class CandidateTries {
+  #retry = 0;
+  readonly #signal: AbortSignal;
+  readonly #retries: number;
+
+  constructor(readonly req: ForwardRequest, readonly opts: CandidateOpts) {
+    this.#signal = opts.lane?.signal ?? req.live.signal;
+    this.#retries = opts.deps.config.failover.retries_per_candidate;
+  }
+
+  /** One hop holding `release`'s slot, and what its end comes to. */
+  hop(release: () => void): Promise<Outcome> {
+    const { req, opts } = this;
+    const { target } = opts;
+    if (opts.tried.at(-1) !== target.upstream.id) opts.tried.push(target.upstream.id);
+    const hop = new Hop(req, {
+      target,
+      deps: opts.deps,
+      release,
+      signal: this.#signal,
+      gate: opts.lane ?? undefined,
+      probe: opts.probe ?? undefined,
+    });
+    // A retry still to come could answer too: until then this hop is not the last word.
+    const isLast = opts.isLast && this.#retry >= this.#retries;
+    let running: Promise<HopEnding>;
+    try {
+      running = opts.runHop(hop, { isLast });
+    } catch (err) {
+      running = Promise.reject(err);
+    }
+    return running.then(
+      (ending) => this.#settle(hop, ending, null),
+      (err: unknown) => this.#settle(hop, null, err),
+    );
+  }
+
+  /** A hop's end, `ending` or what it threw (read as how it ended: hop_ending.ts), settled. */
+  #settle(hop: Hop, ending: HopEnding | null, thrown: unknown): Outcome | Promise<Outcome> {
+    try {
+      const settled = settle(hop, closeHop(hop, ending ?? hop.endingOf(thrown)));
+      this.opts.onSettled?.(hop, settled);
+      if (settled.step !== "retry") return settled;
+      const wait = retryWait(this.#retry, {
+        retries: this.#retries,
+        retryAfterSecs: settled.error.retryAfterSecs,
+      });
+      if (wait === null) return { ...settled, step: "next" };
+      return this.#again(wait, settled.error);
+    } catch (err) {
+      return this.crashed(err);
+    }
+  }
+
+  /** The backoff, then a slot, then the next hop (whose promise is returned, not awaited). */
+  async #again(waitSecs: number, error: GatewayError): Promise<Outcome> {
+    const { req, opts } = this;
+    const { deps, target } = opts;
+    const signal = this.#signal;
+    try {
+      try {
+        await deps.clock.sleep(waitSecs * 1000, signal);
+      } catch {
+        return { step: "stop", error: this.#stopped() ?? error, resumable: false };
+      }
+      this.#retry++;
+      const release = await takeSlot(target, { req, deps, wait: true, signal });
+      if (!release) {
+        return { step: "stop", error: this.#stopped() ?? slotsFull(deps), resumable: false };
+      }
+      return this.hop(release);
+    } catch (err) {
+      return this.crashed(err);
+    }
+  }
+
+  #stopped(): GatewayError | undefined {
+    return stopReason(this.req.live.signal) ?? stopReason(this.#signal);
+  }
+
+  /** A crash outside any hop: the loop's own failure, logged. */
+  crashed(err: unknown): Outcome {
+    this.opts.deps.log.event("gateway.internal_error", { error: String(err) });
     return { step: "stop", error: GatewayError.from(err), resumable: false };
   }
 }

@@ -7,9 +7,9 @@ import type { Upstream } from "../config/schema.ts";
 import type { Clock } from "../runtime/clock.ts";
 import type { ClientRequestContext, UpstreamAdapter } from "../formats/format.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
-import { IdleTimer } from "./idle_timer.ts";
+import { type IdleOwner, IdleTimer } from "./idle_timer.ts";
 import { BodyReader } from "./body_reader.ts";
-import { startFirstContentTimer } from "./first_content_timer.ts";
+import { firstContentSecs, firstContentTimeout } from "./first_content_timer.ts";
 import type { Attempt, LiveRequest } from "../live/live_request.ts";
 import type { Logger } from "../runtime/logger.ts";
 import type { Metrics } from "../runtime/metrics.ts";
@@ -52,17 +52,25 @@ export interface ForwardRequest extends RoutedRequest {
 
 export type { Candidate } from "../route/route_request.ts";
 
-/** An upstream body read through a hop (see `Hop.reader`). */
+/** An upstream body read through a hop (see `Hop.reader`, body_reader.ts). */
 export interface HopReader<T> {
   next(): Promise<T | undefined>;
+  /** `next` in two halves, for a loop that awaits the body's read itself (body_reader.ts). */
+  read(): Promise<ReadableStreamReadResult<T>>;
+  took(result: ReadableStreamReadResult<T>): T | undefined;
   close(): void;
 }
 
 /**
  * One call to one upstream: its abort switch (linked to the request's), its
  * idle timer and its attempt row. `close()` runs on every exit path.
+ *
+ * The hop is itself the listener of what stops it (`handleEvent`) and the owner its idle timer
+ * tells (`idled`, `noFirstContent`): a held stream keeps it for as long as it is quiet, and a
+ * closure for each of those was heap per held stream (docs/performance_log.md "One object per
+ * held stream").
  */
-export class Hop {
+export class Hop implements IdleOwner {
   readonly controller = new AbortController();
   readonly attempt: Attempt;
   readonly idle: IdleTimer;
@@ -78,8 +86,8 @@ export class Hop {
    */
   continuations: { bound: Set<string>; capped: boolean } | null = null;
   #cancel: CancelTimer;
-  #unlink: () => void;
-  #stopFirstContent: () => void;
+  /** What stops it besides its own switch (see `opts.signal`). */
+  readonly #stops: AbortSignal;
   /** Answers received whose bodies were not read to their end: a finished hop aborts for them. */
   #unread = 0;
 
@@ -117,22 +125,35 @@ export class Hop {
       holdsUsage: this.gate.holdsUsage || req.replay === true,
     });
     const stops = opts.signal ?? live.signal;
-    const forward = () => this.controller.abort(stops.reason);
-    if (stops.aborted) forward();
-    stops.addEventListener("abort", forward, { once: true });
-    this.#unlink = () => stops.removeEventListener("abort", forward);
-    const failover = opts.deps.config.failover;
-    this.idleSecs = failover.idle_timeout_secs;
+    this.#stops = stops;
+    if (stops.aborted) this.handleEvent();
+    stops.addEventListener("abort", this, { once: true });
+    this.idleSecs = opts.deps.config.failover.idle_timeout_secs;
+    const firstSecs = firstContentSecs(this);
     this.idle = new IdleTimer(opts.deps.clock, {
       ms: this.idleSecs * 1000,
-      onIdle: () =>
-        this.controller.abort(idleTimeout(upstream.id, {
-          secs: this.idleSecs,
-          midStream: this.attempt.contentSeen,
-          timeoutStatus: failover.timeout_status,
-        })),
+      owner: this,
+      firstContentMs: firstSecs === undefined ? undefined : firstSecs * 1000,
     });
-    this.#stopFirstContent = startFirstContentTimer(this);
+  }
+
+  /** What stops it stopped: its own switch follows. */
+  handleEvent(): void {
+    this.controller.abort(this.#stops.reason);
+  }
+
+  /** Silence for its idle timeout (idle_timer.ts). */
+  idled(): void {
+    this.controller.abort(idleTimeout(this.upstream.id, {
+      secs: this.idleSecs,
+      midStream: this.attempt.contentSeen,
+      timeoutStatus: this.opts.deps.config.failover.timeout_status,
+    }));
+  }
+
+  /** No content within its first-content timeout (idle_timer.ts). */
+  noFirstContent(): void {
+    this.controller.abort(firstContentTimeout(this, firstContentSecs(this)!));
   }
 
   get upstream(): Upstream {
@@ -302,9 +323,8 @@ export class Hop {
   }
 
   close(): void {
-    this.idle.stop();
-    this.#stopFirstContent();
-    this.#unlink();
+    this.idle.close();
+    this.#stops.removeEventListener("abort", this);
     this.opts.release();
     // A hop whose every answer was read to its end holds no connection: an abort would only
     // cost its event (docs/performance_log.md "Held stream and per-read objects").

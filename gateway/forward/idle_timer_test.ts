@@ -15,7 +15,8 @@ const IDLE_MS = FailoverSchema.parse({}).idle_timeout_secs * 1000;
 function idleTimer() {
   const clock = new VirtualClock();
   const fired: number[] = [];
-  const timer = new IdleTimer(clock, { ms: IDLE_MS, onIdle: () => fired.push(clock.sinceStart) });
+  const owner = { idled: () => fired.push(clock.sinceStart), noFirstContent: () => {} };
+  const timer = new IdleTimer(clock, { ms: IDLE_MS, owner });
   return { clock, fired, timer };
 }
 
@@ -111,4 +112,67 @@ Deno.test("idle timer: stopped, it never fires; a stop while paused too", () => 
   b.timer.resume();
   b.clock.advance(3_600_000);
   assert.deepEqual(b.fired, []);
+});
+
+/** A timer that also keeps a first-content timeout; each callback's instants. */
+function withFirstContent(firstContentMs: number, ms = IDLE_MS) {
+  const clock = new VirtualClock();
+  const idled: number[] = [];
+  const first: number[] = [];
+  const owner = {
+    idled: () => idled.push(clock.sinceStart),
+    noFirstContent: () => first.push(clock.sinceStart),
+  };
+  const timer = new IdleTimer(clock, { ms, owner, firstContentMs });
+  return { clock, idled, first, timer };
+}
+
+Deno.test("idle timer: the first-content timeout fires at its exact ms, not 1 ms before, and the idle timeout still after it", () => {
+  const { clock, idled, first } = withFirstContent(15_000);
+  clock.advance(14_999);
+  assert.deepEqual(first, []);
+  clock.advance(1);
+  assert.deepEqual(first, [15_000]);
+  clock.advance(284_999);
+  assert.deepEqual(idled, []);
+  clock.advance(1);
+  assert.deepEqual(idled, [300_000]);
+  clock.advance(3_600_000);
+  assert.deepEqual(first, [15_000], "once");
+});
+
+Deno.test("idle timer: content before the first-content timeout cancels it, and restarts the idle timeout", () => {
+  const { clock, idled, first, timer } = withFirstContent(15_000);
+  clock.advance(14_999);
+  timer.touch();
+  clock.advance(3_600_000);
+  assert.deepEqual(first, []);
+  assert.deepEqual(idled, [314_999]);
+});
+
+Deno.test("idle timer: the first-content timeout runs on through a pause and an idle stop; close ends it", () => {
+  const a = withFirstContent(15_000);
+  a.clock.advance(5_000);
+  a.timer.pause();
+  a.clock.advance(10_000);
+  assert.deepEqual(a.first, [15_000]);
+  const b = withFirstContent(15_000);
+  b.timer.stop();
+  b.clock.advance(15_000);
+  assert.deepEqual(b.first, [15_000]);
+  assert.deepEqual(b.idled, []);
+  const c = withFirstContent(15_000);
+  c.clock.advance(14_999);
+  c.timer.close();
+  c.clock.advance(3_600_000);
+  assert.deepEqual([c.first, c.idled], [[], []]);
+});
+
+Deno.test("idle timer: an idle timeout no longer than the first-content timeout fires first and alone", () => {
+  const tie = withFirstContent(60_000, 60_000);
+  tie.clock.advance(3_600_000);
+  assert.deepEqual([tie.idled, tie.first], [[60_000], []]);
+  const shorter = withFirstContent(60_000, 30_000);
+  shorter.clock.advance(3_600_000);
+  assert.deepEqual([shorter.idled, shorter.first], [[30_000], []]);
 });

@@ -3,7 +3,8 @@ import { FIRST_READ_BYTES } from "./body_reader.ts";
 import { concatBytes } from "../runtime/join_bytes.ts";
 import type { ClientStreamEncoder, ClientStreamShape, UpstreamFrame } from "../formats/format.ts";
 import { GatewayError } from "../runtime/gateway_error.ts";
-import type { Hop } from "./hop.ts";
+import type { Hop, HopReader } from "./hop.ts";
+import type { FrameDecoder } from "../formats/frame_decoder.ts";
 import { ANSWERED, type HopEnding } from "./hop_ending.ts";
 import { settleContent } from "./settle.ts";
 import { bindContinuations } from "./bind_continuations.ts";
@@ -47,6 +48,8 @@ export class StreamPump {
   readonly #replay: ReplayGate | null;
   /** Whether the answer's id is wanted: it names a stored interaction (settle.ts). */
   #seekId: boolean;
+  /** The state of a body read by reactions (see `run`); null for a body read as a stream. */
+  #reading: Reading | null = null;
 
   constructor(readonly hop: Hop, readonly opts: PumpOpts) {
     this.#passthrough = streamPassesThrough(hop.upstream.kind, opts);
@@ -55,36 +58,104 @@ export class StreamPump {
     this.#seekId = hop.req.ir.providerState?.stores === true;
   }
 
-  /** Reads `body` to its end, or to the first frame that ends the hop. */
-  async run(body: ReadableStream<Uint8Array>): Promise<HopEnding> {
+  /**
+   * Reads `body` to its end, or to the first frame that ends the hop, and settles `done` with
+   * how the hop ended (or what it threw). A body with a frame decoder (every SSE format) is read
+   * by reactions on each read (`#read`), not by an async loop, and `done` is the hop's own
+   * promise's: a held stream then keeps no suspended frame of the pump's, nor a promise of its
+   * own, and a chunk costs no await (docs/performance_log.md "One object per held stream").
+   */
+  run(body: ReadableStream<Uint8Array>, done: Settle): void {
     const { hop } = this;
     const decoder = hop.adapter.frameDecoder?.();
-    if (decoder) {
-      const reader = hop.reader(body, { reuse: true, firstBytes: FIRST_READ_BYTES });
-      try {
-        for (let chunk = await reader.next(); chunk; chunk = await reader.next()) {
-          const ending = this.#take(decoder.push(chunk));
-          const waiting = this.#flush();
-          if (waiting) await waiting;
-          if (ending) return ending;
-        }
-      } finally {
-        reader.close();
+    if (!decoder) {
+      this.#runStream(body).then(done.resolve, done.reject);
+      return;
+    }
+    const reader = hop.reader(body, { reuse: true, firstBytes: FIRST_READ_BYTES });
+    this.#reading = new Reading(reader, decoder, done);
+    this.#read();
+  }
+
+  /** Asks for the next chunk: its answer comes to `#onRead` (or `#onFailed`). */
+  #read(): void {
+    let read: Promise<ReadableStreamReadResult<Uint8Array>>;
+    try {
+      read = this.#reading!.reader.read();
+    } catch (err) {
+      return this.#failed(err);
+    }
+    read.then(this.#onRead, this.#onFailed);
+  }
+
+  /** One read's answer: its frames taken and written, then the next read, or the hop's end. */
+  readonly #onRead = (result: ReadableStreamReadResult<Uint8Array>): void => {
+    const reading = this.#reading!;
+    let ending: HopEnding | null;
+    let waiting: Promise<void> | undefined;
+    try {
+      const chunk = reading.reader.took(result);
+      if (!chunk) {
+        this.#tail().then(reading.resolve, reading.reject);
+        return;
       }
-      const ending = this.#take(decoder.end());
-      await this.#flush();
-      if (ending) return ending;
-    } else {
-      const reader = hop.reader(body.pipeThrough(hop.adapter.decodeStream()));
-      try {
-        for (let frame = await reader.next(); frame; frame = await reader.next()) {
-          const ending = this.#take([frame]);
-          await this.#flush();
-          if (ending) return ending;
-        }
-      } finally {
-        reader.close();
+      ending = this.#take(reading.decoder.push(chunk));
+      waiting = this.#flush();
+    } catch (err) {
+      return this.#failed(err);
+    }
+    // The client is behind: the next read waits for it (a closure only then).
+    if (waiting) waiting.then(() => this.#went(ending), this.#onFailed);
+    else this.#went(ending);
+  };
+
+  readonly #onFailed = (err: unknown): void => this.#failed(err);
+
+  /** After a read's output went out: the hop's end, or the next read. */
+  #went(ending: HopEnding | null): void {
+    if (!ending) return this.#read();
+    const reading = this.#reading!;
+    try {
+      reading.reader.close();
+    } catch (err) {
+      return reading.reject(err);
+    }
+    reading.resolve(ending);
+  }
+
+  /** A thrown error (a stop, a broken body) ends the read as it is, the body let go first. */
+  #failed(err: unknown): void {
+    const reading = this.#reading!;
+    try {
+      reading.reader.close();
+    } catch (closing) {
+      return reading.reject(closing);
+    }
+    reading.reject(err);
+  }
+
+  /** The body ended: what the decoder still held, then how the hop ended. */
+  async #tail(): Promise<HopEnding> {
+    const reading = this.#reading!;
+    reading.reader.close();
+    const ending = this.#take(reading.decoder.end());
+    await this.#flush();
+    if (ending) return ending;
+    return await this.#bodyEnded();
+  }
+
+  /** A body with no frame decoder: its frames read through the adapter's stream. */
+  async #runStream(body: ReadableStream<Uint8Array>): Promise<HopEnding> {
+    const { hop } = this;
+    const reader = hop.reader(body.pipeThrough(hop.adapter.decodeStream()));
+    try {
+      for (let frame = await reader.next(); frame; frame = await reader.next()) {
+        const ending = this.#take([frame]);
+        await this.#flush();
+        if (ending) return ending;
       }
+    } finally {
+      reader.close();
     }
     return await this.#bodyEnded();
   }
@@ -220,6 +291,26 @@ export class StreamPump {
     }
     await this.opts.channel.end({ passthrough: this.#passthrough, marked: this.#terminal });
     return ANSWERED;
+  }
+}
+
+/** How the hop's promise is settled: the pump's end, or what it threw. */
+export interface Settle {
+  resolve(ending: HopEnding): void;
+  reject(err: unknown): void;
+}
+
+/** A body read by reactions: its reader, its decoder, and the hop's promise to settle. */
+class Reading {
+  readonly resolve: (ending: HopEnding) => void;
+  readonly reject: (err: unknown) => void;
+  constructor(
+    readonly reader: HopReader<Uint8Array>,
+    readonly decoder: FrameDecoder,
+    done: Settle,
+  ) {
+    this.resolve = done.resolve;
+    this.reject = done.reject;
   }
 }
 

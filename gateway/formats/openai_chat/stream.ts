@@ -3,7 +3,7 @@ import type { GatewayError } from "../../runtime/gateway_error.ts";
 import type { IrEvent } from "../ir.ts";
 import { formatSse } from "../sse_stream.ts";
 import { isRecord, parseJson } from "../../runtime/json.ts";
-import { sseFrameDecoder, type SseReading } from "../sse_frames.ts";
+import { sseFrameDecoder, type SseRead, type SseReading } from "../sse_frames.ts";
 import { type FrameDecoder, frameStream } from "../frame_decoder.ts";
 import { upstreamStatusError } from "../upstream_error.ts";
 import { openAiError } from "./errors.ts";
@@ -16,8 +16,11 @@ export function decodeChatStream(): ReadableWritablePair<UpstreamFrame, Uint8Arr
 }
 
 export function chatFrameDecoder(): FrameDecoder {
-  return sseFrameDecoder((event, json) => readChatEvent(event.data, json), { quick: quickChat });
+  return sseFrameDecoder(readChat, { quick: quickChat });
 }
+
+/** One reader for every stream, not a closure per stream. */
+const readChat: SseRead = (event, json) => readChatEvent(event.data, json);
 
 /**
  * A plain text delta, told from its text: a delta that is only its content (a
@@ -138,58 +141,84 @@ const encoder = new TextEncoder();
 export function chatStreamEncoder(
   meta: { id: string; model: string; now?: () => number },
 ): ClientStreamEncoder {
-  const created = Math.floor(answerTime(meta) / 1000);
-  let started = false;
-  const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
-    encoder.encode(formatSse({
+  return new ChatStreamEncoder(meta);
+}
+
+/**
+ * One object with methods, not an object of closures over a scope: a held stream keeps its
+ * encoder for as long as it is quiet (docs/performance_log.md "One object per held stream").
+ */
+class ChatStreamEncoder implements ClientStreamEncoder {
+  readonly #id: string;
+  readonly #model: string;
+  readonly #created: number;
+  #started = false;
+
+  constructor(meta: { id: string; model: string; now?: () => number }) {
+    this.#id = meta.id;
+    this.#model = meta.model;
+    this.#created = Math.floor(answerTime(meta) / 1000);
+  }
+
+  open(): null {
+    return null;
+  }
+
+  encode(event: IrEvent): Uint8Array | null {
+    switch (event.type) {
+      case "start":
+        return null;
+      case "text":
+        return this.#delta({ content: event.text });
+      case "reasoning":
+        // A signature alone (text "") is Anthropic's to carry: nothing to say here.
+        return event.text ? this.#delta({ reasoning_content: event.text }) : null;
+      case "refusal":
+        return this.#delta({ refusal: event.text });
+      case "tool_call_start":
+        return this.#delta({
+          tool_calls: [{
+            index: event.index,
+            id: event.id,
+            type: "function",
+            function: { name: event.name, arguments: "" },
+          }],
+        });
+      case "tool_call_args":
+        return this.#delta({
+          tool_calls: [{ index: event.index, function: { arguments: event.args } }],
+        });
+      case "finish":
+        return this.#delta({}, irFinishToChat(event.reason));
+      case "usage":
+        return this.#chunk([], { usage: irUsageToChat(event.usage) });
+    }
+  }
+
+  close(): Uint8Array {
+    return encoder.encode(formatSse({ data: "[DONE]" }));
+  }
+
+  error(err: GatewayError): Uint8Array {
+    return encoder.encode(formatSse({ data: JSON.stringify(openAiError(err)) }));
+  }
+
+  #chunk(choices: unknown[], extra: Record<string, unknown> = {}): Uint8Array {
+    return encoder.encode(formatSse({
       data: JSON.stringify({
-        id: meta.id,
+        id: this.#id,
         object: "chat.completion.chunk",
-        created,
-        model: meta.model,
+        created: this.#created,
+        model: this.#model,
         choices,
         ...extra,
       }),
     }));
-  const delta = (d: Record<string, unknown>, finish: string | null = null) => {
-    const role = started ? {} : { role: "assistant" };
-    started = true;
-    return chunk([{ index: 0, delta: { ...role, ...d }, finish_reason: finish }]);
-  };
-  return {
-    open: () => null,
-    encode(event) {
-      switch (event.type) {
-        case "start":
-          return null;
-        case "text":
-          return delta({ content: event.text });
-        case "reasoning":
-          // A signature alone (text "") is Anthropic's to carry: nothing to say here.
-          return event.text ? delta({ reasoning_content: event.text }) : null;
-        case "refusal":
-          return delta({ refusal: event.text });
-        case "tool_call_start":
-          return delta({
-            tool_calls: [{
-              index: event.index,
-              id: event.id,
-              type: "function",
-              function: { name: event.name, arguments: "" },
-            }],
-          });
-        case "tool_call_args":
-          return delta({
-            tool_calls: [{ index: event.index, function: { arguments: event.args } }],
-          });
-        case "finish":
-          return delta({}, irFinishToChat(event.reason));
-        case "usage":
-          return chunk([], { usage: irUsageToChat(event.usage) });
-      }
-    },
-    close: () => encoder.encode(formatSse({ data: "[DONE]" })),
-    error: (err: GatewayError) =>
-      encoder.encode(formatSse({ data: JSON.stringify(openAiError(err)) })),
-  };
+  }
+
+  #delta(d: Record<string, unknown>, finish: string | null = null): Uint8Array {
+    const role = this.#started ? {} : { role: "assistant" };
+    this.#started = true;
+    return this.#chunk([{ index: 0, delta: { ...role, ...d }, finish_reason: finish }]);
+  }
 }
