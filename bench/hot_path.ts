@@ -144,7 +144,11 @@ export async function profileHotPath(
     // A developer's raw profile, for tools that walk its call tree.
     const dump = Deno.env.get("PROF_DUMP");
     if (dump) await Deno.writeTextFile(dump, JSON.stringify(stopped.profile));
-    env.log(`hot path profile (${opts.route}): ${Math.round(run.rps)} req/s under the profiler`);
+    env.log(
+      `hot path profile (${opts.route}): ${
+        Math.round(run.rps)
+      } req/s under the profiler, ${run.errors} errors`,
+    );
     return { ...opts, rps: round(run.rps, 1), ...summarizeProfile(stopped.profile.nodes, opts) };
   } catch (err) {
     env.log(`hot path profile failed: ${(err as Error).message}`);
