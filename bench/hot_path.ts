@@ -6,7 +6,7 @@
  * history writer's worker thread (a local database's batches) is not in it.
  */
 import type { AllocationSummary } from "./alloc_profile.ts";
-import { autocannon, type LoadEnv } from "./autocannon.ts";
+import { autocannon, type LoadEnv, type LoadRun } from "./autocannon.ts";
 import type { HotPathProfile, HotSpot } from "./results.ts";
 import { MAIN_ROUTES, REPO_ROOT, startPulsegate } from "./stack.ts";
 import { round } from "./stats.ts";
@@ -115,13 +115,23 @@ export function summarizeProfile(
   return { byFunction: top(byFunction, all, count), byFile: top(byFile, all, Math.max(15, count)) };
 }
 
-export async function profileHotPath(
+/**
+ * A fresh gateway under `opts`' load: warmed up for 2 s (so what is measured is steady state, not
+ * compilation), then `start` on its control port, `opts.seconds` of load, and `stop` with that
+ * run. Null, logged as `what` failing, when any of it fails.
+ */
+async function underLoad<T>(
   env: ProfileEnv,
-  opts: HotPathOptions = DEFAULT_HOT_PATH,
-): Promise<HotPathProfile | null> {
+  opts: HotPathOptions & {
+    name: string;
+    what: string;
+    start: (control: string) => Promise<void>;
+    stop: (control: string, run: LoadRun) => Promise<T>;
+  },
+): Promise<T | null> {
   const gw = await startPulsegate(env.layout, {
-    name: "pulsegate_profiled",
-    dir: `${env.workDir}/profiled_${opts.route}_${opts.history ? "on" : "off"}`,
+    name: opts.name,
+    dir: `${env.workDir}/${opts.name}_${opts.route}_${opts.history ? "on" : "off"}`,
     config: gatewayConfig({ fake: env.fake, routes: MAIN_ROUTES }),
     history: opts.history,
   });
@@ -134,28 +144,43 @@ export async function profileHotPath(
       stream: opts.stream,
     });
     const load = { request, connections: opts.concurrency, warmupSeconds: 0 };
-    // Warm up first, so the profile shows steady state rather than compilation.
     await autocannon(env, { ...load, seconds: 2 });
-    await (await fetch(`${control}/profile/start?us=${SAMPLING_US}`, { method: "POST" })).json();
+    await opts.start(control);
     const run = await autocannon(env, { ...load, seconds: opts.seconds });
-    const stopped = await (await fetch(`${control}/profile/stop`, { method: "POST" })).json() as {
-      profile: { nodes: ProfileNode[] };
-    };
-    // A developer's raw profile, for tools that walk its call tree.
-    const dump = Deno.env.get("PROF_DUMP");
-    if (dump) await Deno.writeTextFile(dump, JSON.stringify(stopped.profile));
-    env.log(
-      `hot path profile (${opts.route}): ${
-        Math.round(run.rps)
-      } req/s under the profiler, ${run.errors} errors`,
-    );
-    return { ...opts, rps: round(run.rps, 1), ...summarizeProfile(stopped.profile.nodes, opts) };
+    return await opts.stop(control, run);
   } catch (err) {
-    env.log(`hot path profile failed: ${(err as Error).message}`);
+    env.log(`${opts.what} failed: ${(err as Error).message}`);
     return null;
   } finally {
     await gw.stop();
   }
+}
+
+export function profileHotPath(
+  env: ProfileEnv,
+  opts: HotPathOptions = DEFAULT_HOT_PATH,
+): Promise<HotPathProfile | null> {
+  return underLoad(env, {
+    ...opts,
+    name: "pulsegate_profiled",
+    what: "hot path profile",
+    start: async (control) => {
+      await (await fetch(`${control}/profile/start?us=${SAMPLING_US}`, { method: "POST" })).json();
+    },
+    stop: async (control, run) => {
+      const stopped = await (await fetch(`${control}/profile/stop`, { method: "POST" }))
+        .json() as { profile: { nodes: ProfileNode[] } };
+      // A developer's raw profile, for tools that walk its call tree.
+      const dump = Deno.env.get("PROF_DUMP");
+      if (dump) await Deno.writeTextFile(dump, JSON.stringify(stopped.profile));
+      env.log(
+        `hot path profile (${opts.route}): ${
+          Math.round(run.rps)
+        } req/s under the profiler, ${run.errors} errors`,
+      );
+      return { ...opts, rps: round(run.rps, 1), ...summarizeProfile(stopped.profile.nodes, opts) };
+    },
+  });
 }
 
 /** Allocations per request on the serving thread, estimated from V8's sampling heap profiler. */
@@ -177,52 +202,40 @@ export interface AllocationsPerRequest {
  * (collected objects included): what one request allocates, and where. The sampling slows the
  * gateway, so this runs apart from the CPU profile.
  */
-export async function profileAllocations(
+export function profileAllocations(
   env: ProfileEnv,
   opts: HotPathOptions & { intervalBytes: number },
 ): Promise<AllocationsPerRequest | null> {
-  const gw = await startPulsegate(env.layout, {
+  return underLoad(env, {
+    ...opts,
     name: "pulsegate_allocations",
-    dir: `${env.workDir}/alloc_${opts.route}_${opts.history ? "on" : "off"}`,
-    config: gatewayConfig({ fake: env.fake, routes: MAIN_ROUTES }),
-    history: opts.history,
+    what: "allocation profile",
+    start: async (control) => {
+      const started = await fetch(`${control}/alloc/start?bytes=${opts.intervalBytes}`, {
+        method: "POST",
+      });
+      await started.body?.cancel();
+    },
+    stop: async (control, run) => {
+      const stopped = await fetch(`${control}/alloc/stop?top=${opts.top ?? 25}`, {
+        method: "POST",
+      });
+      const sum = await stopped.json() as AllocationSummary;
+      const per = (x: number) => x / Math.max(1, run.requests);
+      return {
+        route: opts.route,
+        requests: run.requests,
+        rps: round(run.rps, 1),
+        intervalBytes: sum.interval,
+        samples: sum.samples,
+        objectsPerRequest: round(per(sum.objects), 1),
+        bytesPerRequest: round(per(sum.bytes), 0),
+        sites: sum.sites.map((site) => ({
+          name: site.url ? site.name.replace(site.url, shortUrl(site.url)) : site.name,
+          objects: round(per(site.objects), 2),
+          bytes: round(per(site.bytes), 0),
+        })),
+      };
+    },
   });
-  const control = gw.ready.control;
-  try {
-    if (!control) throw new Error("the gateway gave no control port");
-    const request = requestFor("pulsegate", {
-      endpoints: { fake: env.fake, pulsegate: gw.url },
-      mode: opts.route,
-      stream: opts.stream,
-    });
-    const load = { request, connections: opts.concurrency, warmupSeconds: 0 };
-    await autocannon(env, { ...load, seconds: 2 });
-    const started = await fetch(`${control}/alloc/start?bytes=${opts.intervalBytes}`, {
-      method: "POST",
-    });
-    await started.body?.cancel();
-    const run = await autocannon(env, { ...load, seconds: opts.seconds });
-    const stopped = await fetch(`${control}/alloc/stop?top=${opts.top ?? 25}`, { method: "POST" });
-    const sum = await stopped.json() as AllocationSummary;
-    const per = (x: number) => x / Math.max(1, run.requests);
-    return {
-      route: opts.route,
-      requests: run.requests,
-      rps: round(run.rps, 1),
-      intervalBytes: sum.interval,
-      samples: sum.samples,
-      objectsPerRequest: round(per(sum.objects), 1),
-      bytesPerRequest: round(per(sum.bytes), 0),
-      sites: sum.sites.map((site) => ({
-        name: site.url ? site.name.replace(site.url, shortUrl(site.url)) : site.name,
-        objects: round(per(site.objects), 2),
-        bytes: round(per(site.bytes), 0),
-      })),
-    };
-  } catch (err) {
-    env.log(`allocation profile failed: ${(err as Error).message}`);
-    return null;
-  } finally {
-    await gw.stop();
-  }
 }
