@@ -5,6 +5,7 @@ import { handleCountTokens } from "../endpoints/count_tokens.ts";
 import { unhandledError } from "../endpoints/not_found.ts";
 import { EMBED_CLIENTS } from "../formats/embed_formats.ts";
 import { CLIENT_CODECS } from "../formats/formats.ts";
+import { getPath } from "hono/utils/url";
 
 /** What serves one of the proxy's POST paths. */
 export type ProxyRoute = (request: Request, deps: ProxyDeps) => Promise<Response>;
@@ -39,32 +40,20 @@ export const PROXY_ROUTES: ReadonlyMap<string, ProxyRoute> = new Map([
 ]);
 
 /**
- * The path of a URL the runtime built (`scheme://host/path?query`): what follows the host, up to
- * the query. Deno's `request.url` always has the scheme and host (the Host header was checked,
- * gateway/accept/host_header.ts).
- */
-export function urlPath(url: string): string {
-  const start = url.indexOf("/", url.indexOf("//") + 2);
-  if (start < 0) return "/";
-  const query = url.indexOf("?", start);
-  const hash = url.indexOf("#", start);
-  const end = query < 0 ? (hash < 0 ? url.length : hash) : hash < 0 ? query : Math.min(query, hash);
-  return url.slice(start, end);
-}
-
-/**
- * A POST to one of PROXY_ROUTES' paths, served without the router: the same origin check the
- * router's middleware makes, the same answer to what escapes the handler. Null for anything else,
- * which the router serves. The router cost a served answer about 30 objects and a few percent of
- * its CPU (docs/performance_log.md "The proxy's paths without the router"); a path spelled any
- * other way (percent-encoded, a trailing slash) is the router's and ends where it always did.
+ * A POST to one of PROXY_ROUTES' paths, served without the router: the path read as the router
+ * reads it, the same origin check the router's middleware makes, the same answer to what escapes
+ * the handler. Null for anything else (another path, a trailing slash, another method), which the
+ * router serves. The router cost a served answer about 30 objects and a few percent of its CPU
+ * (docs/performance_log.md "The proxy's paths without the router").
  */
 export function directProxy(
   deps: ProxyDeps & OriginCheckDeps,
 ): (request: Request) => Promise<Response> | null {
   return (request) => {
     if (request.method !== "POST") return null;
-    const path = urlPath(request.url);
+    // The router's own reading of the path (percent-decoded, up to the query), so the direct
+    // path serves exactly what the router would route to the same handler.
+    const path = getPath(request);
     const route = PROXY_ROUTES.get(path);
     if (!route) return null;
     const refusal = originRefusal(request, { path, deps });

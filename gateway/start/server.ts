@@ -41,8 +41,8 @@ export function createApp(deps: ServerDeps): Hono {
   const app = new Hono();
   installFallbacks(app, { log: deps.log });
   app.use(originCheck(deps));
-  // Served by `directProxy` before the router; here for what reaches the router all the same
-  // (createApp alone, in tests).
+  // `createHandler` serves these POSTs by `directProxy` before the router; the app keeps them so
+  // that it is whole on its own, and so that the 405 below is for the other methods only.
   for (const [path, route] of PROXY_ROUTES) app.post(path, (c) => route(c.req.raw, deps));
   refuseOtherMethods(app, {
     paths: [
