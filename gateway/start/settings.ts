@@ -102,22 +102,12 @@ export function readSettings(env: (name: string) => string | undefined): Setting
       "PULSEGATE_ADMIN_QUERY_TIMEOUT_MS",
       ADMIN_QUERY_BOUND_MS,
     ),
-    dbThreadNice: niceValue(env, "PULSEGATE_DB_THREAD_NICE", DB_THREAD_NICE),
+    dbThreadNice: wholeNumber(env, "PULSEGATE_DB_THREAD_NICE", {
+      fallback: DB_THREAD_NICE,
+      min: 0,
+      max: 19,
+    }),
   };
-}
-
-function niceValue(
-  env: (name: string) => string | undefined,
-  name: string,
-  fallback: number,
-): number {
-  const raw = env(name);
-  if (raw === undefined || raw === "") return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 0 || value > 19) {
-    throw new Error(`${name} must be a whole number from 0 to 19, got "${raw}"`);
-  }
-  return value;
 }
 
 function positiveInteger(
@@ -125,11 +115,22 @@ function positiveInteger(
   name: string,
   fallback: number,
 ): number {
+  return wholeNumber(env, name, { fallback, min: 1 });
+}
+
+/** A whole number from `min` (to `max`) named by `name`, or `fallback` when unset or empty. */
+function wholeNumber(
+  env: (name: string) => string | undefined,
+  name: string,
+  opts: { fallback: number; min: number; max?: number },
+): number {
   const raw = env(name);
-  if (raw === undefined || raw === "") return fallback;
+  if (raw === undefined || raw === "") return opts.fallback;
   const value = Number(raw);
-  if (!Number.isSafeInteger(value) || value < 1) {
-    throw new Error(`${name} must be a whole number of at least 1, got "${raw}"`);
+  const { min, max = Number.MAX_SAFE_INTEGER } = opts;
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    const range = opts.max === undefined ? `of at least ${min}` : `from ${min} to ${max}`;
+    throw new Error(`${name} must be a whole number ${range}, got "${raw}"`);
   }
   return value;
 }
