@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { ownNice, threadNices } from "../tests/thread_nices.ts";
 import { inProcessExecutor, workerExecutor } from "./batch_executor.ts";
 import { historyWorkerMain } from "./history_worker.ts";
 import { withTempDb } from "../tests/db_helpers.ts";
@@ -228,16 +229,6 @@ Deno.test("a history worker that dies refuses its batches at once, and later one
   });
 });
 
-/** The nice value of each of this process's threads (Linux: /proc/self/task/N/stat field 19). */
-function threadNices(): number[] {
-  const nices: number[] = [];
-  for (const task of Deno.readDirSync("/proc/self/task")) {
-    const stat = Deno.readTextFileSync(`/proc/self/task/${task.name}/stat`);
-    nices.push(Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]));
-  }
-  return nices;
-}
-
 Deno.test("the writer's thread runs at the nice value it is given, and the serving thread keeps its own", async () => {
   await withTempDb(async ({ url }) => {
     const before = threadNices().filter((n) => n === 13).length;
@@ -250,8 +241,7 @@ Deno.test("the writer's thread runs at the nice value it is given, and the servi
       assert.deepEqual(warnings, []);
       assert.equal(threadNices().filter((n) => n === 13).length, before + 1);
       // This thread (the serving one in a gateway) is not lowered with it.
-      const self = Deno.readTextFileSync("/proc/thread-self/stat");
-      assert.equal(Number(self.slice(self.lastIndexOf(")") + 2).split(" ")[16]), 0);
+      assert.equal(ownNice(), 0);
     } finally {
       await executor.close();
     }

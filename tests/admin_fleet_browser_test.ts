@@ -67,9 +67,10 @@ async function snapshot(url: string, query = ""): Promise<LiveSnapshot> {
 }
 
 /**
- * What `ask` answers once the instances named answer it: one that took longer than the peer bound
- * (a real second, LIVE_PEER_ANSWER_MS) on a loaded machine is left out for LIVE_PEER_QUIET_MS and
- * shown as silent, which is the promise, not what the caller asks about.
+ * What `ask` answers once the instances named answer it. The peer bound is real time
+ * (LIVE_PEER_ANSWER_MS): a peer that misses it is left out for LIVE_PEER_QUIET_MS and shown as
+ * silent, a promise admin/live_fleet_test.ts holds on the virtual clock and not what these steps
+ * ask about.
  */
 async function onceAnswered<T>(
   ask: () => Promise<T>,

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { ownNice, threadNices } from "./thread_nices.ts";
 import { QueryTooLargeError, ReaderClosedError } from "../db/read_db.ts";
 import { readWorkerMain } from "../db/read_worker.ts";
 import { workerReads } from "../db/worker_reads.ts";
@@ -209,20 +210,6 @@ Deno.test("a reader thread that dies refuses the reads it ran, and the next read
   });
 });
 
-/** The nice value of each of this process's threads (Linux: /proc/self/task/N/stat field 19). */
-function threadNices(): number[] {
-  const nices: number[] = [];
-  for (const task of Deno.readDirSync("/proc/self/task")) {
-    try {
-      const stat = Deno.readTextFileSync(`/proc/self/task/${task.name}/stat`);
-      nices.push(Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]));
-    } catch {
-      // A thread that ended while the folder was read.
-    }
-  }
-  return nices;
-}
-
 Deno.test("the reader's thread takes the nice value given; the serving thread keeps its own", async () => {
   await withTempDb(async ({ url }) => {
     const before = threadNices().filter((n) => n === 14).length;
@@ -235,8 +222,7 @@ Deno.test("the reader's thread takes the nice value given; the serving thread ke
         threadNices().filter((n) => n === 14).length >= before + 1,
         `threads at nice 14: ${threadNices().filter((n) => n === 14).length}, ${before} before`,
       );
-      const self = Deno.readTextFileSync("/proc/thread-self/stat");
-      assert.equal(Number(self.slice(self.lastIndexOf(")") + 2).split(" ")[16]), 0);
+      assert.equal(ownNice(), 0);
     } finally {
       await reads.close();
     }

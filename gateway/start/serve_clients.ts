@@ -48,8 +48,8 @@ export interface ServeClientsOptions {
  * plain `Deno.serve`, and `unguarded` says why.
  *
  * The bounds are real milliseconds, not scaled by `PULSEGATE_TIME_SCALE`: they bound real
- * sockets, and a suite run at a hundredth of the time must not see its own requests cut by a
- * 100 ms headers bound on a loaded machine. Tests that need them short set them short.
+ * sockets: a suite run at a hundredth of the time would otherwise give its own requests a 100 ms
+ * headers bound. Tests that need them short set them short.
  */
 export function serveClients(handler: ConnectionHandler, opts: ServeClientsOptions): ClientServer {
   const platform = ["DENO_DEPLOYMENT_ID", "DENO_SERVE_ADDRESS"].find((name) => opts.env(name));
