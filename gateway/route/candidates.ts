@@ -1,11 +1,10 @@
 import { unsupportedBuiltins } from "../formats/builtin_tools.ts";
 import type { Candidate, RouteDeps, RoutedRequest } from "./route_request.ts";
 import { passesBodyThrough } from "./passthrough.ts";
-import type { Config, Route, RouteCandidate, Upstream } from "../config/schema.ts";
+import type { Route, RouteCandidate } from "../config/schema.ts";
 import { isPool } from "../config/route_entries.ts";
 import type { UpstreamKind } from "../formats/format.ts";
-import { onePer } from "../runtime/memo.ts";
-import { planOf } from "./request_plan.ts";
+import { planOf, upstreamsById } from "./request_plan.ts";
 import { embedUnsupported } from "../formats/embed_formats.ts";
 import type { Cooldowns } from "./cooldown.ts";
 import {
@@ -148,11 +147,6 @@ function gateProbes(healthy: Candidate[], cooldowns: Cooldowns): Candidate[] {
   });
   return gated;
 }
-
-/** A config's upstreams by id, made once per config. */
-const upstreamsById = onePer((config: Config) =>
-  new Map<string, Upstream>(config.upstreams.map((u) => [u.id, u]))
-);
 
 /**
  * "Equal" candidates are neighbours with the same model name on different

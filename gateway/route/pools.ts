@@ -2,6 +2,7 @@ import type { Config, PoolEntry, PoolMember, Route, Upstream } from "../config/s
 import { isPool } from "../config/route_entries.ts";
 import { orderMembers, type PickContext } from "./pool_picks.ts";
 import { PoolState } from "./pool_state.ts";
+import { upstreamsById } from "./request_plan.ts";
 
 /** A candidate that came out of a pool: its pool's state, and which member it is. */
 export interface PoolSlot {
@@ -62,7 +63,7 @@ export class Pools {
   ): MemberCandidate[] {
     const state = this.state(route.model, opts);
     const ctx = this.#ctx;
-    ctx.upstreams = upstreamsOf(opts.config);
+    ctx.upstreams = upstreamsById(opts.config);
     ctx.slots = opts.slots;
     const picks: MemberCandidate[] = [];
     for (const member of orderMembers(state, ctx)) {
@@ -120,12 +121,4 @@ export class Pools {
     }
     for (const key of this.#states.keys()) if (!kept.has(key)) this.#states.delete(key);
   }
-}
-
-const byConfig = new WeakMap<Config, Map<string, Upstream>>();
-
-function upstreamsOf(config: Config): Map<string, Upstream> {
-  let map = byConfig.get(config);
-  if (!map) byConfig.set(config, map = new Map(config.upstreams.map((u) => [u.id, u])));
-  return map;
 }

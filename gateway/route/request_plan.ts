@@ -28,13 +28,14 @@ export interface RoutePlan {
   hedges: boolean;
 }
 
-const upstreamsOf = onePer((config: Config) =>
-  new Map<string, Upstream>(config.upstreams.map((u) => [u.id, u]))
+/** A config's upstreams by id, made once per config. */
+export const upstreamsById = onePer((config: Config): ReadonlyMap<string, Upstream> =>
+  new Map(config.upstreams.map((u) => [u.id, u]))
 );
 
 /** The plan of `config`, made on its first request. */
 export const requestPlan = onePer((config: Config): RequestPlan => {
-  const upstreams = upstreamsOf(config);
+  const upstreams = upstreamsById(config);
   const routes = new Map<string, Route>();
   const byRoute = new Map<Route, RoutePlan>();
   for (const route of config.routes) {
@@ -63,5 +64,5 @@ function routePlan(route: Route, upstreams: ReadonlyMap<string, Upstream>): Rout
 
 /** The plan of one route of `config` (made for a route object of another config if need be). */
 export function planOf(config: Config, route: Route): RoutePlan {
-  return requestPlan(config).byRoute.get(route) ?? routePlan(route, upstreamsOf(config));
+  return requestPlan(config).byRoute.get(route) ?? routePlan(route, upstreamsById(config));
 }
